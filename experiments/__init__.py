@@ -1,0 +1,1 @@
+"""prereg.experiments: experiment definitions, the service store, oracles, bundled examples."""

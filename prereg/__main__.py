@@ -1,0 +1,3 @@
+from prereg.cli import main
+
+main()

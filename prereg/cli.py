@@ -1,0 +1,79 @@
+"""The ``prereg`` command line: wiring only; the work happens in the packages.
+
+Each command group lives in ``prereg/commands/<group>.py`` and exposes
+``register(app)``. Errors derived from :class:`prereg.errors.PreregError` map to
+the exit codes of the CLI contract (2 bad input, 3 integrity, 4 refused).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from prereg import __version__
+from prereg.commands import analyse_cmds, mcp_cmds, plan_cmds, registry_cmds, run_cmds
+from prereg.errors import PreregError
+from prereg.output import dumps, err_console
+from prereg.workspace import Workspace
+
+app = typer.Typer(
+    name="prereg",
+    help="Pre-registered experiments for tool-using LLM agents: register, run, analyse.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"prereg {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    workspace: Annotated[Path | None, typer.Option(
+        "--workspace", "-w", help="Workspace folder (default: $PREREG_WORKSPACE, else the "
+        "current directory).", show_default=False)] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    ctx.obj = Workspace.resolve(workspace)
+
+
+for _module in (registry_cmds, run_cmds, analyse_cmds, plan_cmds, mcp_cmds):
+    _module.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning PreregError into its exit code."""
+    as_json = "--json" in (argv if argv is not None else sys.argv[1:])
+    try:
+        app(args=argv, standalone_mode=False)
+    except PreregError as exc:
+        if as_json:
+            sys.stdout.write(dumps(exc.to_json()) + "\n")
+        err_console.print(f"error: {exc.render()}", style="red", highlight=False, markup=False)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("aborted", style="red")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err_console.print("interrupted", style="red")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(2)
+        raise
+    sys.exit(0)

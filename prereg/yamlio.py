@@ -1,0 +1,168 @@
+"""YAML and model loading with errors that name the file, the field and the line.
+
+Shared by every package that reads user-written files (registrations,
+experiments), so that bad input always reads the same way: ``file:line:col:
+field: what was expected`` and exit code 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from prereg.errors import BadInput
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Located:
+    """A parsed YAML document with the source positions of its nodes."""
+
+    data: Any
+    root: yaml.Node | None
+    filename: str
+
+    def line_of(self, loc: Sequence[int | str]) -> tuple[int, int] | None:
+        """1-based (line, column) of the node at ``loc``, or of its nearest parent."""
+        node = self.root
+        best = None
+        for part in loc:
+            if node is None:
+                break
+            best = node
+            if isinstance(node, yaml.MappingNode):
+                nxt = None
+                for key, value in node.value:
+                    if getattr(key, "value", None) == part:
+                        nxt = value
+                        best = key
+                        break
+                node = nxt
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+                node = node.value[part] if 0 <= part < len(node.value) else None
+            else:
+                node = None
+        target = node if node is not None else best
+        if target is None:
+            return None
+        mark = target.start_mark
+        return mark.line + 1, mark.column + 1
+
+
+def parse_yaml(text: str | bytes, filename: str) -> Located:
+    """Parse one YAML document; a syntax error names the file, line and column."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"not UTF-8 text ({exc})", file=filename) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise BadInput(f"malformed YAML: {problem}", file=where) from None
+    except yaml.YAMLError as exc:
+        raise BadInput(f"malformed YAML: {exc}", file=filename) from None
+    return Located(data=data, root=root, filename=filename)
+
+
+def _field_names(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """Known field names of the (nested) model that owns ``loc[-1]``."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        annotation = fields[part].annotation
+        current = _unwrap_model(annotation)
+        if current is None:
+            return []
+    fields = getattr(current, "model_fields", None)
+    return list(fields) if fields else []
+
+
+def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _unwrap_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def format_loc(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(document)"
+
+
+def validation_problems(exc: ValidationError, model: type[BaseModel],
+                        located: Located | None) -> list[tuple[str, str]]:
+    """(where, message) pairs, one per pydantic error, with suggestions."""
+    problems = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        # pydantic adds the tag of tagged unions and validator names to loc; drop non-fields
+        field = format_loc(loc)
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            known = _field_names(model, loc)
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6) if loc else []
+            msg = f"unknown field '{loc[-1]}'"
+            if close:
+                msg += f" (did you mean '{close[0]}'?)"
+            elif known:
+                msg += f" (known fields: {', '.join(known)})"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        elif "input" in err and err["type"] not in ("value_error", "assertion_error"):
+            shown = repr(err["input"])
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            msg = f"{msg} (got {shown})"
+        where = located.filename if located else model.__name__
+        if located is not None:
+            pos = located.line_of(loc)
+            if pos:
+                where = f"{located.filename}:{pos[0]}:{pos[1]}"
+        problems.append((where, f"{field}: {msg}"))
+    return problems
+
+
+def load_model(model: type[M], text: str | bytes, filename: str) -> M:
+    """Parse YAML and validate it into ``model``; any problem is a BadInput."""
+    located = parse_yaml(text, filename)
+    if located.data is None:
+        raise BadInput("the file is empty; expected a YAML mapping", file=filename)
+    if not isinstance(located.data, dict):
+        raise BadInput(f"expected a YAML mapping at the top level, got {type(located.data).__name__}",
+                       file=filename)
+    return validate(model, located.data, located)
+
+
+def validate(model: type[M], data: Any, located: Located | None = None,
+             filename: str | None = None) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = validation_problems(exc, model, located)
+        where, first = problems[0]
+        field, _, message = first.partition(": ")
+        raise BadInput(message, file=where if located else (filename or where), field=field,
+                       details=[f"{w}: {m}" for w, m in problems[1:]]) from None

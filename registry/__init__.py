@@ -1,0 +1,1 @@
+"""prereg.registry: registration schema, resolution, canonical digest, ledger, verify."""

@@ -1,0 +1,1 @@
+"""prereg.reports: loading runs with refusal, the registered analysis, rendering."""

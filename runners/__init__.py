@@ -1,0 +1,1 @@
+"""prereg.runners: run units, drivers, harness, run store, resume."""

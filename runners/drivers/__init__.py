@@ -1,0 +1,1 @@
+"""Drivers: replay, local, anthropic, openai."""

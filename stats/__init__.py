@@ -1,0 +1,1 @@
+"""prereg.stats: pure statistical functions over numpy arrays; no I/O, no project imports."""

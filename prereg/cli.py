@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning PreregError into its exit code."""
     as_json = "--json" in (argv if argv is not None else sys.argv[1:])
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
     except PreregError as exc:
         if as_json:
             sys.stdout.write(dumps(exc.to_json()) + "\n")
@@ -76,4 +76,4 @@ def main(argv: list[str] | None = None) -> None:
             exc.show()
             sys.exit(2)
         raise
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

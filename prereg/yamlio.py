@@ -20,6 +20,20 @@ from prereg.errors import BadInput
 M = TypeVar("M", bound=BaseModel)
 
 
+class FieldRuleError(ValueError):
+    """Raise from a model validator to attach a cross-field rule to one field.
+
+    Pydantic reports model-level errors at the model's location; this carries
+    the dotted path of the field the rule is about, so the message names it.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        parts = field.replace("[", ".").replace("]", "").split(".")
+        self.field_path: tuple[int | str, ...] = tuple(
+            int(p) if p.isdigit() else p for p in parts)
+        super().__init__(message)
+
+
 @dataclass(frozen=True)
 class Located:
     """A parsed YAML document with the source positions of its nodes."""
@@ -118,6 +132,9 @@ def validation_problems(exc: ValidationError, model: type[BaseModel],
     problems = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, FieldRuleError):
+            loc = loc + ctx_error.field_path
         # pydantic adds the tag of tagged unions and validator names to loc; drop non-fields
         field = format_loc(loc)
         msg = err["msg"]
@@ -131,7 +148,9 @@ def validation_problems(exc: ValidationError, model: type[BaseModel],
                 msg += f" (known fields: {', '.join(known)})"
         elif err["type"] == "missing":
             msg = "required field is missing"
-        elif "input" in err and err["type"] not in ("value_error", "assertion_error"):
+        elif err["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
+        elif "input" in err and err["type"] != "assertion_error":
             shown = repr(err["input"])
             if len(shown) > 60:
                 shown = shown[:57] + "..."
@@ -151,8 +170,8 @@ def load_model(model: type[M], text: str | bytes, filename: str) -> M:
     if located.data is None:
         raise BadInput("the file is empty; expected a YAML mapping", file=filename)
     if not isinstance(located.data, dict):
-        raise BadInput(f"expected a YAML mapping at the top level, got {type(located.data).__name__}",
-                       file=filename)
+        kind = type(located.data).__name__
+        raise BadInput(f"expected a YAML mapping at the top level, got {kind}", file=filename)
     return validate(model, located.data, located)
 
 

@@ -1,0 +1,108 @@
+"""The hash-chained, append-only ledger (``registry/ledger.jsonl``).
+
+Each line is one event (a registration, a locked-split claim) carrying its
+sequence number and the sha256 of the previous line's exact bytes, so any edit,
+deletion, insertion or reordering of lines breaks the chain at a named line.
+Appends happen under a file lock, so concurrent ``register`` calls cannot
+interleave or fork the chain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from prereg import __version__
+from prereg.registry.digest import PREFIX, canonical_json, sha256_hex
+
+GENESIS = PREFIX + "0" * 64
+
+
+@dataclass(frozen=True)
+class LedgerLine:
+    number: int          # 1-based line number in the file
+    raw: bytes           # the line's exact bytes, without the newline
+    data: dict[str, Any] | None   # None when the line is not valid JSON
+
+    @property
+    def hash(self) -> str:
+        return PREFIX + sha256_hex(self.raw)
+
+
+@dataclass(frozen=True)
+class LedgerHead:
+    seq: int
+    hash: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "hash": self.hash}
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Ledger:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.lock = FileLock(str(self.path) + ".lock", timeout=60)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.lock:
+            yield
+
+    def lines(self) -> list[LedgerLine]:
+        if not self.path.exists():
+            return []
+        out = []
+        for number, raw in enumerate(self.path.read_bytes().split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw)
+                if not isinstance(data, dict):
+                    data = None
+            except json.JSONDecodeError:
+                data = None
+            out.append(LedgerLine(number=number, raw=raw, data=data))
+        return out
+
+    def events(self) -> list[dict[str, Any]]:
+        return [line.data for line in self.lines() if line.data is not None]
+
+    def head(self) -> LedgerHead:
+        lines = self.lines()
+        if not lines:
+            return LedgerHead(seq=0, hash=GENESIS)
+        last = lines[-1]
+        seq = int(last.data.get("seq", 0)) if last.data else 0
+        return LedgerHead(seq=seq, hash=last.hash)
+
+    def prepare(self, event: dict[str, Any]) -> bytes:
+        """The exact bytes of the next line for ``event``; hold :meth:`locked`.
+
+        Prepared before appending so the caller can mirror the line in a file
+        first (a frozen copy or a claim), which lets ``verify`` detect an edit
+        of the last line, which no later line's hash covers.
+        """
+        head = self.head()
+        line = {"seq": head.seq + 1, **event, "time": utc_now(),
+                "prereg_version": __version__, "prev": head.hash}
+        return canonical_json(line)
+
+    def append_prepared(self, line: bytes) -> None:
+        """Append a line made by :meth:`prepare`, durably; hold :meth:`locked`."""
+        with open(self.path, "ab") as handle:
+            handle.write(line + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())

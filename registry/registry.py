@@ -1,0 +1,251 @@
+"""The registry: register, look up, claim the locked split.
+
+Layout under ``<workspace>/registry/``:
+
+- ``ledger.jsonl``: the hash chain (see :mod:`prereg.registry.ledger`);
+- ``frozen/<id>.json``: the read-only frozen copy of each registration (its
+  resolved document, digest, source object and the exact ledger line it added);
+- ``claims/<seq>.json``: a mirror of each locked-split claim line;
+- ``objects/``: the content-addressed bytes of every referenced file.
+
+Every ledger line is mirrored in a file written before the line is appended,
+so an edit of any line, the last one included, is detectable by ``verify``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prereg.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.registry import feasibility
+from prereg.registry.ledger import Ledger, LedgerHead
+from prereg.registry.objects import ObjectStore
+from prereg.registry.resolve import Resolved, resolve
+from prereg.registry.schema import Registration
+
+LOCKED_SPLIT = "test"
+
+
+@dataclass
+class Entry:
+    """A registered registration, as the ledger and its frozen copy record it."""
+
+    id: str
+    digest: str
+    registration: Registration
+    frozen_path: Path
+    registered_at: str
+    seq: int
+    files: dict[str, str]                  # experiment-relative path -> sha256:<hex>
+    source_path: str
+    source_object: str
+    runnable: bool = True
+    feasibility: dict[str, Any] | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    claims: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def experiment(self) -> str:
+        return self.registration.experiment
+
+
+@dataclass(frozen=True)
+class RegisterResult:
+    entry: Entry
+    created: bool          # False when identical content was already registered
+
+
+def _write_readonly(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.chmod(tmp, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    os.replace(tmp, path)
+
+
+class Registry:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.ledger = Ledger(self.root / "ledger.jsonl")
+        self.objects = ObjectStore(self.root / "objects")
+        self.frozen_dir = self.root / "frozen"
+        self.claims_dir = self.root / "claims"
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def frozen_path(self, reg_id: str) -> Path:
+        return self.frozen_dir / f"{reg_id}.json"
+
+    def _load_frozen(self, reg_id: str) -> dict[str, Any]:
+        path = self.frozen_path(reg_id)
+        try:
+            return json.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise IntegrityError(f"frozen copy of '{reg_id}' is missing ({path}); run "
+                                 "`prereg verify`") from None
+        except json.JSONDecodeError:
+            raise IntegrityError(f"frozen copy of '{reg_id}' is not valid JSON; run "
+                                 "`prereg verify`") from None
+
+    def entries(self) -> list[Entry]:
+        """Every registration, in ledger order, with supersession and claims filled in."""
+        events = self.ledger.events()
+        regs = [e for e in events if e.get("event") == "registration"]
+        claims = [e for e in events if e.get("event") == "locked-split-claim"]
+        superseded_by = {e["supersedes"]: e["id"] for e in regs if e.get("supersedes")}
+        out = []
+        for event in regs:
+            frozen = self._load_frozen(event["id"])
+            registration = Registration.model_validate(frozen["document"]["registration"])
+            out.append(Entry(
+                id=event["id"], digest=event["digest"], registration=registration,
+                frozen_path=self.frozen_path(event["id"]), registered_at=event["time"],
+                seq=event["seq"], files=dict(frozen["document"]["experiment"]["files"]),
+                source_path=frozen["source"]["path"], source_object=frozen["source"]["object"],
+                runnable=bool(event.get("runnable", True)), feasibility=frozen.get("feasibility"),
+                supersedes=event.get("supersedes"), superseded_by=superseded_by.get(event["id"]),
+                claims=[c for c in claims if c.get("id") == event["id"]],
+            ))
+        return out
+
+    def find(self, reg_id: str) -> Entry | None:
+        for entry in self.entries():
+            if entry.id == reg_id:
+                return entry
+        return None
+
+    def get(self, reg_id: str) -> Entry:
+        entry = self.find(reg_id)
+        if entry is None:
+            known = [e.id for e in self.entries()]
+            raise BadInput(f"no registration '{reg_id}' in {self.root} (registered: "
+                           f"{', '.join(known) or 'none'})", field="id")
+        return entry
+
+    def head(self) -> LedgerHead:
+        return self.ledger.head()
+
+    def read_object(self, digest: str) -> bytes:
+        from prereg.registry.digest import file_digest
+
+        try:
+            data = self.objects.get(digest)
+        except FileNotFoundError:
+            raise IntegrityError(f"registry object {digest} is missing; run `prereg verify`",
+                                 ) from None
+        if file_digest(data) != digest:
+            raise IntegrityError(f"registry object {digest} was edited; run `prereg verify`")
+        return data
+
+    def experiment_reader(self, entry: Entry) -> Callable[[str], bytes]:
+        """Read the frozen experiment files of a registration (never the workspace copy)."""
+        files = dict(entry.files)
+
+        def read(relative: str) -> bytes:
+            if relative not in files:
+                raise FileNotFoundError(relative)
+            return self.read_object(files[relative])
+
+        return read
+
+    def load_experiment(self, entry: Entry) -> Any:
+        from prereg.experiments import load_experiment
+
+        return load_experiment(self.experiment_reader(entry), entry.experiment)
+
+    def claim_of(self, experiment: str) -> dict[str, Any] | None:
+        """The locked-split claim on an experiment, if any."""
+        for event in self.ledger.events():
+            if (event.get("event") == "locked-split-claim"
+                    and event.get("experiment") == experiment):
+                return event
+        return None
+
+    # ---- writing -------------------------------------------------------------------------
+
+    def register(self, path: Path, experiments_dir: Path, display: str | None = None
+                 ) -> RegisterResult:
+        """Validate, resolve, freeze and append. Nothing is written on any error."""
+        resolved = resolve(path, experiments_dir, display)
+        return self._commit(resolved)
+
+    def _commit(self, resolved: Resolved) -> RegisterResult:
+        reg = resolved.registration
+        gate = feasibility.check(reg, resolved.n_prompts)
+        with self.ledger.locked():
+            existing = self.find(reg.id)
+            if existing is not None:
+                if existing.digest == resolved.digest:
+                    return RegisterResult(entry=existing, created=False)
+                raise ProtocolRefusal(
+                    f"registration id '{reg.id}' is already registered with digest "
+                    f"{existing.digest}; this content has digest {resolved.digest}. A "
+                    "registration is never edited: register it under a new id with "
+                    f"`supersedes: {reg.id}`", file=resolved.source_path, field="id")
+            if reg.supersedes is not None:
+                old = self.find(reg.supersedes)
+                if old is None:
+                    raise BadInput(f"supersedes unknown registration '{reg.supersedes}'",
+                                   file=resolved.source_path, field="supersedes")
+                if old.superseded_by is not None:
+                    raise ProtocolRefusal(
+                        f"'{reg.supersedes}' is already superseded by '{old.superseded_by}'; "
+                        f"supersede '{old.superseded_by}' instead",
+                        file=resolved.source_path, field="supersedes")
+            if reg.kind == "confirmatory":
+                claim = self.claim_of(reg.experiment)
+                if claim is not None:
+                    raise ProtocolRefusal(
+                        f"the locked test split of experiment '{reg.experiment}' was already "
+                        f"spent by confirmatory registration '{claim['id']}' (ledger seq "
+                        f"{claim['seq']}, {claim['time']}); a second confirmatory run on it is "
+                        "refused", file=resolved.source_path, field="split")
+
+            event = {"event": "registration", "id": reg.id, "digest": resolved.digest,
+                     "experiment": reg.experiment, "kind": reg.kind, "split": reg.split,
+                     "supersedes": reg.supersedes,
+                     "runnable": True if gate is None else bool(gate["runnable"])}
+            source_object = self.objects.put(resolved.source_bytes)
+            for data in resolved.files.values():
+                self.objects.put(data)
+            line = self.ledger.prepare(event)
+            frozen = {"digest": resolved.digest, "document": resolved.document,
+                      "source": {"path": resolved.source_path, "object": source_object},
+                      "feasibility": gate, "ledger_line": line.decode()}
+            _write_readonly(self.frozen_path(reg.id), json.dumps(frozen, indent=2).encode())
+            self.ledger.append_prepared(line)
+        entry = self.get(reg.id)
+        return RegisterResult(entry=entry, created=True)
+
+    def claim_locked_split(self, entry: Entry) -> dict[str, Any]:
+        """Claim the experiment's locked split for a confirmatory registration.
+
+        Idempotent for the same registration; refused (exit 4) when another
+        registration already claimed it, or when the registration is exploratory.
+        """
+        if entry.registration.kind != "confirmatory" or entry.registration.split != LOCKED_SPLIT:
+            raise ProtocolRefusal(f"'{entry.id}' is {entry.registration.kind} on split "
+                                  f"'{entry.registration.split}': only a confirmatory "
+                                  "registration may run the locked test split")
+        with self.ledger.locked():
+            claim = self.claim_of(entry.experiment)
+            if claim is not None:
+                if claim.get("id") == entry.id and claim.get("digest") == entry.digest:
+                    return claim
+                raise ProtocolRefusal(
+                    f"the locked test split of experiment '{entry.experiment}' was already "
+                    f"claimed by '{claim['id']}' (ledger seq {claim['seq']}, {claim['time']})")
+            event = {"event": "locked-split-claim", "id": entry.id, "digest": entry.digest,
+                     "experiment": entry.experiment, "split": LOCKED_SPLIT}
+            line = self.ledger.prepare(event)
+            parsed = json.loads(line)
+            _write_readonly(self.claims_dir / f"{parsed['seq']:06d}.json", line)
+            self.ledger.append_prepared(line)
+            return parsed

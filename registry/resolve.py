@@ -1,0 +1,106 @@
+"""Resolution: a registration YAML plus the experiment files it references.
+
+Everything that decides a result goes into the resolved document: the
+validated registration (defaults filled in, so YAML formatting, key order and
+comments do not matter) and the sha256 of every file the experiment references.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from prereg.errors import BadInput
+from prereg.registry.digest import document_digest, file_digest
+from prereg.registry.schema import Registration
+from prereg.yamlio import load_model
+
+
+@dataclass(frozen=True)
+class Resolved:
+    registration: Registration
+    source_path: str
+    source_bytes: bytes
+    files: dict[str, bytes]            # experiment-relative path -> content
+    n_prompts: int                     # tasks in the registered split
+    document: dict[str, Any] = field(repr=False)
+    digest: str = ""
+
+
+def safe_reader(folder: Path) -> Callable[[str], bytes]:
+    """Read files inside ``folder`` only; paths escaping it are refused."""
+    root = folder.resolve()
+
+    def read(relative: str) -> bytes:
+        pure = PurePosixPath(relative)
+        if pure.is_absolute() or ".." in pure.parts:
+            raise BadInput(f"referenced path '{relative}' must stay inside the experiment folder",
+                           file=str(folder))
+        target = (root / pure).resolve()
+        if not target.is_relative_to(root):
+            raise BadInput(f"referenced path '{relative}' leaves the experiment folder",
+                           file=str(folder))
+        if not target.is_file():
+            raise FileNotFoundError(relative)
+        return target.read_bytes()
+
+    return read
+
+
+def build_document(registration: Registration,
+                   experiment_files: dict[str, bytes]) -> dict[str, Any]:
+    """The digested document: registration fields and the hash of every file."""
+    return {
+        "format": "prereg.registration/1",
+        "registration": registration.model_dump(mode="json"),
+        "experiment": {
+            "name": registration.experiment,
+            "files": {path: file_digest(data) for path, data in sorted(experiment_files.items())},
+        },
+    }
+
+
+def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
+    """Validate a registration file and resolve its experiment; BadInput on any problem."""
+    from prereg.experiments import load_experiment  # experiments sit below the registry
+
+    shown = display or str(path)
+    try:
+        source = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise BadInput("registration file not found", file=shown) from None
+    except IsADirectoryError:
+        raise BadInput("expected a registration YAML file, got a directory", file=shown) from None
+    registration = load_model(Registration, source, shown)
+
+    folder = experiments_dir / registration.experiment
+    if not (folder / "experiment.yaml").is_file():
+        known = sorted(p.name for p in experiments_dir.iterdir() if p.is_dir()) \
+            if experiments_dir.is_dir() else []
+        raise BadInput(f"experiment '{registration.experiment}' not found (expected "
+                       f"{folder / 'experiment.yaml'}); known experiments: "
+                       f"{', '.join(known) or 'none'}", file=shown, field="experiment")
+    read = safe_reader(folder)
+    experiment = load_experiment(read, registration.experiment)
+    files = {rel: read(rel) for rel in experiment.files}
+
+    for index, arm in enumerate(registration.arms):
+        if arm.surface not in experiment.surface_ids:
+            raise BadInput(f"surface '{arm.surface}' is not defined by experiment "
+                           f"'{registration.experiment}' (known: "
+                           f"{', '.join(sorted(experiment.surface_ids))})",
+                           file=shown, field=f"arms[{index}].surface")
+    if registration.split not in experiment.split_names:
+        raise BadInput(f"experiment '{registration.experiment}' has no split "
+                       f"'{registration.split}'", file=shown, field="split")
+    tasks = experiment.tasks_in_split(registration.split)
+    if not tasks:
+        raise BadInput(f"split '{registration.split}' of experiment "
+                       f"'{registration.experiment}' holds no tasks", file=shown, field="split")
+
+    document = build_document(registration, files)
+    return Resolved(registration=registration, source_path=shown, source_bytes=source,
+                    files=files, n_prompts=len(tasks), document=document,
+                    digest=document_digest(document))

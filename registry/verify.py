@@ -1,0 +1,203 @@
+"""``prereg verify``: recompute everything and name every problem.
+
+Checks, in order: the ledger chain (each line valid JSON, consecutive sequence
+numbers, each line's ``prev`` equal to the hash of the line before), each
+ledger line against its mirror (the frozen copy or claim file written before
+it), each frozen copy's digest recomputed from its document, every stored
+object's hash, frozen copies and claims with no ledger line (a truncated
+ledger), and, as information only, workspace experiment files that changed
+since they were registered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from prereg.registry.digest import document_digest, file_digest
+from prereg.registry.ledger import GENESIS
+from prereg.registry.registry import Registry
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str           # short machine name, e.g. "ledger-chain", "frozen-edited"
+    entry: str          # what it concerns: a registration id, "ledger line N", an object
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Report:
+    problems: list[Problem]
+    info: list[Problem]
+    registrations: int
+    ledger_lines: int
+    objects: int
+    head: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "registrations": self.registrations,
+                "ledger_lines": self.ledger_lines, "objects": self.objects,
+                "ledger_head": self.head,
+                "problems": [p.to_json() for p in self.problems],
+                "info": [p.to_json() for p in self.info]}
+
+
+def _check_chain(registry: Registry, problems: list[Problem]) -> list[dict[str, Any]]:
+    prev_hash = GENESIS
+    expected_seq = 1
+    events = []
+    for line in registry.ledger.lines():
+        where = f"ledger line {line.number}"
+        if line.data is None:
+            problems.append(Problem("ledger-malformed", where, "not a valid JSON object"))
+            prev_hash = line.hash
+            expected_seq += 1
+            continue
+        seq = line.data.get("seq")
+        label = f"{where} (seq {seq}, id {line.data.get('id')})"
+        if seq != expected_seq:
+            problems.append(Problem("ledger-sequence", label,
+                                    f"sequence number {seq}, expected {expected_seq}: a line was "
+                                    "removed, inserted or reordered"))
+        if line.data.get("prev") != prev_hash:
+            problems.append(Problem("ledger-chain", label,
+                                    "its 'prev' hash does not match the line before it: the line "
+                                    "before was edited, removed or inserted, or lines reordered"))
+        events.append({**line.data, "_raw": line.raw, "_where": label})
+        prev_hash = line.hash
+        expected_seq = (seq if isinstance(seq, int) else expected_seq) + 1
+    return events
+
+
+def _check_frozen(registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
+                  ) -> tuple[set[str], list[dict[str, Any]]]:
+    referenced: set[str] = set()
+    documents = []
+    seen = set()
+    for event in events:
+        if event.get("event") != "registration":
+            continue
+        reg_id = str(event.get("id"))
+        seen.add(reg_id)
+        path = registry.frozen_path(reg_id)
+        if not path.is_file():
+            problems.append(Problem("frozen-deleted", reg_id,
+                                    f"frozen copy {path.name} is missing ({event['_where']})"))
+            continue
+        try:
+            frozen = json.loads(path.read_bytes())
+            document = frozen["document"]
+            stored_digest = frozen["digest"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            problems.append(Problem("frozen-edited", reg_id,
+                                    f"frozen copy {path.name} is not a valid frozen registration"))
+            continue
+        recomputed = document_digest(document)
+        if recomputed != stored_digest:
+            problems.append(Problem("frozen-edited", reg_id,
+                                    f"frozen copy edited: its document hashes to {recomputed}, "
+                                    f"its recorded digest is {stored_digest}"))
+        if stored_digest != event.get("digest"):
+            problems.append(Problem("digest-mismatch", reg_id,
+                                    f"ledger digest {event.get('digest')} differs from the "
+                                    f"frozen copy's {stored_digest}"))
+        if frozen.get("ledger_line", "").encode() != event["_raw"]:
+            problems.append(Problem("ledger-edited", event["_where"],
+                                    "the ledger line differs from the copy written with the "
+                                    "frozen registration: the line was edited"))
+        files = (document.get("experiment") or {}).get("files") or {}
+        referenced.update(files.values())
+        source = (frozen.get("source") or {}).get("object")
+        if source:
+            referenced.add(source)
+        documents.append({"id": reg_id, "experiment": (document.get("experiment") or {})
+                          .get("name"), "files": files})
+    if registry.frozen_dir.is_dir():
+        for path in sorted(registry.frozen_dir.glob("*.json")):
+            if path.stem not in seen:
+                problems.append(Problem("ledger-truncated", path.stem,
+                                        f"frozen copy {path.name} has no ledger line: the ledger "
+                                        "was truncated or its line removed"))
+    return referenced, documents
+
+
+def _check_claims(registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
+                  ) -> None:
+    claim_events = {e.get("seq"): e for e in events if e.get("event") == "locked-split-claim"}
+    files = {}
+    if registry.claims_dir.is_dir():
+        for path in sorted(registry.claims_dir.glob("*.json")):
+            files[path] = path.read_bytes().rstrip(b"\n")
+    by_seq = {}
+    for path, raw in files.items():
+        try:
+            by_seq[int(path.stem)] = (path, raw)
+        except ValueError:
+            problems.append(Problem("claim-unknown", path.name, "unexpected file in claims/"))
+    for seq, event in claim_events.items():
+        if seq not in by_seq:
+            problems.append(Problem("claim-deleted", event["_where"],
+                                    "the mirror of this locked-split claim is missing"))
+        elif by_seq[seq][1] != event["_raw"]:
+            problems.append(Problem("ledger-edited", event["_where"],
+                                    "the claim line differs from its mirror: the line was edited"))
+    for seq, (path, _raw) in by_seq.items():
+        if seq not in claim_events:
+            problems.append(Problem("ledger-truncated", path.name,
+                                    "a locked-split claim has no ledger line: the ledger was "
+                                    "truncated or the claim removed"))
+
+
+def _check_objects(registry: Registry, referenced: set[str], problems: list[Problem]) -> int:
+    count = 0
+    present = set()
+    for digest, path in registry.objects.all():
+        count += 1
+        present.add(digest)
+        actual = file_digest(path.read_bytes())
+        if actual != digest:
+            problems.append(Problem("object-edited", digest,
+                                    f"stored object was edited: its content hashes to {actual}"))
+    for digest in sorted(referenced - present):
+        problems.append(Problem("object-missing", digest, "a referenced object is missing"))
+    return count
+
+
+def _workspace_changes(experiments_dir: Path, documents: list[dict[str, Any]]) -> list[Problem]:
+    info = []
+    for doc in documents:
+        folder = experiments_dir / str(doc["experiment"])
+        for rel, digest in sorted(doc["files"].items()):
+            path = folder / rel
+            if not path.is_file():
+                info.append(Problem("workspace-file-removed", doc["id"],
+                                    f"experiments/{doc['experiment']}/{rel} was removed since "
+                                    "registration (runs use the frozen copy)"))
+            elif file_digest(path.read_bytes()) != digest:
+                info.append(Problem("workspace-file-changed", doc["id"],
+                                    f"experiments/{doc['experiment']}/{rel} changed since "
+                                    "registration (runs use the frozen copy)"))
+    return info
+
+
+def verify(registry: Registry, experiments_dir: Path | None = None) -> Report:
+    problems: list[Problem] = []
+    events = _check_chain(registry, problems)
+    referenced, documents = _check_frozen(registry, events, problems)
+    _check_claims(registry, events, problems)
+    objects = _check_objects(registry, referenced, problems)
+    info = _workspace_changes(experiments_dir, documents) if experiments_dir else []
+    head = registry.ledger.head()
+    return Report(problems=problems, info=info,
+                  registrations=sum(1 for e in events if e.get("event") == "registration"),
+                  ledger_lines=len(events), objects=objects, head=head.to_json())

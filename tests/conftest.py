@@ -1,0 +1,57 @@
+"""Shared fixtures: run the CLI in-process and snapshot folders byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from prereg.cli import main
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> object:
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run ``prereg ARGS`` in-process; returns exit code and captured output."""
+
+    def run(*args: str | Path) -> CliResult:
+        capsys.readouterr()
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Path -> sha256 of every file under ``root`` (byte-identity checks)."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def ws(tmp_path: Path, cli: Callable[..., CliResult]) -> Path:
+    """A fresh workspace made by ``prereg init``."""
+    root = tmp_path / "ws"
+    result = cli("init", root)
+    assert result.code == 0, result.stderr
+    return root

@@ -1,9 +1,224 @@
-"""Command group (placeholder until its issue lands)."""
+"""``mcp snapshot``, ``mcp serve``, ``mcp show``: MCP snapshots and the replay server."""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.table import Table
+from rich.text import Text
+
+from prereg.commands._common import JsonOpt
+from prereg.errors import BadInput
+from prereg.output import console, emit, err_console
+from prereg.runners.mcp.snapshot import LIST_ITEMS, Snapshot, read_snapshot, snapshot_digest
+from prereg.runners.mcp.untrusted import display_text
+
+app = typer.Typer(
+    name="mcp",
+    help="Record MCP servers as snapshots and serve them from a replay server that "
+    "refuses every tool call.",
+    no_args_is_help=True,
+)
+
+SNAPSHOT_HELP = """Record a live MCP server's identity and complete tool list into a snapshot.
+
+Give the server either as a command after '--' (run locally, spoken to over stdio) or
+with --url (streamable HTTP). The snapshot records, verbatim as JSON, the server's
+initialize result (name, version, title, description, instructions, capabilities,
+protocol version) and every page of tools/list (and of prompts/resources lists when
+advertised). Its digest covers what the server serves, not when or how it was taken:
+two snapshots of an unchanged server share a digest.
+
+Examples:
+
+  prereg mcp snapshot --out time.json -- mcp-server-time --local-timezone UTC
+  prereg mcp snapshot --out remote.json --url http://127.0.0.1:8000/mcp --json
+"""
+
+SERVE_HELP = """Serve snapshots from a replay server that refuses every tool call.
+
+Each snapshot is served exactly as recorded (identity, capabilities, tools/list pages).
+Every tools/call is answered with an isError result (marked in _meta "prereg/replay")
+and nothing is executed; a name the snapshot does not list gets JSON-RPC -32602.
+
+stdio (the default) serves one snapshot on stdin/stdout: a host starts one process per
+server. --http serves a pool on one port: snapshot i (0-based, in the order given) at
+/servers/<i>/mcp, with /mcp as an alias when there is one snapshot, and GET /servers
+listing them. --port 0 picks a free port; the URLs are printed at start (as one JSON
+document with --json).
+"""
 
 
-def register(app: typer.Typer) -> None:
-    """Add this group's commands to the app."""
+def register(root: typer.Typer) -> None:
+    """Add the ``mcp`` group to the app."""
+    root.add_typer(app, name="mcp")
+
+
+@app.command("snapshot", help=SNAPSHOT_HELP)
+def snapshot_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Snapshot file to write.")],
+    command: Annotated[list[str] | None, typer.Argument(
+        help="The server's command and arguments, after '--'.", show_default=False)] = None,
+    url: Annotated[str | None, typer.Option("--url", help="Streamable HTTP endpoint.")] = None,
+    env: Annotated[list[str] | None, typer.Option(
+        "--env", help="Pass this environment variable to a stdio server (repeatable); "
+        "only a minimal environment is passed otherwise.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0,
+                                           help="Seconds for the whole capture.")] = 60.0,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    from prereg.runners.mcp.capture import HttpTarget, StdioTarget, Target, capture_snapshot
+
+    target: Target
+    if url and command:
+        raise BadInput("give either a command after '--' or --url, not both", field="--url")
+    if url:
+        if not url.startswith(("http://", "https://")):
+            raise BadInput("expected an http:// or https:// URL", field="--url")
+        target = HttpTarget(url)
+    elif command:
+        target = StdioTarget(list(command), env=_pass_env(env or []))
+    else:
+        raise BadInput("give the server's command after '--', or --url", field="command")
+    if out.exists() and not force:
+        raise BadInput("exists; snapshots are evidence, pass --force to overwrite",
+                       file=str(out), field="--out")
+    if not out.parent.is_dir():
+        raise BadInput("the folder does not exist", file=str(out), field="--out")
+
+    snap = capture_snapshot(target, timeout=timeout, errlog=sys.stderr)
+    _write_atomically(out, snap.to_json_bytes())
+    data = _summary(snap, str(out))
+    emit(data, as_json, lambda: _show_human(snap, data))
+
+
+@app.command("serve", help=SERVE_HELP)
+def serve_cmd(
+    snapshots: Annotated[list[Path], typer.Argument(help="Snapshot files.",
+                                                    show_default=False)],
+    http: Annotated[bool, typer.Option("--http", help="Serve over streamable HTTP.")] = False,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (with --http).")]
+    = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535,
+                                      help="Port (with --http); 0 picks a free one.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    from prereg.runners.mcp.replay import ReplayServer
+
+    servers = [ReplayServer(read_snapshot(path)) for path in snapshots]
+    if not http:
+        if len(servers) != 1:
+            raise BadInput(f"stdio serves one snapshot, got {len(servers)}: start one process "
+                           "per server, or serve the pool with --http", field="SNAPSHOT")
+        if as_json:
+            raise BadInput("--json needs --http: over stdio, stdout is the protocol channel",
+                           field="--json")
+        from prereg.runners.mcp.serve_stdio import serve_stdio
+
+        serve_stdio(servers[0])
+        return
+
+    from prereg.runners.mcp.serve_http import base_url, bind, endpoints, serve_http
+
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        raise BadInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                       field="--port") from None
+    base = base_url(sock)
+    data = {"base_url": base, "transport": "streamable-http",
+            "servers": [e.describe(base) for e in endpoints(servers)]}
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(f"warning: listening on {host}, beyond this machine", style="yellow",
+                          markup=False, highlight=False)
+    emit(data, as_json, lambda: _serve_human(data, servers))
+    serve_http(servers, sock, host)
+
+
+@app.command("show")
+def show_cmd(
+    snapshot: Annotated[Path, typer.Argument(help="Snapshot file.", show_default=False)],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a snapshot's identity, digest and tools (metadata escaped, never interpreted)."""
+    snap = read_snapshot(snapshot)
+    data = _summary(snap, str(snapshot))
+    data["capabilities"] = snap.capabilities()
+    data["tools"] = snap.tools()
+    emit(data, as_json, lambda: _show_human(snap, data))
+
+
+# ----------------------------------------------------------------------------------------
+
+
+def _pass_env(names: list[str]) -> dict[str, str]:
+    missing = [n for n in names if n not in os.environ]
+    if missing:
+        raise BadInput(f"not set in this environment: {', '.join(missing)}", field="--env")
+    return {n: os.environ[n] for n in names}
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write beside the target and rename, so a kill never leaves half a snapshot."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _summary(snap: Snapshot, file: str) -> dict[str, Any]:
+    lists: dict[str, Any] = {}
+    for method, recording in snap.server.lists.items():
+        if recording.error is not None:
+            lists[method] = {"error": recording.error.model_dump(exclude_none=True)}
+        else:
+            lists[method] = {"items": len(snap.items(method)),
+                             "pages": len(recording.pages or [])}
+    return {
+        "file": file,
+        "digest": snapshot_digest(snap),
+        "server": snap.identity(),
+        "tool_names": snap.tool_names(),
+        "lists": lists,
+        "capture": snap.capture.model_dump(mode="json", exclude_none=True),
+    }
+
+
+def _show_human(snap: Snapshot, data: dict[str, Any]) -> None:
+    ident = snap.identity()
+    head = Text()
+    head.append(display_text(ident["name"]), style="bold")
+    head.append(f" {display_text(ident['version'])}  "
+                f"protocol {display_text(snap.protocol_version)}")
+    console.print(head)
+    for label in ("title", "description", "instructions"):
+        if ident[label]:
+            console.print(Text(f"{label}: {display_text(ident[label], 400)}"))
+    console.print(Text(f"digest {data['digest']}"))
+    table = Table("tool", "title", "description", title=Text(f"{data['file']}"))
+    for tool in snap.tools():
+        table.add_row(Text(display_text(tool.get("name"), 80)),
+                      Text(display_text(tool.get("title"), 60)),
+                      Text(display_text(tool.get("description"), 160)))
+    console.print(table)
+    for method in LIST_ITEMS:
+        entry = data["lists"].get(method)
+        if entry and method != "tools/list":
+            shown = "error" if "error" in entry else f"{entry['items']} item(s)"
+            console.print(Text(f"{method}: {shown}"))
+
+
+def _serve_human(data: dict[str, Any], servers: list[Any]) -> None:
+    table = Table("#", "url", "server", "tools", "digest")
+    for row in data["servers"]:
+        table.add_row(str(row["index"]), row["url"], Text(display_text(row["name"], 60)),
+                      str(row["tools"]), row["digest"][:19] + "…")
+    console.print(table)
+    console.print("serving; every tools/call is refused. Ctrl-C stops.", highlight=False)

@@ -1,0 +1,30 @@
+"""MCP snapshots and the replay server (issue 8, items 1, 2 and 6).
+
+* :mod:`.snapshot`: the snapshot model, :func:`load_snapshot`, :func:`snapshot_digest`.
+* :mod:`.capture`: records a live server with the ``mcp`` SDK (imported lazily).
+* :mod:`.replay`: the transport-free protocol core that serves a snapshot verbatim and
+  refuses every tool call; :mod:`.serve_stdio` and :mod:`.serve_http` carry it.
+
+Recorded metadata is untrusted third-party data throughout: it is stored, hashed and
+served as opaque JSON, never executed or interpreted; :mod:`.untrusted` makes it safe
+to show on a terminal.
+"""
+
+from prereg.runners.mcp.replay import ReplayServer, is_refusal
+from prereg.runners.mcp.snapshot import (
+    FORMAT,
+    Snapshot,
+    load_snapshot,
+    read_snapshot,
+    snapshot_digest,
+)
+
+__all__ = [
+    "FORMAT",
+    "ReplayServer",
+    "Snapshot",
+    "is_refusal",
+    "load_snapshot",
+    "read_snapshot",
+    "snapshot_digest",
+]

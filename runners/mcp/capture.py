@@ -1,0 +1,341 @@
+"""The capture client: connect to a live MCP server with the ``mcp`` SDK and record it.
+
+The SDK's ``Client`` drives the connection (handshake, transports, validation that
+the server really speaks MCP), but what it hands back are its own models, which drop
+fields they do not know and reorder keys. So the transport is wrapped in a tap that
+keeps a deep copy of every raw JSON-RPC result as it arrives off the wire, before
+the session touches it; the snapshot stores those raw objects.
+
+The handshake era (``initialize``) is used on purpose: it is the era every host and
+every server speaks, so a replay of it can be offered to any host. The SDK is
+imported lazily so that loading or replaying a snapshot never pays for it.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+from pydantic import ValidationError
+
+from prereg import __version__
+from prereg.errors import BadInput, PreregError
+from prereg.runners.mcp.snapshot import (
+    LIST_CAPABILITY,
+    LIST_ITEMS,
+    TOOLS_LIST,
+    CaptureInfo,
+    ListRecording,
+    RecordedError,
+    ServedContent,
+    Snapshot,
+)
+
+CLIENT_NAME = "prereg-snapshot"
+PAGE_LIMIT = 1000
+
+
+class CaptureError(PreregError):
+    """The live server could not be recorded (it failed, hung or spoke no valid MCP)."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class StdioTarget:
+    """A server launched as a subprocess and spoken to over its stdin/stdout."""
+
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # added to the SDK's minimal env
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class HttpTarget:
+    """A server reached over streamable HTTP."""
+
+    url: str
+
+
+Target = StdioTarget | HttpTarget
+
+
+def capture_snapshot(target: Target, *, timeout: float = 60.0,
+                     errlog: TextIO | None = None) -> Snapshot:
+    """Record ``target``'s identity, capabilities and complete listings (blocking).
+
+    ``timeout`` bounds the whole capture, start-up included. Raises :class:`BadInput`
+    when the command cannot be started and :class:`CaptureError` for anything the
+    server does wrong.
+    """
+    return anyio.run(_capture, target, timeout, errlog or sys.stderr)
+
+
+async def capture_snapshot_async(target: Target, *, timeout: float = 60.0,
+                                 errlog: TextIO | None = None) -> Snapshot:
+    return await _capture(target, timeout, errlog or sys.stderr)
+
+
+async def _capture(target: Target, timeout: float, errlog: TextIO) -> Snapshot:
+    if isinstance(target, StdioTarget) and not target.command:
+        raise BadInput("give the server's command after '--', or --url", field="command")
+    try:
+        with anyio.fail_after(timeout):
+            return await _record(target, errlog)
+    except TimeoutError:
+        raise CaptureError(f"the server did not answer completely within {timeout:g} s",
+                           field=_where(target)) from None
+    except BaseExceptionGroup as group:  # anyio task groups wrap what the transports raise
+        raise _translate(_first_leaf(group), target) from None
+    except (PreregError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        raise _translate(exc, target) from None
+
+
+async def _record(target: Target, errlog: TextIO) -> Snapshot:
+    from mcp import Client, Implementation
+    from mcp.shared.exceptions import MCPError
+
+    tape = _Tape()
+    transport = _TapTransport(_transport(target, errlog), tape)
+    client_info = Implementation(name=CLIENT_NAME, version=__version__)
+    async with Client(transport, mode="legacy", cache=None, client_info=client_info) as client:
+        initialize = tape.last_result("initialize")
+        capabilities = initialize.get("capabilities") or {}
+        lists: dict[str, ListRecording] = {}
+        for method in LIST_ITEMS:
+            if method != TOOLS_LIST and LIST_CAPABILITY[method] not in capabilities:
+                continue
+            try:
+                lists[method] = ListRecording(pages=await _pages(client, method, tape))
+            except MCPError as exc:
+                if method == TOOLS_LIST:
+                    raise CaptureError(f"tools/list failed: {exc.error.code} {exc.error.message}",
+                                       field=TOOLS_LIST) from None
+                lists[method] = ListRecording(error=RecordedError(**tape.last_error(method)))
+    try:
+        served = ServedContent(initialize=initialize, lists=lists)
+    except ValidationError as exc:
+        raise CaptureError("the server's answers cannot be recorded",
+                           details=[str(e["msg"]) for e in exc.errors()]) from None
+    return Snapshot(server=served, capture=_provenance(target))
+
+
+async def _pages(client: Any, method: str, tape: _Tape) -> list[dict[str, Any]]:
+    """Follow ``nextCursor`` to the end, keeping each raw page; bounded and cycle-safe."""
+    fetch = {
+        "tools/list": client.list_tools,
+        "prompts/list": client.list_prompts,
+        "resources/list": client.list_resources,
+        "resources/templates/list": client.list_resource_templates,
+    }[method]
+    pages: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    cursor: str | None = None
+    for _ in range(PAGE_LIMIT):
+        try:
+            await fetch(cursor=cursor, cache_mode="bypass")
+        except ValidationError as exc:
+            raise CaptureError(f"{method} page {len(pages)} is not valid MCP",
+                               field=method, details=[str(e["msg"]) for e in exc.errors()[:5]]
+                               ) from None
+        page = tape.last_result(method)
+        pages.append(page)
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            return pages
+        if cursor in seen:
+            raise CaptureError(f"{method} pagination loops (a cursor came back)", field=method)
+        seen.add(cursor)
+    raise CaptureError(f"{method} has more than {PAGE_LIMIT} pages", field=method)
+
+
+def _transport(target: Target, errlog: TextIO) -> Any:
+    if isinstance(target, HttpTarget):
+        from mcp.client.streamable_http import streamable_http_client
+
+        return streamable_http_client(target.url)
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=target.command[0], args=list(target.command[1:]),
+                                   env=dict(target.env) or None, cwd=target.cwd)
+    return stdio_client(params, errlog=errlog)
+
+
+def _provenance(target: Target) -> CaptureInfo:
+    from importlib.metadata import version
+
+    common: dict[str, Any] = {
+        "taken_at": datetime.now(UTC).replace(microsecond=0),
+        "client": {"name": CLIENT_NAME, "version": __version__},
+        "sdk": f"mcp {version('mcp')}",
+    }
+    if isinstance(target, HttpTarget):
+        return CaptureInfo(transport="streamable-http", url=_strip_credentials(target.url),
+                           **common)
+    return CaptureInfo(transport="stdio", command=list(target.command), **common)
+
+
+def _strip_credentials(url: str) -> str:
+    """Never record ``user:password@`` or a query string (tokens travel there)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+# ----------------------------------------------------------------------------------------
+# the tap
+
+
+class _Tape:
+    """Raw results and errors by request id, with the method each request carried."""
+
+    def __init__(self) -> None:
+        self.methods: dict[Any, str] = {}
+        self.results: list[tuple[str, dict[str, Any]]] = []
+        self.errors: list[tuple[str, dict[str, Any]]] = []
+
+    def sent(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method is not None and hasattr(message, "id"):
+            self.methods[message.id] = method
+
+    def received(self, message: Any) -> None:
+        method = self.methods.get(getattr(message, "id", None))
+        if method is None:
+            return
+        if hasattr(message, "result"):
+            self.results.append((method, copy.deepcopy(message.result)))
+        elif hasattr(message, "error"):
+            self.errors.append((method, message.error.model_dump(exclude_none=True)))
+
+    def last_result(self, method: str) -> dict[str, Any]:
+        for name, result in reversed(self.results):
+            if name == method:
+                return copy.deepcopy(result)
+        raise CaptureError(f"no raw {method} result was seen on the wire", field=method)
+
+    def last_error(self, method: str) -> dict[str, Any]:
+        for name, error in reversed(self.errors):
+            if name == method:
+                return dict(error)
+        return {"code": 0, "message": "unknown error"}
+
+
+class _TapRead:
+    """A read stream that hands every message on unchanged after noting raw results."""
+
+    def __init__(self, inner: Any, tape: _Tape) -> None:
+        self._inner = inner
+        self._tape = tape
+
+    async def receive(self) -> Any:
+        item = await self._inner.receive()
+        message = getattr(item, "message", None)
+        if message is not None:
+            self._tape.received(message)
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _TapRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _TapRead:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:  # e.g. ``last_context`` on context streams
+        return getattr(self._inner, name)
+
+
+class _TapWrite:
+    """A write stream that notes each outgoing request's id and method."""
+
+    def __init__(self, inner: Any, tape: _Tape) -> None:
+        self._inner = inner
+        self._tape = tape
+
+    async def send(self, item: Any) -> None:
+        message = getattr(item, "message", None)
+        if message is not None:
+            self._tape.sent(message)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _TapWrite:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _TapTransport:
+    """Wraps an SDK transport (an async context manager yielding read and write streams)."""
+
+    def __init__(self, inner: Any, tape: _Tape) -> None:
+        self._inner = inner
+        self._tape = tape
+
+    async def __aenter__(self) -> tuple[_TapRead, _TapWrite]:
+        read, write = await self._inner.__aenter__()
+        return _TapRead(read, self._tape), _TapWrite(write, self._tape)
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._inner.__aexit__(*exc)
+
+
+# ----------------------------------------------------------------------------------------
+# errors
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+        leaf = leaf.exceptions[0]
+    return leaf
+
+
+def _translate(exc: BaseException, target: Target) -> PreregError:
+    if isinstance(exc, PreregError):
+        return exc
+    where = _where(target)
+    if isinstance(target, StdioTarget) and isinstance(exc, (FileNotFoundError, PermissionError)):
+        return BadInput(f"cannot start {target.command[0]!r}: {exc.strerror or exc}",
+                        field="command")
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(exc, MCPError):
+        return CaptureError(f"the server answered with an error: {exc.error.code} "
+                            f"{exc.error.message}", field=where)
+    if isinstance(exc, ValidationError):
+        return CaptureError("the server's answer is not valid MCP", field=where,
+                            details=[str(e["msg"]) for e in exc.errors()[:5]])
+    return CaptureError(f"{type(exc).__name__}: {exc}", field=where)
+
+
+def _where(target: Target) -> str:
+    return "url" if isinstance(target, HttpTarget) else "command"

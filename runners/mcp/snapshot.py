@@ -1,0 +1,410 @@
+"""The MCP snapshot: what a live server serves, recorded verbatim, and its digest.
+
+A snapshot is the unit the InvokeRank method pins (seed, sections 5.1 and 5.4):
+the replay server serves it byte for byte so that a pool is identical across runs
+whatever the live servers do. Two concerns are kept apart in the file:
+
+* ``server``: what the server serves. The raw ``initialize`` result (identity,
+  capabilities, protocol version, instructions, ``_meta``) and, for each list
+  method the server offers, every page of the raw result, in order. These are
+  the JSON objects the server sent, not the SDK's models of them: the v2 SDK
+  drops unknown fields and reorders keys, and a snapshot must not.
+* ``capture``: how and when it was taken (time, transport, command line, SDK
+  version). Provenance only; never digested, so two snapshots of an unchanged
+  server share a digest.
+
+Everything in ``server`` is untrusted data from a third party. This module only
+checks its shape; it never executes, resolves (``$ref``) or interprets it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import rfc8785
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from prereg.errors import BadInput
+
+FORMAT = "prereg-mcp-snapshot/1"
+DIGEST_PREFIX = "sha256:"
+
+TOOLS_LIST = "tools/list"
+# The paginated list methods of the handshake-era protocol, each with the key of its items.
+LIST_ITEMS: dict[str, str] = {
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+}
+# Which capability advertises each list method (a server need not serve the others).
+LIST_CAPABILITY: dict[str, str] = {
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+}
+
+_SAFE_INT = 2**53 - 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RecordedError(_Strict):
+    """A JSON-RPC error the live server answered a list request with, kept to replay it."""
+
+    code: int
+    message: str
+    data: Any = None
+
+
+class ListRecording(_Strict):
+    """One list method: every page of the raw result in order, or the error it gave."""
+
+    pages: list[dict[str, Any]] | None = None
+    error: RecordedError | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ListRecording:
+        if (self.pages is None) == (self.error is None):
+            raise ValueError("give exactly one of 'pages' (the raw result pages) or 'error'")
+        if self.pages is not None and not self.pages:
+            raise ValueError("'pages' must hold at least one page")
+        return self
+
+
+class ServedContent(_Strict):
+    """What the server serves: the part of a snapshot its digest covers."""
+
+    initialize: dict[str, Any] = Field(
+        description="The raw InitializeResult: protocolVersion, capabilities, serverInfo, "
+        "instructions and _meta, exactly as the server sent them.")
+    lists: dict[str, ListRecording] = Field(
+        description="Raw result pages per list method ('tools/list' is always present).")
+
+    @field_validator("initialize")
+    @classmethod
+    def _initialize_shape(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _require(value, "protocolVersion", str)
+        _require(value, "capabilities", dict)
+        info = _require(value, "serverInfo", dict)
+        _require(info, "name", str, "serverInfo.")
+        _require(info, "version", str, "serverInfo.")
+        if "instructions" in value and not isinstance(value["instructions"], str):
+            raise ValueError("'instructions' must be a string")
+        return value
+
+    @field_validator("lists")
+    @classmethod
+    def _lists_shape(cls, value: dict[str, ListRecording]) -> dict[str, ListRecording]:
+        unknown = sorted(set(value) - set(LIST_ITEMS))
+        if unknown:
+            raise ValueError(f"unknown list method(s) {unknown}; expected some of "
+                             f"{sorted(LIST_ITEMS)}")
+        if TOOLS_LIST not in value or value[TOOLS_LIST].pages is None:
+            raise ValueError("'tools/list' must be recorded with its pages")
+        for method, recording in value.items():
+            if recording.pages is not None:
+                _check_pages(method, recording.pages)
+        return value
+
+    @model_validator(mode="after")
+    def _finite(self) -> ServedContent:
+        lists = [r.pages for r in self.lists.values() if r.pages is not None]
+        if any(not math.isfinite(f) for f in _floats([self.initialize, lists])):
+            raise ValueError("a number is not finite (JSON has no NaN or infinity)")
+        return self
+
+
+class CaptureInfo(_Strict):
+    """Provenance of a snapshot: never part of its digest."""
+
+    taken_at: datetime
+    transport: Literal["stdio", "streamable-http"]
+    command: list[str] | None = None
+    url: str | None = None
+    client: dict[str, str] = Field(default_factory=dict)
+    sdk: str | None = None
+
+
+class Snapshot(_Strict):
+    """A recorded MCP server. Build one with :func:`load_snapshot` or the capture client.
+
+    The raw recorded objects are reachable through the accessors below, which return
+    deep copies as plain dicts: callers (surfaces, rotations, control arms) may
+    transform them freely without touching the snapshot they came from.
+    """
+
+    format: Literal["prereg-mcp-snapshot/1"] = FORMAT
+    server: ServedContent
+    capture: CaptureInfo
+
+    # -- identity -------------------------------------------------------------------------
+    @property
+    def protocol_version(self) -> str:
+        return str(self.server.initialize["protocolVersion"])
+
+    @property
+    def server_name(self) -> str:
+        return str(self.server.initialize["serverInfo"]["name"])
+
+    @property
+    def server_version(self) -> str:
+        return str(self.server.initialize["serverInfo"]["version"])
+
+    @property
+    def server_title(self) -> str | None:
+        return _opt_str(self.server.initialize["serverInfo"].get("title"))
+
+    @property
+    def server_description(self) -> str | None:
+        """``serverInfo.description`` (2025-11-25), the text a host may show for the server."""
+        return _opt_str(self.server.initialize["serverInfo"].get("description"))
+
+    @property
+    def instructions(self) -> str | None:
+        return _opt_str(self.server.initialize.get("instructions"))
+
+    def server_info(self) -> dict[str, Any]:
+        """The raw ``serverInfo`` object, every field the server sent."""
+        return copy.deepcopy(self.server.initialize["serverInfo"])
+
+    def capabilities(self) -> dict[str, Any]:
+        return copy.deepcopy(self.server.initialize["capabilities"])
+
+    def initialize_result(self) -> dict[str, Any]:
+        return copy.deepcopy(self.server.initialize)
+
+    def identity(self) -> dict[str, Any]:
+        """The server's identity as one plain dict (for reports and host surfaces)."""
+        return {
+            "name": self.server_name,
+            "version": self.server_version,
+            "title": self.server_title,
+            "description": self.server_description,
+            "instructions": self.instructions,
+            "protocol_version": self.protocol_version,
+        }
+
+    # -- lists ----------------------------------------------------------------------------
+    def tools(self) -> list[dict[str, Any]]:
+        """The complete tools/list, pages concatenated in the order served, as plain dicts."""
+        return self.items(TOOLS_LIST)
+
+    def tool_names(self) -> list[str]:
+        return [str(tool["name"]) for tool in self.tools()]
+
+    def items(self, method: str) -> list[dict[str, Any]]:
+        """Every item of a recorded list method across its pages (empty if not recorded)."""
+        recording = self.server.lists.get(method)
+        if recording is None or recording.pages is None:
+            return []
+        key = LIST_ITEMS[method]
+        return [copy.deepcopy(item) for page in recording.pages for item in page[key]]
+
+    def pages(self, method: str) -> list[dict[str, Any]] | None:
+        recording = self.server.lists.get(method)
+        if recording is None or recording.pages is None:
+            return None
+        return copy.deepcopy(recording.pages)
+
+    def to_json_bytes(self) -> bytes:
+        """The file form: pretty JSON, keys in the order recorded (not sorted), UTF-8."""
+        document = self.model_dump(mode="json", exclude_none=True)
+        return (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+# ----------------------------------------------------------------------------------------
+# digest
+
+
+def digest_document(snapshot: Snapshot) -> dict[str, Any]:
+    """The document the digest is taken over: the format and the served content.
+
+    Left out, because they say how or when a snapshot was taken and not what the
+    server serves: the whole ``capture`` block, and the bytes of pagination cursors
+    (opaque tokens by the protocol, often random or time-based); a cursor is
+    replaced by the position of the page it leads to, so page boundaries still count.
+    """
+    served = snapshot.server.model_dump(mode="json", exclude_none=True)
+    for recording in served["lists"].values():
+        for index, page in enumerate(recording.get("pages") or []):
+            if page.get("nextCursor") is not None:
+                page["nextCursor"] = {"prereg:page": index + 1}
+    return {"format": snapshot.format, "server": _json_safe_ints(served)}
+
+
+def snapshot_digest(snapshot: Snapshot) -> str:
+    """``sha256:<hex>`` over the RFC 8785 canonical JSON of :func:`digest_document`."""
+    canonical = rfc8785.dumps(digest_document(snapshot))
+    return DIGEST_PREFIX + hashlib.sha256(canonical).hexdigest()
+
+
+def _json_safe_ints(value: Any) -> Any:
+    """Stand-in for integers beyond I-JSON's exact range, which RFC 8785 cannot encode.
+
+    Schemas do carry such bounds (an int64 ``maximum``); they are hashed by their
+    exact decimal spelling instead of being refused or rounded.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and abs(value) > _SAFE_INT:
+        return {"prereg:bigint": str(value)}
+    if isinstance(value, dict):
+        return {k: _json_safe_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe_ints(v) for v in value]
+    return value
+
+
+# ----------------------------------------------------------------------------------------
+# loading
+
+
+def load_snapshot(data: bytes, filename: str) -> Snapshot:
+    """Parse and validate snapshot bytes; :class:`BadInput` (exit 2) names file and field.
+
+    Duplicate keys and the non-JSON constants ``NaN``/``Infinity`` are refused: both
+    would make the bytes on disk mean something other than what is served and hashed.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"not UTF-8 (byte {exc.start})", file=filename, field="(file)") from None
+    try:
+        document = json.loads(text, object_pairs_hook=_no_duplicates,
+                              parse_constant=_no_constants)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"malformed JSON: {exc.msg}", file=filename,
+                       field=f"(line {exc.lineno}, column {exc.colno})") from None
+    except _DuplicateKey as exc:
+        raise BadInput(f"duplicate key {exc.key!r} in an object", file=filename,
+                       field=exc.key) from None
+    except _BadConstant as exc:
+        raise BadInput(f"{exc.constant} is not JSON", file=filename, field="(value)") from None
+    if not isinstance(document, dict):
+        raise BadInput("expected a JSON object (a snapshot)", file=filename, field="(root)")
+    if document.get("format") != FORMAT:
+        raise BadInput(f"expected {FORMAT!r}, got {document.get('format')!r}", file=filename,
+                       field="format")
+    try:
+        return Snapshot.model_validate(document)
+    except ValidationError as exc:
+        first, *rest = exc.errors()
+        raise BadInput(_error_message(first), file=filename, field=_loc(first["loc"]),
+                       details=[f"{_loc(e['loc'])}: {_error_message(e)}" for e in rest]) from None
+
+
+def read_snapshot(path: str | Path) -> Snapshot:
+    """:func:`load_snapshot` on a file; a missing or unreadable file is bad input too."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise BadInput("no such file", file=str(path), field="(file)") from None
+    except IsADirectoryError:
+        raise BadInput("is a directory, expected a snapshot file", file=str(path),
+                       field="(file)") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror}", file=str(path), field="(file)") from None
+    return load_snapshot(data, str(path))
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class _BadConstant(ValueError):
+    def __init__(self, constant: str) -> None:
+        super().__init__(constant)
+        self.constant = constant
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _no_constants(name: str) -> Any:
+    raise _BadConstant(name)
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    """Pydantic's location as a path a person can find in the file: ``a.b[2].c``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(root)"
+
+
+def _error_message(error: Any) -> str:
+    if error.get("type") == "extra_forbidden":
+        return "unknown field"
+    message = str(error.get("msg", "invalid"))
+    return message.removeprefix("Value error, ")
+
+
+def _require(obj: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:
+    if key not in obj:
+        raise ValueError(f"missing '{prefix}{key}'")
+    if not isinstance(obj[key], kind) or isinstance(obj[key], bool):
+        raise ValueError(f"'{prefix}{key}' must be a {'string' if kind is str else 'object'}")
+    return obj[key]
+
+
+def _check_pages(method: str, pages: list[dict[str, Any]]) -> None:
+    """Each page has its item list; all but the last lead on with a distinct cursor."""
+    key = LIST_ITEMS[method]
+    seen: set[str] = set()
+    for index, page in enumerate(pages):
+        where = f"{method} page {index}"
+        items = page.get(key)
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise ValueError(f"{where}: '{key}' must be a list of objects")
+        cursor = page.get("nextCursor")
+        last = index == len(pages) - 1
+        if last and cursor is not None:
+            raise ValueError(f"{where}: the last page must not carry a nextCursor")
+        if not last:
+            if not isinstance(cursor, str):
+                raise ValueError(f"{where}: a page followed by another needs a string nextCursor")
+            if cursor in seen:
+                raise ValueError(f"{where}: nextCursor repeats an earlier page's")
+            seen.add(cursor)
+        if method == TOOLS_LIST:
+            for position, tool in enumerate(items):
+                if not isinstance(tool.get("name"), str):
+                    raise ValueError(f"{where}: tool {position} needs a string 'name'")
+                if not isinstance(tool.get("inputSchema"), dict):
+                    raise ValueError(f"{where}: tool {position} needs an object 'inputSchema'")
+
+
+def _floats(value: Any) -> list[float]:
+    if isinstance(value, float):
+        return [value]
+    if isinstance(value, dict):
+        return [f for v in value.values() for f in _floats(v)]
+    if isinstance(value, list):
+        return [f for v in value for f in _floats(v)]
+    return []
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -166,7 +166,16 @@ def _transport(target: Target, errlog: TextIO) -> Any:
 
     params = StdioServerParameters(command=target.command[0], args=list(target.command[1:]),
                                    env=dict(target.env) or None, cwd=target.cwd)
-    return stdio_client(params, errlog=errlog)
+    return stdio_client(params, errlog=_with_fileno(errlog))
+
+
+def _with_fileno(errlog: TextIO) -> TextIO:
+    """The subprocess needs a real file for its stderr; captured streams have none."""
+    try:
+        errlog.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__ or errlog
+    return errlog
 
 
 def _provenance(target: Target) -> CaptureInfo:

@@ -1,0 +1,225 @@
+"""The run record: one per run unit (registration, arm, task, repeat), as stored and exported.
+
+This is the boundary with the analysis package and with the provider drivers,
+so it is a strict pydantic model: unknown fields are refused on import, and the
+invariants a record must satisfy are checked when it is built, not discovered
+in analysis:
+
+- every record carries the full registration digest (``sha256:<64 hex>``);
+- a quantity that was not measured is null, never estimated (latency, tokens and
+  cost under the replay driver; a funnel stage a host does not report);
+- funnel stages are nested (Surfaced > Selected > Invoked > Executed > Completed):
+  a stage recorded true while a measured parent is false is a recording error;
+- every failed agent episode has exactly one terminal flag; a success has none;
+- an infrastructure failure (``status: infra_error``) carries an error and no
+  success verdict, so it can never be counted as an agent failure.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+
+EvidenceClass = Literal["replay", "local", "api"]
+Status = Literal["ok", "infra_error"]
+SplitName = Literal["dev", "validation", "test"]
+Polarity = Literal["positive", "negative", "optional"]
+
+#: Where the first external call went, or why there was none (InvokeRank, section 3.3).
+TerminalClass = Literal["focal", "competitor", "other_external", "searched_then_declined",
+                        "answered_without_search", "unresolved"]
+TERMINAL_CLASSES: tuple[str, ...] = TerminalClass.__args__  # type: ignore[attr-defined]
+
+#: How a failed episode ended, in order of precedence (ToolBottleneckBench, section 3.4).
+TerminalFlag = Literal["completion_cap", "episode_budget", "call_limit", "turn_limit",
+                       "infeasible", "wrong_conclusion", "contract_break"]
+TERMINAL_FLAGS: tuple[str, ...] = TerminalFlag.__args__  # type: ignore[attr-defined]
+
+#: The obligations checked, in check order; the first unmet one is recorded.
+#: no_tool: a negative task made no call; tool_use: a task with a recorded path made one;
+#: then the oracles; termination: the episode ended with an answer, not at a limit.
+OBLIGATIONS: tuple[str, ...] = ("no_tool", "tool_use", "prohibited_operations", "confirmation",
+                                "no_mutation", "final_state", "answer", "termination")
+
+FUNNEL_STAGES: tuple[str, ...] = ("surfaced", "selected", "invoked", "executed", "completed")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RecordingError(ValueError):
+    """A record that contradicts itself (a funnel stage without its parent, say)."""
+
+
+class Tokens(Strict):
+    """Token counts as the host reported them; null when not measured (never estimated)."""
+
+    input: int | None = Field(None, ge=0)
+    output: int | None = Field(None, ge=0)
+    reasoning: int | None = Field(None, ge=0)
+    cached: int | None = Field(None, ge=0)
+
+    @property
+    def total(self) -> int | None:
+        """input + output (+ reasoning when reported separately); None if nothing measured."""
+        if self.input is None and self.output is None:
+            return None
+        return (self.input or 0) + (self.output or 0) + (self.reasoning or 0)
+
+
+class Funnel(Strict):
+    """The nested funnel of InvokeRank; each stage true, false or null (not measured)."""
+
+    surfaced: bool | None = None
+    selected: bool | None = None
+    invoked: bool | None = None
+    executed: bool | None = None
+    completed: bool | None = None
+
+    @model_validator(mode="after")
+    def _nested(self) -> Funnel:
+        check_funnel(self.model_dump())
+        return self
+
+
+def check_funnel(stages: dict[str, bool | None]) -> None:
+    """Raise RecordingError if a true stage has a measured parent that is not true."""
+    values = [stages.get(name) for name in FUNNEL_STAGES]
+    for i, value in enumerate(values):
+        if value is not True:
+            continue
+        for j in range(i):
+            if values[j] is False:
+                raise RecordingError(f"funnel stage '{FUNNEL_STAGES[i]}' is true but its parent "
+                                     f"'{FUNNEL_STAGES[j]}' is false")
+
+
+class Oracles(Strict):
+    """State-based verdicts (null when the oracle does not apply to the task)."""
+
+    final_state: bool | None = None
+    no_mutation: bool | None = None
+    prohibited_operations: bool | None = None
+    confirmation: bool | None = None
+    answer: bool | None = None
+
+
+TraceKind = Literal["search", "tool_call", "tool_result", "malformed", "final", "cut", "stop",
+                    "error"]
+
+
+class TraceEvent(Strict):
+    """One event of an episode: a tool search, a call, its result, the answer, a stop.
+
+    Text fields hold untrusted content (prompts, tool output, model text) as data.
+    """
+
+    kind: TraceKind
+    turn: int = Field(ge=0)
+    tool: str | None = None
+    arguments: Any = None
+    operations: list[str] | None = None
+    surfaced: list[str] | None = None
+    result: Any = None
+    is_error: bool | None = None
+    text: str | None = None
+    usage: Tokens | None = None
+    latency_ms: float | None = Field(None, ge=0)
+    cost_usd: float | None = Field(None, ge=0)
+    model_returned: str | None = None
+
+
+class RunRecord(Strict):
+    """One run unit's outcome. See the module docstring for the invariants."""
+
+    schema_version: Literal[1] = 1
+    record_id: str = Field(min_length=8, max_length=64)
+    registration_id: str = Field(min_length=1)
+    registration_digest: str = Field(pattern=DIGEST_PATTERN)
+    experiment: str
+    arm: str
+    surface: str
+    task_id: str
+    intent: str
+    cluster: str
+    split: SplitName
+    polarity: Polarity
+    repeat: int = Field(ge=0)
+    rotation: int = Field(ge=0)
+    driver: str
+    evidence_class: EvidenceClass
+    model_requested: str | None = None
+    model_returned: str | None = None
+    started_at: datetime
+    finished_at: datetime
+    latency_ms: float | None = Field(None, ge=0)
+    tokens: Tokens = Field(default_factory=Tokens)
+    cost_usd: float | None = Field(None, ge=0)
+    funnel: Funnel = Field(default_factory=Funnel)
+    terminal_class: TerminalClass | None = None
+    terminal_flag: TerminalFlag | None = None
+    first_unmet_obligation: str | None = None
+    oracles: Oracles = Field(default_factory=Oracles)
+    selected_operations: list[str] = Field(default_factory=list)
+    selection_rate: float | None = Field(None, ge=0, le=1)
+    unnecessary_calls: int | None = Field(None, ge=0)
+    calls: int = Field(0, ge=0)
+    turns: int = Field(0, ge=0)
+    success: bool | None = None
+    status: Status = "ok"
+    error: str | None = None
+    trace: list[TraceEvent] = Field(default_factory=list)
+    batch: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunRecord:
+        if self.finished_at < self.started_at:
+            raise RecordingError("finished_at is before started_at")
+        if self.status == "infra_error":
+            if not self.error:
+                raise RecordingError("an infra_error record needs an error message")
+            if self.success is not None:
+                raise RecordingError("an infra_error record has no success verdict (it is "
+                                     "not an agent outcome)")
+            return self
+        if self.success is None:
+            raise RecordingError("an ok record needs a success verdict")
+        if self.success and self.terminal_flag is not None:
+            raise RecordingError("a successful episode has no terminal flag")
+        if not self.success and self.terminal_flag is None:
+            raise RecordingError("a failed episode needs a terminal flag")
+        if self.first_unmet_obligation is not None and \
+                self.first_unmet_obligation not in OBLIGATIONS:
+            raise RecordingError(f"unknown obligation '{self.first_unmet_obligation}'")
+        if self.success == (self.first_unmet_obligation is not None):
+            raise RecordingError("a failed episode names its first unmet obligation; a "
+                                 "successful one has none")
+        if self.evidence_class == "replay" and (self.latency_ms is not None
+                                                or self.cost_usd is not None
+                                                or self.tokens.total is not None):
+            raise RecordingError("replay records carry no latency, tokens or cost (not "
+                                 "measured, so null)")
+        return self
+
+    @property
+    def unit_key(self) -> tuple[str, str, int]:
+        return (self.arm, self.task_id, self.repeat)
+
+
+#: Columns of the flat export (CSV), in order; nested values are JSON-encoded.
+EXPORT_COLUMNS: tuple[str, ...] = (
+    "record_id", "registration_id", "registration_digest", "experiment", "arm", "surface",
+    "task_id", "intent", "cluster", "split", "polarity", "repeat", "rotation", "driver",
+    "evidence_class", "model_requested", "model_returned", "started_at", "finished_at",
+    "latency_ms", "tokens_input", "tokens_output", "tokens_reasoning", "tokens_cached",
+    "cost_usd", "surfaced", "selected", "invoked", "executed", "completed", "terminal_class",
+    "terminal_flag", "first_unmet_obligation", "oracle_final_state", "oracle_no_mutation",
+    "oracle_prohibited_operations", "oracle_confirmation", "oracle_answer",
+    "selected_operations", "selection_rate", "unnecessary_calls", "calls", "turns", "success",
+    "status", "error", "batch", "trace", "schema_version",
+)

@@ -1,0 +1,194 @@
+"""The run store: SQLite in WAL mode, append-only, crash-safe, retryable.
+
+Design:
+
+- One table of records; each record is one row written in one transaction, with
+  its full registration digest in an indexed column and the whole validated
+  record as JSON. A crash or ``kill -9`` leaves either the whole row or nothing.
+- Triggers refuse ``UPDATE`` and ``DELETE``: records are never edited or removed.
+- Append-only *and* retryable: the uniqueness of a unit (digest, arm, task,
+  repeat) is a *partial* unique index over ``status = 'ok'`` rows. An
+  ``infra_error`` row is kept as evidence of the failure but does not occupy the
+  unit, so the next run retries it by appending a new row; a second ``ok`` row
+  for the same unit is refused by the database itself, whatever process writes it.
+- ``synchronous=NORMAL`` in WAL mode: a committed transaction survives a killed
+  process (the case the issue asks for); only an OS crash or power loss can lose
+  the last commits, never corrupt the file. It keeps commits cheap under
+  concurrency.
+- Reading a store that does not exist yet returns nothing and creates nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prereg.runners.record import RunRecord
+
+STORE_FILENAME = "runs.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    seq                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    record_id           TEXT    NOT NULL UNIQUE,
+    registration_digest TEXT    NOT NULL CHECK (registration_digest GLOB 'sha256:*'
+                                                AND length(registration_digest) = 71),
+    registration_id     TEXT    NOT NULL,
+    arm                 TEXT    NOT NULL,
+    task_id             TEXT    NOT NULL,
+    repeat              INTEGER NOT NULL,
+    status              TEXT    NOT NULL CHECK (status IN ('ok', 'infra_error')),
+    success             INTEGER,
+    cost_usd            REAL,
+    written_at          TEXT    NOT NULL,
+    body                TEXT    NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS one_ok_record_per_unit
+    ON records (registration_digest, arm, task_id, repeat) WHERE status = 'ok';
+CREATE INDEX IF NOT EXISTS records_by_registration ON records (registration_id);
+CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
+BEGIN SELECT RAISE(ABORT, 'run records are append-only: UPDATE is refused'); END;
+CREATE TRIGGER IF NOT EXISTS records_no_delete BEFORE DELETE ON records
+BEGIN SELECT RAISE(ABORT, 'run records are append-only: DELETE is refused'); END;
+"""
+
+
+class DuplicateRecord(Exception):
+    """The unit already has an ok record (or this record id was already stored)."""
+
+
+def store_path(path: Path | str) -> Path:
+    """The database file: ``path`` itself, or ``path/runs.sqlite`` for a folder."""
+    p = Path(path)
+    if p.is_dir() or p.suffix == "":
+        return p / STORE_FILENAME
+    return p
+
+
+class RunStore:
+    """Append-only store of :class:`RunRecord`. ``RunStore(workspace.runs)`` works."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = store_path(path)
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    # ---- connection ----------------------------------------------------------------------
+
+    def _connect(self, create: bool) -> sqlite3.Connection | None:
+        if self._conn is not None:
+            return self._conn
+        if not create and not self.path.exists():
+            return None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=60000")
+        conn.executescript(_SCHEMA)
+        self._conn = conn
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._connect(create=True)
+            assert conn is not None
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # ---- writing -------------------------------------------------------------------------
+
+    def append(self, record: RunRecord) -> None:
+        """Write one record in one transaction; DuplicateRecord if the unit is already ok."""
+        body = record.model_dump_json()
+        row = (record.record_id, record.registration_digest, record.registration_id,
+               record.arm, record.task_id, record.repeat, record.status,
+               None if record.success is None else int(record.success), record.cost_usd,
+               datetime.now(UTC).isoformat(), body)
+        try:
+            with self._tx() as conn:
+                conn.execute(
+                    "INSERT INTO records (record_id, registration_digest, registration_id, arm,"
+                    " task_id, repeat, status, success, cost_usd, written_at, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateRecord(
+                f"{record.registration_id} {record.arm}/{record.task_id}/repeat "
+                f"{record.repeat}: {exc}") from None
+
+    def extend(self, records: Iterable[RunRecord]) -> tuple[int, int]:
+        """Append each record in its own transaction; (written, skipped as duplicates)."""
+        written = skipped = 0
+        for record in records:
+            try:
+                self.append(record)
+                written += 1
+            except DuplicateRecord:
+                skipped += 1
+        return written, skipped
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def _query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        with self._lock:
+            conn = self._connect(create=False)
+            if conn is None:
+                return []
+            return conn.execute(sql, params).fetchall()
+
+    def records(self, registration_digest: str | None = None,
+                registration_id: str | None = None, status: str | None = None
+                ) -> list[RunRecord]:
+        """Records in write order, optionally filtered by digest, registration id, status."""
+        clauses, params = [], []
+        for column, value in (("registration_digest", registration_digest),
+                              ("registration_id", registration_id), ("status", status)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._query(f"SELECT body FROM records{where} ORDER BY seq", tuple(params))
+        return [RunRecord.model_validate_json(str(body)) for (body,) in rows]
+
+    def completed_keys(self, digest: str) -> set[tuple[str, str, int]]:
+        """(arm, task_id, repeat) of every unit with an ok record under ``digest``."""
+        rows = self._query("SELECT arm, task_id, repeat FROM records WHERE "
+                           "registration_digest = ? AND status = 'ok'", (digest,))
+        return {(str(a), str(t), int(r)) for a, t, r in rows}  # type: ignore[call-overload]
+
+    def spent_usd(self, digest: str) -> float:
+        """Measured spend already recorded under ``digest`` (null costs count as 0)."""
+        rows = self._query("SELECT COALESCE(SUM(cost_usd), 0) FROM records WHERE "
+                           "registration_digest = ?", (digest,))
+        return float(rows[0][0]) if rows else 0.0  # type: ignore[arg-type]
+
+    def has_record_id(self, record_id: str) -> bool:
+        return bool(self._query("SELECT 1 FROM records WHERE record_id = ?", (record_id,)))
+
+    def counts(self) -> dict[str, int]:
+        """Rows per status (for summaries)."""
+        rows = self._query("SELECT status, COUNT(*) FROM records GROUP BY status")
+        return {str(s): int(n) for s, n in rows}  # type: ignore[call-overload]

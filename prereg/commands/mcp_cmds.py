@@ -30,8 +30,11 @@ Give the server either as a command after '--' (run locally, spoken to over stdi
 with --url (streamable HTTP). The snapshot records, verbatim as JSON, the server's
 initialize result (name, version, title, description, instructions, capabilities,
 protocol version) and every page of tools/list (and of prompts/resources lists when
-advertised). Its digest covers what the server serves, not when or how it was taken:
-two snapshots of an unchanged server share a digest.
+advertised). It uses the initialize handshake (protocol revisions up to 2025-11-25),
+which every host speaks. The digest (sha256 over RFC 8785 canonical JSON) covers what
+the server serves, not when or how it was taken (capture time, command line and the
+bytes of opaque pagination cursors are left out): two snapshots of an unchanged server
+share a digest.
 
 Examples:
 
@@ -44,6 +47,8 @@ SERVE_HELP = """Serve snapshots from a replay server that refuses every tool cal
 Each snapshot is served exactly as recorded (identity, capabilities, tools/list pages).
 Every tools/call is answered with an isError result (marked in _meta "prereg/replay")
 and nothing is executed; a name the snapshot does not list gets JSON-RPC -32602.
+The replay speaks the initialize handshake it recorded; server/discover (2026-07-28)
+gets "method not found", on which current SDK clients fall back to the handshake.
 
 stdio (the default) serves one snapshot on stdin/stdout: a host starts one process per
 server. --http serves a pool on one port: snapshot i (0-based, in the order given) at
@@ -62,7 +67,8 @@ def register(root: typer.Typer) -> None:
 def snapshot_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Snapshot file to write.")],
     command: Annotated[list[str] | None, typer.Argument(
-        help="The server's command and arguments, after '--'.", show_default=False)] = None,
+        help="The server's command and arguments, after '--'.", metavar="COMMAND",
+        show_default=False)] = None,
     url: Annotated[str | None, typer.Option("--url", help="Streamable HTTP endpoint.")] = None,
     env: Annotated[list[str] | None, typer.Option(
         "--env", help="Pass this environment variable to a stdio server (repeatable); "
@@ -99,7 +105,7 @@ def snapshot_cmd(
 
 @app.command("serve", help=SERVE_HELP)
 def serve_cmd(
-    snapshots: Annotated[list[Path], typer.Argument(help="Snapshot files.",
+    snapshots: Annotated[list[Path], typer.Argument(help="Snapshot files.", metavar="SNAPSHOT",
                                                     show_default=False)],
     http: Annotated[bool, typer.Option("--http", help="Serve over streamable HTTP.")] = False,
     host: Annotated[str, typer.Option("--host", help="Address to bind (with --http).")]

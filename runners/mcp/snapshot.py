@@ -25,14 +25,14 @@ import json
 import math
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from prereg.errors import BadInput
 
-FORMAT = "prereg-mcp-snapshot/1"
+FORMAT: Final = "prereg-mcp-snapshot/1"
 DIGEST_PREFIX = "sha256:"
 
 TOOLS_LIST = "tools/list"
@@ -133,6 +133,8 @@ class CaptureInfo(_Strict):
     url: str | None = None
     client: dict[str, str] = Field(default_factory=dict)
     sdk: str | None = None
+    derived_from: str | None = None  # digest of the snapshot a transformation started from
+    derivation: str | None = None  # which transformation (see Snapshot.derive)
 
 
 class Snapshot(_Strict):
@@ -215,6 +217,34 @@ class Snapshot(_Strict):
         if recording is None or recording.pages is None:
             return None
         return copy.deepcopy(recording.pages)
+
+    def derive(self, *, initialize: dict[str, Any] | None = None,
+               tools: list[dict[str, Any]] | None = None, derivation: str) -> Snapshot:
+        """A new, validated snapshot serving ``initialize`` and/or ``tools`` instead.
+
+        For transformations of a recorded server (blinded metadata, relabelled clones):
+        the result is served and digested like any snapshot. With as many tools as
+        before, the recorded page boundaries and cursors are kept; otherwise the tools
+        are served as one page. ``derivation`` names the transformation; it and the
+        source's digest go into the provenance block, which the digest leaves out.
+        """
+        served = self.server.model_dump(mode="json", exclude_none=True)
+        if initialize is not None:
+            served["initialize"] = copy.deepcopy(initialize)
+        if tools is not None:
+            pages = served["lists"][TOOLS_LIST]["pages"]
+            new = copy.deepcopy(tools)
+            if len(new) == sum(len(p["tools"]) for p in pages):
+                start = 0
+                for page in pages:
+                    count = len(page["tools"])
+                    page["tools"], start = new[start:start + count], start + count
+            else:
+                served["lists"][TOOLS_LIST] = {"pages": [{"tools": new}]}
+        capture = self.capture.model_dump(mode="json", exclude_none=True)
+        capture.update(derived_from=snapshot_digest(self), derivation=derivation)
+        return Snapshot.model_validate({"format": self.format, "server": served,
+                                        "capture": capture})
 
     def to_json_bytes(self) -> bytes:
         """The file form: pretty JSON, keys in the order recorded (not sorted), UTF-8."""

@@ -79,7 +79,10 @@ def http_replay(*snapshots: Path) -> Iterator[dict[str, Any]]:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or proc.poll() is not None:
-                raise RuntimeError(f"replay server did not start: {proc.stderr.read()!r}")
+                proc.kill()  # so reading its stderr below cannot block
+                proc.wait(5)
+                errors = proc.stderr.read() if proc.stderr else b""
+                raise RuntimeError(f"replay server did not start: {errors!r}")
             text += _readline(proc.stdout, remaining).decode()
             try:
                 doc = json.loads(text)

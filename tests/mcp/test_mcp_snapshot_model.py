@@ -168,7 +168,7 @@ def test_duplicate_keys_nan_and_non_utf8_are_refused() -> None:
 def test_missing_file_and_directory_are_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput) as missing:
         read_snapshot(tmp_path / "nope.json")
-    assert missing.value.file.endswith("nope.json") and missing.value.field == "(file)"
+    assert str(missing.value.file).endswith("nope.json") and missing.value.field == "(file)"
     with pytest.raises(BadInput, match="directory"):
         read_snapshot(tmp_path)
 
@@ -186,3 +186,25 @@ def test_document_helper_is_not_shared_state() -> None:
     a["server"]["initialize"]["serverInfo"]["name"] = "x"
     assert b["server"]["initialize"]["serverInfo"]["name"] == "demo"
     assert copy.deepcopy(b) == document()
+
+
+def test_derive_makes_a_validated_snapshot_and_records_its_source() -> None:
+    snap = load(document())
+    tools = snap.tools()
+    tools[0]["description"] = "neutral"
+    blinded = snap.derive(tools=tools, derivation="test-blind")
+    assert blinded.tools()[0]["description"] == "neutral"
+    assert [p.get("nextCursor") for p in blinded.pages("tools/list") or []] == ["opaque-1", None]
+    assert blinded.capture.derived_from == snapshot_digest(snap)
+    assert snapshot_digest(blinded) != snapshot_digest(snap)
+    assert snap.tools()[0]["description"] == "first"  # the source is untouched
+    same = snap.derive(derivation="placebo")
+    assert snapshot_digest(same) == snapshot_digest(snap)
+    fewer = snap.derive(tools=tools[:1], derivation="drop")
+    assert len(fewer.pages("tools/list") or []) == 1
+    again = load_snapshot(blinded.to_json_bytes(), "blinded.json")
+    assert again == blinded
+    init = snap.initialize_result()
+    del init["serverInfo"]["name"]
+    with pytest.raises(ValueError, match="serverInfo.name"):
+        snap.derive(initialize=init, derivation="broken")

@@ -222,9 +222,9 @@ def _show_human(snap: Snapshot, data: dict[str, Any]) -> None:
 
 
 def _serve_human(data: dict[str, Any], servers: list[Any]) -> None:
-    table = Table("#", "url", "server", "tools", "digest")
     for row in data["servers"]:
-        table.add_row(str(row["index"]), row["url"], Text(display_text(row["name"], 60)),
-                      str(row["tools"]), row["digest"][:19] + "…")
-    console.print(table)
+        line = Text(f"[{row['index']}] {row['url']}  ")
+        line.append(display_text(row["name"], 60), style="bold")
+        line.append(f"  {row['tools']} tool(s)  {row['digest']}")
+        console.print(line, soft_wrap=True)
     console.print("serving; every tools/call is refused. Ctrl-C stops.", highlight=False)

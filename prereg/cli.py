@@ -51,6 +51,12 @@ for _module in (registry_cmds, run_cmds, analyse_cmds, plan_cmds, mcp_cmds):
     _module.register(app)
 
 
+def _is_click_exception(exc: BaseException) -> bool:
+    """True for click's ClickException, whichever copy of click raised it."""
+    return any(cls.__name__ == "ClickException" and "click" in cls.__module__
+               for cls in type(exc).__mro__)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning PreregError into its exit code."""
     as_json = "--json" in (argv if argv is not None else sys.argv[1:])
@@ -59,7 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     except PreregError as exc:
         if as_json:
             sys.stdout.write(dumps(exc.to_json()) + "\n")
-        err_console.print(f"error: {exc.render()}", style="red", highlight=False, markup=False)
+        err_console.print(f"error: {exc.render()}", style="red", highlight=False, markup=False,
+                          soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -69,11 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted", style="red")
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except Exception as exc:  # usage errors from click (typer may bundle its own copy)
+        if _is_click_exception(exc):
+            exc.show()  # type: ignore[attr-defined]
             sys.exit(2)
         raise
     sys.exit(code if isinstance(code, int) else 0)

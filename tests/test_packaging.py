@@ -38,3 +38,10 @@ def test_no_generic_top_level_names_installed() -> None:
         spec = importlib.util.find_spec(generic)
         # running from the repo root puts the folder on sys.path; it must not be an install
         assert spec is None or Path(spec.origin or "").parent.parent == ROOT
+
+
+def test_usage_errors_exit_2() -> None:
+    for args in (["register"], ["no-such-command"], ["show"]):
+        out = subprocess.run([sys.executable, "-m", "prereg", *args], capture_output=True,
+                             text=True)
+        assert out.returncode == 2, (args, out.stderr)

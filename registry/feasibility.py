@@ -26,9 +26,8 @@ def check(registration: Registration, n_prompts: int) -> dict[str, Any] | None:
 
     alpha = plan.alpha if plan.alpha is not None else registration.primary.alpha
     runs_per_arm = registration.design.repeats
-    result = mde_paired(plan.sigma_d, n_prompts, alpha=alpha, power=plan.power,
-                        sigma_run=plan.sigma_run, runs_per_arm=runs_per_arm)
-    achievable = float(getattr(result, "mde", getattr(result, "estimate", result)))
+    achievable = float(mde_paired(plan.sigma_d, n_prompts, alpha=alpha, power=plan.power,
+                                  sigma_run=plan.sigma_run, runs_per_arm=runs_per_arm))
     runnable = achievable <= plan.mde + 1e-12
     return {
         "prompts": n_prompts,

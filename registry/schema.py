@@ -159,8 +159,8 @@ class Registration(Strict):
     split: Literal["dev", "validation", "test"]
     arms: list[Arm] = Field(min_length=1)
     host: Host
-    budgets: Budgets = Field(default_factory=Budgets)
-    design: Design = Field(default_factory=Design)
+    budgets: Budgets = Field(default_factory=lambda: Budgets())
+    design: Design = Field(default_factory=lambda: Design())
     outcome: Literal["success", "surfaced", "selected", "invoked", "executed", "completed",
                      "focal"] = "success"
     primary: TestSpec

@@ -28,7 +28,8 @@ design that cannot reach its MDE [bold]not runnable[/].
 
 [bold]Paired design[/] (normal approximation, two-sided, as in InvokeRank section 7.8):
 
-  MDE = (z[1-alpha/2] + z[power]) * sqrt(sigma_d^2 / prompts + 2 sigma_run^2 / runs_per_arm)
+  MDE = z * sqrt(sigma_d^2 / prompts + 2 sigma_run^2 / runs_per_arm),
+  z = z_(1-alpha/2) + z_(power)  (2.80 at alpha 0.05, power 0.8)
 
 --sigma-d is the SD over prompts of the per-prompt paired difference (treatment minus
 control, each a success proportion). Give exactly one of --prompts (the answer is `mde`)

@@ -1,0 +1,134 @@
+"""Run units: a registration expanded into arms x tasks of its split x repeats.
+
+Everything here is a function of the registration (including its seed) and the
+frozen experiment, so the same registration always gives the same units, the
+same rotations and the same per-unit seeds.
+
+Rotations (InvokeRank, section 5.4): tool order is a nuisance variable, so each
+unit gets one of ``rotations`` cyclic rotations of what is offered. Prompts are
+put in a seeded order and prompt j, repeat k gets rotation (j + k) mod R, which
+balances the rotations across prompts (each is used floor or ceil of N/R times
+per repeat) and across the repeats of one prompt. The rotation of a (task,
+repeat) is the same in every arm, so arms are compared on identical orders.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prereg.experiments import Experiment, Task
+from prereg.experiments.surfaces import Role, Surface, Tool
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The registered harness budgets (None: no limit)."""
+
+    completion_cap: int | None = None
+    episode_tokens: int | None = None
+    call_limit: int | None = None
+    turn_limit: int | None = None
+    spend_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run needs from a registration, independent of the registry's classes."""
+
+    registration_id: str
+    digest: str
+    experiment: str
+    kind: str
+    split: str
+    arms: tuple[tuple[str, str], ...]              # (arm id, surface id)
+    driver: str
+    model: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    batch: bool = False
+    budgets: Budgets = Budgets()
+    repeats: int = 1
+    rotations: int = 1
+    seed: int = 0
+
+
+def plan_from_registration(registration: Any, digest: str) -> RunPlan:
+    """A RunPlan from a registry ``Registration`` (read by attribute)."""
+    b = registration.budgets
+    d = registration.design
+    h = registration.host
+    return RunPlan(
+        registration_id=registration.id, digest=digest, experiment=registration.experiment,
+        kind=registration.kind, split=registration.split,
+        arms=tuple((a.id, a.surface) for a in registration.arms),
+        driver=h.driver, model=h.model, params=dict(h.params), batch=bool(getattr(h, "batch",
+                                                                                 False)),
+        budgets=Budgets(b.completion_cap, b.episode_tokens, b.call_limit, b.turn_limit,
+                        b.spend_usd),
+        repeats=d.repeats, rotations=d.rotations, seed=d.seed)
+
+
+@dataclass(frozen=True)
+class RunUnit:
+    arm: str
+    surface: str
+    task: Task
+    split: str
+    repeat: int
+    rotation: int
+    seed: int
+    prompt_seed: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.arm, self.task.id, self.repeat)
+
+    @property
+    def label(self) -> str:
+        return f"{self.arm}/{self.task.id}/{self.repeat}"
+
+
+def derive_seed(*parts: object) -> int:
+    """A 63-bit seed from the parts (stable across Python versions and platforms)."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def expand_units(plan: RunPlan, experiment: Experiment) -> list[RunUnit]:
+    """Every unit of the plan, ordered repeat-major so partial runs cover all prompts."""
+    tasks = experiment.tasks_in_split(plan.split)
+    order = sorted(tasks, key=lambda t: derive_seed(plan.seed, "order", t.id))
+    position = {t.id: j for j, t in enumerate(order)}
+    units: list[RunUnit] = []
+    for repeat in range(plan.repeats):
+        for task in tasks:
+            rotation = (position[task.id] + repeat) % plan.rotations
+            prompt_seed = derive_seed(plan.seed, "prompt", task.id)
+            for arm, surface in plan.arms:
+                units.append(RunUnit(
+                    arm=arm, surface=surface, task=task, split=plan.split, repeat=repeat,
+                    rotation=rotation,
+                    seed=derive_seed(plan.seed, "unit", arm, task.id, repeat),
+                    prompt_seed=prompt_seed))
+    return units
+
+
+def offered_tools(experiment: Experiment, focal: str, rotation: int, rotations: int
+                  ) -> list[tuple[Tool, Role, Surface]]:
+    """The tools offered in one unit, in its rotation's order.
+
+    With a pool the integrations rotate as blocks (each keeps its own tool order);
+    without one the surface's tools rotate. Rotation r of R shifts by
+    floor(r * n / R) places, so R rotations are spread evenly over n items.
+    """
+    blocks = experiment.offered(focal)
+    if len(blocks) == 1:
+        surface, role = blocks[0]
+        items = [(tool, role, surface) for tool in surface.tools]
+        shift = (rotation * len(items)) // max(rotations, 1)
+        return items[shift:] + items[:shift]
+    shift = (rotation * len(blocks)) // max(rotations, 1)
+    ordered = blocks[shift:] + blocks[:shift]
+    return [(tool, role, surface) for surface, role in ordered for tool in surface.tools]

@@ -185,17 +185,18 @@ def validate(opts: PlanOptions) -> None:
 # ---- the plan ---------------------------------------------------------------------------------
 
 
-def _floor(sigma_d: float, prompts: int, alpha: float, power: float, sigma_run: float,
-           runs: int) -> float:
-    """The MDE no number of prompts goes below: sqrt(MDE^2 - MDE_without_runs^2)."""
+def _floor(sigma_d: float, alpha: float, power: float, sigma_run: float, runs: int) -> float:
+    """The MDE no number of prompts goes below: the MDE at (practically) infinite prompts.
+
+    Evaluated by :func:`prereg.stats.mde_paired` at 10^300 prompts, where the prompt term
+    vanishes in floating point, so the formula stays in one place.
+    """
     from prereg.stats import mde_paired
 
     if sigma_run == 0.0:
         return 0.0
-    full = mde_paired(sigma_d, prompts, alpha=alpha, power=power, sigma_run=sigma_run,
+    return mde_paired(sigma_d, 10 ** 300, alpha=alpha, power=power, sigma_run=sigma_run,
                       runs_per_arm=runs)
-    bare = mde_paired(sigma_d, prompts, alpha=alpha, power=power)
-    return math.sqrt(max(0.0, full * full - bare * bare))
 
 
 def _runs_needed(sigma_d: float, mde: float, alpha: float, power: float,
@@ -238,14 +239,12 @@ def _paired(sigma_d: float, opts: PlanOptions, prompts: int | None, sigma_run: f
         reachable = math.isfinite(n)
         out.update(solved_for="prompts", mde=opts.mde, prompts=int(n) if reachable else None,
                    reachable=reachable)
-        floor_at = int(n) if reachable else 1
     else:
         assert prompts is not None
         m = mde_paired(sigma_d, prompts, alpha=opts.alpha, power=opts.power,
                        sigma_run=sigma_run, runs_per_arm=runs)
         out.update(solved_for="mde", mde=m, prompts=prompts, reachable=True)
-        floor_at = prompts
-    floor = _floor(sigma_d, floor_at, opts.alpha, opts.power, sigma_run, runs)
+    floor = _floor(sigma_d, opts.alpha, opts.power, sigma_run, runs)
     out["floor_mde"] = floor
     out["message"] = None
     if opts.mde is not None and not out["reachable"]:

@@ -23,8 +23,9 @@ from prereg.output import console, emit
 PLAN_HELP = """Plan a paired comparison: the minimum detectable effect (MDE) or the prompts needed.
 
 Run this before registering, and put the answer in the registration's `plan:` block;
-`prereg register` then checks it against the prompts the split actually holds and marks a
-design that cannot reach its MDE [bold]not runnable[/].
+`prereg register` then checks it against the prompts the split actually holds (with the
+registration's design.repeats as --runs-per-arm) and marks a design that cannot reach its
+MDE [bold]not runnable[/].
 
 [bold]Paired design[/] (normal approximation, two-sided, as in InvokeRank section 7.8):
 

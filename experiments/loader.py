@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from jsonschema import Draft202012Validator
@@ -155,6 +155,26 @@ def _load(read: Reader, rel: str, model: type[M],
         raise BadInput(f"expected a YAML mapping at the top level, got "
                        f"{type(located.data).__name__}", file=rel)
     return validate(model, located.data, located), Doc(rel, located)
+
+
+def folder_reader(folder: Path) -> Reader:
+    """A reader over an experiment folder that refuses paths leaving it."""
+    root = Path(folder).resolve()
+
+    def read(relative: str) -> bytes:
+        pure = PurePosixPath(relative)
+        if pure.is_absolute() or ".." in pure.parts or "\\" in relative:
+            raise BadInput(f"'{relative}' must stay inside the experiment folder", file=relative)
+        target = (root / pure).resolve()
+        if not target.is_relative_to(root):
+            raise BadInput(f"'{relative}' leaves the experiment folder", file=relative)
+        if target.is_dir():
+            raise IsADirectoryError(relative)
+        if not target.is_file():
+            raise FileNotFoundError(relative)
+        return target.read_bytes()
+
+    return read
 
 
 # ---- the public entry point ----------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""The operations behind ``prereg run``, ``export``, ``import`` and ``split show``.
+
+The CLI is wiring only; these functions are what code (tests, the bench, the
+demo) calls:
+
+    from prereg.runners.api import run_registration
+    summary = run_registration(workspace, "music-library-pilot", concurrency=8)
+
+Runs always load the experiment through the registry's frozen objects (the
+content whose digest was registered), never the editable workspace files.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from prereg.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.experiments import Experiment, load_experiment
+from prereg.experiments.loader import folder_reader
+from prereg.runners.drivers.base import Driver, create_driver
+from prereg.runners.exchange import Format, read_records, write_records
+from prereg.runners.orchestrate import Progress, RunSummary, execute
+from prereg.runners.store import RunStore
+from prereg.runners.units import RunPlan, plan_from_registration
+from prereg.workspace import Workspace
+
+LOCKED_SPLIT = "test"
+
+
+def _registry(ws: Workspace) -> Any:
+    from prereg.registry.registry import Registry
+
+    return Registry(ws.registry)
+
+
+def prepare(ws: Workspace, registration_id: str) -> tuple[Any, Any, RunPlan, Experiment]:
+    """(registry, entry, plan, frozen experiment) of a registration, with the protocol
+    checks that do not write anything (runnable, locked split kind)."""
+    registry = _registry(ws)
+    entry = registry.get(registration_id)
+    reg = entry.registration
+    if not entry.runnable:
+        raise ProtocolRefusal(f"'{entry.id}' was registered as not runnable (its feasibility "
+                              "gate failed); register a new design instead", field="id")
+    if reg.split == LOCKED_SPLIT and reg.kind != "confirmatory":
+        raise ProtocolRefusal(f"'{entry.id}' is {reg.kind}: units on the locked test split run "
+                              "only under a confirmatory registration", field="split")
+    experiment = load_experiment(registry.experiment_reader(entry), reg.experiment)
+    plan = plan_from_registration(reg, entry.digest)
+    return registry, entry, plan, experiment
+
+
+def run_registration(ws: Workspace, registration_id: str, *, concurrency: int = 4,
+                     max_units: int | None = None, progress: Progress | None = None,
+                     driver: Driver | None = None) -> RunSummary:
+    """Run (or resume) a registration; ``driver`` overrides the registered one (benches)."""
+    if concurrency < 1:
+        raise BadInput("--concurrency must be at least 1", field="concurrency")
+    if max_units is not None and max_units < 0:
+        raise BadInput("--max-units must be >= 0", field="max-units")
+    registry, entry, plan, experiment = prepare(ws, registration_id)
+    if driver is None:
+        try:
+            driver = create_driver(plan.driver, plan.model, plan.params)
+        except ValueError as exc:
+            raise BadInput(str(exc), field="host.params") from None
+    if plan.split == LOCKED_SPLIT:
+        # the first run of a confirmatory registration spends the locked split (idempotent
+        # for this registration; refused, exit 4, if another registration claimed it)
+        registry.claim_locked_split(entry)
+    store = RunStore(ws.runs)
+    try:
+        return execute(plan, experiment, store, driver, concurrency=concurrency,
+                       max_units=max_units, progress=progress)
+    finally:
+        store.close()
+
+
+def export_registration(ws: Workspace, registration_id: str, fmt: Format, out: Path
+                        ) -> dict[str, Any]:
+    """Write every record of a registration to ``out``; refuses foreign digests (exit 3)."""
+    entry = _registry(ws).get(registration_id)
+    store = RunStore(ws.runs)
+    records = store.records(registration_id=registration_id)
+    store.close()
+    foreign = [r.record_id for r in records if r.registration_digest != entry.digest]
+    if foreign:
+        raise IntegrityError(f"{len(foreign)} record(s) of '{registration_id}' carry a digest "
+                             f"other than the registration's {entry.digest}",
+                             details=foreign[:20])
+    n = write_records(records, out, fmt)
+    return {"registration_id": registration_id, "registration_digest": entry.digest,
+            "format": fmt, "out": str(out), "records": n,
+            "ok": sum(r.status == "ok" for r in records),
+            "infra_error": sum(r.status == "infra_error" for r in records)}
+
+
+def import_file(ws: Workspace, path: Path) -> dict[str, Any]:
+    """Validate every record, check each digest against its registration, then append.
+
+    Nothing is written if any record is malformed (exit 2) or names a registration
+    whose digest differs (exit 3). Records already stored are skipped.
+    """
+    rows = read_records(path)
+    registry = _registry(ws)
+    digests: dict[str, str | None] = {}
+    foreign: list[str] = []
+    for line, record in rows:
+        if record.registration_id not in digests:
+            entry = registry.find(record.registration_id)
+            digests[record.registration_id] = None if entry is None else entry.digest
+        expected = digests[record.registration_id]
+        if expected != record.registration_digest:
+            why = "is not registered here" if expected is None else f"has digest {expected}"
+            foreign.append(f"line {line}: record {record.record_id} names registration "
+                           f"'{record.registration_id}' with digest "
+                           f"{record.registration_digest}, but '{record.registration_id}' {why}")
+    if foreign:
+        raise IntegrityError(f"{len(foreign)} record(s) do not belong to the registration they "
+                             "name; nothing was imported", file=str(path), details=foreign[:20])
+    store = RunStore(ws.runs)
+    try:
+        written = skipped = 0
+        for _, record in rows:
+            if store.has_record_id(record.record_id):
+                skipped += 1
+                continue
+            w, s = store.extend([record])
+            written += w
+            skipped += s
+    finally:
+        store.close()
+    return {"file": str(path), "records": len(rows), "imported": written,
+            "skipped_duplicates": skipped}
+
+
+def split_summary(ws: Workspace, name: str) -> dict[str, Any]:
+    """Counts per split, intent and polarity of a workspace experiment."""
+    folder = ws.experiments / name
+    if not (folder / "experiment.yaml").is_file():
+        known = sorted(p.name for p in ws.experiments.iterdir() if p.is_dir()) \
+            if ws.experiments.is_dir() else []
+        raise BadInput(f"experiment '{name}' not found (expected {folder / 'experiment.yaml'}); "
+                       f"known: {', '.join(known) or 'none'}", field="experiment")
+    experiment = load_experiment(folder_reader(folder), name)
+    return describe_splits(experiment)
+
+
+def describe_splits(experiment: Experiment) -> dict[str, Any]:
+    splits: dict[str, Any] = {}
+    for split in experiment.split_names:
+        tasks = experiment.tasks_in_split(split)
+        by_intent: dict[str, Counter[str]] = defaultdict(Counter)
+        for task in tasks:
+            by_intent[task.intent][task.polarity] += 1
+        splits[split] = {
+            "tasks": len(tasks),
+            "clusters": len({t.cluster for t in tasks}),
+            "polarity": dict(Counter(t.polarity for t in tasks)),
+            "intents": {intent: dict(by_intent[intent]) for intent in experiment.intents
+                        if intent in by_intent},
+        }
+    return {"experiment": experiment.name, "tasks": len(experiment.tasks),
+            "clusters": len({t.cluster for t in experiment.tasks}),
+            "intents": list(experiment.intents), "splits": splits}

@@ -1,0 +1,174 @@
+"""Running a registration: plan the units, skip the completed ones, run the rest.
+
+- **Resume by default.** Units with an ``ok`` record under the registration's
+  digest are skipped; units whose last attempt was an ``infra_error`` run again.
+- **Crash safety.** Each unit's record is appended in one transaction as soon as
+  the unit ends. Ctrl-C or ``kill -9`` at any moment loses at most the units in
+  flight (never a written one), leaves no half-written row, and duplicates
+  nothing: the store's unique key refuses a second ``ok`` record for a unit, even
+  from another process running the same registration.
+- **Concurrency.** ``concurrency`` asyncio workers share one queue of units; a
+  driver's network waits overlap, the harness's own work is small.
+- **Spend cap.** The registered ``spend_usd`` caps the measured spend recorded
+  under the digest (this run and earlier ones). Once reached, no new unit
+  starts; units in flight finish and are kept, so the overshoot is at most the
+  cost of ``concurrency - 1`` units. Null costs (replay, local) count as zero.
+- **Infrastructure failures** (a driver raising, a record that fails its own
+  consistency checks) are written as ``status: infra_error`` with the error and
+  reported as ``failed``; they are never scored as agent failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from prereg.experiments import Experiment
+from prereg.runners.drivers.base import Driver
+from prereg.runners.harness import EpisodeResult, Harness
+from prereg.runners.record import RunRecord
+from prereg.runners.scoring import infra_record, score
+from prereg.runners.store import DuplicateRecord, RunStore
+from prereg.runners.units import RunPlan, RunUnit, expand_units
+
+
+@dataclass
+class RunSummary:
+    """What ``prereg run`` reports (``--json`` prints it as is)."""
+
+    registration_id: str
+    registration_digest: str
+    driver: str
+    evidence_class: str
+    planned: int                 # units in the registration's plan
+    skipped_existing: int        # already had an ok record before this run
+    completed: int               # ok records written by this run
+    failed: int                  # infra_error records written by this run
+    successes: int               # of the completed, how many succeeded
+    duplicates: int              # written meanwhile by another process
+    remaining: int               # units still without an ok record
+    spend_usd: float             # measured spend recorded under the digest
+    stopped: str | None          # None | "spend_cap" | "max_units"
+    elapsed_s: float
+    units_per_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Progress:
+    """Callbacks the orchestration reports to (the CLI draws a rich bar with them)."""
+
+    def start(self, total: int, already: int) -> None:
+        """``total`` units will be attempted; ``already`` were complete before."""
+
+    def advance(self, record: RunRecord, spent: float) -> None:
+        """One unit finished (its record is already stored)."""
+
+    def stop(self) -> None:
+        """The run ended (normally or not)."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def run_unit(plan: RunPlan, harness: Harness, unit: RunUnit, driver: Driver) -> RunRecord:
+    """Play and score one unit; any failure outside the agent becomes an infra record."""
+    started = _now()
+    result: EpisodeResult | None = None
+    try:
+        result = await harness.run(unit, driver)
+        return score(plan, unit, driver, result, started, _now())
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the driver or the recording failed: infrastructure
+        message = f"{type(exc).__name__}: {exc}".strip()
+        return infra_record(plan, unit, driver, message[:2000], started, _now(), result)
+
+
+async def run_plan(plan: RunPlan, experiment: Experiment, store: RunStore, driver: Driver, *,
+                   concurrency: int = 4, max_units: int | None = None,
+                   progress: Progress | None = None,
+                   clock: Callable[[], float] = time.perf_counter) -> RunSummary:
+    """Run the plan's missing units against ``driver``; records go to ``store``."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    progress = progress or Progress()
+    units = expand_units(plan, experiment)
+    done = store.completed_keys(plan.digest)
+    pending = [u for u in units if u.key not in done]
+    skipped = len(units) - len(pending)
+    stopped: str | None = None
+    if max_units is not None and len(pending) > max_units:
+        pending = pending[:max_units]
+        stopped = "max_units"
+    harness = Harness(experiment, plan.budgets, plan.model, dict(plan.params), plan.rotations)
+    cap = plan.budgets.spend_usd
+    state = {"spent": store.spent_usd(plan.digest), "completed": 0, "failed": 0,
+             "successes": 0, "duplicates": 0, "capped": False}
+    queue = iter(pending)
+    start = clock()
+    progress.start(len(pending), skipped)
+
+    async def worker() -> None:
+        while True:
+            if cap is not None and state["spent"] >= cap:
+                state["capped"] = True
+                return
+            unit = next(queue, None)
+            if unit is None:
+                return
+            record = await run_unit(plan, harness, unit, driver)
+            try:
+                store.append(record)
+            except DuplicateRecord:
+                state["duplicates"] += 1
+                continue
+            state["spent"] += record.cost_usd or 0.0
+            if record.status == "ok":
+                state["completed"] += 1
+                state["successes"] += bool(record.success)
+            else:
+                state["failed"] += 1
+            progress.advance(record, float(state["spent"]))
+
+    try:
+        workers = [asyncio.create_task(worker())
+                   for _ in range(max(1, min(concurrency, len(pending))))]
+        await asyncio.gather(*workers)
+    finally:
+        progress.stop()
+    elapsed = clock() - start
+    if state["capped"]:
+        stopped = "spend_cap"
+    remaining = len(units) - len(store.completed_keys(plan.digest))
+    attempted = state["completed"] + state["failed"]
+    return RunSummary(
+        registration_id=plan.registration_id, registration_digest=plan.digest,
+        driver=driver.name, evidence_class=driver.evidence_class, planned=len(units),
+        skipped_existing=skipped, completed=int(state["completed"]),
+        failed=int(state["failed"]), successes=int(state["successes"]),
+        duplicates=int(state["duplicates"]), remaining=remaining,
+        spend_usd=round(float(state["spent"]), 6), stopped=stopped,
+        elapsed_s=round(elapsed, 4),
+        units_per_s=round(attempted / elapsed, 3) if elapsed > 0 else 0.0)
+
+
+def execute(plan: RunPlan, experiment: Experiment, store: RunStore, driver: Driver, *,
+            concurrency: int = 4, max_units: int | None = None,
+            progress: Progress | None = None) -> RunSummary:
+    """Synchronous entry point: run the plan in a fresh event loop, close the driver."""
+
+    async def main() -> RunSummary:
+        try:
+            return await run_plan(plan, experiment, store, driver, concurrency=concurrency,
+                                  max_units=max_units, progress=progress)
+        finally:
+            await driver.aclose()
+
+    return asyncio.run(main())

@@ -1,9 +1,131 @@
-"""Command group (placeholder until its issue lands)."""
+"""``analyse``, ``compare``, ``demo``: the report commands (wiring only).
+
+The work happens in :mod:`prereg.reports`; these functions parse options, call
+it, write the files and print.
+"""
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.text import Text
+
+from prereg.commands._common import JsonOpt, workspace
+from prereg.output import console, emit
+from prereg.workspace import Workspace
+
+DEMO_DRAFT = "music-library-pilot.yaml"
+
+
+def _analyse(ws: Workspace, reg_id: str, options: Any) -> tuple[dict[str, Any], Any, Path]:
+    # imported here: the statistics stack (scipy) should not slow every other command
+    from prereg.reports import analyse, write_report
+
+    report = analyse(ws, reg_id, options)
+    out = write_report(ws, report)
+    data = report.to_json()
+    data["report_dir"] = str(out)
+    data["files"] = {name: str(out / name) for name in ("report.json", "report.md",
+                                                          "report.html")}
+    return data, report, out
 
 
 def register(app: typer.Typer) -> None:
-    """Add this group's commands to the app."""
+    @app.command("analyse")
+    def analyse_cmd(
+        ctx: typer.Context,
+        reg_id: Annotated[str, typer.Argument(metavar="ID", help="Registration id.")],
+        allow_incomplete: Annotated[bool, typer.Option(
+            "--allow-incomplete", help="Analyse an incomplete run set; the report is then "
+            "exploratory and the verdict 'incomplete'.")] = False,
+        explore: Annotated[bool, typer.Option(
+            "--explore", help="Label the whole report exploratory. The verdict field is "
+            "computed exactly as without it; it is not a confirmatory claim.")] = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """The registered analysis and its mechanical verdict, written to reports/ID/.
+
+        Refuses (exit 3) runs that carry another digest or mix evidence classes, and
+        (exit 4) an incomplete run set unless --allow-incomplete. Writes report.json,
+        report.md and report.html (with figures); an exploratory report of a
+        confirmatory registration goes to reports/ID/exploratory/.
+        """
+        from prereg.reports import Options, render_terminal
+
+        ws = workspace(ctx)
+        flags = [f for f, on in (("--allow-incomplete", allow_incomplete),
+                                 ("--explore", explore)) if on]
+        options = Options(allow_incomplete=allow_incomplete, explore=explore,
+                          command=" ".join(["prereg analyse", reg_id, *flags]))
+        data, report, out = _analyse(ws, reg_id, options)
+        emit(data, as_json,
+             lambda: render_terminal.render(report, console, ws.relative(out / "report.html")))
+
+    @app.command("compare")
+    def compare_cmd(
+        ctx: typer.Context,
+        a: Annotated[str, typer.Argument(metavar="A", help="First registration id.")],
+        b: Annotated[str, typer.Argument(metavar="B", help="Second registration id.")],
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Compare two registrations' runs: each one's own result, and the paired change.
+
+        Refuses (exit 4, saying which) when the corpora, evidence classes, models or
+        outcomes differ; (exit 3) when either's runs carry a foreign digest.
+        """
+        from prereg.reports.compare import compare, describe
+
+        ws = workspace(ctx)
+        result = compare(ws, a, b)
+
+        def human() -> None:
+            for line in describe(result):
+                console.print(Text(line))
+
+        emit(result.to_json(), as_json, human)
+
+    @app.command("demo")
+    def demo_cmd(
+        directory: Annotated[Path | None, typer.Option(
+            "--dir", help="Workspace folder for the demo (default: $PREREG_DEMO_DIR, else "
+            "./prereg-demo).", show_default=False)] = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Init a workspace, register the bundled pilot, run it on the local host, analyse it.
+
+        Needs no network and no API key. Safe to re-run: registration is idempotent and
+        completed runs are kept (resume).
+        """
+        from prereg.commands.registry_cmds import init_workspace
+        from prereg.registry.registry import Registry
+        from prereg.reports import Options, render_terminal
+
+        root = directory or Path(os.environ.get("PREREG_DEMO_DIR") or "prereg-demo")
+        started = time.monotonic()
+        init_workspace(root)
+        ws = Workspace(root.resolve())
+        entry = Registry(ws.registry).register(ws.drafts / DEMO_DRAFT, ws.experiments,
+                                               display=f"drafts/{DEMO_DRAFT}").entry
+        run_summary = _run_local(ws, entry.id, quiet=as_json)
+        data, report, out = _analyse(ws, entry.id, Options(command=f"prereg demo (analyse "
+                                                                   f"{entry.id})"))
+        data["demo"] = {"workspace": str(ws.root), "run": run_summary,
+                        "seconds": round(time.monotonic() - started, 2)}
+
+        def human() -> None:
+            render_terminal.render(report, console)
+            console.print(Text(f"report: {out / 'report.html'}", style="bold"))
+            console.print(Text(f"workspace: {ws.root} (try: prereg -w {ws.root} list)"))
+
+        emit(data, as_json, human)
+
+
+def _run_local(ws: Workspace, reg_id: str, quiet: bool) -> Any:
+    """Run every unit of the registration with the runners' orchestration."""
+    from prereg.runners.run import run_registration
+
+    return run_registration(ws, reg_id, progress=not quiet)

@@ -1,0 +1,248 @@
+"""The registered analysis of one registration, assembled into a :class:`Report`.
+
+Order of work: load with refusal (:mod:`.load`), judge completeness (the planned
+units, or with a stopping rule the prompts up to its crossing), refuse an
+incomplete set unless ``allow_incomplete``, then compute exactly what the
+registration asked for, compute the verdict (:mod:`.verdict`), and add the
+exploratory block.
+
+The labelling rule: a report is *confirmatory* only when the registration is
+confirmatory, its run set is complete (or it is not runnable, which is itself
+the pre-committed confirmatory outcome) and ``--explore`` was not given.
+Otherwise it is *exploratory*, with the reasons listed. The ``verdict`` field is
+computed by :func:`prereg.reports.verdict.final_verdict` from the registration
+and the runs only: ``explore`` is not an input to it, and ``allow_incomplete``
+only decides whether an incomplete set is refused (exit 4) or reported with
+the verdict ``incomplete``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from prereg import __version__
+from prereg.errors import ProtocolRefusal
+from prereg.registry.registry import Registry
+from prereg.registry.schema import Registration, TestSpec
+from prereg.reports import exploratory, family, stopping
+from prereg.reports.arms import arm_report, pooled_icc
+from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs
+from prereg.reports.model import (
+    Completeness,
+    Report,
+    ReportProvenance,
+    RunsSummary,
+    TestReport,
+    VerdictReport,
+)
+from prereg.reports.observations import unit_label
+from prereg.reports.pairs import PairData, build_pairs
+from prereg.reports.registered import run_test
+from prereg.reports.verdict import final_verdict
+from prereg.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class Options:
+    allow_incomplete: bool = False
+    explore: bool = False
+    command: str = "prereg analyse"
+
+
+class _Pairs:
+    """Paired data per (control, treatment, outcome), built once each."""
+
+    def __init__(self, loaded: LoadedRuns) -> None:
+        self.loaded = loaded
+        self.cache: dict[tuple[str, str, str], PairData] = {}
+
+    def get(self, reg: Registration, spec: TestSpec) -> PairData:
+        control, treatment = reg.compared_arms(spec)
+        outcome = spec.outcome or reg.outcome
+        key = (control, treatment, outcome)
+        if key not in self.cache:
+            self.cache[key] = build_pairs(self.loaded.used, control, treatment, outcome,
+                                          self.loaded.task_order, self.loaded.intents)
+        return self.cache[key]
+
+
+def _complete_prefix(loaded: LoadedRuns) -> list[str]:
+    reg = loaded.entry.registration
+    done = loaded.completed
+    prefix = []
+    for task in loaded.task_order:
+        units = [(arm.id, task, r) for arm in reg.arms for r in range(reg.design.repeats)]
+        if not all(u in done for u in units):
+            break
+        prefix.append(task)
+    return prefix
+
+
+def completeness(loaded: LoadedRuns, primary_pairs: PairData) -> Completeness:
+    reg = loaded.entry.registration
+    missing = loaded.missing
+    done_units = loaded.completed
+    open_infra = {o.unit for o in loaded.infra} - done_units
+    cut = None
+    basis = "every planned unit (arms x tasks of the split x repeats)"
+    complete = not missing
+    if not complete and reg.stopping is not None:
+        cut = stopping.stopping_cut(reg, primary_pairs, _complete_prefix(loaded))
+        if cut is not None:
+            complete = True
+            basis = (f"the registered stopping rule crossed its threshold at task {cut} of the "
+                     "planned order; the units of the first tasks up to it are complete")
+    return Completeness(
+        complete=complete, planned=len(loaded.planned), completed=len(done_units),
+        missing=len(missing), missing_units=[unit_label(u) for u in missing[:MAX_NAMED]],
+        infra_errors_open=len(open_infra), stopping_cut=cut, basis=basis)
+
+
+def _refuse_incomplete(entry_id: str, comp: Completeness) -> ProtocolRefusal:
+    details = list(comp.missing_units)
+    if comp.missing > len(details):
+        details.append(f"... and {comp.missing - len(details)} more")
+    infra = (f"; {comp.infra_errors_open} of them failed on infrastructure and will be retried "
+             "by `prereg run`" if comp.infra_errors_open else "")
+    return ProtocolRefusal(
+        f"the runs of '{entry_id}' are incomplete: {comp.completed} of {comp.planned} planned "
+        f"units completed, {comp.missing} missing{infra}. Finish them with `prereg run "
+        f"{entry_id}`, or analyse what exists with --allow-incomplete (the report is then "
+        "exploratory and the verdict is 'incomplete')", details=details)
+
+
+def _runs_summary(loaded: LoadedRuns) -> RunsSummary:
+    every = [*loaded.used, *loaded.infra]
+    costs = [o.cost_usd for o in every if o.cost_usd is not None]
+    tokens: dict[str, int] = {}
+    for o in every:
+        for key, value in (o.tokens or {}).items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                tokens[key] = tokens.get(key, 0) + value
+    return RunsSummary(
+        records=loaded.records, used=len(loaded.used), infra_errors=len(loaded.infra),
+        evidence_class=loaded.evidence_class,
+        drivers=sorted({o.driver for o in every if o.driver}),
+        models_requested=sorted({o.model_requested for o in every if o.model_requested}),
+        models_returned=sorted({o.model_returned for o in every if o.model_returned}),
+        spend_usd=float(sum(costs)) if costs else None, spend_measured_runs=len(costs),
+        tokens=tokens or None, units=sorted(o.label() for o in loaded.used))
+
+
+def _surfaces(loaded: LoadedRuns) -> list[dict[str, Any]]:
+    out = []
+    for arm in loaded.entry.registration.arms:
+        surface = loaded.surfaces.get(arm.id)
+        tools = [] if surface is None else [
+            {"name": t.name, "title": t.title, "description": t.description}
+            for t in surface.tools]
+        out.append({"arm": arm.id, "surface": arm.surface, "control": arm.control,
+                    "title": getattr(surface, "title", None),
+                    "description": getattr(surface, "description", None), "tools": tools})
+    return out
+
+
+def _tasks(loaded: LoadedRuns) -> list[dict[str, Any]]:
+    return [{"id": t.id, "intent": t.intent, "cluster": t.cluster, "polarity": t.polarity,
+             "prompt": t.prompt} for t in loaded.tasks]
+
+
+def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> Report:
+    """Everything after loading: completeness, the registered analysis, the verdict."""
+    entry = loaded.entry
+    reg = entry.registration
+    seed = reg.design.seed
+    prior = tuple(reg.stopping.prior) if reg.stopping is not None else (1.0, 1.0)
+    pairs = _Pairs(loaded)
+    primary_pairs = pairs.get(reg, reg.primary)
+    comp = completeness(loaded, primary_pairs)
+    if entry.runnable and not comp.complete and not options.allow_incomplete:
+        raise _refuse_incomplete(entry.id, comp)
+
+    reasons = []
+    if reg.kind == "exploratory":
+        reasons.append("the registration is exploratory")
+    if options.explore:
+        reasons.append("--explore was given")
+    if entry.runnable and not comp.complete:
+        reasons.append("the run set is incomplete (analysed with --allow-incomplete)")
+    mode = "exploratory" if reasons else "confirmatory"
+
+    level = 1.0 - reg.primary.alpha
+    pooled = pooled_icc(loaded.used, [a.id for a in reg.arms], reg.outcome)
+    planned_per_arm = len(loaded.tasks) * reg.design.repeats
+    arms = [arm_report(reg, a.id, loaded.used, loaded.infra, planned_per_arm, reg.outcome,
+                       level, pooled) for a in reg.arms]
+
+    primary: TestReport | None = None
+    secondary: list[TestReport] = []
+    stop = None
+    if loaded.used:
+        primary = run_test(reg.primary, role="primary", field_name="primary",
+                           pairs=primary_pairs, seed=seed, prior=prior)
+        secondary = [run_test(spec, role="secondary", field_name=f"secondary[{i}]",
+                              pairs=pairs.get(reg, spec), seed=seed, prior=prior)
+                     for i, spec in enumerate(reg.secondary)]
+        if reg.stopping is not None:
+            stop = stopping.stopping_report(reg, primary_pairs)
+    difference = None
+    if primary_pairs.n:
+        spec = TestSpec(test="paired_bootstrap", alpha=reg.primary.alpha,
+                        compare=reg.compared_arms(reg.primary), draws=10_000)
+        difference = run_test(spec, role="descriptive", field_name="arms", pairs=primary_pairs,
+                              seed=seed)
+    multiplicity = None
+    per_intent = []
+    if primary_pairs.n:
+        multiplicity = family.multiplicity_report(reg, primary_pairs, secondary, seed, prior)
+        per_intent = family.intent_rows(reg, primary_pairs, seed, level)
+
+    if stop is not None:
+        reading, reading_reason, decided_by = stop.reading, stop.reason, "stopping rule"
+    elif primary is not None:
+        reading, reading_reason, decided_by = primary.reading, primary.reason, "primary test"
+    else:
+        reading, reading_reason, decided_by = None, "no completed run", "primary test"
+    feasibility = entry.feasibility
+    verdict, decided, reason = final_verdict(
+        entry.runnable, comp.complete, reading, decided_by, reading_reason,
+        (feasibility or {}).get("reason"))
+
+    return Report(
+        schema="prereg.report/1", registration=entry.id, title=reg.title, digest=entry.digest,
+        kind=reg.kind, mode=mode, exploratory_reasons=reasons, complete=comp.complete,
+        verdict=verdict,
+        verdict_detail=VerdictReport(value=verdict, decided_by=decided, reason=reason,
+                                     rule_reading=reading),
+        hypothesis=reg.hypothesis, falsification=reg.falsification, experiment=reg.experiment,
+        split=reg.split, outcome=reg.outcome, host=reg.host.model_dump(mode="json"),
+        primary=primary, secondary=secondary, multiplicity=multiplicity,
+        per_intent=per_intent,
+        per_intent_registered=(reg.multiplicity is not None
+                               and reg.multiplicity.family == "per-intent"),
+        stopping=stop, arms=arms, difference=difference, feasibility=feasibility,
+        completeness=comp, runs=_runs_summary(loaded), surfaces=_surfaces(loaded),
+        tasks=_tasks(loaded),
+        exploratory=exploratory.exploratory_block(loaded.used, [a.id for a in reg.arms],
+                                                  reasons),
+        registration_document=reg.model_dump(mode="json"),
+        provenance=ReportProvenance(
+            prereg_version=__version__,
+            analysed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            ledger_head=head, registered_at=entry.registered_at, ledger_seq=entry.seq,
+            frozen_path=f"registry/frozen/{entry.frozen_path.name}",
+            superseded_by=entry.superseded_by,
+            command=options.command))
+
+
+def analyse(ws: Workspace, reg_id: str, options: Options | None = None,
+            records: list[Any] | None = None) -> Report:
+    """Load, check and analyse registration ``reg_id`` of workspace ``ws``."""
+    options = options or Options()
+    registry = Registry(ws.registry)
+    entry = registry.get(reg_id)
+    head = registry.head().to_json()
+    loaded = load_runs(ws, registry, entry, records=records)
+    return build_report(loaded, head, options)

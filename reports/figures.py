@@ -1,0 +1,154 @@
+"""Figures of a report, drawn with matplotlib's Agg backend into PNG bytes.
+
+PNG rather than SVG so that no string from the run data (arm or intent names)
+ends up as markup in the HTML file: a raster cannot carry a script. Each figure
+is drawn only from numbers already in the report (the renderers never compute);
+a figure whose data were not measured or not registered is simply absent.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+from prereg.reports.model import Report
+
+_DPI = 110
+
+
+def _plt():  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:  # type: ignore[no-untyped-def]
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight",
+                metadata={"Software": None})
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def _ok(*values: float | None) -> bool:
+    return all(v is not None and math.isfinite(v) for v in values)
+
+
+def arm_rates(report: Report) -> bytes | None:
+    arms = [a for a in report.arms if _ok(a.rate, a.interval.low, a.interval.high)]
+    if not arms:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.0, 0.6 + 0.55 * len(arms)))
+    for i, arm in enumerate(arms):
+        rate = float(arm.rate or 0.0)
+        lo, hi = float(arm.interval.low or 0.0), float(arm.interval.high or 0.0)
+        ax.errorbar([rate], [i], xerr=[[rate - lo], [hi - rate]], fmt="o", color="#1f4e79",
+                    capsize=4)
+    ax.set_yticks(range(len(arms)), [a.id for a in arms])
+    ax.set_xlim(0, 1)
+    ax.invert_yaxis()
+    level = arms[0].interval.level
+    ax.set_xlabel(f"{report.outcome} rate per run ({level:.0%} Jeffreys, deflated by DEFF)")
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def forest(report: Report) -> bytes | None:
+    rows = [(r.intent, r.difference, r.interval) for r in report.per_intent
+            if r.interval is not None and _ok(r.difference, r.interval.low, r.interval.high)]
+    if report.difference is not None and report.difference.interval is not None and \
+            _ok(report.difference.estimate, report.difference.interval.low,
+                report.difference.interval.high):
+        rows.append(("all tasks", report.difference.estimate, report.difference.interval))
+    if not rows:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.0, 0.7 + 0.45 * len(rows)))
+    for i, (_, diff, interval) in enumerate(rows):
+        d = float(diff or 0.0)
+        lo, hi = float(interval.low or 0.0), float(interval.high or 0.0)
+        last = i == len(rows) - 1 and report.difference is not None
+        ax.errorbar([d], [i], xerr=[[max(d - lo, 0.0)], [max(hi - d, 0.0)]],
+                    fmt="D" if last else "s", color="#7f2704" if last else "#444444",
+                    capsize=3)
+    ax.axvline(0.0, color="#999999", lw=1)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(-1.05, 1.05)
+    control, treatment = report.arms[0].id, report.arms[1].id if len(report.arms) > 1 else ""
+    if report.primary is not None:
+        control, treatment = report.primary.compare
+    level = rows[0][2].level
+    ax.set_xlabel(f"paired difference {treatment} - {control} ({level:.0%} paired bootstrap; "
+                  "listed, not flagged)")
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def funnel(report: Report) -> bytes | None:
+    data = report.exploratory.get("funnel") or {}
+    arms = [(arm, f) for arm, f in data.items() if f]
+    if not arms:
+        return None
+    stages = ["surfaced", "selected", "invoked", "executed", "completed"]
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 3.0))
+    width = 0.8 / len(arms)
+    for j, (arm, f) in enumerate(arms):
+        xs, ys = [], []
+        for i, stage in enumerate(stages):
+            cell = f["stages"].get(stage)
+            if cell is not None:
+                xs.append(i + j * width)
+                ys.append(cell["rate"])
+        ax.bar(xs, ys, width=width, label=arm)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(stages))], stages)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of positive runs reaching the stage")
+    ax.legend(frameon=False)
+    ax.set_title("Funnel per arm (measured stages only; exploratory)", fontsize=9)
+    return _png(fig)
+
+
+def eprocess(report: Report) -> bytes | None:
+    stop = report.stopping
+    if stop is None or not stop.path:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.0, 3.0))
+    xs = list(range(1, len(stop.path) + 1))
+    ax.plot(xs, stop.path, color="#1f4e79", lw=1.5)
+    ax.axhline(stop.threshold, color="#b22222", ls="--", lw=1,
+               label=f"threshold {stop.threshold:g}")
+    ax.axvline(stop.min_prompts, color="#999999", ls=":", lw=1,
+               label=f"min prompts {stop.min_prompts}")
+    if stop.stop_at is not None:
+        ax.plot([stop.stop_at], [stop.path[stop.stop_at - 1]], "o", color="#b22222",
+                label=f"crossed at task {stop.stop_at}")
+    ax.set_yscale("log")
+    ax.set_xlabel("tasks, in the planned order")
+    ax.set_ylabel("beta-mixture e-value")
+    ax.legend(frameon=False, fontsize=8)
+    return _png(fig)
+
+
+FIGURES = {
+    "arm_rates": (arm_rates, "Per-arm outcome rates with intervals"),
+    "forest": (forest, "Paired differences per intent (forest plot)"),
+    "funnel": (funnel, "Funnel per arm (where measured)"),
+    "eprocess": (eprocess, "E-process of the registered stopping rule"),
+}
+
+
+def draw_all(report: Report) -> dict[str, bytes]:
+    """Every figure that has data, by name."""
+    out = {}
+    for name, (draw, _) in FIGURES.items():
+        png = draw(report)
+        if png is not None:
+            out[name] = png
+    return out

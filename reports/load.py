@@ -1,0 +1,157 @@
+"""Loading a registration's runs, with refusal.
+
+Analysis only ever sees runs that provably belong to the registration:
+
+- every run must carry the registration's full digest (and name the
+  registration); a run that names it with another digest, or carries its digest
+  under another name, is refused with exit 3 and named (invariant 3);
+- every run must come from one evidence class and from the registered driver:
+  classes are never pooled (invariant 8), exit 3 naming the minority runs;
+- every run must be a planned unit (arm x task of the split x repeat): a record
+  for a unit the registration never planned is refused, exit 3.
+
+Completeness (exit 4 unless ``--allow-incomplete``) is judged later, in
+:mod:`prereg.reports.analysis`, because a registered stopping rule changes what
+"complete" means.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prereg.errors import IntegrityError
+from prereg.registry.registry import Entry, Registry
+from prereg.reports.observations import Obs, from_record, unit_label
+from prereg.workspace import Workspace
+
+Unit = tuple[str, str, int]
+MAX_NAMED = 20
+
+
+@dataclass(frozen=True)
+class LoadedRuns:
+    """A registration's runs after the integrity checks."""
+
+    entry: Entry
+    tasks: tuple[Any, ...]                 # the split's tasks, in corpus order
+    surfaces: dict[str, Any]               # arm id -> frozen surface (or None)
+    planned: tuple[Unit, ...]
+    used: tuple[Obs, ...]                  # the one ok record of each completed unit
+    infra: tuple[Obs, ...]                 # infrastructure-failure records (all of them)
+    records: int
+    evidence_class: str | None
+
+    @property
+    def completed(self) -> set[Unit]:
+        return {o.unit for o in self.used}
+
+    @property
+    def missing(self) -> list[Unit]:
+        done = self.completed
+        return [u for u in self.planned if u not in done]
+
+    @property
+    def task_order(self) -> list[str]:
+        return [t.id for t in self.tasks]
+
+    @property
+    def intents(self) -> dict[str, str]:
+        return {t.id: t.intent for t in self.tasks}
+
+
+def _named(observations: Sequence[Obs], describe: Any) -> list[str]:
+    lines = [describe(o) for o in observations[:MAX_NAMED]]
+    if len(observations) > MAX_NAMED:
+        lines.append(f"... and {len(observations) - MAX_NAMED} more")
+    return lines
+
+
+def planned_units(entry: Entry, experiment: Any) -> list[Unit]:
+    """The registration's run units (arms x tasks of the split x repeats), as the runner
+    expands them: one definition of "planned", shared with ``prereg run``."""
+    from prereg.runners.units import expand_units, plan_from_registration
+
+    plan = plan_from_registration(entry.registration, entry.digest)
+    return [u.key for u in expand_units(plan, experiment)]
+
+
+def _store_records(ws: Workspace, entry: Entry) -> list[Any]:
+    from prereg.runners.store import RunStore
+
+    store = RunStore(ws.runs)
+    try:
+        by_id = store.records(registration_id=entry.id)
+        by_digest = store.records(registration_digest=entry.digest)
+    finally:
+        store.close()
+    seen: dict[str, Any] = {}
+    for record in [*by_id, *by_digest]:
+        seen.setdefault(record.record_id, record)
+    return list(seen.values())
+
+
+def check_runs(entry: Entry, observations: Sequence[Obs], planned: Sequence[Unit]) -> None:
+    """The refusals of the module docstring; raises IntegrityError (exit 3)."""
+    foreign = [o for o in observations
+               if o.digest != entry.digest or o.registration_id != entry.id]
+    if foreign:
+        digests = Counter(o.digest for o in foreign)
+        raise IntegrityError(
+            f"{len(foreign)} run(s) do not carry registration '{entry.id}' with its digest "
+            f"{entry.digest}; runs of different registrations are never combined "
+            f"(foreign digests: {', '.join(f'{d} x{n}' for d, n in digests.items())})",
+            details=_named(foreign, lambda o: (
+                f"run {o.record_id} ({o.label()}): registration '{o.registration_id}', "
+                f"digest {o.digest}")))
+    classes = Counter(o.evidence_class for o in observations)
+    if len(classes) > 1:
+        major = classes.most_common(1)[0][0]
+        minority = [o for o in observations if o.evidence_class != major]
+        raise IntegrityError(
+            f"runs of '{entry.id}' come from {len(classes)} evidence classes "
+            f"({', '.join(f'{c}: {n}' for c, n in classes.items())}); evidence classes are "
+            "never pooled", details=_named(minority, lambda o: (
+                f"run {o.record_id} ({o.label()}): evidence class {o.evidence_class}, "
+                f"driver {o.driver}")))
+    driver = entry.registration.host.driver
+    wrong_driver = [o for o in observations if o.driver is not None and o.driver != driver]
+    if wrong_driver:
+        raise IntegrityError(
+            f"{len(wrong_driver)} run(s) of '{entry.id}' were made by another driver than the "
+            f"registered one ('{driver}')", details=_named(wrong_driver, lambda o: (
+                f"run {o.record_id} ({o.label()}): driver {o.driver}")))
+    plan = set(planned)
+    stray = [o for o in observations if o.unit not in plan]
+    if stray:
+        raise IntegrityError(
+            f"{len(stray)} run(s) of '{entry.id}' are not planned units of the registration "
+            "(arm, task of the split, repeat)", details=_named(stray, lambda o: (
+                f"run {o.record_id} ({o.label()})")))
+    ok_units = Counter(o.unit for o in observations if o.ok)
+    doubled = [u for u, n in ok_units.items() if n > 1]
+    if doubled:
+        raise IntegrityError(
+            f"{len(doubled)} unit(s) of '{entry.id}' have more than one completed run",
+            details=[unit_label(u) for u in doubled[:MAX_NAMED]])
+
+
+def load_runs(ws: Workspace, registry: Registry, entry: Entry,
+              records: Sequence[Any] | None = None) -> LoadedRuns:
+    """Load and check the runs of ``entry`` (``records`` overrides the store, for tests)."""
+    experiment = registry.load_experiment(entry)
+    tasks = tuple(experiment.tasks_in_split(entry.registration.split))
+    surfaces = {arm.id: experiment.surfaces.get(arm.surface)
+                for arm in entry.registration.arms}
+    raw = list(records) if records is not None else _store_records(ws, entry)
+    observations = [from_record(r) for r in raw]
+    planned = planned_units(entry, experiment)
+    check_runs(entry, observations, planned)
+    classes = {o.evidence_class for o in observations}
+    return LoadedRuns(
+        entry=entry, tasks=tasks, surfaces=surfaces, planned=tuple(planned),
+        used=tuple(o for o in observations if o.ok),
+        infra=tuple(o for o in observations if not o.ok), records=len(observations),
+        evidence_class=next(iter(classes)) if len(classes) == 1 else None)

@@ -1,0 +1,245 @@
+"""The report as a document: the pydantic model behind ``report.json`` and ``--json``.
+
+Every number a report states sits next to its provenance: the runs it used
+(count, unit digest, filter), the function of :mod:`prereg.stats` that computed
+it with its parameters, and the registration field that asked for it (null for
+anything computed without being registered, which only ever appears in the
+``exploratory`` block and never feeds the verdict).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA = "prereg.report/1"
+
+Verdict = Literal["supported", "not_supported", "inconclusive", "not_runnable", "incomplete"]
+Reading = Literal["supported", "not_supported", "inconclusive"]
+Mode = Literal["confirmatory", "exploratory"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunSet(Model):
+    """Which runs a number used: their count, a digest over their unit keys, the filter."""
+
+    count: int
+    tasks: int
+    arms: list[str]
+    units_digest: str = Field(description="sha256 over the sorted 'arm/task/rREPEAT' keys")
+    filter: str
+
+
+class Provenance(Model):
+    function: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    registration_field: str | None
+    runs: RunSet | None = None
+
+
+class Interval(Model):
+    low: float | None
+    high: float | None
+    level: float
+    method: str
+
+
+class ArmReport(Model):
+    id: str
+    surface: str
+    control: str | None = None
+    outcome: str
+    planned_runs: int
+    runs: int
+    runs_ok: int
+    infra_errors: int
+    measured: int = Field(description="ok runs whose outcome was measured (the trials)")
+    successes: int
+    rate: float | None
+    interval: Interval
+    icc: float | None
+    icc_source: str
+    design_effect: float
+    effective_trials: float
+    models_requested: list[str]
+    models_returned: list[str]
+    spend_usd: float | None
+    provenance: Provenance
+
+
+class Discordant(Model):
+    b: int = Field(description="tasks where only the control (first compared arm) succeeded")
+    c: int = Field(description="tasks where only the treatment (second compared arm) succeeded")
+    n: int
+
+
+class TestReport(Model):
+    role: Literal["primary", "secondary", "descriptive"]
+    registration_field: str
+    test: str
+    compare: list[str] = Field(description="[control, treatment]")
+    favours: str | None
+    sides: str
+    alpha: float
+    aggregate: str
+    outcome: str
+    estimate: float | None
+    estimate_label: str
+    interval: Interval | None
+    statistic: float | None = None
+    pvalue: float | None = None
+    evalue: float | None = None
+    n: int
+    discordant: Discordant | None = None
+    min_discordant: int | None = None
+    margin: float | None = None
+    decision: Literal["reject", "no_reject", "undefined"]
+    reading: Reading | None = Field(
+        None, description="the registered rule applied to this test; only the primary's "
+        "(or the stopping rule's) reading can become the verdict")
+    reason: str
+    method: str
+    note: str = ""
+    provenance: Provenance
+
+
+class FamilyMember(Model):
+    hypothesis: str
+    n: int
+    estimate: float | None
+    pvalue: float | None = None
+    evalue: float | None = None
+    adjusted: float | None
+    reject: bool
+
+
+class MultiplicityReport(Model):
+    method: str
+    q: float
+    family: str
+    members: list[FamilyMember]
+    n_rejected: int
+    note: str
+    provenance: Provenance
+
+
+class IntentRow(Model):
+    intent: str
+    tasks: int
+    control_rate: float | None
+    treatment_rate: float | None
+    difference: float | None
+    interval: Interval | None
+    discordant: Discordant | None
+
+
+class StoppingReport(Model):
+    rule: str
+    threshold: float
+    min_prompts: int
+    prior: list[float]
+    order: str
+    n_stream: int
+    crossed: bool
+    stop_at: int | None
+    evalue: float
+    max_evalue: float
+    pvalue: float
+    discordant: Discordant
+    path: list[float]
+    reading: Reading
+    reason: str
+    provenance: Provenance
+
+
+class Completeness(Model):
+    complete: bool
+    planned: int
+    completed: int
+    missing: int
+    missing_units: list[str]
+    infra_errors_open: int
+    stopping_cut: int | None = Field(
+        None, description="prompts required by a crossed stopping rule")
+    basis: str
+
+
+class RunsSummary(Model):
+    records: int
+    used: int
+    infra_errors: int
+    evidence_class: str | None
+    drivers: list[str]
+    models_requested: list[str]
+    models_returned: list[str]
+    spend_usd: float | None
+    spend_measured_runs: int
+    tokens: dict[str, int] | None
+    units: list[str] = Field(description="every run unit used, 'arm/task/rREPEAT'")
+
+
+class VerdictReport(Model):
+    value: Verdict
+    decided_by: str
+    reason: str
+    rule_reading: Reading | None = Field(
+        None, description="what the registered rule reads on the analysed runs (for an "
+        "incomplete set this reading is exploratory only)")
+
+
+class ReportProvenance(Model):
+    prereg_version: str
+    analysed_at: str
+    ledger_head: dict[str, Any]
+    registered_at: str
+    ledger_seq: int
+    frozen_path: str
+    superseded_by: str | None
+    command: str
+
+
+class Report(Model):
+    schema_: str = Field(SCHEMA, alias="schema")
+    registration: str
+    title: str
+    digest: str
+    kind: Literal["confirmatory", "exploratory"]
+    mode: Mode
+    exploratory_reasons: list[str]
+    complete: bool
+    verdict: Verdict
+    verdict_detail: VerdictReport
+    hypothesis: str
+    falsification: str
+    experiment: str
+    split: str
+    outcome: str
+    host: dict[str, Any]
+    primary: TestReport | None
+    secondary: list[TestReport]
+    multiplicity: MultiplicityReport | None
+    per_intent: list[IntentRow]
+    per_intent_registered: bool
+    stopping: StoppingReport | None
+    arms: list[ArmReport]
+    difference: TestReport | None = Field(
+        None, description="the paired prompt-and-run bootstrap of the primary comparison "
+        "(descriptive companion of the per-arm rates)")
+    feasibility: dict[str, Any] | None
+    completeness: Completeness
+    runs: RunsSummary
+    surfaces: list[dict[str, Any]]
+    tasks: list[dict[str, Any]]
+    exploratory: dict[str, Any]
+    registration_document: dict[str, Any]
+    provenance: ReportProvenance
+    figures: list[str] = Field(default_factory=list)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)

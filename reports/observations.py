@@ -1,0 +1,175 @@
+"""Run records reduced to what the analysis reads: one immutable observation per run.
+
+The analysis never touches a run record directly. Reading every field through
+this one adapter keeps the statistics independent of the record's storage shape
+and makes the outcome definitions (which runs count, what a missing stage means)
+live in exactly one place.
+
+Outcome definitions (fixed here, before any data, for every registration):
+
+- ``success``: the run's ``success`` field; every task of the split counts,
+  negatives included (for a negative task success means the right no-tool
+  behaviour, scored by the oracles).
+- a funnel stage (``surfaced`` ... ``completed``): reaching that stage, counted
+  over *positive* tasks only, as InvokeRank computes its selection scores (on a
+  negative task reaching a stage is a false invoke, a different quantity, shown
+  under "Exploratory"). A stage recorded as null is treated as *not reached*
+  when an earlier stage of the same run is recorded false (the run never got
+  there); otherwise null means *not measured* and the run is left out of that
+  outcome, never imputed (invariant 7).
+- ``focal``: the terminal class is ``focal`` (positive tasks only); null when
+  the terminal class was not recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+STAGES: tuple[str, ...] = ("surfaced", "selected", "invoked", "executed", "completed")
+POSITIVE_ONLY: frozenset[str] = frozenset(STAGES) | {"focal"}
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _bool_or_none(value: Any) -> bool | None:
+    if value is None:
+        return None
+    return bool(value)
+
+
+def _float_or_none(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Obs:
+    """One run as the analysis sees it."""
+
+    record_id: str
+    registration_id: str
+    digest: str
+    arm: str
+    task_id: str
+    intent: str
+    cluster: str
+    polarity: str
+    repeat: int
+    rotation: int | None
+    status: str
+    evidence_class: str | None
+    driver: str | None
+    model_requested: str | None
+    model_returned: str | None
+    success: bool | None
+    funnel: Mapping[str, bool | None]
+    terminal_class: str | None
+    selection_rate: float | None
+    cost_usd: float | None
+    tokens: Mapping[str, Any] | None
+    batch: Any = None
+    terminal_flag: str | None = None
+
+    @property
+    def unit(self) -> tuple[str, str, int]:
+        """The run unit key: (arm, task, repeat)."""
+        return (self.arm, self.task_id, self.repeat)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run finished as an agent run (not an infrastructure failure)."""
+        return self.status == "ok"
+
+    def label(self) -> str:
+        return unit_label(self.unit)
+
+    def outcome(self, name: str) -> bool | None:
+        """The binary outcome ``name`` of this run, or None when not measured / not counted.
+
+        See the module docstring for the definitions. Returns None for runs that
+        are not ``ok`` (an infrastructure failure has no agent outcome).
+        """
+        if not self.ok:
+            return None
+        if name in POSITIVE_ONLY and self.polarity != "positive":
+            return None
+        if name == "success":
+            return self.success
+        if name == "focal":
+            return None if self.terminal_class is None else self.terminal_class == "focal"
+        if name in STAGES:
+            value = self.funnel.get(name)
+            if value is not None:
+                return value
+            for parent in STAGES[:STAGES.index(name)]:
+                if self.funnel.get(parent) is False:
+                    return False
+            return None
+        raise ValueError(f"unknown outcome '{name}'")
+
+
+def unit_label(unit: tuple[str, str, int]) -> str:
+    arm, task, repeat = unit
+    return f"{arm}/{task}/r{repeat}"
+
+
+def _funnel(record: Any) -> dict[str, bool | None]:
+    nested = _get(record, "funnel")
+    out: dict[str, bool | None] = {}
+    for stage in STAGES:
+        value = _get(nested, stage) if nested is not None else _get(record, stage)
+        out[stage] = _bool_or_none(value)
+    return out
+
+
+def _tokens(record: Any) -> Mapping[str, Any] | None:
+    tokens = _get(record, "tokens")
+    if tokens is None:
+        return None
+    if hasattr(tokens, "model_dump"):
+        tokens = tokens.model_dump()
+    return dict(tokens) if isinstance(tokens, Mapping) else None
+
+
+def from_record(record: Any) -> Obs:
+    """Read a run record (pydantic model or mapping) into an observation."""
+    status = str(_get(record, "status", "ok") or "ok")
+    repeat = _get(record, "repeat", 0)
+    rotation = _get(record, "rotation")
+    return Obs(
+        record_id=str(_get(record, "record_id", "") or ""),
+        registration_id=str(_get(record, "registration_id", "")),
+        digest=str(_get(record, "registration_digest", "")),
+        arm=str(_get(record, "arm")),
+        task_id=str(_get(record, "task_id")),
+        intent=str(_get(record, "intent", "") or ""),
+        cluster=str(_get(record, "cluster", "") or ""),
+        polarity=str(_get(record, "polarity", "positive") or "positive"),
+        repeat=int(repeat or 0),
+        rotation=None if rotation is None else int(rotation),
+        status=status,
+        evidence_class=_get(record, "evidence_class"),
+        driver=_get(record, "driver"),
+        model_requested=_get(record, "model_requested"),
+        model_returned=_get(record, "model_returned"),
+        success=_bool_or_none(_get(record, "success")),
+        funnel=_funnel(record),
+        terminal_class=_get(record, "terminal_class"),
+        selection_rate=_float_or_none(_get(record, "selection_rate")),
+        cost_usd=_float_or_none(_get(record, "cost_usd")),
+        tokens=_tokens(record),
+        batch=_get(record, "batch"),
+        terminal_flag=_get(record, "terminal_flag"),
+    )

@@ -1,0 +1,152 @@
+"""Paired data of two arms: per-task outcomes by repeat, aggregation, provenance.
+
+A comparison pairs the two arms on the same task (prompt). Repeats of a task are
+aggregated to one value per task *as registered* (``aggregate``) for the tests
+that compare per-task values; the paired bootstrap instead keeps every run and
+resamples prompts and each arm's replicate runs (a repeat index is a replicate
+run of the arm over the split, as the feasibility gate also counts it).
+
+Aggregation rules (fixed before any data):
+
+- ``majority``: the task succeeds when strictly more than half of its measured
+  repeats succeed. With an even number of repeats a tie counts as failure, the
+  conservative reading of "a majority".
+- ``all`` / ``any``: every / at least one measured repeat succeeded.
+- ``first``: the lowest-numbered measured repeat.
+- ``mean``: the share of measured repeats that succeeded. A test that needs
+  binary per-task outcomes (McNemar, the beta-mixture e-value) reads ``mean`` as
+  ``majority`` and says so in its note.
+
+Only tasks where both arms have at least one measured repeat are paired.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from prereg.reports.model import RunSet
+from prereg.reports.observations import Obs, unit_label
+
+BINARY_AGGREGATES = ("majority", "all", "any", "first")
+
+
+def aggregate(by_repeat: dict[int, bool], how: str) -> float:
+    """One value for a task from its measured repeats (see the module docstring)."""
+    if not by_repeat:
+        raise ValueError("no measured repeat to aggregate")
+    values = [by_repeat[r] for r in sorted(by_repeat)]
+    if how == "majority":
+        return 1.0 if sum(values) * 2 > len(values) else 0.0
+    if how == "all":
+        return 1.0 if all(values) else 0.0
+    if how == "any":
+        return 1.0 if any(values) else 0.0
+    if how == "first":
+        return 1.0 if values[0] else 0.0
+    if how == "mean":
+        return float(np.mean(values))
+    raise ValueError(f"unknown aggregate '{how}'")
+
+
+def units_digest(units: Iterable[tuple[str, str, int]]) -> str:
+    text = "\n".join(sorted(unit_label(u) for u in units))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def runset(units: Sequence[tuple[str, str, int]], filter_text: str) -> RunSet:
+    return RunSet(count=len(units), tasks=len({u[1] for u in units}),
+                  arms=sorted({u[0] for u in units}), units_digest=units_digest(units),
+                  filter=filter_text)
+
+
+@dataclass(frozen=True)
+class PairData:
+    """Two arms' measured outcomes on the tasks both have, in the planned task order."""
+
+    control: str
+    treatment: str
+    outcome: str
+    tasks: tuple[str, ...]
+    intents: dict[str, str]
+    control_runs: dict[str, dict[int, bool]]
+    treatment_runs: dict[str, dict[int, bool]]
+    filter_text: str
+    units: tuple[tuple[str, str, int], ...] = field(default=())
+
+    @property
+    def n(self) -> int:
+        return len(self.tasks)
+
+    def subset(self, tasks: Iterable[str]) -> PairData:
+        keep = set(tasks)
+        chosen = tuple(t for t in self.tasks if t in keep)
+        units = tuple(u for u in self.units if u[1] in keep)
+        return PairData(self.control, self.treatment, self.outcome, chosen,
+                        {t: self.intents[t] for t in chosen},
+                        {t: self.control_runs[t] for t in chosen},
+                        {t: self.treatment_runs[t] for t in chosen}, self.filter_text, units)
+
+    def per_task(self, how: str) -> tuple[np.ndarray, np.ndarray]:
+        """(control, treatment) per-task aggregated values, in task order."""
+        c = np.array([aggregate(self.control_runs[t], how) for t in self.tasks], dtype=float)
+        t = np.array([aggregate(self.treatment_runs[t], how) for t in self.tasks], dtype=float)
+        return c, t
+
+    def discordant(self, how: str) -> tuple[int, int]:
+        """(b, c): tasks where only the control / only the treatment succeeded."""
+        c, t = self.per_task(how if how in BINARY_AGGREGATES else "majority")
+        return int(np.sum((c == 1) & (t == 0))), int(np.sum((c == 0) & (t == 1)))
+
+    def long_form(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(control, treatment, prompt, repeat) rows for every repeat both arms measured.
+
+        Rows pair the two arms' runs with the same repeat index on the same task
+        (the bootstrap treats each repeat index as a replicate run of the arm).
+        """
+        yc: list[float] = []
+        yt: list[float] = []
+        prompts: list[int] = []
+        runs: list[int] = []
+        for i, task in enumerate(self.tasks):
+            both = sorted(set(self.control_runs[task]) & set(self.treatment_runs[task]))
+            for r in both:
+                yc.append(float(self.control_runs[task][r]))
+                yt.append(float(self.treatment_runs[task][r]))
+                prompts.append(i)
+                runs.append(r)
+        return (np.array(yc), np.array(yt), np.array(prompts, dtype=int),
+                np.array(runs, dtype=int))
+
+    def runset(self) -> RunSet:
+        return runset(self.units, self.filter_text)
+
+
+def build_pairs(observations: Sequence[Obs], control: str, treatment: str, outcome: str,
+                task_order: Sequence[str], intents: dict[str, str]) -> PairData:
+    """Pair two arms' measured outcomes by task and repeat."""
+    runs: dict[str, dict[str, dict[int, bool]]] = {control: {}, treatment: {}}
+    used: dict[tuple[str, str, int], None] = {}
+    for obs in observations:
+        if obs.arm not in runs:
+            continue
+        value = obs.outcome(outcome)
+        if value is None:
+            continue
+        runs[obs.arm].setdefault(obs.task_id, {})[obs.repeat] = value
+    tasks = tuple(t for t in task_order if runs[control].get(t) and runs[treatment].get(t))
+    for task in tasks:
+        for arm in (control, treatment):
+            for r in runs[arm][task]:
+                used[(arm, task, r)] = None
+    filter_text = (f"status ok; arms {control}, {treatment}; outcome '{outcome}' measured"
+                   + ("; positive tasks only" if outcome != "success" else "")
+                   + "; tasks measured in both arms")
+    return PairData(control=control, treatment=treatment, outcome=outcome, tasks=tasks,
+                    intents={t: intents.get(t, "") for t in tasks},
+                    control_runs={t: runs[control][t] for t in tasks},
+                    treatment_runs={t: runs[treatment][t] for t in tasks},
+                    filter_text=filter_text, units=tuple(used))

@@ -1,0 +1,202 @@
+"""``report.html``: one self-contained file (inline CSS, figures as base64 PNG).
+
+Escaping is by construction: markup is only ever produced by :func:`el`, which
+runs every text child and every attribute value through ``html.escape``. The
+only unescaped content is :class:`Raw`, used for markup :func:`el` itself
+produced and for the base64 data of our own figures. Tool metadata, prompts,
+hypotheses and any run field are data, never markup (invariant 10).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from prereg.reports.figures import FIGURES
+from prereg.reports.model import Report, TestReport
+from prereg.reports.text import (
+    EXPLORATORY_BANNER,
+    headline,
+    interval,
+    num,
+    pct,
+    primary_line,
+    pvalue,
+)
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1000px;margin:2em auto;
+padding:0 1em;color:#1b1b1b;line-height:1.45}
+h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em}
+td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f3f3f3}.verdict{font-size:1.3em;padding:.6em;border-radius:4px;background:#eef3f8}
+.banner{background:#fff3cd;border:1px solid #e0c36a;padding:.6em;font-weight:bold}
+blockquote{border-left:4px solid #ccc;margin:.5em 0;padding:.2em .8em;white-space:pre-wrap}
+code{background:#f5f5f5;padding:0 .2em}.muted{color:#666;font-size:.9em}
+"""
+
+
+class Raw(str):
+    """Markup that is already safe (produced by :func:`el`, or our own base64)."""
+
+
+def el(tag: str, *children: Any, **attrs: Any) -> Raw:
+    parts = []
+    for key, value in attrs.items():
+        if value is None:
+            continue
+        name = key.rstrip("_").replace("_", "-")
+        parts.append(f' {name}="{html.escape(str(value), quote=True)}"')
+    inner = "".join(c if isinstance(c, Raw) else html.escape(str(c), quote=True)
+                    for c in children if c is not None)
+    return Raw(f"<{tag}{''.join(parts)}>{inner}</{tag}>")
+
+
+def join(items: Sequence[Any]) -> Raw:
+    return Raw("".join(i if isinstance(i, Raw) else html.escape(str(i), quote=True)
+                       for i in items))
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Raw:
+    head = el("tr", *[el("th", h) for h in header])
+    body = [el("tr", *[el("td", c) for c in row]) for row in rows]
+    return el("table", el("thead", head), el("tbody", *body))
+
+
+def _tests(tests: Sequence[TestReport]) -> Raw:
+    return table(["field", "test", "arms", "estimate", "interval", "p", "e", "decision",
+                  "note"],
+                 [[t.registration_field, t.test, " vs ".join(t.compare), num(t.estimate),
+                   interval(t.interval), pvalue(t.pvalue), num(t.evalue, 2), t.decision,
+                   t.note or t.reason] for t in tests])
+
+
+def _figure(name: str, png: bytes) -> Raw:
+    caption = FIGURES.get(name, (None, name))[1]
+    data = base64.b64encode(png).decode("ascii")
+    img = Raw(f'<img alt="{html.escape(caption, quote=True)}" '
+              f'src="data:image/png;base64,{data}">')
+    return el("figure", img, el("figcaption", caption))
+
+
+def render(report: Report, figures: dict[str, bytes]) -> str:
+    r = report
+    body: list[Any] = [el("h1", f"Report: {r.registration}: {r.title}")]
+    if r.mode == "exploratory":
+        body.append(el("p", EXPLORATORY_BANNER + " Labelled exploratory because: "
+                       + "; ".join(r.exploratory_reasons), class_="banner"))
+    label, text = headline(r)
+    body.append(el("p", el("strong", f"{label}: "), text, class_="verdict"))
+    body.append(el("p", f"Decided by: {r.verdict_detail.decided_by}. {r.verdict_detail.reason}"))
+
+    prov = r.provenance
+    body += [el("h2", "Registration"), table(["field", "value"], [
+        ["id", r.registration], ["digest", r.digest], ["kind", r.kind], ["split", r.split],
+        ["experiment", r.experiment], ["outcome", r.outcome],
+        ["host", json.dumps(r.host, sort_keys=True)],
+        ["registered at", f"{prov.registered_at} (ledger seq {prov.ledger_seq})"],
+        ["ledger head at analysis", f"seq {prov.ledger_head.get('seq')}, "
+                                    f"{prov.ledger_head.get('hash')}"],
+        ["superseded by", prov.superseded_by or "-"],
+        ["feasibility", json.dumps(r.feasibility, sort_keys=True) if r.feasibility else "-"],
+        ["prereg version", prov.prereg_version], ["analysed at", prov.analysed_at]])]
+    body += [el("p", el("strong", "Hypothesis"), " (verbatim, never evaluated):"),
+             el("blockquote", r.hypothesis),
+             el("p", el("strong", "Falsification"), " (verbatim, never evaluated):"),
+             el("blockquote", r.falsification)]
+
+    runs, comp = r.runs, r.completeness
+    body += [el("h2", "Runs"), table(["", ""], [
+        ["evidence class", runs.evidence_class or "-"], ["drivers", ", ".join(runs.drivers)],
+        ["records / used", f"{runs.records} / {runs.used}"],
+        ["infrastructure failures", f"{runs.infra_errors} (open: {comp.infra_errors_open})"],
+        ["completeness", f"{comp.completed} of {comp.planned} planned units; "
+                         f"{'complete' if comp.complete else 'INCOMPLETE'} ({comp.basis})"],
+        ["missing (first ones)", ", ".join(comp.missing_units) or "-"],
+        ["models asked for", ", ".join(runs.models_requested) or "none"],
+        ["models returned", ", ".join(runs.models_returned) or "none"],
+        ["spend", "null (not measured)" if runs.spend_usd is None
+         else f"${runs.spend_usd:.4f} over {runs.spend_measured_runs} run(s)"],
+        ["tokens", json.dumps(runs.tokens) if runs.tokens else "null (not measured)"]])]
+
+    body += [el("h2", f"Per-arm rates (registered outcome: {r.outcome})"), table(
+        ["arm", "surface", "runs ok", "infra errors", "successes / measured", "rate",
+         "interval", "ICC (source)", "DEFF"],
+        [[a.id, a.surface, a.runs_ok, a.infra_errors, f"{a.successes} / {a.measured}",
+          pct(a.rate), interval(a.interval, "pct"), f"{num(a.icc, 2)} ({a.icc_source})",
+          num(a.design_effect, 2)] for a in r.arms])]
+    if "arm_rates" in figures:
+        body.append(_figure("arm_rates", figures["arm_rates"]))
+
+    body += [el("h2", "Primary test (registered)"), el("p", primary_line(r))]
+    if r.primary is not None:
+        body.append(el("p", f"Reading: {r.primary.reading}: {r.primary.reason}"))
+    if r.difference is not None:
+        d = r.difference
+        body.append(el("p", f"Paired prompt-and-run bootstrap of the same comparison: "
+                            f"{num(d.estimate)} ({interval(d.interval)}), descriptive."))
+    if r.stopping is not None:
+        s = r.stopping
+        crossed = (f"crossed at task {s.stop_at} (e = {num(s.evalue, 2)})" if s.crossed
+                   else f"never crossed (max e = {num(s.max_evalue, 2)})")
+        body += [el("h2", "Stopping rule (registered; decides the verdict)"),
+                 el("p", f"{s.rule}, threshold {s.threshold:g}, min prompts {s.min_prompts}, "
+                         f"{s.n_stream} tasks in {s.order}: {crossed}; anytime-valid p = "
+                         f"{pvalue(s.pvalue)}. Reading: {s.reading}: {s.reason}")]
+        if "eprocess" in figures:
+            body.append(_figure("eprocess", figures["eprocess"]))
+    if r.secondary:
+        body += [el("h2", "Secondary tests (registered; never change the verdict)"),
+                 _tests(r.secondary)]
+    if r.multiplicity is not None:
+        m = r.multiplicity
+        body += [el("h2", f"Multiplicity (registered: {m.method}, q = {m.q:g}, family "
+                          f"{m.family})"), el("p", m.note),
+                 table(["hypothesis", "tasks", "estimate", "p", "e", "adjusted", "rejected"],
+                       [[x.hypothesis, x.n, num(x.estimate), pvalue(x.pvalue),
+                         num(x.evalue, 2), pvalue(x.adjusted), "yes" if x.reject else "no"]
+                        for x in m.members])]
+    intents: list[Any] = []
+    if r.per_intent:
+        intents = [table(["intent", "tasks", "control rate", "treatment rate", "difference",
+                          "interval", "discordant (b, c)"],
+                         [[x.intent, x.tasks, pct(x.control_rate), pct(x.treatment_rate),
+                           num(x.difference), interval(x.interval),
+                           "-" if x.discordant is None else f"{x.discordant.b}, {x.discordant.c}"]
+                          for x in r.per_intent])]
+        if "forest" in figures:
+            intents.append(_figure("forest", figures["forest"]))
+    if intents and r.per_intent_registered:
+        body += [el("h2", "Per-intent paired differences (listed, not flagged)"), *intents]
+
+    body += [el("h2", "Exploratory"), el("p", r.exploratory.get("note", ""), class_="muted")]
+    if intents and not r.per_intent_registered:
+        body += [el("p", "Per-intent paired differences (not registered; listed, not flagged):"),
+                 *intents]
+    if "funnel" in figures:
+        body.append(_figure("funnel", figures["funnel"]))
+    for key in ("funnel", "negatives", "selection_rate", "terminal"):
+        body.append(el("p", el("strong", key), ": ",
+                       el("code", json.dumps(r.exploratory.get(key), sort_keys=True))))
+
+    body.append(el("h2", "Surfaces and tasks (untrusted content, shown as data)"))
+    for s in r.surfaces:
+        body += [el("p", f"Arm {s['arm']}, surface {s['surface']}: {s.get('title') or ''}"),
+                 table(["tool", "title", "description"],
+                       [[t["name"], t["title"], t["description"]] for t in s["tools"]])]
+    body.append(table(["task", "intent", "polarity", "prompt"],
+                      [[t["id"], t["intent"], t["polarity"], t["prompt"]] for t in r.tasks]))
+    body += [el("h2", "Provenance"),
+             el("p", "Every number's provenance (runs used, function, parameters, registration "
+                     "field) is in report.json.", class_="muted"),
+             el("p", "Command: ", el("code", prov.command))]
+
+    head = join([Raw('<meta charset="utf-8">'),
+                 Raw('<meta name="viewport" content="width=device-width, initial-scale=1">'),
+                 el("title", f"prereg report {r.registration}"), Raw(f"<style>{CSS}</style>")])
+    return "<!DOCTYPE html>\n" + el("html", Raw(f"<head>{head}</head>"), el("body", *body),
+                                    lang="en") + "\n"

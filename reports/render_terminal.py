@@ -1,0 +1,46 @@
+"""Terminal output: a short rich summary table and the verdict.
+
+Every string from a registration or a run is passed as a ``rich.text.Text`` (or
+with ``markup=False``), so text such as ``[bold]`` in a tool description or a
+hypothesis is printed, never interpreted.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from prereg.reports.model import Report
+from prereg.reports.text import EXPLORATORY_BANNER, headline, interval, pct, primary_line
+
+
+def render(report: Report, console: Console, where: str | None = None) -> None:
+    r = report
+    console.print(Text(f"{r.registration}: {r.title}", style="bold"))
+    console.print(Text(f"digest {r.digest}  ({r.kind}, split {r.split}, evidence class "
+                       f"{r.runs.evidence_class or '-'})", style="dim"))
+    if r.mode == "exploratory":
+        console.print(Text(EXPLORATORY_BANNER + " (" + "; ".join(r.exploratory_reasons) + ")",
+                           style="bold yellow"))
+    table = Table("arm", "surface", "runs ok", "infra", "successes", "rate", "interval",
+                  "DEFF", title=Text(f"outcome: {r.outcome}"))
+    for a in r.arms:
+        table.add_row(Text(a.id), Text(a.surface), str(a.runs_ok), str(a.infra_errors),
+                      f"{a.successes}/{a.measured}", pct(a.rate), interval(a.interval, "pct"),
+                      f"{a.design_effect:.2f}")
+    console.print(table)
+    console.print(Text(primary_line(r)))
+    comp = r.completeness
+    console.print(Text(f"runs: {comp.completed} of {comp.planned} planned units"
+                       f"{'' if comp.complete else ' (INCOMPLETE)'}; infrastructure failures "
+                       f"{r.runs.infra_errors}; spend "
+                       + ("null (not measured)" if r.runs.spend_usd is None
+                          else f"${r.runs.spend_usd:.4f}")))
+    label, text = headline(r)
+    style = "bold green" if r.mode == "confirmatory" and r.verdict == "supported" else "bold"
+    console.print(Panel(Text(f"{label}: {text}\n{r.verdict_detail.reason}"), style=style,
+                        expand=False))
+    if where:
+        console.print(Text(f"report: {where}"))

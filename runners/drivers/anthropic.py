@@ -1,0 +1,263 @@
+"""The Anthropic driver: the Messages API through the official ``anthropic`` SDK.
+
+What is sent (and nothing else):
+
+- ``model`` as registered, ``max_tokens`` = the completion cap, the user prompt,
+  then for each past turn the assistant content exactly as returned and a
+  ``tool_result`` for its tool call;
+- the arm's tools as client-side tools: name, description, input schema.
+  **The Claude API path carries no server metadata**: an MCP server's name and
+  description have no field here, so only tool names and descriptions can steer
+  selection (InvokeRank, 5.3). The integration a tool belongs to is known to the
+  harness, never transmitted;
+- ``tool_choice: {type: auto, disable_parallel_tool_use: true}``: one decision
+  per turn;
+- with ``host.tool_search``: every tool ``defer_loading: true`` plus the tool
+  search tool (BM25 by default, regex by setting); the tools named by the
+  search's ``tool_reference`` results are the turn's surfaced tools, so Surfaced
+  is tool-level on this host;
+- the registration's ``host.params`` verbatim (``temperature`` and other
+  sampling parameters only reach this point when the registration allows them;
+  this SDK has no keyword for them, so they travel as extra body fields).
+
+What is read: the first ``tool_use`` block (a non-object ``input`` is a malformed
+call, never repaired), ``stop_reason: max_tokens`` as a cut at the cap, the
+``model`` string returned, usage (``input_tokens`` plus cache reads and writes,
+``output_tokens`` with ``thinking_tokens`` split out), and ``pause_turn``, which
+is continued within the same turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from prereg.runners.drivers.base import (
+    CutAtCap,
+    Episode,
+    Exchange,
+    FinalAnswer,
+    InfraError,
+    Malformed,
+    ToolCall,
+    Turn,
+    Usage,
+)
+from prereg.runners.providers.credentials import Provider, api_key, base_url
+from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
+from prereg.runners.providers.prices import Priced
+
+TOOL_SEARCH_TOOLS = {
+    "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+    "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
+}
+_SEARCH_NAMES = frozenset(t["name"] for t in TOOL_SEARCH_TOOLS.values())
+
+
+def _block_dict(block: Any) -> dict[str, Any]:
+    if isinstance(block, dict):
+        return dict(block)
+    dumped: dict[str, Any] = block.model_dump(mode="json", exclude_none=True, warnings=False)
+    return dumped
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def token_split(usage: Any) -> TokenSplit | None:
+    """Anthropic usage in prereg's fields (see :class:`TokenSplit`)."""
+    if usage is None:
+        return None
+    uncached = int(_get(usage, "input_tokens") or 0)
+    read = int(_get(usage, "cache_read_input_tokens") or 0)
+    written = int(_get(usage, "cache_creation_input_tokens") or 0)
+    out = int(_get(usage, "output_tokens") or 0)
+    details = _get(usage, "output_tokens_details")
+    thinking = _get(details, "thinking_tokens") if details is not None else None
+    reasoning = None if thinking is None else min(int(thinking), out)
+    recorded = Usage(input=uncached + read + written,
+                     output=out - (reasoning or 0), reasoning=reasoning, cached=read)
+    return TokenSplit(recorded, Priced(uncached, read, written, out),
+                      uncached + read + written + out)
+
+
+class AnthropicDriver(ModelDriver):
+    provider: ClassVar[Provider] = "anthropic"
+    reserved_params: ClassVar[frozenset[str]] = frozenset(
+        {"model", "max_tokens", "messages", "tools", "tool_choice", "stream"})
+
+    def _make_client(self) -> Any:
+        import anthropic
+
+        return anthropic.AsyncAnthropic(
+            api_key=api_key("anthropic"), base_url=base_url("anthropic"), max_retries=0,
+            timeout=self.settings.timeout_s, open_telemetry=False,
+            http_client=self._http_client())
+
+    # ---- request --------------------------------------------------------------------------
+
+    def tools(self, episode: Episode) -> list[dict[str, Any]]:
+        """The arm's tools as Anthropic client tools (no server name or description)."""
+        out: list[dict[str, Any]] = []
+        for tool in episode.tools:
+            spec: dict[str, Any] = {"name": tool.name, "description": tool.description,
+                                    "input_schema": dict(tool.input_schema)}
+            if self.tool_search:
+                spec["defer_loading"] = True
+            out.append(spec)
+        if self.tool_search and out:
+            out.append(dict(TOOL_SEARCH_TOOLS[self.settings.tool_search_variant]))
+        return out
+
+    def build_request(self, episode: Episode, history: Sequence[Exchange],
+                      transcript: Sequence[Stored] | None = None) -> dict[str, Any]:
+        if episode.completion_cap is None:
+            raise InfraError("the anthropic driver needs a completion cap (budgets."
+                             "completion_cap): max_tokens is required by the Messages API")
+        messages: list[dict[str, Any]] = [{"role": "user", "content": episode.prompt}]
+        for index, exchange in enumerate(history):
+            stored = transcript[index] if transcript is not None else _synthesised(
+                exchange.turn, index)
+            messages.append({"role": "assistant", "content": stored.items})
+            if exchange.result is None:
+                continue
+            if stored.call_id is not None:
+                messages.append({"role": "user", "content": [{
+                    "type": "tool_result", "tool_use_id": stored.call_id,
+                    "content": exchange.result.text, "is_error": exchange.result.is_error}]})
+            else:  # no call id to answer (a rebuilt malformed turn): the result as text
+                messages.append({"role": "user", "content": exchange.result.text})
+        body: dict[str, Any] = {"model": self.model, "max_tokens": episode.completion_cap,
+                                "messages": messages}
+        tools = self.tools(episode)
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+        body.update(self.params)
+        return body
+
+    def _continuation(self, body: dict[str, Any], parsed: Parsed) -> dict[str, Any]:
+        messages = list(body["messages"])
+        if messages and messages[-1]["role"] == "assistant":
+            previous = list(messages[-1]["content"])
+            messages[-1] = {"role": "assistant", "content": previous + parsed.stored.items}
+        else:
+            messages.append({"role": "assistant", "content": parsed.stored.items})
+        return {**body, "messages": messages}
+
+    async def _create(self, client: Any, body: dict[str, Any]) -> Any:
+        known = _create_keywords(client)
+        kwargs = {k: v for k, v in body.items() if k in known}
+        extra = {k: v for k, v in body.items() if k not in known}
+        return await client.messages.create(**kwargs, extra_body=extra or None)
+
+    # ---- response -------------------------------------------------------------------------
+
+    def parse(self, response: Any, *, batch: bool = False) -> Parsed:
+        blocks = [_block_dict(b) for b in (_get(response, "content") or [])]
+        stop = _get(response, "stop_reason")
+        model_returned = _get(response, "model")
+        split = token_split(_get(response, "usage"))
+        usage = None if split is None else split.usage
+        cost = None if split is None else self.cost(split.billed, model_returned, batch=batch)
+
+        kept: list[dict[str, Any]] = []
+        call: dict[str, Any] | None = None
+        surfaced: list[str] = []
+        searched = False
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "server_tool_use" and block.get("name") in _SEARCH_NAMES:
+                searched = True
+            if kind == "tool_search_tool_result":
+                content = block.get("content") or {}
+                for ref in content.get("tool_references") or []:
+                    name = ref.get("tool_name")
+                    if isinstance(name, str) and name not in surfaced:
+                        surfaced.append(name)
+            if kind == "tool_use":
+                if call is None:
+                    call = block
+                    kept.append(block)
+                continue  # a second call (parallel use was disabled) is dropped
+            kept.append(block)
+        text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+
+        call_id: str | None = None
+        if stop == "max_tokens":
+            action: Any = CutAtCap(text=text if call is None else
+                                   text + json.dumps(call.get("input"), default=str))
+        elif stop == "pause_turn":
+            action = FinalAnswer(text=text)
+        elif stop == "model_context_window_exceeded":
+            raise InfraError("anthropic: the request exceeded the model's context window "
+                             "(stop_reason model_context_window_exceeded)")
+        elif call is not None:
+            call_id = str(call.get("id") or "")
+            arguments = call.get("input")
+            if isinstance(arguments, dict):
+                action = ToolCall(name=str(call.get("name")), arguments=arguments,
+                                  call_id=call_id)
+            else:
+                raw = arguments if isinstance(arguments, str) else json.dumps(arguments,
+                                                                             default=str)
+                action = Malformed(text=raw)
+                # the transcript must stay a valid request: the unparsable input is sent
+                # back as an empty object next to the harness's parse error
+                kept = [dict(b, input={}) if b is call else b for b in kept]
+        else:
+            action = FinalAnswer(text=text)
+        turn = Turn(action=action, usage=usage, model_returned=model_returned,
+                    latency_ms=None, cost_usd=cost,
+                    surfaced=tuple(surfaced) if self.tool_search else None,
+                    searched=searched if self.tool_search else None)
+        return Parsed(turn, Stored(kept, call_id), None if split is None else split.total,
+                      paused=stop == "pause_turn")
+
+    # ---- batches --------------------------------------------------------------------------
+
+    def batch_backend(self) -> Any:
+        from prereg.runners.providers.batch import AnthropicBatches
+
+        return AnthropicBatches(self)
+
+
+def _synthesised(turn: Turn, index: int) -> Stored:
+    """A past turn rebuilt from the protocol's view (used only without a transcript)."""
+    action = turn.action
+    call_id = f"toolu_prereg_{index:04d}"
+    if isinstance(action, ToolCall):
+        return Stored([{"type": "tool_use", "id": action.call_id or call_id,
+                        "name": action.name, "input": action.arguments}],
+                      action.call_id or call_id)
+    if isinstance(action, Malformed):
+        return Stored([{"type": "text", "text": action.text}], None)
+    text = getattr(action, "text", "")
+    return Stored([{"type": "text", "text": text}] if text else [], None)
+
+
+_KEYWORDS: dict[type, frozenset[str]] = {}
+
+
+def _create_keywords(client: Any) -> frozenset[str]:
+    """Body fields ``messages.create`` takes as keywords in the installed SDK."""
+    kind = type(client)
+    if kind not in _KEYWORDS:
+        signature = inspect.signature(client.messages.create)
+        _KEYWORDS[kind] = frozenset(
+            name for name, p in signature.parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+            and name not in {"extra_headers", "extra_query", "extra_body", "timeout"})
+    return _KEYWORDS[kind]
+
+
+def create(model: str | None = None, params: Mapping[str, Any] | None = None,
+           **options: Any) -> AnthropicDriver:
+    """The Anthropic driver; ``options``: tool_search, allow_sampling, settings, spend,
+    prices, http_client_factory (see :class:`ModelDriver`)."""
+    return AnthropicDriver(model, params, **options)

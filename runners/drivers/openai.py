@@ -1,0 +1,272 @@
+"""The OpenAI driver: the Responses API through the official ``openai`` SDK.
+
+What is sent (and nothing else):
+
+- ``model`` as registered, ``max_output_tokens`` = the completion cap (it covers
+  reasoning tokens too), the user prompt as the first input item, then for each
+  past turn the output items exactly as returned (reasoning, tool search and
+  function-call items) and a ``function_call_output`` for its call;
+- the arm's tools as client-side function tools, **grouped by integration in a
+  ``namespace`` that carries the MCP server's name and description**: on the
+  OpenAI path the server description is an extra lever an integration has
+  (InvokeRank, 5.3), and unlike the Claude path it is transmitted. Tool schemas
+  are sent with ``strict: false``, exactly as registered (strict mode would make
+  the provider rewrite invalid arguments away, hiding Invoked failures);
+- ``tool_choice: auto`` and ``parallel_tool_calls: false``;
+- with ``host.tool_search``: every function ``defer_loading: true`` and the
+  hosted ``tool_search`` tool; a deferred namespace is visible to the model only
+  by its name and description until a search loads it, so the functions of the
+  namespaces a ``tool_search_output`` item returns are the turn's surfaced tools
+  (Surfaced is server-level on this host);
+- the registration's ``host.params`` verbatim (sampling parameters only when the
+  registration allows them).
+
+What is read: the first ``function_call`` (arguments that are not valid JSON are
+a malformed call, never repaired), ``status: incomplete`` with reason
+``max_output_tokens`` as a cut at the cap, the ``model`` string returned, usage
+(``input_tokens`` with ``cached_tokens``, ``output_tokens`` with
+``reasoning_tokens`` split out).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from prereg.runners.drivers.base import (
+    CutAtCap,
+    Episode,
+    Exchange,
+    FinalAnswer,
+    InfraError,
+    Malformed,
+    OfferedTool,
+    ToolCall,
+    Turn,
+    Usage,
+)
+from prereg.runners.providers.credentials import Provider, api_key, base_url, redact
+from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
+from prereg.runners.providers.prices import Priced
+
+_NAMESPACE_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _item_dict(item: Any) -> dict[str, Any]:
+    if isinstance(item, dict):
+        return dict(item)
+    dumped: dict[str, Any] = item.model_dump(mode="json", exclude_none=True, by_alias=True,
+                                             warnings=False)
+    return dumped
+
+
+def namespace_name(integration: str, taken: set[str]) -> str:
+    """A namespace name for an integration (letters, digits, _ and -; unique)."""
+    base = _NAMESPACE_CHARS.sub("_", integration).strip("_")[:60] or "server"
+    name, n = base, 2
+    while name in taken:
+        name = f"{base}_{n}"
+        n += 1
+    taken.add(name)
+    return name
+
+
+def token_split(usage: Any) -> TokenSplit | None:
+    """OpenAI usage in prereg's fields (see :class:`TokenSplit`)."""
+    if usage is None:
+        return None
+    total_in = int(_get(usage, "input_tokens") or 0)
+    in_details = _get(usage, "input_tokens_details")
+    cached = int(_get(in_details, "cached_tokens") or 0) if in_details is not None else 0
+    written = int(_get(in_details, "cache_write_tokens") or 0) if in_details is not None else 0
+    cached = min(cached, total_in)
+    written = min(written, total_in - cached)
+    out = int(_get(usage, "output_tokens") or 0)
+    out_details = _get(usage, "output_tokens_details")
+    raw_reasoning = _get(out_details, "reasoning_tokens") if out_details is not None else None
+    reasoning = None if raw_reasoning is None else min(int(raw_reasoning), out)
+    recorded = Usage(input=total_in, output=out - (reasoning or 0), reasoning=reasoning,
+                     cached=cached)
+    return TokenSplit(recorded, Priced(total_in - cached - written, cached, written, out),
+                      total_in + out)
+
+
+class OpenAIDriver(ModelDriver):
+    provider: ClassVar[Provider] = "openai"
+    reserved_params: ClassVar[frozenset[str]] = frozenset(
+        {"model", "input", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
+         "stream", "background", "previous_response_id", "conversation"})
+
+    def _make_client(self) -> Any:
+        import openai
+
+        return openai.AsyncOpenAI(
+            api_key=api_key("openai"), base_url=base_url("openai"), max_retries=0,
+            timeout=self.settings.timeout_s, http_client=self._http_client())
+
+    # ---- request --------------------------------------------------------------------------
+
+    def _function(self, tool: OfferedTool) -> dict[str, Any]:
+        spec: dict[str, Any] = {"type": "function", "name": tool.name,
+                                "description": tool.description,
+                                "parameters": dict(tool.input_schema), "strict": False}
+        if self.tool_search:
+            spec["defer_loading"] = True
+        return spec
+
+    def tools(self, episode: Episode) -> list[dict[str, Any]]:
+        """One namespace per integration, in offered order, with its description."""
+        groups: dict[str, list[OfferedTool]] = {}
+        descriptions: dict[str, str] = {}
+        for tool in episode.tools:
+            groups.setdefault(tool.integration, []).append(tool)
+            descriptions.setdefault(tool.integration, tool.integration_description)
+        taken: set[str] = set()
+        out: list[dict[str, Any]] = []
+        for integration, members in groups.items():
+            out.append({"type": "namespace", "name": namespace_name(integration, taken),
+                        "description": descriptions[integration] or integration,
+                        "tools": [self._function(t) for t in members]})
+        if self.tool_search and out:
+            out.append({"type": "tool_search"})
+        return out
+
+    def build_request(self, episode: Episode, history: Sequence[Exchange],
+                      transcript: Sequence[Stored] | None = None) -> dict[str, Any]:
+        items: list[dict[str, Any]] = [{"role": "user", "content": episode.prompt}]
+        for index, exchange in enumerate(history):
+            stored = transcript[index] if transcript is not None else _synthesised(
+                exchange.turn, index)
+            items.extend(stored.items)
+            if exchange.result is None:
+                continue
+            if stored.call_id is not None:
+                items.append({"type": "function_call_output", "call_id": stored.call_id,
+                              "output": exchange.result.text})
+            else:
+                items.append({"role": "user", "content": exchange.result.text})
+        body: dict[str, Any] = {"model": self.model, "input": items}
+        if episode.completion_cap is not None:
+            body["max_output_tokens"] = episode.completion_cap
+        tools = self.tools(episode)
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+            body["parallel_tool_calls"] = False
+        body.update(self.params)
+        return body
+
+    async def _create(self, client: Any, body: dict[str, Any]) -> Any:
+        # every field goes through extra_body-free keywords where the SDK has them; the
+        # SDK rejects unknown keywords, so anything else rides in extra_body
+        import inspect
+
+        names = {n for n, p in inspect.signature(client.responses.create).parameters.items()
+                 if p.kind is inspect.Parameter.KEYWORD_ONLY} - {
+                     "extra_headers", "extra_query", "extra_body", "timeout", "stream"}
+        kwargs = {k: v for k, v in body.items() if k in names}
+        extra = {k: v for k, v in body.items() if k not in names}
+        return await client.responses.create(**kwargs, extra_body=extra or None)
+
+    # ---- response -------------------------------------------------------------------------
+
+    def parse(self, response: Any, *, batch: bool = False) -> Parsed:
+        status = _get(response, "status")
+        model_returned = _get(response, "model")
+        split = token_split(_get(response, "usage"))
+        usage = None if split is None else split.usage
+        cost = None if split is None else self.cost(split.billed, model_returned, batch=batch)
+        if status == "failed":
+            error = _get(response, "error")
+            message = _get(error, "message") if error is not None else None
+            raise InfraError(redact(f"openai: the response failed: {message or 'no detail'}"))
+
+        items = [_item_dict(i) for i in (_get(response, "output") or [])]
+        kept: list[dict[str, Any]] = []
+        call: dict[str, Any] | None = None
+        surfaced: list[str] = []
+        searched = False
+        texts: list[str] = []
+        for item in items:
+            kind = item.get("type")
+            if kind == "tool_search_call":
+                searched = True
+            elif kind == "tool_search_output":
+                for loaded in item.get("tools") or []:
+                    names = ([t.get("name") for t in loaded.get("tools") or []]
+                             if loaded.get("type") == "namespace" else [loaded.get("name")])
+                    for name in names:
+                        if isinstance(name, str) and name not in surfaced:
+                            surfaced.append(name)
+            elif kind == "message":
+                for part in item.get("content") or []:
+                    if part.get("type") == "output_text":
+                        texts.append(str(part.get("text", "")))
+                    elif part.get("type") == "refusal":
+                        texts.append(str(part.get("refusal", "")))
+            elif kind == "function_call":
+                if call is None:
+                    call = item
+                    kept.append(item)
+                continue  # a second call (parallel calls were disabled) is dropped
+            kept.append(item)
+        text = "".join(texts)
+
+        details = _get(response, "incomplete_details")
+        reason = _get(details, "reason") if details is not None else None
+        call_id: str | None = None
+        if status == "incomplete" and reason == "max_output_tokens":
+            action: Any = CutAtCap(text=text if call is None
+                                   else text + str(call.get("arguments", "")))
+        elif status == "incomplete" and reason != "content_filter":
+            raise InfraError(f"openai: the response is incomplete (reason {reason!r})")
+        elif call is not None:
+            call_id = str(call.get("call_id") or "")
+            raw = call.get("arguments")
+            try:
+                arguments = json.loads(raw) if isinstance(raw, str) else raw
+            except json.JSONDecodeError:
+                action = Malformed(text=str(raw))
+            else:
+                action = ToolCall(name=str(call.get("name")), arguments=arguments,
+                                  call_id=call_id)
+        else:
+            action = FinalAnswer(text=text)
+        turn = Turn(action=action, usage=usage, model_returned=model_returned,
+                    latency_ms=None, cost_usd=cost,
+                    surfaced=tuple(surfaced) if self.tool_search else None,
+                    searched=searched if self.tool_search else None)
+        return Parsed(turn, Stored(kept, call_id), None if split is None else split.total)
+
+    # ---- batches --------------------------------------------------------------------------
+
+    def batch_backend(self) -> Any:
+        from prereg.runners.providers.batch import OpenAIBatches
+
+        return OpenAIBatches(self)
+
+
+def _synthesised(turn: Turn, index: int) -> Stored:
+    """A past turn rebuilt from the protocol's view (used only without a transcript)."""
+    action = turn.action
+    if isinstance(action, ToolCall):
+        call_id = action.call_id or f"call_prereg_{index:04d}"
+        return Stored([{"type": "function_call", "call_id": call_id, "name": action.name,
+                        "arguments": json.dumps(action.arguments)}], call_id)
+    text = getattr(action, "text", "")
+    return Stored([{"role": "assistant", "content": text}] if text else [], None)
+
+
+def create(model: str | None = None, params: Mapping[str, Any] | None = None,
+           **options: Any) -> OpenAIDriver:
+    """The OpenAI driver; ``options``: tool_search, allow_sampling, settings, spend,
+    prices, http_client_factory (see :class:`ModelDriver`)."""
+    return OpenAIDriver(model, params, **options)

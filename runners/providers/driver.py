@@ -1,0 +1,352 @@
+"""What the Anthropic and OpenAI drivers share: one request, done carefully.
+
+Each provider driver only knows its wire format (how to build a request from the
+episode and the exchanges so far, how to read a response into a turn). This
+base class does everything around the request, identically for both:
+
+- the client is built with the key from the provider's variable, the base URL
+  from the provider's base-URL variable, ``max_retries=0`` (retries are ours and
+  counted) and OpenTelemetry off (spans could carry request content);
+- before a request: the spend cap holds its worst case, the rate limiter admits
+  it (estimated tokens), then :func:`with_retries` runs the attempts;
+- after: latency of the successful attempt, usage, the model string returned,
+  cost from the price table; every text that leaves the driver is redacted;
+- the provider transcript of an episode (raw content blocks / output items, tool
+  search results, reasoning items) is kept per episode so the next request sends
+  back exactly what the provider returned, not a reconstruction;
+- turns primed from a batch are answered without a request.
+
+Never done: a retry with another model, a sampling parameter the registration
+did not contain, a repaired tool call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from prereg.errors import BadInput
+from prereg.runners.drivers.base import (
+    CutAtCap,
+    Episode,
+    EvidenceClass,
+    Exchange,
+    FinalAnswer,
+    InfraError,
+    Malformed,
+    ToolCall,
+    Turn,
+    Usage,
+)
+from prereg.runners.providers.credentials import Provider, redact, redact_obj
+from prereg.runners.providers.prices import (
+    ModelPrice,
+    Priced,
+    PriceTable,
+    cost_usd,
+    load_prices,
+    worst_case_usd,
+)
+from prereg.runners.providers.ratelimit import RateLimiter
+from prereg.runners.providers.retry import RetryStats, with_retries
+from prereg.runners.providers.settings import ProviderSettings
+from prereg.runners.providers.spend import SpendMeter
+
+#: Host parameters that change sampling (kept in step with the registry's list).
+SAMPLING_PARAMS = frozenset({"temperature", "top_p", "top_k", "seed", "frequency_penalty",
+                             "presence_penalty", "min_p", "typical_p", "repetition_penalty"})
+
+_MAX_TRANSCRIPTS = 4096
+_MAX_CONTINUATIONS = 4
+
+
+@dataclass
+class Stored:
+    """One assistant turn as the provider returned it, ready to be sent back."""
+
+    items: list[dict[str, Any]]
+    call_id: str | None = None
+
+
+@dataclass
+class Parsed:
+    """A response read into a turn (latency is added by the caller)."""
+
+    turn: Turn
+    stored: Stored
+    total_tokens: int | None = None
+    #: set when the provider paused the turn and it must be continued (Anthropic)
+    paused: bool = False
+
+
+@dataclass
+class TokenSplit:
+    """Provider usage mapped to prereg's fields, plus what to bill.
+
+    Recorded: ``input`` counts every prompt token (cached and cache-written
+    included), ``cached`` the cache reads among them, ``reasoning`` the reasoning
+    tokens and ``output`` the rest of the generated tokens, so that
+    ``input + output + reasoning`` is the request's total (the record's
+    ``Tokens.total``) with nothing counted twice. Either field is None when the
+    provider did not report it.
+    """
+
+    usage: Usage
+    billed: Priced
+    total: int
+
+
+def estimate_tokens(body: Mapping[str, Any]) -> int:
+    """A deliberately generous prompt-size estimate (two characters per token).
+
+    Used only to hold spend and rate-limit budget before a request; the measured
+    usage replaces it as soon as the response arrives.
+    """
+    return len(json.dumps(body, default=str, ensure_ascii=False)) // 2 + 16
+
+
+def episode_key(episode: Episode) -> str:
+    return f"{episode.label}#{episode.seed}"
+
+
+def ends_episode(turn: Turn) -> bool:
+    return isinstance(turn.action, FinalAnswer | CutAtCap)
+
+
+def _redacted_turn(turn: Turn) -> Turn:
+    action = turn.action
+    if isinstance(action, ToolCall):
+        action = replace(action, arguments=redact_obj(action.arguments))
+    elif isinstance(action, Malformed | FinalAnswer | CutAtCap):
+        action = replace(action, text=redact(action.text))
+    return replace(turn, action=action,
+                   model_returned=None if turn.model_returned is None
+                   else redact(turn.model_returned))
+
+
+@dataclass
+class _Transcripts:
+    by_episode: OrderedDict[str, list[Stored]] = field(default_factory=OrderedDict)
+
+    def start(self, key: str) -> list[Stored]:
+        self.by_episode.pop(key, None)
+        self.by_episode[key] = []
+        while len(self.by_episode) > _MAX_TRANSCRIPTS:
+            self.by_episode.popitem(last=False)
+        return self.by_episode[key]
+
+    def get(self, key: str, turns: int) -> list[Stored] | None:
+        stored = self.by_episode.get(key)
+        if stored is None or len(stored) != turns:
+            return None
+        return stored
+
+
+class ModelDriver:
+    """Base of the provider drivers (see the module docstring)."""
+
+    provider: ClassVar[Provider]
+    #: request fields the driver sets itself; a registration's params may not set them
+    reserved_params: ClassVar[frozenset[str]] = frozenset()
+    evidence_class: EvidenceClass = "api"
+    sees_solution = False
+
+    def __init__(self, model: str | None, params: Mapping[str, Any] | None = None, *,
+                 tool_search: bool = False, allow_sampling: bool | None = None,
+                 settings: ProviderSettings | None = None, spend: SpendMeter | None = None,
+                 prices: PriceTable | None = None, http_client_factory: Any = None) -> None:
+        if not model:
+            raise BadInput(f"driver '{self.provider}' needs a model (host.model)",
+                           field="host.model")
+        params = dict(params or {})
+        reserved = sorted(self.reserved_params & set(params))
+        if reserved:
+            raise BadInput(f"host.params may not set {', '.join(reserved)}: the "
+                           f"{self.provider} driver sets these from the registration "
+                           "(model, budgets, tools)", field="host.params")
+        sampling = sorted(SAMPLING_PARAMS & set(params))
+        if sampling and allow_sampling is False:
+            raise BadInput(f"sampling parameter(s) {', '.join(sampling)} need "
+                           "host.allow_sampling: true", field="host.params")
+        self.name: str = self.provider
+        self.model: str = model
+        self.params: dict[str, Any] = params
+        self.tool_search = bool(tool_search)
+        self.loads_all_tools = not self.tool_search
+        self.settings = settings or ProviderSettings.from_env(self.provider)
+        self.prices = prices or load_prices(self.settings.prices_path)
+        self.spend = spend or SpendMeter(None)
+        self.limiter = RateLimiter(self.settings.rpm, self.settings.tpm)
+        self.stats = RetryStats()
+        self.batch_only = False
+        self._http_client_factory = http_client_factory
+        self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._transcripts = _Transcripts()
+        self._primed: dict[str, Parsed | InfraError] = {}
+
+    # ---- provider-specific -------------------------------------------------------------
+
+    def _make_client(self) -> Any:
+        raise NotImplementedError
+
+    def build_request(self, episode: Episode, history: Sequence[Exchange],
+                      transcript: Sequence[Stored] | None = None) -> dict[str, Any]:
+        """The request body for the next turn (also the body of a batch request)."""
+        raise NotImplementedError
+
+    async def _create(self, client: Any, body: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def parse(self, response: Any, *, batch: bool = False) -> Parsed:
+        raise NotImplementedError
+
+    def _continuation(self, body: dict[str, Any], parsed: Parsed) -> dict[str, Any]:
+        """The request that continues a paused turn (providers that pause override it)."""
+        raise InfraError(f"{self.provider} paused a turn and prereg cannot continue it")
+
+    # ---- shared ---------------------------------------------------------------------------
+
+    @property
+    def price(self) -> ModelPrice | None:
+        return self.prices.price(self.provider, self.model)
+
+    def cost(self, billed: Priced, model_returned: str | None, *, batch: bool) -> float | None:
+        """Cost at the price of the model that answered (else the one requested)."""
+        price = self.prices.price(self.provider, model_returned) or self.price
+        discount = self.prices.batch_discount(self.provider) if batch else 1.0
+        return cost_usd(price, billed, discount=discount)
+
+    def _client_for_loop(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self._client = self._make_client()
+            self._client_loop = loop
+        return self._client
+
+    def _http_client(self) -> Any:
+        return None if self._http_client_factory is None else self._http_client_factory()
+
+    async def aclose(self) -> None:
+        client, self._client, self._client_loop = self._client, None, None
+        self._transcripts = _Transcripts()
+        self._primed.clear()
+        if client is not None:
+            try:
+                await client.close()
+            except RuntimeError:  # the loop the client was bound to is gone
+                pass
+
+    def prime(self, episode: Episode, parsed: Parsed) -> None:
+        """Answer the first turn of ``episode`` with a batch result (no request)."""
+        self._primed[episode_key(episode)] = parsed
+
+    def prime_error(self, episode: Episode, error: InfraError) -> None:
+        """Make the first turn of ``episode`` fail as infrastructure (its batch request
+        errored, expired or was cancelled)."""
+        self._primed[episode_key(episode)] = error
+
+    def primed_count(self) -> int:
+        return len(self._primed)
+
+    async def next_turn(self, episode: Episode, history: Sequence[Exchange]) -> Turn:
+        key = episode_key(episode)
+        if not history:
+            transcript = self._transcripts.start(key)
+            primed = self._primed.pop(key, None)
+            if isinstance(primed, InfraError):
+                raise primed
+            if primed is not None:
+                transcript.append(primed.stored)
+                return _redacted_turn(primed.turn)
+            if self.batch_only:
+                raise InfraError("no batch result for this unit (batch mode sends no "
+                                 "synchronous request)")
+        stored = self._transcripts.get(key, len(history))
+        body = self.build_request(episode, history, stored)
+        parsed, latency = await self._request(body)
+        merged, merged_latency = parsed, latency
+        for _ in range(_MAX_CONTINUATIONS):
+            if not merged.paused:
+                break
+            body = self._continuation(body, merged)
+            more, more_latency = await self._request(body)
+            merged = _merge(merged, more)
+            merged_latency = _add(merged_latency, more_latency)
+        else:
+            if merged.paused:
+                raise InfraError(f"{self.provider} kept pausing the turn "
+                                 f"({_MAX_CONTINUATIONS} continuations)")
+        if stored is not None:
+            stored.append(merged.stored)
+        turn = replace(merged.turn, latency_ms=merged_latency)
+        if ends_episode(turn):
+            self._transcripts.by_episode.pop(key, None)
+        return _redacted_turn(turn)
+
+    async def _request(self, body: dict[str, Any]) -> tuple[Parsed, float | None]:
+        """One request with spend hold, rate limit and retries; (parsed, latency ms)."""
+        prompt_tokens = estimate_tokens(body)
+        max_out = int(body.get("max_tokens") or body.get("max_output_tokens") or 0)
+        price = self.price
+        worst = None if price is None else worst_case_usd(price, prompt_tokens, max_out)
+        hold = self.spend.reserve(worst) if (self.spend.cap_usd is not None
+                                             or worst is not None) else None
+        latency: list[float | None] = [None]
+        parsed_box: list[Parsed] = []
+
+        async def attempt() -> Any:
+            client = self._client_for_loop()
+            reservation = await self.limiter.acquire(prompt_tokens + max_out)
+            started = time.perf_counter()
+            try:
+                response = await self._create(client, body)
+            except BaseException:
+                self.limiter.settle(reservation, 0)
+                raise
+            latency[0] = (time.perf_counter() - started) * 1000.0
+            parsed = self.parse(response, batch=False)
+            parsed_box.append(parsed)
+            self.limiter.settle(reservation, parsed.total_tokens)
+            return response
+
+        try:
+            await with_retries(attempt, self.settings.retry, stats=self.stats,
+                               what=f"{self.provider} request (model {self.model})")
+        except BaseException:
+            if hold is not None:
+                self.spend.release(hold)
+            raise
+        parsed = parsed_box[-1]
+        if hold is not None:
+            self.spend.settle(hold, parsed.turn.cost_usd)
+        return parsed, latency[0]
+
+
+def _add(a: float | int | None, b: float | int | None) -> Any:
+    return None if a is None or b is None else a + b
+
+
+def _merge(first: Parsed, second: Parsed) -> Parsed:
+    """A paused turn and its continuation as one turn (usage and cost added)."""
+    u1, u2 = first.turn.usage, second.turn.usage
+    usage = None if u1 is None or u2 is None else Usage(
+        input=_add(u1.input, u2.input), output=_add(u1.output, u2.output),
+        reasoning=_add(u1.reasoning, u2.reasoning), cached=_add(u1.cached, u2.cached))
+    surfaced: tuple[str, ...] | None = None
+    if first.turn.surfaced is not None or second.turn.surfaced is not None:
+        surfaced = tuple(dict.fromkeys((first.turn.surfaced or ()) + (second.turn.surfaced
+                                                                        or ())))
+    searched = None
+    if first.turn.searched is not None or second.turn.searched is not None:
+        searched = bool(first.turn.searched) or bool(second.turn.searched)
+    turn = replace(second.turn, usage=usage,
+                   cost_usd=_add(first.turn.cost_usd, second.turn.cost_usd),
+                   surfaced=surfaced, searched=searched)
+    stored = Stored(first.stored.items + second.stored.items, second.stored.call_id)
+    return Parsed(turn, stored, _add(first.total_tokens, second.total_tokens), second.paused)

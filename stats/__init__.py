@@ -1,1 +1,79 @@
-"""prereg.stats: pure statistical functions over numpy arrays; no I/O, no project imports."""
+"""prereg.stats: pure statistical functions over numpy arrays; no I/O, no project imports.
+
+Tests and intervals return small frozen result objects (``prereg.stats.results``) in
+the style of ``scipy.stats``; single-number quantities (design effect, ICC, pass^k,
+loss shares, planning figures) are returned as plain floats, ints or arrays so they
+can be used in arithmetic directly. Everything random is seeded with
+``numpy.random.default_rng(seed)``.
+"""
+
+from prereg.stats.bootstrap import paired_bootstrap
+from prereg.stats.clustering import design_effect, icc_binary
+from prereg.stats.funnel import loss_shares, pass_hat_k
+from prereg.stats.intervals import jeffreys_interval
+from prereg.stats.multiplicity import benjamini_hochberg, e_bh, holm
+from prereg.stats.paired import equivalence_margin, mcnemar_exact, tango_interval, tost_paired
+from prereg.stats.permutation import exact_permutation_test, sign_flip_test
+from prereg.stats.planning import (
+    mcnemar_sample_size,
+    mde_paired,
+    min_discordant,
+    prompts_for_mde,
+    simulate_sequential_monitor,
+)
+from prereg.stats.results import (
+    BootstrapResult,
+    DifferenceInterval,
+    EValueResult,
+    McNemarResult,
+    MonitorResult,
+    MonitorSimulation,
+    MultipleTestResult,
+    PermutationResult,
+    ProportionInterval,
+    TOSTResult,
+)
+from prereg.stats.sequential import beta_mixture_evalue, sequential_monitor
+
+__all__ = [
+    # paired binary comparisons
+    "mcnemar_exact",
+    "tango_interval",
+    "tost_paired",
+    "equivalence_margin",
+    # intervals and clustering
+    "jeffreys_interval",
+    "design_effect",
+    "icc_binary",
+    # funnel
+    "pass_hat_k",
+    "loss_shares",
+    # multiplicity
+    "benjamini_hochberg",
+    "holm",
+    "e_bh",
+    # anytime-valid
+    "beta_mixture_evalue",
+    "sequential_monitor",
+    # resampling
+    "paired_bootstrap",
+    "exact_permutation_test",
+    "sign_flip_test",
+    # planning
+    "mde_paired",
+    "prompts_for_mde",
+    "mcnemar_sample_size",
+    "min_discordant",
+    "simulate_sequential_monitor",
+    # result types
+    "BootstrapResult",
+    "DifferenceInterval",
+    "EValueResult",
+    "McNemarResult",
+    "MonitorResult",
+    "MonitorSimulation",
+    "MultipleTestResult",
+    "PermutationResult",
+    "ProportionInterval",
+    "TOSTResult",
+]

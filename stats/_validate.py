@@ -1,0 +1,77 @@
+"""Argument checks shared by the modules (private)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+def vector(values: Any, name: str, *, allow_empty: bool = False) -> NDArray[np.float64]:
+    """A finite one-dimensional float array, or ValueError naming ``name``."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if not allow_empty and arr.size == 0:
+        raise ValueError(f"{name} is empty")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains nan or infinite values")
+    return arr
+
+
+def probability(value: float, name: str, *, low_open: bool = True, high_open: bool = True,
+                ) -> float:
+    """A float in (0, 1) (ends open or closed as asked), or ValueError."""
+    v = float(value)
+    ok_low = v > 0 if low_open else v >= 0
+    ok_high = v < 1 if high_open else v <= 1
+    if not (math.isfinite(v) and ok_low and ok_high):
+        lo = "(" if low_open else "["
+        hi = ")" if high_open else "]"
+        raise ValueError(f"{name} must be in {lo}0, 1{hi}, got {value!r}")
+    return v
+
+
+def positive(value: float, name: str, *, allow_zero: bool = False) -> float:
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+    return v
+
+
+def count(value: Any, name: str) -> int:
+    """A non-negative integer (numpy integers and integral floats accepted)."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}") from None
+    if not math.isfinite(f) or f < 0 or f != int(f):
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(f)
+
+
+def counts(values: Any, name: str) -> NDArray[np.int64]:
+    """An array of non-negative integers (any shape)."""
+    arr = np.asarray(values)
+    farr = arr.astype(np.float64)
+    if not np.all(np.isfinite(farr)) or np.any(farr < 0) or np.any(farr != np.floor(farr)):
+        raise ValueError(f"{name} must hold non-negative integers")
+    return farr.astype(np.int64)
+
+
+def alternative(value: str) -> str:
+    if value not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be 'two-sided', 'greater' or 'less', got {value!r}")
+    return value
+
+
+def scalar_or_array(arr: NDArray[Any]) -> Any:
+    """Return a Python float for 0-d results, the array otherwise."""
+    if np.ndim(arr) == 0:
+        return float(arr)
+    return arr

@@ -1,0 +1,123 @@
+"""Multiplicity: Benjamini-Hochberg, Holm, and e-BH."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from prereg.stats._validate import probability
+from prereg.stats.results import MultipleTestResult
+
+__all__ = ["benjamini_hochberg", "holm", "e_bh"]
+
+
+def _pvalues(pvalues: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
+    p = np.asarray(pvalues, dtype=np.float64).ravel()
+    if np.any(np.isnan(p)) or np.any(p < 0) or np.any(p > 1):
+        raise ValueError("p-values must lie in [0, 1] (no nan)")
+    return p
+
+
+def benjamini_hochberg(pvalues: Any, q: float = 0.10) -> MultipleTestResult:
+    """Benjamini-Hochberg step-up procedure at false discovery rate ``q``.
+
+    With p_(1) <= ... <= p_(m), reject the k* smallest where
+    k* = max{k : p_(k) <= k q / m}. Adjusted p-values are
+    min_{j >= i} min(1, m p_(j) / j). Controls the FDR at q under independence or
+    positive regression dependence (PRDS). Reference: Benjamini and Hochberg (1995),
+    JRSS B 57:289-300.
+    """
+    q = probability(q, "q", high_open=False)
+    p = _pvalues(pvalues)
+    m = p.size
+    if m == 0:
+        return MultipleTestResult(reject=np.zeros(0, bool), adjusted=np.zeros(0), level=q,
+                                  n=0, n_rejected=0, threshold=0.0,
+                                  method="Benjamini-Hochberg")
+    order = np.argsort(p, kind="mergesort")
+    ps = p[order]
+    rank = np.arange(1, m + 1)
+    below = ps <= rank / m * q
+    k = int(np.nonzero(below)[0].max()) + 1 if below.any() else 0
+    reject_sorted = rank <= k
+    adj_sorted = np.minimum.accumulate((ps * m / rank)[::-1])[::-1]
+    adj_sorted = np.minimum(adj_sorted, 1.0)
+    reject = np.empty(m, bool)
+    reject[order] = reject_sorted
+    adjusted = np.empty(m)
+    adjusted[order] = adj_sorted
+    return MultipleTestResult(reject=reject, adjusted=adjusted, level=q, n=m, n_rejected=k,
+                              threshold=k * q / m, method="Benjamini-Hochberg")
+
+
+def holm(pvalues: Any, alpha: float = 0.05) -> MultipleTestResult:
+    """Holm's step-down procedure controlling the familywise error rate at ``alpha``.
+
+    Reject p_(1), ..., p_(k) while p_(j) <= alpha / (m - j + 1); stop at the first
+    failure. Adjusted p-values are max_{j <= i} min(1, (m - j + 1) p_(j)). Valid under
+    any dependence. Reference: Holm (1979), Scand J Stat 6:65-70.
+    """
+    alpha = probability(alpha, "alpha", high_open=False)
+    p = _pvalues(pvalues)
+    m = p.size
+    if m == 0:
+        return MultipleTestResult(reject=np.zeros(0, bool), adjusted=np.zeros(0),
+                                  level=alpha, n=0, n_rejected=0, threshold=0.0,
+                                  method="Holm")
+    order = np.argsort(p, kind="mergesort")
+    ps = p[order]
+    factors = np.arange(m, 0, -1)
+    fails = ps > alpha / factors
+    k = int(np.argmax(fails)) if fails.any() else m
+    reject_sorted = np.arange(m) < k
+    adj_sorted = np.minimum(np.maximum.accumulate(ps * factors), 1.0)
+    reject = np.empty(m, bool)
+    reject[order] = reject_sorted
+    adjusted = np.empty(m)
+    adjusted[order] = adj_sorted
+    threshold = alpha / (m - k + 1) if k > 0 else 0.0
+    return MultipleTestResult(reject=reject, adjusted=adjusted, level=alpha, n=m,
+                              n_rejected=k, threshold=threshold, method="Holm")
+
+
+def e_bh(evalues: Any, q: float = 0.10) -> MultipleTestResult:
+    """e-BH procedure of Wang and Ramdas (2022) at false discovery rate ``q``.
+
+    With e_[1] >= ... >= e_[m] the e-values in decreasing order, reject the k* largest,
+    k* = max{k : e_[k] >= m / (k q)} (none if the set is empty). This controls the FDR
+    at q under arbitrary dependence between the e-values, and applies unchanged to
+    e-values read off e-processes at stopping times. It is BH applied to 1/e, so
+    ``adjusted`` holds the BH-adjusted values of min(1, 1/e).
+
+    Edge cases: e-values must be >= 0 (nan is an error); e = inf is always rejected
+    (it satisfies every bound); e = 0 and any e-value below m / (m q) are never
+    rejected; hypotheses tied with the k*-th e-value are all rejected (the rule already
+    includes ties). An empty input rejects nothing. ``threshold`` is m / (k* q), inf when
+    nothing is rejected. Reference: Wang and Ramdas (2022), JRSS B 84:822-852.
+    """
+    q = probability(q, "q", high_open=False)
+    e = np.asarray(evalues, dtype=np.float64).ravel()
+    if np.any(np.isnan(e)) or np.any(e < 0):
+        raise ValueError("e-values must be non-negative (no nan)")
+    m = e.size
+    if m == 0:
+        return MultipleTestResult(reject=np.zeros(0, bool), adjusted=np.zeros(0), level=q,
+                                  n=0, n_rejected=0, threshold=math.inf, method="e-BH")
+    order = np.argsort(-e, kind="mergesort")
+    es = e[order]
+    rank = np.arange(1, m + 1)
+    ok = es >= m / (rank * q)
+    k = int(np.nonzero(ok)[0].max()) + 1 if ok.any() else 0
+    reject_sorted = rank <= k
+    with np.errstate(divide="ignore"):
+        inv = np.minimum(1.0 / es, 1.0)
+    adj_sorted = np.minimum(np.minimum.accumulate((inv * m / rank)[::-1])[::-1], 1.0)
+    reject = np.empty(m, bool)
+    reject[order] = reject_sorted
+    adjusted = np.empty(m)
+    adjusted[order] = adj_sorted
+    threshold = m / (k * q) if k > 0 else math.inf
+    return MultipleTestResult(reject=reject, adjusted=adjusted, level=q, n=m, n_rejected=k,
+                              threshold=threshold, method="e-BH")

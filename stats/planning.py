@@ -1,0 +1,195 @@
+"""Planning: minimum detectable effects, sample sizes, and the sequential monitor."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+from scipy import stats as sps
+
+from prereg.stats._validate import positive, probability
+from prereg.stats.results import MonitorSimulation
+from prereg.stats.sequential import _prior
+
+__all__ = ["mde_paired", "prompts_for_mde", "mcnemar_sample_size", "min_discordant",
+           "simulate_sequential_monitor"]
+
+
+def _z_sum(alpha: float, power: float, sides: int = 2) -> float:
+    alpha = probability(alpha, "alpha")
+    power = probability(power, "power")
+    if sides not in (1, 2):
+        raise ValueError(f"sides must be 1 or 2, got {sides!r}")
+    return float(sps.norm.ppf(1.0 - alpha / sides) + sps.norm.ppf(power))
+
+
+def _ceil(x: float) -> int:
+    """Ceiling that ignores floating-point dust just above an integer."""
+    return int(math.ceil(x - 1e-9 * max(1.0, abs(x))))
+
+
+def mde_paired(sigma_d: float, prompts: int, alpha: float = 0.05, power: float = 0.8,
+               sigma_run: float = 0.0, runs_per_arm: int = 1) -> float:
+    """Minimum detectable paired difference (two-sided test, normal approximation).
+
+        MDE = (z_{1-alpha/2} + z_power) sqrt(sigma_d^2 / prompts + 2 sigma_run^2 / R)
+
+    with sigma_d the SD of per-prompt differences and sigma_run an independent SD of
+    each run's rate, R = ``runs_per_arm`` replicate runs per arm. The run term does not
+    shrink with prompts: it is a floor on the MDE. Returned as a proportion (0.103 is
+    10.3 points). Reference: InvokeRank method, section 7.8; Chow, Shao and Wang (2008),
+    Sample Size Calculations in Clinical Research, 3.2.
+    """
+    sigma_d = positive(sigma_d, "sigma_d")
+    sigma_run = positive(sigma_run, "sigma_run", allow_zero=True)
+    if int(prompts) != prompts or prompts < 1:
+        raise ValueError(f"prompts must be a positive integer, got {prompts!r}")
+    if int(runs_per_arm) != runs_per_arm or runs_per_arm < 1:
+        raise ValueError(f"runs_per_arm must be a positive integer, got {runs_per_arm!r}")
+    z = _z_sum(alpha, power)
+    return z * math.sqrt(sigma_d ** 2 / prompts + 2.0 * sigma_run ** 2 / runs_per_arm)
+
+
+def prompts_for_mde(sigma_d: float, mde: float, alpha: float = 0.05, power: float = 0.8,
+                    sigma_run: float = 0.0, runs_per_arm: int = 1) -> float:
+    """Fewest prompts whose :func:`mde_paired` is at most ``mde`` (the inverse, rounded up).
+
+        prompts = ceil( sigma_d^2 / ((mde / z)^2 - 2 sigma_run^2 / R) ),
+        z = z_{1-alpha/2} + z_power.
+
+    Returns ``math.inf`` when the run component alone reaches or exceeds the MDE
+    ((mde / z)^2 <= 2 sigma_run^2 / R): no number of prompts is enough, only more runs
+    per arm are. Otherwise an int.
+    """
+    sigma_d = positive(sigma_d, "sigma_d")
+    mde = positive(mde, "mde")
+    sigma_run = positive(sigma_run, "sigma_run", allow_zero=True)
+    if int(runs_per_arm) != runs_per_arm or runs_per_arm < 1:
+        raise ValueError(f"runs_per_arm must be a positive integer, got {runs_per_arm!r}")
+    z = _z_sum(alpha, power)
+    room = (mde / z) ** 2 - 2.0 * sigma_run ** 2 / runs_per_arm
+    if room <= 0.0:
+        return math.inf
+    return max(1, _ceil(sigma_d ** 2 / room))
+
+
+def mcnemar_sample_size(p01: float, p10: float, alpha: float = 0.05, power: float = 0.8,
+                        sides: int = 2) -> float:
+    """Number of pairs for McNemar's test to reach ``power`` (Connor 1987).
+
+    With discordant probabilities p10 (first arm only succeeds) and p01 (second arm
+    only), psi = p01 + p10 and delta = p10 - p01,
+
+        n = ceil( (z_{1-alpha/sides} sqrt(psi) + z_power sqrt(psi - delta^2))^2 / delta^2 ).
+
+    ``math.inf`` when p01 == p10 (no difference to detect). Reference: Connor (1987),
+    Biometrics 43:207-211 (p. 209); e.g. p01 = 0.45, p10 = 0.05 gives 23 pairs at
+    alpha = 0.05 two-sided and 80% power.
+    """
+    p01 = probability(p01, "p01", low_open=False, high_open=False)
+    p10 = probability(p10, "p10", low_open=False, high_open=False)
+    if p01 + p10 > 1.0 + 1e-12:
+        raise ValueError("p01 + p10 cannot exceed 1")
+    alpha = probability(alpha, "alpha")
+    power = probability(power, "power")
+    if sides not in (1, 2):
+        raise ValueError(f"sides must be 1 or 2, got {sides!r}")
+    psi = p01 + p10
+    delta = p10 - p01
+    if delta == 0.0:
+        return math.inf
+    za = float(sps.norm.ppf(1.0 - alpha / sides))
+    zb = float(sps.norm.ppf(power))
+    n = (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta ** 2, 0.0))) ** 2 / delta ** 2
+    return _ceil(n)
+
+
+def min_discordant(alpha: float = 0.05, sides: int = 2) -> int:
+    """Fewest discordant pairs, all favouring one arm, that reach significance.
+
+    With m discordant pairs all one way the exact McNemar p-value is
+    sides * 2^-m (capped at 1), so the answer is the smallest m with
+    sides * 2^-m <= alpha. At alpha = 0.05, two-sided: 6 (p = 0.03125; five give
+    0.0625). Fewer discordant pairs can never be significant, whatever the split:
+    a registration can pre-commit to "inconclusive" below this count.
+    """
+    alpha = probability(alpha, "alpha", high_open=False)
+    if sides not in (1, 2):
+        raise ValueError(f"sides must be 1 or 2, got {sides!r}")
+    m = max(0, math.ceil(math.log2(sides / alpha)) - 1)
+    while min(1.0, sides * 0.5 ** m) > alpha:
+        m += 1
+    return m
+
+
+def simulate_sequential_monitor(p01: float, p10: float, max_prompts: int,
+                                threshold: float = 20.0, min_prompts: int = 40,
+                                prior: tuple[float, float] = (1.0, 1.0), sims: int = 10_000,
+                                seed: int | None = 0) -> MonitorSimulation:
+    """Simulate the beta-mixture sequential monitor's operating characteristics.
+
+    Each prompt is independently discordant in favour of the first arm with
+    probability p10, of the second with p01, and concordant otherwise. The monitor of
+    :func:`prereg.stats.sequential_monitor` is applied after every prompt, up to
+    ``max_prompts``; the share of simulated streams that stop is the type I error
+    (p01 == p10) or the power, with its binomial standard error, and the mean of
+    min(stopping prompt, max_prompts) is the expected number of prompts used.
+    Vectorised over simulations in blocks, seeded with ``default_rng(seed)``.
+    """
+    p01 = probability(p01, "p01", low_open=False, high_open=False)
+    p10 = probability(p10, "p10", low_open=False, high_open=False)
+    if p01 + p10 > 1.0 + 1e-12:
+        raise ValueError("p01 + p10 cannot exceed 1")
+    if int(max_prompts) != max_prompts or max_prompts < 1:
+        raise ValueError(f"max_prompts must be a positive integer, got {max_prompts!r}")
+    if int(min_prompts) != min_prompts or min_prompts < 0:
+        raise ValueError(f"min_prompts must be a non-negative integer, got {min_prompts!r}")
+    if int(sims) != sims or sims < 1:
+        raise ValueError(f"sims must be a positive integer, got {sims!r}")
+    thr = float(threshold)
+    if not (math.isfinite(thr) and thr >= 1.0):
+        raise ValueError(f"threshold must be finite and >= 1, got {threshold!r}")
+    a, b0 = _prior(prior)
+    n_max, sims = int(max_prompts), int(sims)
+    # log E(b, c) = (b + c) ln 2 + lgamma(a + b) + lgamma(b0 + c) - lgamma(a + b0 + b + c)
+    #               - betaln(a, b0), from three one-dimensional tables
+    grid = np.arange(n_max + 1, dtype=np.float64)
+    la = special.gammaln(a + grid)
+    lb = special.gammaln(b0 + grid)
+    lab = special.gammaln(a + b0 + grid) - grid * math.log(2.0)
+    const = float(special.betaln(a, b0))
+    log_thr = math.log(thr) - 1e-12
+    first_valid = max(min_prompts, 1) - 1  # index of the first prompt allowed to stop
+    rng = np.random.default_rng(seed)
+    stops = np.empty(sims)
+    rejected = np.empty(sims, dtype=bool)
+    block = max(1, 4_000_000 // n_max)
+    done = 0
+    while done < sims:
+        size = min(block, sims - done)
+        u = rng.random((size, n_max))
+        if first_valid >= n_max:  # the monitor may never stop within max_prompts
+            stops[done:done + size] = n_max
+            rejected[done:done + size] = False
+            done += size
+            continue
+        bpath = np.cumsum(u < p10, axis=1)
+        cpath = np.cumsum((u >= p10) & (u < p10 + p01), axis=1)
+        loge = la[bpath] + lb[cpath] - lab[bpath + cpath] - const
+        hit = loge[:, first_valid:] >= log_thr
+        any_hit = hit.any(axis=1)
+        when = np.where(any_hit, np.argmax(hit, axis=1) + first_valid + 1, n_max)
+        stops[done:done + size] = when
+        rejected[done:done + size] = any_hit
+        done += size
+    rate = float(rejected.mean())
+    return MonitorSimulation(
+        rejection_rate=rate, rejection_se=math.sqrt(rate * (1.0 - rate) / sims),
+        expected_prompts=float(stops.mean()),
+        expected_prompts_se=float(stops.std(ddof=1) / math.sqrt(sims)) if sims > 1 else 0.0,
+        median_prompts=float(np.median(stops)), p01=p01, p10=p10, max_prompts=n_max,
+        threshold=thr, min_prompts=int(min_prompts), prior=(a, b0), sims=sims, seed=seed,
+        method=("simulated beta-mixture monitor: stop when E >= threshold after "
+                "min_prompts prompts, capped at max_prompts"))
+

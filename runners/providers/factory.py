@@ -1,0 +1,57 @@
+"""Building a run's driver from its registration, with what ``create(model, params)`` lacks.
+
+The generic factory (:func:`prereg.runners.drivers.base.create_driver`) passes a
+driver its model and params. A provider driver also needs, from the
+registration, ``host.tool_search`` (defer tools and record what the search
+surfaced) and ``host.allow_sampling`` (checked again, defence in depth), and,
+from the run store, the spend already recorded under the digest so that its
+spend holds count against the registered ``budgets.spend_usd``. Every other
+driver is built by the generic factory, unchanged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prereg.runners.drivers.base import Driver, create_driver
+from prereg.runners.providers.prices import PriceTable, load_prices
+from prereg.runners.providers.settings import ProviderSettings
+from prereg.runners.providers.spend import SpendMeter
+from prereg.runners.units import RunPlan
+
+PROVIDER_DRIVERS = ("anthropic", "openai")
+
+
+def spent_so_far(runs: Path, digest: str) -> float:
+    """Measured spend recorded under ``digest`` (0 when there is no store yet)."""
+    from prereg.runners.store import RunStore
+
+    store = RunStore(runs)
+    try:
+        return store.spent_usd(digest)
+    finally:
+        store.close()
+
+
+def create_run_driver(plan: RunPlan, registration: Any, ws: Any, *,
+                      prices: Path | str | None = None,
+                      settings: dict[str, Any] | None = None) -> Driver:
+    """The driver for ``plan``; provider drivers get tool search, sampling rule, spend."""
+    if plan.driver not in PROVIDER_DRIVERS:
+        return create_driver(plan.driver, plan.model, plan.params)
+    host = registration.host
+    chosen = ProviderSettings.from_env(plan.driver, settings or {})
+    if prices is not None:
+        chosen = chosen.with_overrides({"prices_path": str(prices)})
+    table: PriceTable = load_prices(chosen.prices_path)
+    spend = SpendMeter(plan.budgets.spend_usd, spent_so_far(ws.runs, plan.digest))
+    if plan.driver == "anthropic":
+        from prereg.runners.drivers import anthropic as module
+    else:
+        from prereg.runners.drivers import openai as module  # type: ignore[no-redef]
+    driver: Driver = module.create(
+        plan.model, dict(plan.params), tool_search=bool(getattr(host, "tool_search", False)),
+        allow_sampling=bool(getattr(host, "allow_sampling", False)), settings=chosen,
+        spend=spend, prices=table)
+    return driver

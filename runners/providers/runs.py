@@ -1,0 +1,189 @@
+"""``prereg run --dry-run`` (units, requests, a spend bound) and ``prereg run --batch``.
+
+Dry run. Nothing is sent and nothing is written. For the units still missing
+an ``ok`` record it reports the number of requests (at least one per unit, at
+most ``turn_limit``) and an upper bound on spend from the budgets and the price
+table, derived from how the harness stops an episode:
+
+- a unit makes at most ``turn_limit`` requests, each generating at most
+  ``completion_cap`` tokens (reasoning included: both providers count it
+  against ``max_tokens`` / ``max_output_tokens``);
+- the harness stops once the reported tokens of the episode pass
+  ``episode_tokens`` (E), so everything before the last request totals at most
+  E, and the last request adds its prompt and at most the cap;
+- assuming no single prompt is longer than E, a unit's input tokens are at most
+  E (one turn) or 2E, and its output tokens at most
+  ``min(E, (turn_limit - 1) * cap) + cap``;
+- priced at the model's dearest input rate and its output rate, times the
+  batch discount for ``--batch``.
+
+The registered ``spend_usd`` caps what will actually be spent (the
+orchestration starts no unit once it is reached, and the drivers refuse a
+request that could pass it), so the report shows both the bound and the cap.
+
+Batch run: see :mod:`prereg.runners.providers.batch` for the flow; this module
+only ties it to a registration, the run store and the orchestration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from prereg.errors import BadInput
+from prereg.runners.providers.batch import (
+    BatchReport,
+    BatchStatus,
+    mark_collected,
+    prefetch_first_turns,
+)
+from prereg.runners.providers.batch_store import BatchStore
+from prereg.runners.providers.factory import PROVIDER_DRIVERS, create_run_driver, spent_so_far
+from prereg.runners.providers.prices import load_prices, worst_case_usd
+from prereg.runners.providers.settings import ProviderSettings
+
+ASSUMPTION = ("no single request's prompt is longer than the episode token budget "
+              "(budgets.episode_tokens)")
+
+
+def _pending(plan: Any, experiment: Any, runs: Path, max_units: int | None
+             ) -> tuple[int, int, list[Any]]:
+    """(units planned, units with an ok record, the units to run)."""
+    from prereg.runners.store import RunStore
+    from prereg.runners.units import expand_units
+
+    units = expand_units(plan, experiment)
+    store = RunStore(runs)
+    try:
+        done = store.completed_keys(plan.digest)
+    finally:
+        store.close()
+    pending = [u for u in units if u.key not in done]
+    recorded = len(units) - len(pending)
+    if max_units is not None:
+        pending = pending[:max_units]
+    return len(units), recorded, pending
+
+
+def unit_bounds(turn_limit: int | None, completion_cap: int | None,
+                episode_tokens: int | None) -> dict[str, int | None]:
+    """Per-unit maxima of requests, input and output tokens (None: unbounded)."""
+    if turn_limit is None or completion_cap is None or episode_tokens is None:
+        return {"requests": turn_limit, "input_tokens": None, "output_tokens": None}
+    before_output = min(episode_tokens, (turn_limit - 1) * completion_cap)
+    return {"requests": turn_limit,
+            "input_tokens": episode_tokens * (1 if turn_limit == 1 else 2),
+            "output_tokens": before_output + completion_cap}
+
+
+def estimate_run(ws: Any, registration_id: str, *, batch: bool = False,
+                 max_units: int | None = None, prices: Path | str | None = None
+                 ) -> dict[str, Any]:
+    """The dry-run report (see the module docstring); sends and writes nothing."""
+    from prereg.runners.api import prepare
+
+    _, entry, plan, experiment = prepare(ws, registration_id)
+    planned, recorded, pending = _pending(plan, experiment, ws.runs, max_units)
+    b = plan.budgets
+    bounds = unit_bounds(b.turn_limit, b.completion_cap, b.episode_tokens)
+    n = len(pending)
+    batch = batch or plan.batch
+    out: dict[str, Any] = {
+        "registration_id": plan.registration_id, "registration_digest": plan.digest,
+        "driver": plan.driver, "model": plan.model, "batch": batch,
+        "tool_search": bool(getattr(entry.registration.host, "tool_search", False)),
+        "units_planned": planned, "units_recorded": recorded,
+        "units_to_run": n,
+        "requests": {"min": n, "max": None if bounds["requests"] is None
+                     else n * bounds["requests"]},
+        "per_unit_max": bounds, "budgets": {
+            "completion_cap": b.completion_cap, "episode_tokens": b.episode_tokens,
+            "call_limit": b.call_limit, "turn_limit": b.turn_limit, "spend_usd": b.spend_usd},
+        "price_table": None, "price": None, "spend_upper_bound_usd": None,
+        "spent_usd": spent_so_far(ws.runs, plan.digest), "spend_cap_usd": b.spend_usd,
+        "assumptions": [ASSUMPTION], "notes": []}
+    if plan.driver not in PROVIDER_DRIVERS:
+        out["spend_upper_bound_usd"] = 0.0
+        out["notes"].append(f"driver '{plan.driver}' makes no paid requests (cost null)")
+        return out
+    settings = ProviderSettings.from_env(plan.driver)
+    table = load_prices(prices if prices is not None else settings.prices_path)
+    out["price_table"] = {"version": table.version, "date": table.date, "origin": table.origin}
+    price = table.price(plan.driver, plan.model)
+    if price is None:
+        out["notes"].append(f"model '{plan.model}' is not in the price table: no spend bound "
+                            "(add it with --prices FILE)")
+        return out
+    out["price"] = price.model_dump()
+    discount = table.batch_discount(plan.driver) if batch else 1.0
+    if bounds["input_tokens"] is None or bounds["output_tokens"] is None:
+        out["notes"].append("a budget is unlimited: no spend bound")
+        return out
+    per_unit = worst_case_usd(price, bounds["input_tokens"], bounds["output_tokens"],
+                              discount=discount)
+    out["per_unit_max"] = {**bounds, "usd": round(per_unit, 6)}
+    out["spend_upper_bound_usd"] = round(per_unit * n, 6)
+    if b.spend_usd is not None:
+        remaining = max(b.spend_usd - out["spent_usd"], 0.0)
+        out["notes"].append(f"the registered spend cap leaves ${remaining:.4f}; the run stops "
+                            "there whatever the bound")
+    return out
+
+
+def run_batched(ws: Any, registration_id: str, *, concurrency: int = 4,
+                max_units: int | None = None, progress: Any = None,
+                on_poll: Callable[[BatchStatus], None] | None = None,
+                prices: Path | str | None = None) -> tuple[Any, BatchReport]:
+    """Run a single-turn registration's missing units through the provider's batch API."""
+    from prereg.runners.api import LOCKED_SPLIT, prepare
+    from prereg.runners.harness import Harness
+    from prereg.runners.orchestrate import run_plan
+    from prereg.runners.store import RunStore
+
+    if concurrency < 1:
+        raise BadInput("--concurrency must be at least 1", field="concurrency")
+    registry, entry, plan, experiment = prepare(ws, registration_id)
+    if plan.driver not in PROVIDER_DRIVERS:
+        raise BadInput(f"--batch needs an anthropic or openai host (this registration's "
+                       f"driver is '{plan.driver}')", field="host.driver")
+    if plan.budgets.turn_limit != 1:
+        raise BadInput("--batch runs single-turn units only (selection runs): register "
+                       f"budgets.turn_limit: 1 (this registration has "
+                       f"{plan.budgets.turn_limit})", field="budgets.turn_limit")
+    plan = replace(plan, batch=True)
+    driver: Any = create_run_driver(plan, entry.registration, ws, prices=prices)
+    _, _, pending = _pending(plan, experiment, ws.runs, max_units)
+    if plan.split == LOCKED_SPLIT:
+        registry.claim_locked_split(entry)
+    harness = Harness(experiment, plan.budgets, plan.model, dict(plan.params), plan.rotations)
+    episodes = [(u.key, harness.episode_for(u, driver, harness.offered(u))) for u in pending]
+    store = RunStore(ws.runs)
+    batches = BatchStore(ws.runs)
+
+    async def main() -> tuple[Any, BatchReport, int]:
+        try:
+            report = BatchReport()
+            if episodes:
+                report = await prefetch_first_turns(driver, episodes, digest=plan.digest,
+                                                    batches=batches, progress=on_poll)
+            summary = await run_plan(plan, experiment, store, driver,
+                                     concurrency=concurrency, max_units=max_units,
+                                     progress=progress)
+            return summary, report, driver.primed_count()
+        finally:
+            await driver.aclose()
+
+    try:
+        summary, report, unused = asyncio.run(main())
+        if unused == 0:
+            # every result was turned into a record: the batches are done with. Otherwise
+            # (a spend cap stopped the run, say) they stay open and the next run re-reads
+            # them instead of paying again.
+            mark_collected(batches, report)
+        return summary, report
+    finally:
+        store.close()
+        batches.close()

@@ -138,10 +138,28 @@ def check_runs(entry: Entry, observations: Sequence[Obs], planned: Sequence[Unit
             details=[unit_label(u) for u in doubled[:MAX_NAMED]])
 
 
+_EXPERIMENTS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+
+
+def frozen_experiment(registry: Registry, entry: Entry) -> Any:
+    """The registration's frozen experiment, cached in-process by its files' digests.
+
+    The key is content-addressed (every file's sha256), so a cached experiment is
+    exactly what the registry would load again; parsing the YAML is the slow part
+    of an analysis, and tests and ``compare`` load the same experiment often.
+    """
+    key = (entry.experiment, tuple(sorted(entry.files.items())))
+    if key not in _EXPERIMENTS:
+        if len(_EXPERIMENTS) >= 16:
+            _EXPERIMENTS.pop(next(iter(_EXPERIMENTS)))
+        _EXPERIMENTS[key] = registry.load_experiment(entry)
+    return _EXPERIMENTS[key]
+
+
 def load_runs(ws: Workspace, registry: Registry, entry: Entry,
               records: Sequence[Any] | None = None) -> LoadedRuns:
     """Load and check the runs of ``entry`` (``records`` overrides the store, for tests)."""
-    experiment = registry.load_experiment(entry)
+    experiment = frozen_experiment(registry, entry)
     tasks = tuple(experiment.tasks_in_split(entry.registration.split))
     surfaces = {arm.id: experiment.surfaces.get(arm.surface)
                 for arm in entry.registration.arms}

@@ -124,8 +124,11 @@ def register(app: typer.Typer) -> None:
         emit(data, as_json, human)
 
 
-def _run_local(ws: Workspace, reg_id: str, quiet: bool) -> Any:
-    """Run every unit of the registration with the runners' orchestration."""
-    from prereg.runners.run import run_registration
+def _run_local(ws: Workspace, reg_id: str, quiet: bool) -> dict[str, Any]:
+    """Run (or resume) every unit of the registration with the runners' orchestration."""
+    from prereg.runners.api import run_registration
+    from prereg.runners.progress import RichProgress
 
-    return run_registration(ws, reg_id, progress=not quiet)
+    progress = None if quiet else RichProgress(reg_id)
+    summary = run_registration(ws, reg_id, concurrency=8, progress=progress)
+    return dict(summary.to_json())

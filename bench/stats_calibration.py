@@ -1,0 +1,196 @@
+"""Long calibration of prereg.stats: type I error, coverage and FDR by exact computation
+and simulation. Prints tables; no assertions (the fast versions live in tests/stats).
+
+    python bench/stats_calibration.py [--reps 1000] [--quick]
+
+1. Exact McNemar: exact type I error over a grid of pairs and discordance rates.
+2. Beta-mixture monitor (threshold 20 after 40 prompts): exact type I error under
+   continuous monitoring by dynamic programming, and simulated power and expected
+   prompts to stop under alternatives.
+3. Paired bootstrap coverage on clustered binary data with a between-run component:
+   two-level (corrected, default), two-level (raw pigeonhole) and prompt-only.
+4. TOST: rejection rate on the equivalence margin (the null boundary), Tango and t.
+5. BH and e-BH: false discovery rate under independence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+from scipy import stats as sps
+from scipy.special import expit, gammaln
+
+import prereg.stats as ps
+
+
+def mcnemar_table() -> None:
+    print("1. exact McNemar, exact type I error (nominal alpha in brackets)")
+    print(f"{'pairs':>6} {'psi':>5} {'[0.05]':>8} {'[0.10]':>8}")
+    cache: dict[tuple[int, float], np.ndarray] = {}
+    for n in (24, 58, 100, 200, 400):
+        for psi in (0.05, 0.2, 0.5):
+            row = []
+            for alpha in (0.05, 0.10):
+                total = 0.0
+                for m in range(n + 1):
+                    pm = float(sps.binom.pmf(m, n, psi))
+                    if pm < 1e-14:
+                        continue
+                    key = (m, alpha)
+                    if key not in cache:
+                        ks = np.arange(m + 1)
+                        rej = np.array([ps.mcnemar_exact(int(k), int(m - k)).pvalue <= alpha
+                                        for k in ks])
+                        cache[key] = sps.binom.pmf(ks, m, 0.5) * rej
+                    total += pm * float(cache[key].sum())
+                row.append(total)
+            print(f"{n:>6} {psi:>5.2f} {row[0]:>8.4f} {row[1]:>8.4f}")
+    print()
+
+
+def _monitor_dp(p01: float, p10: float, n_max: int, thr: float, min_prompts: int,
+                ) -> tuple[float, float]:
+    size = n_max + 1
+    grid = np.arange(size, dtype=float)
+    loge = (grid[:, None] + grid[None, :]) * math.log(2) + gammaln(1 + grid)[:, None] \
+        + gammaln(1 + grid)[None, :] - gammaln(2 + grid[:, None] + grid[None, :])
+    crossed = loge >= math.log(thr) - 1e-12
+    prob = np.zeros((size, size))
+    prob[0, 0] = 1.0
+    stopped = expected = 0.0
+    for t in range(1, n_max + 1):
+        expected += prob.sum()
+        new = prob * (1 - p01 - p10)
+        new[1:, :] += prob[:-1, :] * p10
+        new[:, 1:] += prob[:, :-1] * p01
+        if t >= min_prompts:
+            stopped += float(new[crossed].sum())
+            new[crossed] = 0.0
+        prob = new
+    return stopped, expected
+
+
+def monitor_table(quick: bool) -> None:
+    print("2. beta-mixture monitor, E >= 20 after >= 40 prompts, uniform prior")
+    print("   exact type I error under continuous monitoring (bound 1/20 = 0.05)")
+    print(f"{'horizon':>8} {'psi':>5} {'type I':>8} {'E[prompts]':>11}")
+    horizons = (200, 500) if quick else (200, 500, 1000)
+    for n_max in horizons:
+        for psi in (0.05, 0.2, 0.5, 1.0):
+            stop, expected = _monitor_dp(psi / 2, psi / 2, n_max, 20.0, 40)
+            print(f"{n_max:>8} {psi:>5.2f} {stop:>8.4f} {expected:>11.1f}")
+    print("   simulated power and expected prompts to stop (10,000 streams, horizon 500)")
+    print(f"{'p01':>6} {'p10':>6} {'stop rate':>10} {'E[prompts]':>11} {'median':>7}")
+    for p01, p10 in [(0.10, 0.10), (0.10, 0.15), (0.10, 0.20), (0.05, 0.20), (0.0, 0.10)]:
+        sim = ps.simulate_sequential_monitor(p01, p10, 500, sims=10_000, seed=1)
+        print(f"{p01:>6.2f} {p10:>6.2f} {sim.rejection_rate:>10.4f} "
+              f"{sim.expected_prompts:>11.1f} {sim.median_prompts:>7.0f}")
+    print()
+
+
+def _clustered(rng: np.random.Generator, p: int, r: int, sigma_run: float,
+               ) -> tuple[np.ndarray, np.ndarray]:
+    alpha = -0.3 + 2.5 * rng.standard_normal(p)
+    uc = sigma_run * rng.standard_normal(r)
+    ut = sigma_run * rng.standard_normal(r)
+    yc = rng.random((p, r)) < expit(alpha[:, None] + uc[None, :])
+    yt = rng.random((p, r)) < expit(alpha[:, None] + 0.5 + ut[None, :])
+    return yc.astype(float).ravel(), yt.astype(float).ravel()
+
+
+def bootstrap_table(reps: int, quick: bool) -> None:
+    print("3. paired bootstrap, nominal 95% coverage; binary outcomes, logit = prompt effect")
+    print("   (SD 2.5) + run effect (SD sigma_run) + 0.5 for treatment; "
+          f"{reps} data sets, 1000 draws each")
+    print(f"{'prompts':>7} {'runs':>4} {'sd_run':>6} {'truth':>7} | {'corrected':>9} "
+          f"{'width':>6} | {'raw':>6} {'width':>6} | {'prompts':>7} {'width':>6}")
+    designs = [(60, 2, 0.3), (60, 3, 0.3), (60, 4, 0.0), (60, 4, 0.3), (60, 6, 0.5),
+               (200, 3, 0.2), (100, 8, 0.5)]
+    if quick:
+        designs = designs[2:5]
+    big = np.random.default_rng(99)
+    a = -0.3 + 2.5 * big.standard_normal(2_000_000)
+    for p, r, sr in designs:
+        truth = float(np.mean(expit(a + 0.5 + sr * big.standard_normal(a.size))
+                              - expit(a + sr * big.standard_normal(a.size))))
+        rng = np.random.default_rng(1000 * p + 10 * r + int(100 * sr))
+        prompts = np.repeat(np.arange(p), r)
+        runs = np.tile(np.arange(r), p)
+        cover = np.zeros(3)
+        width = np.zeros(3)
+        for k in range(reps):
+            yc, yt = _clustered(rng, p, r, sr)
+            results = [
+                ps.paired_bootstrap(yc, yt, prompts, runs, runs, draws=1000, seed=k),
+                ps.paired_bootstrap(yc, yt, prompts, runs, runs, draws=1000, seed=k,
+                                    run_resampling="raw"),
+                ps.paired_bootstrap(yc, yt, prompts, draws=1000, seed=k),
+            ]
+            for j, res in enumerate(results):
+                cover[j] += res.low <= truth <= res.high
+                width[j] += res.high - res.low
+        cover /= reps
+        width /= reps
+        print(f"{p:>7} {r:>4} {sr:>6.2f} {truth:>7.4f} | {cover[0]:>9.3f} {width[0]:>6.3f} | "
+              f"{cover[1]:>6.3f} {width[1]:>6.3f} | {cover[2]:>7.3f} {width[2]:>6.3f}")
+    print(f"   (Monte Carlo SE of a coverage near 0.95: {math.sqrt(0.95 * 0.05 / reps):.3f})\n")
+
+
+def tost_table(reps: int) -> None:
+    print("4. TOST at alpha = 0.05: rejection rate with the true difference on the margin")
+    print(f"{'method':>6} {'n':>5} {'margin':>6} {'rate':>7}")
+    rng = np.random.default_rng(4)
+    for n, margin, q21 in [(50, 0.1, 0.05), (200, 0.1, 0.1), (200, 0.05, 0.02),
+                           (800, 0.05, 0.1)]:
+        q12 = q21 + margin
+        rej = 0
+        for _ in range(reps):
+            u = rng.random(n)
+            d = np.where(u < q12, 1.0, np.where(u < q12 + q21, -1.0, 0.0))
+            rej += ps.tost_paired(d, margin).equivalent
+        print(f"{'tango':>6} {n:>5} {margin:>6.2f} {rej / reps:>7.4f}")
+    for n in (10, 30, 100):
+        rej = 0
+        for _ in range(reps):
+            d = rng.normal(0.2, 1.0, n)
+            rej += ps.tost_paired(d, 0.2, method="t").equivalent
+        print(f"{'t':>6} {n:>5} {0.2:>6.2f} {rej / reps:>7.4f}")
+    print()
+
+
+def fdr_table(reps: int) -> None:
+    print("5. false discovery rate at q = 0.10, 40 hypotheses, 10 non-null (shift 3 SD)")
+    rng = np.random.default_rng(5)
+    fdp_bh, fdp_ebh, power_bh, power_ebh = [], [], [], []
+    for _ in range(reps):
+        x = rng.normal(size=40)
+        x[:10] += 3.0
+        p = sps.norm.sf(x)
+        e = np.exp(3.0 * x - 4.5)  # likelihood ratio N(3, 1) : N(0, 1), mean 1 under H0
+        for rej, fdp, power in [(ps.benjamini_hochberg(p, 0.1).reject, fdp_bh, power_bh),
+                                (ps.e_bh(e, 0.1).reject, fdp_ebh, power_ebh)]:
+            fdp.append(rej[10:].sum() / max(1, rej.sum()))
+            power.append(rej[:10].mean())
+    print(f"   BH   FDR {np.mean(fdp_bh):.4f}  power {np.mean(power_bh):.3f}")
+    print(f"   e-BH FDR {np.mean(fdp_ebh):.4f}  power {np.mean(power_ebh):.3f}\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="prereg.stats calibration")
+    parser.add_argument("--reps", type=int, default=1000)
+    parser.add_argument("--quick", action="store_true", help="fewer designs and horizons")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    mcnemar_table()
+    monitor_table(args.quick)
+    bootstrap_table(args.reps, args.quick)
+    tost_table(args.reps)
+    fdr_table(args.reps)
+    print(f"total {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from prereg import stats
+from prereg.reports.model import Provenance
 from prereg.reports.observations import STAGES, Obs
+from prereg.reports.pairs import runset
 
 
 def funnel(observations: Sequence[Obs], arm: str) -> dict[str, Any] | None:
@@ -90,10 +92,16 @@ def terminal(observations: Sequence[Obs], arm: str) -> dict[str, Any]:
 
 def exploratory_block(observations: Sequence[Obs], arms: Sequence[str], reasons: Sequence[str]
                       ) -> dict[str, Any]:
+    units = [o.unit for o in observations if o.arm in arms]
     return {
         "note": ("Not registered: descriptive, computed after the fact, and never an input "
                  "to the verdict."),
         "report_labelled_exploratory_because": list(reasons),
+        "provenance": Provenance(
+            function="counts over run records (prereg.reports.exploratory); loss shares by "
+                     "prereg.stats.loss_shares", registration_field=None,
+            runs=runset(units, "status ok; every arm; funnel over positive tasks, "
+                               "negatives over negative tasks")).model_dump(mode="json"),
         "funnel": {arm: funnel(observations, arm) for arm in arms},
         "negatives": {arm: negatives(observations, arm) for arm in arms},
         "selection_rate": {arm: selection(observations, arm) for arm in arms},

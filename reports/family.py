@@ -58,7 +58,9 @@ def _mean_runs(runs: dict[str, dict[int, bool]]) -> float | None:
 
 def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float
                 ) -> list[IntentRow]:
+    """One row per intent; registered when the multiplicity family is per-intent."""
     agg = reg.primary.aggregate if reg.primary.aggregate in BINARY_AGGREGATES else "majority"
+    registered = reg.multiplicity is not None and reg.multiplicity.family == "per-intent"
     rows = []
     for intent in intents_in_order(pairs):
         sub = pairs.subset(_tasks_of(pairs, intent))
@@ -73,11 +75,17 @@ def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float
             interval = Interval(low=float(res.low), high=float(res.high), level=level,
                                 method=res.method)
         b, c = sub.discordant(agg)
-        rows.append(IntentRow(intent=intent, tasks=sub.n,
-                              control_rate=_mean_runs(sub.control_runs),
-                              treatment_rate=_mean_runs(sub.treatment_runs),
-                              difference=difference, interval=interval,
-                              discordant=Discordant(b=b, c=c, n=b + c)))
+        rows.append(IntentRow(
+            intent=intent, tasks=sub.n, control_rate=_mean_runs(sub.control_runs),
+            treatment_rate=_mean_runs(sub.treatment_runs), difference=difference,
+            interval=interval, discordant=Discordant(b=b, c=c, n=b + c),
+            provenance=Provenance(
+                function="prereg.stats.paired_bootstrap",
+                parameters={"draws": 10_000, "level": level, "seed": seed,
+                            "runs": "repeat index of each arm",
+                            "discordant": f"per task, repeats aggregated by '{agg}'"},
+                registration_field="multiplicity" if registered else None,
+                runs=sub.runset())))
     return rows
 
 

@@ -135,6 +135,7 @@ class IntentRow(Model):
     difference: float | None
     interval: Interval | None
     discordant: Discordant | None
+    provenance: Provenance
 
 
 class StoppingReport(Model):

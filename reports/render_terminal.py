@@ -13,7 +13,13 @@ from rich.table import Table
 from rich.text import Text
 
 from prereg.reports.model import Report
-from prereg.reports.text import EXPLORATORY_BANNER, headline, interval, pct, primary_line
+from prereg.reports.text import EXPLORATORY_BANNER, headline, pct, primary_line
+
+
+def _span(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "null"
+    return f"{100 * low:.1f}-{100 * high:.1f}%"
 
 
 def render(report: Report, console: Console, where: str | None = None) -> None:
@@ -24,11 +30,13 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
     if r.mode == "exploratory":
         console.print(Text(EXPLORATORY_BANNER + " (" + "; ".join(r.exploratory_reasons) + ")",
                            style="bold yellow"))
-    table = Table("arm", "surface", "runs ok", "infra", "successes", "rate", "interval",
-                  "DEFF", title=Text(f"outcome: {r.outcome}"))
+    level = f" ({r.arms[0].interval.level:.0%})" if r.arms else ""
+    table = Table("arm", "surface", "ok", "infra", "successes", "rate", "interval", "DEFF",
+                  title=Text(f"outcome: {r.outcome}; Jeffreys intervals{level} deflated by DEFF"))
     for a in r.arms:
         table.add_row(Text(a.id), Text(a.surface), str(a.runs_ok), str(a.infra_errors),
-                      f"{a.successes}/{a.measured}", pct(a.rate), interval(a.interval, "pct"),
+                      f"{a.successes}/{a.measured}", pct(a.rate),
+                      _span(a.interval.low, a.interval.high),
                       f"{a.design_effect:.2f}")
     console.print(table)
     console.print(Text(primary_line(r)))

@@ -14,7 +14,7 @@ from prereg.stats.results import BootstrapResult
 __all__ = ["paired_bootstrap"]
 
 #: draws are generated in blocks of about this many prompt indices (bounds memory)
-_BLOCK_CELLS = 2_000_000
+_BLOCK_CELLS = 1_000_000
 
 
 def _codes(labels: Any, n: int, name: str) -> tuple[NDArray[np.intp], int]:

@@ -111,7 +111,7 @@ def e_bh(evalues: Any, q: float = 0.10) -> MultipleTestResult:
     ok = es >= m / (rank * q)
     k = int(np.nonzero(ok)[0].max()) + 1 if ok.any() else 0
     reject_sorted = rank <= k
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         inv = np.minimum(1.0 / es, 1.0)
     adj_sorted = np.minimum(np.minimum.accumulate((inv * m / rank)[::-1])[::-1], 1.0)
     reject = np.empty(m, bool)

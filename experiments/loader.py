@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
+import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from prereg.errors import BadInput
 from prereg.experiments.models import (
@@ -49,12 +50,23 @@ M = TypeVar("M", bound=BaseModel)
 ENTRY = "experiment.yaml"
 
 
-@dataclass(frozen=True)
 class Doc:
-    """A parsed file, for errors that point at a node of it."""
+    """A parsed file, for errors that point at a node of it.
 
-    path: str
-    located: Located
+    The fast C parser reads the data; node positions (the slower pure-Python
+    composer of :mod:`prereg.yamlio`) are computed only when an error needs them.
+    """
+
+    def __init__(self, path: str, raw: bytes) -> None:
+        self.path = path
+        self.raw = raw
+        self._located: Located | None = None
+
+    @property
+    def located(self) -> Located:
+        if self._located is None:
+            self._located = parse_yaml(self.raw, self.path)
+        return self._located
 
     def where(self, loc: Sequence[int | str]) -> str:
         pos = self.located.line_of(loc)
@@ -144,17 +156,32 @@ def _read(read: Reader, rel: str, site: tuple[Doc, Sequence[int | str]] | None) 
         raise doc.fail(loc, f"referenced path '{rel}' is a directory, not a file") from None
 
 
+def _fast_parse(raw: bytes, rel: str) -> Any:
+    """YAML data via libyaml when available; any problem is re-parsed for a precise error."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(raw.decode("utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return parse_yaml(raw, rel).data  # raises BadInput with file:line:col
+
+
 def _load(read: Reader, rel: str, model: type[M],
           site: tuple[Doc, Sequence[int | str]] | None) -> tuple[M, Doc]:
     if site is not None:
         _check_relpath(site[0], site[1], rel)
-    located = parse_yaml(_read(read, rel, site), rel)
-    if located.data is None:
+    raw = _read(read, rel, site)
+    data = _fast_parse(raw, rel)
+    if data is None:
         raise BadInput("the file is empty; expected a YAML mapping", file=rel)
-    if not isinstance(located.data, dict):
+    if not isinstance(data, dict):
         raise BadInput(f"expected a YAML mapping at the top level, got "
-                       f"{type(located.data).__name__}", file=rel)
-    return validate(model, located.data, located), Doc(rel, located)
+                       f"{type(data).__name__}", file=rel)
+    doc = Doc(rel, raw)
+    try:
+        return model.model_validate(data), doc
+    except ValidationError:
+        located = doc.located
+        return validate(model, located.data, located), doc
 
 
 def folder_reader(folder: Path) -> Reader:

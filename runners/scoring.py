@@ -85,7 +85,7 @@ def obligations(unit: RunUnit, result: EpisodeResult, v: Verdicts) -> list[tuple
     if task.polarity == "negative":
         out.append(("no_tool", not result.calls))
     if task.solution.steps:
-        out.append(("tool_use", any(c.ok for c in result.calls)))
+        out.append(("tool_use", bool(result.calls)))
     for name in ("prohibited_operations", "confirmation", "no_mutation", "final_state",
                  "answer"):
         verdict = getattr(v, name)

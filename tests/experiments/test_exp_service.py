@@ -1,0 +1,115 @@
+"""The stateful service: typed operations, reads never mutate, confirmations enforced."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prereg.experiments import load_experiment
+from prereg.experiments.loader import folder_reader
+from prereg.experiments.models import ServiceFile
+from prereg.experiments.service import OperationError, ServiceStore
+from prereg.experiments.surfaces import execute_tool
+
+BUNDLED = Path(__file__).resolve().parents[2] / "experiments" / "bundled"
+
+
+@pytest.fixture
+def store() -> ServiceStore:
+    data = yaml.safe_load((BUNDLED / "music-library" / "service.yaml").read_text())
+    return ServiceStore(ServiceFile.model_validate(data))
+
+
+def test_reads_return_copies_and_never_mutate(store: ServiceStore) -> None:
+    before = copy.deepcopy(store.state)
+    found = store.call("search_tracks", {"query": "Lumen Drift"})
+    found["items"][0]["title"] = "changed by the caller"
+    playlist = store.call("get_playlist", {"playlist_id": "pl-001"})
+    playlist["track_ids"].append("trk-999")
+    store.call("search_albums", {})
+    store.call("list_playlists", {"name": "road"})
+    assert store.state == before
+    assert all(not e.mutated for e in store.log)
+
+
+def test_search_ranks_by_matched_words(store: ServiceStore) -> None:
+    result = store.call("search_tracks", {"query": "paper moon"})
+    titles = [t["title"] for t in result["items"]]
+    # "Paper Moon Radio" matches both words; "Paper Kites" and "Copper Moon" one each
+    assert titles[0] == "Paper Moon Radio"
+    assert set(titles[1:]) == {"Paper Kites", "Copper Moon"}
+    assert result["count"] == 3
+    jazz = store.call("search_tracks", {"query": "jazz", "genre": "jazz"})
+    assert {t["id"] for t in jazz["items"]} == {"trk-008", "trk-009", "trk-010"}
+
+
+def test_get_expands_references(store: ServiceStore) -> None:
+    album = store.call("get_album", {"album_id": "alb-004"})
+    assert [t["title"] for t in album["tracks"]] == ["Ferryman's Daughter", "Woodsmoke Letters",
+                                                     "Barley Fields"]
+
+
+def test_create_update_append_remove(store: ServiceStore) -> None:
+    created = store.call("create_playlist", {"name": "Focus Flow"})
+    assert created == {"id": "pl-006", "name": "Focus Flow", "description": None,
+                       "track_ids": []}
+    store.call("add_track_to_playlist", {"playlist_id": "pl-006", "track_id": "trk-002"})
+    with pytest.raises(OperationError, match="already"):
+        store.call("add_track_to_playlist", {"playlist_id": "pl-006", "track_id": "trk-002"})
+    store.call("remove_track_from_playlist", {"playlist_id": "pl-001", "track_id": "trk-005"})
+    assert store.state["playlists"]["pl-001"]["track_ids"] == ["trk-001", "trk-017", "trk-024"]
+    store.call("rate_track", {"track_id": "trk-021", "rating": 5})
+    assert store.state["tracks"]["trk-021"]["rating"] == 5
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"track_id": "trk-021", "rating": 6}, "<= 5"),
+    ({"track_id": "trk-021", "rating": "5"}, "type integer"),
+    ({"track_id": "trk-999", "rating": 3}, "no tracks record"),
+    ({"track_id": "trk-021"}, "missing required parameter 'rating'"),
+    ({"track_id": "trk-021", "rating": 3, "stars": 3}, "unknown parameter 'stars'"),
+])
+def test_typed_parameters(store: ServiceStore, args: dict[str, object], message: str) -> None:
+    before = copy.deepcopy(store.state)
+    with pytest.raises(OperationError, match=message):
+        store.call("rate_track", args)
+    assert store.state == before
+    assert store.log[-1].ok is False
+
+
+def test_destructive_operations_need_the_exact_name(store: ServiceStore) -> None:
+    for confirm in (None, "old favourites", "Road Trip", True):
+        args = {"playlist_id": "pl-004"}
+        if confirm is not None:
+            args["confirm"] = confirm  # type: ignore[assignment]
+        with pytest.raises(OperationError):
+            store.call("delete_playlist", args)
+        assert "pl-004" in store.state["playlists"]
+    assert [e.confirmed for e in store.log] == [False, False, False, False]
+    store.call("delete_playlist", {"playlist_id": "pl-004", "confirm": "Old Favourites"})
+    assert "pl-004" not in store.state["playlists"]
+    assert store.log[-1].confirmed is True and store.log[-1].destructive
+
+
+def test_clear_keeps_the_playlist(store: ServiceStore) -> None:
+    store.call("clear_playlist", {"playlist_id": "pl-003", "confirm": "Gym Mix"})
+    assert store.state["playlists"]["pl-003"] == {"id": "pl-003", "name": "Gym Mix",
+                                                  "description": "Loud and fast",
+                                                  "track_ids": []}
+
+
+def test_composite_tool_is_all_or_nothing() -> None:
+    exp = load_experiment(folder_reader(BUNDLED / "music-library"), "music-library")
+    store = ServiceStore(exp.service)
+    tool = exp.surfaces["semantic"].tool("new_playlist_with_song")
+    assert tool is not None and tool.operations == ("create_playlist", "search_tracks",
+                                                    "add_track_to_playlist")
+    before = copy.deepcopy(store.state)
+    with pytest.raises(OperationError, match="out of range"):
+        execute_tool(tool, {"title": "X", "song": "no such words zzz"}, store)
+    assert store.state == before  # the created playlist was rolled back
+    result = execute_tool(tool, {"title": "Late Night Drive", "song": "Midnight Arcade"}, store)
+    assert result["name"] == "Late Night Drive" and result["track_ids"] == ["trk-002"]

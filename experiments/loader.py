@@ -13,7 +13,6 @@ column, and the field, for both schema errors (pydantic, via
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -581,10 +580,3 @@ def _assign_splits(spec: ExperimentFile, entry: Doc, tasks: Sequence[Task]) -> d
         raise entry.fail(("splits", "assign"), f"clusters not assigned to any split: "
                                                f"{', '.join(missing[:5])}")
     return out
-
-
-def tasks_by_cluster(tasks: Sequence[Task]) -> dict[str, list[Task]]:
-    out: dict[str, list[Task]] = defaultdict(list)
-    for task in tasks:
-        out[task.cluster].append(task)
-    return dict(out)

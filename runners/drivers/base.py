@@ -32,7 +32,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from prereg.experiments.models import StepRef
@@ -212,15 +212,6 @@ def resolve_recorded(arguments: Mapping[str, Any], results: Sequence[Any]) -> di
         out[key] = lookup(results[value.step], value.path) if isinstance(value, StepRef) \
             else value
     return out
-
-
-@dataclass
-class DriverSpec:
-    """A driver name and its settings, as a registration's ``host`` gives them."""
-
-    driver: str
-    model: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 def create_driver(name: str, model: str | None, params: Mapping[str, Any]) -> Driver:

@@ -397,18 +397,19 @@ class _Episode:
                 chosen = chosen or record["record"]
             elif "confirm" in name:
                 continue
-            elif kind == "integer" or kind == "number":
-                value = self._number(spec)
-                if value is not None:
-                    args[name] = value
-            elif kind == "string":
-                string_params.append(name)
             elif "enum" in spec:
                 for option in spec["enum"]:
                     if str(option).lower() in self.ep.prompt.lower():
                         args[name] = option
-        for name, value in self._assign_strings(tool, string_params, used, taken).items():
-            args[name] = value
+                        break
+            elif kind == "integer" or kind == "number":
+                number = self._number(spec)
+                if number is not None:
+                    args[name] = number
+            elif kind == "string":
+                string_params.append(name)
+        for name, text in self._assign_strings(tool, string_params, used, taken).items():
+            args[name] = text
         for name in order:
             if "confirm" in name and chosen is not None:
                 for key in ("name", "title"):

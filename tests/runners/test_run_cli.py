@@ -196,3 +196,30 @@ def test_locked_split_is_claimed_once(ws: Path, cli: Any) -> None:
     late = cli("-w", ws, "register", _second_confirmatory(ws, "music-library-confirmatory-c"),
                "--json")
     assert late.code == 4 and "music-library-confirmatory" in late.stderr
+
+
+def test_a_not_runnable_registration_is_refused(ws: Path, cli: Any) -> None:
+    text = (ws / PILOT).read_text().replace("id: music-library-pilot", "id: too-small")
+    draft = ws / "drafts" / "too-small.yaml"
+    draft.write_text(text + "plan: {mde: 0.02, power: 0.9, sigma_d: 0.5}\n")
+    assert register(cli, ws, draft)["runnable"] is False
+    result = run(cli, ws, "too-small", "--json")
+    assert result.code == 4 and "not runnable" in result.stderr
+    assert RunStore(ws / "runs").records() == []
+
+
+def test_exploratory_work_never_touches_the_locked_split(monkeypatch: pytest.MonkeyPatch,
+                                                          ws: Path) -> None:
+    # the registry already refuses such a registration; the runner checks again on its own
+    from types import SimpleNamespace
+
+    from prereg.errors import ProtocolRefusal
+    from prereg.runners import api
+    from prereg.workspace import Workspace
+
+    entry = SimpleNamespace(id="sneaky", runnable=True, digest="sha256:" + "0" * 64,
+                            registration=SimpleNamespace(kind="exploratory", split="test",
+                                                         experiment="music-library"))
+    monkeypatch.setattr(api, "_registry", lambda _ws: SimpleNamespace(get=lambda _id: entry))
+    with pytest.raises(ProtocolRefusal, match="locked test split"):
+        api.prepare(Workspace(ws), "sneaky")

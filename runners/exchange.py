@@ -70,7 +70,7 @@ def from_row(row: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"tokens": {}, "funnel": {}, "oracles": {}}
     for column, text in row.items():
         value: Any
-        if text == "" and column not in ("error",) and column not in _JSON:
+        if text == "" and column not in _JSON:
             value = None
         elif column in _BOOL:
             if text not in ("true", "false"):
@@ -84,8 +84,6 @@ def from_row(row: dict[str, str]) -> dict[str, Any]:
             value = json.loads(text) if text else []
         else:
             value = text
-        if column in _NULLABLE_STR and text == "":
-            value = None
         if column.startswith("tokens_"):
             out["tokens"][column.removeprefix("tokens_")] = value
         elif column in ("surfaced", "selected", "invoked", "executed", "completed"):

@@ -111,3 +111,31 @@ def test_record_invariants(make_record: Callable[..., RunRecord]) -> None:
         make_record(registration_digest="sha256:abc")
     # null parents are allowed (a stage the host does not report)
     make_record(funnel={"surfaced": None, "selected": True, "invoked": True})
+
+
+def test_two_writers_cannot_both_complete_a_unit(tmp_path: Path,
+                                                 make_record: Callable[..., RunRecord]) -> None:
+    # two processes running the same registration share the file; the database decides
+    first, second = RunStore(tmp_path), RunStore(tmp_path)
+    first.append(make_record())
+    with pytest.raises(DuplicateRecord):
+        second.append(make_record())
+    assert len(RunStore(tmp_path).records()) == 1
+
+
+def test_csv_round_trip_of_every_field_kind(make_record: Callable[..., RunRecord]) -> None:
+    from prereg.runners.exchange import from_row, to_row
+
+    rec = make_record(driver="anthropic", evidence_class="api", model_requested="m",
+                      model_returned="m-2", latency_ms=12.5, cost_usd=0.003,
+                      tokens={"input": 10, "output": 3, "reasoning": None, "cached": 0},
+                      funnel={"surfaced": None, "selected": True, "invoked": False,
+                              "executed": False, "completed": False},
+                      success=False, terminal_flag="call_limit",
+                      first_unmet_obligation="final_state", terminal_class="focal",
+                      oracles={"final_state": False, "answer": None},
+                      selected_operations=["a", "b"], selection_rate=0.5,
+                      trace=[{"kind": "tool_call", "turn": 0, "tool": "x",
+                              "arguments": {"q": 'a,"b"\n'}}], batch=True)
+    back = RunRecord.model_validate(from_row(to_row(rec)))
+    assert back == rec

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
 import yaml
@@ -34,13 +34,21 @@ class FieldRuleError(ValueError):
         super().__init__(message)
 
 
-@dataclass(frozen=True)
 class Located:
-    """A parsed YAML document with the source positions of its nodes."""
+    """A parsed YAML document; source positions of its nodes on demand.
 
-    data: Any
-    root: yaml.Node | None
-    filename: str
+    The data comes from libyaml (fast); the node tree with line and column
+    marks is composed by the pure-Python parser only when an error needs it.
+    """
+
+    def __init__(self, data: Any, text: str, filename: str) -> None:
+        self.data = data
+        self.text = text
+        self.filename = filename
+
+    @cached_property
+    def root(self) -> yaml.Node | None:
+        return yaml.compose(self.text, Loader=yaml.SafeLoader)
 
     def line_of(self, loc: Sequence[int | str]) -> tuple[int, int] | None:
         """1-based (line, column) of the node at ``loc``, or of its nearest parent."""
@@ -69,6 +77,9 @@ class Located:
         return mark.line + 1, mark.column + 1
 
 
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse_yaml(text: str | bytes, filename: str) -> Located:
     """Parse one YAML document; a syntax error names the file, line and column."""
     if isinstance(text, bytes):
@@ -77,16 +88,19 @@ def parse_yaml(text: str | bytes, filename: str) -> Located:
         except UnicodeDecodeError as exc:
             raise BadInput(f"not UTF-8 text ({exc})", file=filename) from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise BadInput(f"malformed YAML: {problem}", file=where) from None
-    except yaml.YAMLError as exc:
-        raise BadInput(f"malformed YAML: {exc}", file=filename) from None
-    return Located(data=data, root=root, filename=filename)
+        data = yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 - a safe loader
+    except yaml.YAMLError:
+        try:  # the pure-Python parser gives the most precise marks
+            yaml.safe_load(text)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
+            problem = exc.problem or exc.context or "invalid YAML"
+            raise BadInput(f"malformed YAML: {problem}", file=where) from None
+        except yaml.YAMLError as exc:
+            raise BadInput(f"malformed YAML: {exc}", file=filename) from None
+        raise BadInput("malformed YAML", file=filename) from None
+    return Located(data=data, text=text, filename=filename)
 
 
 def _field_names(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:

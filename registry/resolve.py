@@ -7,9 +7,8 @@ comments do not matter) and the sha256 of every file the experiment references.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from prereg.errors import BadInput
@@ -29,26 +28,6 @@ class Resolved:
     digest: str = ""
 
 
-def safe_reader(folder: Path) -> Callable[[str], bytes]:
-    """Read files inside ``folder`` only; paths escaping it are refused."""
-    root = folder.resolve()
-
-    def read(relative: str) -> bytes:
-        pure = PurePosixPath(relative)
-        if pure.is_absolute() or ".." in pure.parts:
-            raise BadInput(f"referenced path '{relative}' must stay inside the experiment folder",
-                           file=str(folder))
-        target = (root / pure).resolve()
-        if not target.is_relative_to(root):
-            raise BadInput(f"referenced path '{relative}' leaves the experiment folder",
-                           file=str(folder))
-        if not target.is_file():
-            raise FileNotFoundError(relative)
-        return target.read_bytes()
-
-    return read
-
-
 def build_document(registration: Registration,
                    experiment_files: dict[str, bytes]) -> dict[str, Any]:
     """The digested document: registration fields and the hash of every file."""
@@ -65,6 +44,7 @@ def build_document(registration: Registration,
 def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
     """Validate a registration file and resolve its experiment; BadInput on any problem."""
     from prereg.experiments import load_experiment  # experiments sit below the registry
+    from prereg.experiments.loader import folder_reader
 
     shown = display or str(path)
     try:
@@ -82,7 +62,7 @@ def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Re
         raise BadInput(f"experiment '{registration.experiment}' not found (expected "
                        f"{folder / 'experiment.yaml'}); known experiments: "
                        f"{', '.join(known) or 'none'}", file=shown, field="experiment")
-    read = safe_reader(folder)
+    read = folder_reader(folder)
     experiment = load_experiment(read, registration.experiment)
     files = {rel: read(rel) for rel in experiment.files}
 

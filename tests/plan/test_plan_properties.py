@@ -44,6 +44,7 @@ def test_mde_shrinks_with_prompts(s: float, n1: int, n2: int, a: float, p: float
 @SETTINGS
 @given(sigmas, sigmas, counts, alphas, powers)
 def test_mde_grows_with_sigma_d(s1: float, s2: float, n: int, a: float, p: float) -> None:
+    s1, s2 = sorted((s1, s2))
     assume(s1 * 1.001 < s2)
     assert mde(sigma_d=s1, prompts=n, alpha=a, power=p) < mde(sigma_d=s2, prompts=n, alpha=a,
                                                                power=p)
@@ -53,6 +54,8 @@ def test_mde_grows_with_sigma_d(s1: float, s2: float, n: int, a: float, p: float
 @given(sigmas, counts, alphas, alphas, powers, powers)
 def test_mde_shrinks_with_alpha_and_grows_with_power(s: float, n: int, a1: float, a2: float,
                                                      p1: float, p2: float) -> None:
+    a1, a2 = sorted((a1, a2))   # order the draws instead of filtering (health check)
+    p1, p2 = sorted((p1, p2))
     assume(a1 * 1.001 < a2 and p1 + 0.001 < p2)
     assert mde(sigma_d=s, prompts=n, alpha=a1) > mde(sigma_d=s, prompts=n, alpha=a2)
     assert mde(sigma_d=s, prompts=n, power=p1) < mde(sigma_d=s, prompts=n, power=p2)

@@ -19,9 +19,10 @@ from typing import Any
 from prereg.errors import BadInput, IntegrityError, ProtocolRefusal
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
-from prereg.runners.drivers.base import Driver, create_driver
+from prereg.runners.drivers.base import Driver
 from prereg.runners.exchange import Format, read_records, write_records
 from prereg.runners.orchestrate import Progress, RunSummary, execute
+from prereg.runners.providers.factory import create_run_driver
 from prereg.runners.store import RunStore
 from prereg.runners.units import RunPlan, plan_from_registration
 from prereg.workspace import Workspace
@@ -63,7 +64,7 @@ def run_registration(ws: Workspace, registration_id: str, *, concurrency: int = 
     registry, entry, plan, experiment = prepare(ws, registration_id)
     if driver is None:
         try:
-            driver = create_driver(plan.driver, plan.model, plan.params)
+            driver = create_run_driver(plan, entry.registration, ws)  # providers: issue 7
         except ValueError as exc:
             raise BadInput(str(exc), field="host.params") from None
     if plan.split == LOCKED_SPLIT:

@@ -26,6 +26,15 @@ def run(
     no_progress: Annotated[bool, typer.Option("--no-progress",
                                               help="Do not draw the progress bar.")] = False,
     as_json: JsonOpt = False,
+    # -- provider options (issue 7); handled in prereg.runners.providers.cli
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print units, expected requests and an upper bound on spend from "
+        "the budgets and the price table; send and write nothing.")] = False,
+    batch: Annotated[bool, typer.Option(
+        "--batch", help="Single-turn runs through the provider's batch API (anthropic, "
+        "openai); a pending batch is resumed, never resubmitted.")] = False,
+    prices: Annotated[Path | None, typer.Option(
+        "--prices", help="Price table file (YAML/JSON) overriding the packaged one.")] = None,
 ) -> None:
     """Run a registration's units (resuming: units already recorded are skipped).
 
@@ -38,9 +47,21 @@ def run(
 
     ws = workspace(ctx)
     progress = None if (as_json or no_progress) else RichProgress(registration_id)
-    summary = run_registration(ws, registration_id, concurrency=concurrency,
-                               max_units=max_units, progress=progress)
-    data = summary.to_json()
+    extra: dict[str, object] = {}
+    if dry_run or batch or prices is not None:  # provider options (issue 7)
+        from prereg.runners.providers.cli import dry_run_report, provider_summary
+
+        if dry_run:
+            dry_run_report(ws, registration_id, batch=batch, max_units=max_units,
+                           prices=prices, as_json=as_json)
+            return
+        summary, extra = provider_summary(ws, registration_id, batch=batch, prices=prices,
+                                          concurrency=concurrency, max_units=max_units,
+                                          progress=progress, as_json=as_json)
+    else:
+        summary = run_registration(ws, registration_id, concurrency=concurrency,
+                                   max_units=max_units, progress=progress)
+    data = {**summary.to_json(), **extra}
 
     def human() -> None:
         table = Table(title=f"run {summary.registration_id}", show_header=False)
@@ -59,6 +80,7 @@ def run(
             rows.append(("written meanwhile elsewhere", str(summary.duplicates)))
         if summary.stopped:
             rows.append(("stopped", summary.stopped))
+        rows += [(key, str(value)) for key, value in extra.items()]  # provider options
         for key, value in rows:
             table.add_row(key, value)
         console.print(table)

@@ -14,7 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from prereg.errors import BadInput
 from prereg.runners.drivers.base import Driver, create_driver
+from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key
 from prereg.runners.providers.prices import PriceTable, load_prices
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
@@ -41,6 +43,10 @@ def create_run_driver(plan: RunPlan, registration: Any, ws: Any, *,
     if plan.driver not in PROVIDER_DRIVERS:
         return create_driver(plan.driver, plan.model, plan.params)
     host = registration.host
+    try:
+        api_key(plan.driver)  # fail before anything is written, not once per unit
+    except MissingKey as exc:
+        raise BadInput(str(exc), field=KEY_VARIABLES[plan.driver]) from None
     chosen = ProviderSettings.from_env(plan.driver, settings or {})
     if prices is not None:
         chosen = chosen.with_overrides({"prices_path": str(prices)})

@@ -14,7 +14,8 @@ What a model request gets back is, in order: the next scripted reply for that
 provider (``script``), else the answer of ``brain`` (a small deterministic agent:
 it calls the first offered tool with arguments made from the schema, then
 answers with text). Fault injection: ``rate_limit_every`` (every Nth model
-request is a 429 with ``retry-after-ms``), scripted 5xx replies, and error bodies
+request is a 429 with ``retry-after-ms``, at most once per distinct request, so a
+retry gets through), scripted 5xx replies, and error bodies
 that echo the key the client sent (as careless servers do) so redaction is
 exercised. Every request is logged with its headers and JSON body.
 
@@ -236,8 +237,10 @@ class FakeProviders:
     """Start with ``with FakeProviders() as fake:``; see the module docstring."""
 
     def __init__(self, brain: Brain | None = None, *, rate_limit_every: int = 0,
-                 retry_after_ms: int = 20, batch_polls: int = 2) -> None:
+                 retry_after_ms: int = 20, batch_polls: int = 2,
+                 latency_s: float = 0.0) -> None:
         self.brain = brain or Brain()
+        self.latency_s = latency_s
         self.rate_limit_every = rate_limit_every
         self.retry_after_ms = retry_after_ms
         self.batch_polls = batch_polls
@@ -253,6 +256,7 @@ class FakeProviders:
         self.batch_errors: set[str] = set()
         #: override the origin of Anthropic results_url (to test the same-origin check)
         self.results_origin: str | None = None
+        self._limited: set[str] = set()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -360,6 +364,8 @@ class FakeProviders:
         return headers.get("x-api-key") or headers.get("authorization", "")
 
     def _model(self, provider: str, headers: dict[str, str], body: dict[str, Any]) -> Reply:
+        if self.latency_s:
+            time.sleep(self.latency_s)
         with self._lock:
             self.model_requests += 1
             count = self.model_requests
@@ -371,9 +377,13 @@ class FakeProviders:
                 reply = Reply(reply.status, json.loads(text), reply.headers, reply.raw)
             return reply
         if self.rate_limit_every and count % self.rate_limit_every == 0:
+            digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
             with self._lock:
-                self.rate_limited += 1
-            return rate_limited(provider, self.retry_after_ms)
+                first_time = digest not in self._limited  # a retried request gets through
+                self._limited.add(digest)
+                self.rate_limited += first_time
+            if first_time:
+                return rate_limited(provider, self.retry_after_ms)
         answer = self.brain.anthropic(body) if provider == "anthropic" else self.brain.openai(body)
         return Reply(200, answer)
 

@@ -320,6 +320,10 @@ async def prefetch_first_turns(driver: ModelDriver, episodes: Sequence[tuple[Uni
                     parsed: Parsed | _PrimedError = driver.parse(outcome.response, batch=True)
                 except InfraError as exc:
                     parsed = _PrimedError(str(exc))
+                if isinstance(parsed, Parsed) and parsed.paused:
+                    # a paused turn needs a follow-up request, which a batch cannot make
+                    parsed = _PrimedError("the provider paused the turn (pause_turn); it "
+                                          "cannot be continued from a batch result")
             else:
                 parsed = _PrimedError(f"{outcome.error}")
             if isinstance(parsed, _PrimedError):

@@ -38,10 +38,19 @@ def spent_so_far(runs: Path, digest: str) -> float:
 
 def create_run_driver(plan: RunPlan, registration: Any, ws: Any, *,
                       prices: Path | str | None = None,
-                      settings: dict[str, Any] | None = None) -> Driver:
-    """The driver for ``plan``; provider drivers get tool search, sampling rule, spend."""
+                      settings: dict[str, Any] | None = None, for_batch: bool = False
+                      ) -> Driver:
+    """The driver for ``plan``; provider drivers get tool search, sampling rule, spend.
+
+    A registration with ``host.batch: true`` is refused on the synchronous path
+    (``for_batch`` false): its records would say ``batch: true`` for requests that
+    did not go through a batch.
+    """
     if plan.driver not in PROVIDER_DRIVERS:
         return create_driver(plan.driver, plan.model, plan.params)
+    if plan.batch and not for_batch:
+        raise BadInput("this registration runs through the provider's batch API (host.batch: "
+                       "true): run it with `prereg run --batch`", field="host.batch")
     host = registration.host
     try:
         api_key(plan.driver)  # fail before anything is written, not once per unit
@@ -51,6 +60,11 @@ def create_run_driver(plan: RunPlan, registration: Any, ws: Any, *,
     if prices is not None:
         chosen = chosen.with_overrides({"prices_path": str(prices)})
     table: PriceTable = load_prices(chosen.prices_path)
+    if plan.budgets.spend_usd is not None and table.price(plan.driver, plan.model) is None:
+        raise BadInput(f"budgets.spend_usd is set but the price table ({table.version}, "
+                       f"{table.origin}) has no price for {plan.driver} model '{plan.model}': "
+                       "the cap could not be enforced; add the model with --prices FILE or "
+                       "PREREG_PRICES", field="host.model")
     spend = SpendMeter(plan.budgets.spend_usd, spent_so_far(ws.runs, plan.digest))
     if plan.driver == "anthropic":
         from prereg.runners.drivers import anthropic as module

@@ -154,7 +154,8 @@ def run_batched(ws: Any, registration_id: str, *, concurrency: int = 4,
                        f"budgets.turn_limit: 1 (this registration has "
                        f"{plan.budgets.turn_limit})", field="budgets.turn_limit")
     plan = replace(plan, batch=True)
-    driver: Any = create_run_driver(plan, entry.registration, ws, prices=prices)
+    driver: Any = create_run_driver(plan, entry.registration, ws, prices=prices,
+                                    for_batch=True)
     _, _, pending = _pending(plan, experiment, ws.runs, max_units)
     if plan.split == LOCKED_SPLIT:
         registry.claim_locked_split(entry)

@@ -443,11 +443,13 @@ class FakeProviders:
         filename = "upload"
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
+            payload = part.get_payload(decode=True)
+            data = payload if isinstance(payload, bytes) else b""
             if name == "file":
-                content = part.get_payload(decode=True) or b""
+                content = data
                 filename = part.get_filename() or filename
             elif name == "purpose":
-                purpose = (part.get_payload(decode=True) or b"").decode()
+                purpose = data.decode()
         file_id = f"file-{next(_ids):04d}"
         self.files[file_id] = content
         return Reply(200, {"id": file_id, "object": "file", "bytes": len(content),

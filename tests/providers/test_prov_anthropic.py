@@ -52,7 +52,8 @@ def run(coro: Any) -> Any:
 
 async def play(driver: Any, ep: Any, results: list[ToolResult] | None = None) -> list[Any]:
     """Turns until the episode ends, answering each call with the next result."""
-    turns, history = [], []
+    turns: list[Any] = []
+    history: list[Exchange] = []
     results = list(results or [])
     try:
         for _ in range(6):

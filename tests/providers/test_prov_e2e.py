@@ -165,6 +165,14 @@ def test_dry_run_with_an_unpriced_model_and_a_price_file(ws: Path, cli: Any,
     known = cli("-w", ws, "run", "sonnet55", "--dry-run", "--prices", prices, "--json").json()
     assert known["price_table"]["version"] == "team-2026-12"
     assert known["spend_upper_bound_usd"] == pytest.approx(24 * (8000 * 3 + 256 * 15) / 1e6)
+    # a spend cap on an unpriced model cannot be enforced: refused, nothing written
+    before = tree_digest(ws)
+    refused = cli("-w", ws, "run", "sonnet55", "--json")
+    assert refused.code == 2 and "no price" in refused.json()["message"]
+    assert tree_digest(ws) == before and not fake.seen
+    run = cli("-w", ws, "run", "sonnet55", "--prices", prices, "--json")
+    assert run.code == 0 and run.json()["completed"] == 24
+    assert all(r.cost_usd for r in RunStore(ws / "runs").records(registration_id="sonnet55"))
 
 
 @pytest.mark.parametrize("driver", ["anthropic", "openai"])
@@ -213,6 +221,17 @@ def test_batch_refuses_multi_turn_registrations_and_missing_keys(
     missing = cli("-w", ws, "run", reg_id, "--json")
     assert missing.code == 2 and "OPENAI_API_KEY" in missing.json()["message"]
     assert tree_digest(ws) == before and not fake.seen
+
+
+def test_a_batch_registration_runs_only_through_a_batch(ws: Path, cli: Any,
+                                                      fake: FakeProviders) -> None:
+    reg_id = register(cli, ws, "anthropic", turns=1, host_extra=", batch: true")
+    before = tree_digest(ws)
+    sync = cli("-w", ws, "run", reg_id, "--json")
+    assert sync.code == 2 and "--batch" in sync.json()["message"]
+    assert tree_digest(ws) == before and not fake.seen
+    batched = cli("-w", ws, "run", reg_id, "--batch", "--json")
+    assert batched.code == 0 and batched.json()["completed"] == 24
 
 
 def test_tool_search_registration_defers_tools(ws: Path, cli: Any, fake: FakeProviders) -> None:

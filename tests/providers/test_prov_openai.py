@@ -51,7 +51,8 @@ def run(coro: Any) -> Any:
 
 
 async def play(driver: Any, ep: Any, results: list[ToolResult] | None = None) -> list[Any]:
-    turns, history = [], []
+    turns: list[Any] = []
+    history: list[Exchange] = []
     results = list(results or [])
     try:
         for _ in range(6):

@@ -88,6 +88,8 @@ def token_split(usage: Any) -> TokenSplit | None:
 
 class AnthropicDriver(ModelDriver):
     provider: ClassVar[Provider] = "anthropic"
+    #: the Claude API path has no field for server metadata: only tools are sent
+    server_text = "none"
     reserved_params: ClassVar[frozenset[str]] = frozenset(
         {"model", "max_tokens", "messages", "tools", "tool_choice", "stream"})
 

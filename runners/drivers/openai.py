@@ -101,6 +101,8 @@ def token_split(usage: Any) -> TokenSplit | None:
 
 class OpenAIDriver(ModelDriver):
     provider: ClassVar[Provider] = "openai"
+    #: the host path transmits each MCP server's name and description (a namespace)
+    server_text = "name_and_description"
     reserved_params: ClassVar[frozenset[str]] = frozenset(
         {"model", "input", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
          "stream", "background", "previous_response_id", "conversation"})

@@ -97,6 +97,7 @@ def test_tool_use_then_final_text(fake: FakeProviders) -> None:
     # client tools: name, description, schema; the Claude path carries no server metadata
     assert [set(t) for t in body1["tools"]] == [{"name", "description", "input_schema"}] * 3
     assert "Music Library" not in json.dumps(body1["tools"])
+    assert driver.server_text == "none"
     for forbidden in ("temperature", "top_p", "top_k", "seed"):
         assert forbidden not in body1
     # the second request sends back the assistant content verbatim and the tool result

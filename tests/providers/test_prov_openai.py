@@ -99,6 +99,7 @@ def test_tool_use_then_final_text(fake: FakeProviders) -> None:
     functions = body1["tools"][0]["tools"]
     assert [f["name"] for f in functions] == ["search_tracks", "get_track"]
     assert all(f["strict"] is False and "defer_loading" not in f for f in functions)
+    assert driver.server_text == "name_and_description"
     # reasoning and the call go back as returned, then the output of the call
     assert [i.get("type") for i in body2["input"][1:]] == ["reasoning", "function_call",
                                                           "function_call_output"]

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Self
 
 from prereg.runners.record import RunRecord
 
@@ -69,13 +70,47 @@ def store_path(path: Path | str) -> Path:
     return p
 
 
-class RunStore:
-    """Append-only store of :class:`RunRecord`. ``RunStore(workspace.runs)`` works."""
+def connect_wal(path: Path, schema: str) -> sqlite3.Connection:
+    """Open (creating) the run database in WAL mode and apply ``schema``.
+
+    One place for the connection settings shared by every table of the run
+    database (run records, provider batches): autocommit (explicit
+    transactions), WAL, and a long busy timeout for concurrent writers.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=60000")
+    conn.executescript(schema)
+    return conn
+
+
+class Database:
+    """A lazily opened connection to the run database, closed once."""
+
+    _conn: sqlite3.Connection | None
 
     def __init__(self, path: Path | str) -> None:
         self.path = store_path(path)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RunStore(Database):
+    """Append-only store of :class:`RunRecord`. ``RunStore(workspace.runs)`` works."""
 
     # ---- connection ----------------------------------------------------------------------
 
@@ -84,27 +119,8 @@ class RunStore:
             return self._conn
         if not create and not self.path.exists():
             return None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None,
-                               check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=60000")
-        conn.executescript(_SCHEMA)
-        self._conn = conn
-        return conn
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> RunStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._conn = connect_wal(self.path, _SCHEMA)
+        return self._conn
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Literal
 
-from prereg.runners.store import store_path
+from prereg.runners.store import Database, connect_wal
 
 BatchState = Literal["submitted", "collected"]
 
@@ -55,37 +53,15 @@ class StoredBatch:
     submitted_at: str
 
 
-class BatchStore:
+class BatchStore(Database):
     """The ``provider_batches`` table next to the run records."""
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = store_path(path)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
+    _conn: sqlite3.Connection | None
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=60000")
-            conn.executescript(_SCHEMA)
-            self._conn = conn
+            self._conn = connect_wal(self.path, _SCHEMA)
         return self._conn
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> BatchStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def record(self, batch_id: str, *, provider: str, digest: str, model: str,
                custom_ids: list[str], input_file_id: str | None = None) -> None:

@@ -25,6 +25,7 @@ Nothing here touches the network: the SDKs are pointed at this server through
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -38,6 +39,8 @@ from email.parser import BytesParser
 from email.policy import default as email_policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from prereg.runners.drivers.base import CutAtCap, Exchange, FinalAnswer, ToolResult
 
 
 @dataclass
@@ -574,3 +577,27 @@ def episode(prompt: str = "Which songs by Lumen Drift do I have?", *, cap: int |
     return Episode(prompt=prompt, tools=music_tools() if tools is None else tools,
                    completion_cap=cap, model=None, params={}, seed=7, prompt_seed=7,
                    label=label)
+
+
+def run(coro: Any) -> Any:
+    """Run a driver coroutine with a bound on its time."""
+    return asyncio.run(asyncio.wait_for(coro, timeout=30))
+
+
+async def play(driver: Any, ep: Any, results: list[ToolResult] | None = None) -> list[Any]:
+    """Turns until the episode ends, answering each call with the next result."""
+    turns: list[Any] = []
+    history: list[Exchange] = []
+    results = list(results or [])
+    try:
+        for _ in range(6):
+            turn = await driver.next_turn(ep, history)
+            turns.append(turn)
+            if isinstance(turn.action, FinalAnswer | CutAtCap):
+                break
+            result = results.pop(0) if results else ToolResult({"items": []}, False,
+                                                               '{"items": []}')
+            history.append(Exchange(turn, result))
+    finally:
+        await driver.aclose()
+    return turns

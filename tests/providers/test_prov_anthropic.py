@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -13,7 +10,6 @@ from prereg.errors import BadInput
 from prereg.runners.drivers import anthropic as driver_module
 from prereg.runners.drivers.base import (
     CutAtCap,
-    Exchange,
     FinalAnswer,
     Malformed,
     ToolCall,
@@ -31,42 +27,13 @@ from tests.providers.fakes import (
     anthropic_tool_use,
     anthropic_usage,
     episode,
-    provider_env,
+    play,
     rate_limited,
+    run,
     server_error,
 )
 
 MODEL = "claude-haiku-4-5"
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProviders]:
-    with FakeProviders() as server:
-        provider_env(monkeypatch, server)
-        yield server
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout=30))
-
-
-async def play(driver: Any, ep: Any, results: list[ToolResult] | None = None) -> list[Any]:
-    """Turns until the episode ends, answering each call with the next result."""
-    turns: list[Any] = []
-    history: list[Exchange] = []
-    results = list(results or [])
-    try:
-        for _ in range(6):
-            turn = await driver.next_turn(ep, history)
-            turns.append(turn)
-            if isinstance(turn.action, FinalAnswer | CutAtCap):
-                break
-            result = results.pop(0) if results else ToolResult({"items": []}, False,
-                                                               '{"items": []}')
-            history.append(Exchange(turn, result))
-    finally:
-        await driver.aclose()
-    return turns
 
 
 def test_tool_use_then_final_text(fake: FakeProviders) -> None:

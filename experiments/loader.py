@@ -39,6 +39,7 @@ from prereg.experiments.models import (
 )
 from prereg.experiments.refs import as_step_ref
 from prereg.experiments.service import type_ok
+from prereg.experiments.snapshots import load_snapshot_bytes, snapshot_surface
 from prereg.experiments.splits import assign_by_fractions
 from prereg.experiments.surfaces import Role, Surface, Tool
 from prereg.experiments.text import normalise
@@ -379,6 +380,11 @@ def _check_collection(cname: str, coll: CollectionSpec, colls: Mapping[str, Coll
 
 def _load_surface(read: Reader, sid: str, rel: str, site: tuple[Doc, Sequence[int | str]],
                   service: ServiceFile) -> Surface:
+    if PurePosixPath(rel).suffix.lower() == ".json":
+        # an MCP snapshot (prereg mcp snapshot): a recorded server, offered replay-only
+        _check_relpath(site[0], site[1], rel)
+        raw = _read(read, rel, site)
+        return snapshot_surface(sid, rel, load_snapshot_bytes(raw, rel))
     model, doc = _load(read, rel, SurfaceFile, site)
     tools: list[Tool] = []
     names: set[str] = set()

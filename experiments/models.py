@@ -329,6 +329,9 @@ class PoolSpec(Strict):
 
 
 class ExperimentFile(Strict):
+    """The entry file. A surface or pool member path ending in ``.json`` is an MCP
+    snapshot (``prereg-mcp-snapshot/1``); any other path is a YAML surface file."""
+
     name: Id
     title: str = ""
     description: str = ""

@@ -7,6 +7,8 @@ one-tool-per-operation surface and a composite surface the same way.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,7 +21,7 @@ Role = Literal["focal", "competitor", "decoy"]
 
 
 class ToolRefused(OperationError):
-    """A call to a replay-only tool (a competitor or decoy): offered, never executed."""
+    """A call to a replay-only tool (a competitor, a decoy, a snapshot): never executed."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,14 @@ class Tool:
 
 @dataclass(frozen=True)
 class Surface:
+    """An integration as offered: its server text and tools.
+
+    ``source`` says where it came from: a YAML surface file, or an MCP snapshot
+    (``snapshot`` holds the validated snapshot, ``snapshot_digest`` its digest; a
+    snapshot surface is always replay-only). ``transform`` names a registered
+    control's transformation of the experiment's surface (None: as frozen).
+    """
+
     id: str
     file: str
     name: str
@@ -61,12 +71,43 @@ class Surface:
     description: str
     replay_only: bool
     tools: tuple[Tool, ...]
+    source: Literal["yaml", "snapshot"] = "yaml"
+    snapshot: Any = None
+    snapshot_digest: str | None = None
+    transform: str | None = None
 
     def tool(self, name: str) -> Tool | None:
         for tool in self.tools:
             if tool.name == name:
                 return tool
         return None
+
+    def content(self) -> dict[str, Any]:
+        """What the surface offers and does, as plain data (the input of its digest)."""
+        return {
+            "name": self.name, "title": self.title, "description": self.description,
+            "replay_only": self.replay_only, "source": self.source,
+            "snapshot": self.snapshot_digest,
+            "tools": [{**tool.metadata(),
+                       "steps": [step.model_dump(mode="json") for step in tool.steps]}
+                      for tool in self.tools],
+        }
+
+    @property
+    def digest(self) -> str:
+        """``sha256:`` over the canonical JSON of :meth:`content`.
+
+        The hash of the surface a host is offered, after any control's
+        transformation: two arms with equal digests offer the same integration.
+        (A surface's id, file and role are bookkeeping and left out.)
+        """
+        cached = self.__dict__.get("_digest")
+        if cached is None:
+            text = json.dumps(self.content(), sort_keys=True, ensure_ascii=False,
+                              separators=(",", ":"), default=str)
+            cached = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+            object.__setattr__(self, "_digest", cached)
+        return str(cached)
 
 
 def execute_tool(tool: Tool, args: Mapping[str, Any], store: ServiceStore) -> Any:

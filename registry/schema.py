@@ -37,12 +37,60 @@ Probability = Annotated[float, Field(gt=0.0, lt=1.0)]
 
 
 class Arm(Strict):
-    """One arm: a surface of the experiment (optionally transformed by a control)."""
+    """One arm: a surface of the experiment (optionally transformed by a control).
+
+    A control arm (InvokeRank, 7.2) is a registered, deterministic transformation of
+    its ``reference`` arm's offer (default: the first arm without a control), on the
+    same surface: ``placebo`` offers exactly the reference's pool; ``blinded``
+    replaces the surface's names, titles, descriptions, schema text and server text
+    by neutral placeholders; ``decoy`` adds the unrelated server named by ``decoy``
+    (a surface of the experiment) to the pool; ``clone_swap`` replaces the surface
+    by two copies under matched opaque labels, crossing labels and listing order in
+    a balanced 2 x 2. See ``prereg.experiments.controls`` and ``prereg.reports.controls``.
+    """
 
     id: Identifier
     surface: str = Field(min_length=1)
     control: Literal["placebo", "blinded", "decoy", "clone_swap"] | None = None
+    reference: Identifier | None = None
+    decoy: str | None = Field(None, min_length=1)
     description: str | None = None
+
+    @model_validator(mode="after")
+    def _control_fields(self) -> Arm:
+        if self.control == "decoy" and self.decoy is None:
+            raise FieldRuleError("decoy", "a decoy control names the server it adds to the "
+                                 "pool (decoy: <surface id of the experiment>)")
+        if self.decoy is not None and self.control != "decoy":
+            raise FieldRuleError("decoy", "'decoy' is only for an arm with control: decoy")
+        if self.reference is not None and self.control is None:
+            raise FieldRuleError("reference", "'reference' is only for a control arm (it "
+                                 "names the arm the control is judged against)")
+        return self
+
+
+class Live(Strict):
+    """One integration whose calls execute on its live MCP server (an execution run).
+
+    ``surface`` names a snapshot surface of the experiment: hosts are offered the
+    frozen snapshot's tools as always, and only the calls go live (InvokeRank, 5.5).
+    Before the first unit, the live server is snapshotted again and must serve
+    exactly the registered snapshot (same digest), or the run is refused. Every
+    other integration replays; competitors are only ever replayed. Give ``command``
+    (a local stdio server, started by ``prereg run``) or ``url`` (streamable HTTP).
+    """
+
+    surface: str = Field(min_length=1)
+    command: list[str] | None = Field(None, min_length=1)
+    url: str | None = Field(None, pattern=r"^https?://")
+    timeout_s: float = Field(30.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Live:
+        if (self.command is None) == (self.url is None):
+            raise FieldRuleError("command", "give exactly one of 'command' (a stdio server) "
+                                 "or 'url' (streamable HTTP)")
+        return self
 
 
 class Host(Strict):
@@ -54,6 +102,7 @@ class Host(Strict):
     allow_sampling: bool = False
     tool_search: bool = False
     batch: bool = False
+    live: Live | None = None
 
     @model_validator(mode="after")
     def _sampling(self) -> Host:
@@ -196,9 +245,35 @@ class Registration(Strict):
             if spec.favours is not None and spec.favours not in pair:
                 raise FieldRuleError(f"{where}.favours", "must be one of the compared arms "
                                  f"{list(pair)}, got '{spec.favours}'")
+        plain = [arm.id for arm in self.arms if arm.control is None]
+        for index, arm in enumerate(self.arms):
+            if arm.control is None:
+                continue
+            where = f"arms[{index}]"
+            reference = arm.reference or (plain[0] if plain else None)
+            if reference is None:
+                raise FieldRuleError(where, f"control arm '{arm.id}' needs a reference arm: "
+                                     "an arm without a control (or name one with 'reference')")
+            if reference not in ids:
+                raise FieldRuleError(f"{where}.reference", f"names unknown arm '{reference}'")
+            ref = next(a for a in self.arms if a.id == reference)
+            if ref.control is not None:
+                raise FieldRuleError(f"{where}.reference", f"the reference '{reference}' is "
+                                     "itself a control arm; name an arm without a control")
+            if ref.surface != arm.surface:
+                raise FieldRuleError(f"{where}.surface", f"a control is a transformation of "
+                                     f"its reference's surface: '{arm.surface}' differs from "
+                                     f"'{ref.surface}' of arm '{reference}'")
         if self.supersedes == self.id:
             raise FieldRuleError("supersedes", "a registration cannot supersede itself")
         return self
+
+    def reference_of(self, arm_id: str) -> str | None:
+        """The arm a control arm is judged against (None for an arm without a control)."""
+        arm = next(a for a in self.arms if a.id == arm_id)
+        if arm.control is None:
+            return None
+        return arm.reference or next(a.id for a in self.arms if a.control is None)
 
     def compared_arms(self, spec: TestSpec | None = None) -> tuple[str, str]:
         """(control, treatment) of a test: ``compare`` or the first two arms."""

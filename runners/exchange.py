@@ -34,6 +34,7 @@ _INT = {"repeat", "rotation", "tokens_input", "tokens_output", "tokens_reasoning
         "tokens_cached", "unnecessary_calls", "calls", "turns", "schema_version"}
 _FLOAT = {"latency_ms", "cost_usd", "selection_rate"}
 _JSON = {"selected_operations", "trace"}
+_JSON_OBJECT = {"offer"}   # JSON-encoded, empty for null
 _NULLABLE_STR = {"model_requested", "model_returned", "terminal_class", "terminal_flag",
                  "first_unmet_obligation", "error"}
 
@@ -53,7 +54,7 @@ def to_row(record: RunRecord) -> dict[str, str]:
         value = flat.get(column)
         if value is None:
             row[column] = ""
-        elif column in _JSON:
+        elif column in _JSON or column in _JSON_OBJECT:
             row[column] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         elif isinstance(value, bool):
             row[column] = "true" if value else "false"
@@ -82,6 +83,8 @@ def from_row(row: dict[str, str]) -> dict[str, Any]:
             value = float(text)
         elif column in _JSON:
             value = json.loads(text) if text else []
+        elif column in _JSON_OBJECT:
+            value = json.loads(text)
         else:
             value = text
         if column.startswith("tokens_"):

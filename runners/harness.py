@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from jsonschema.validators import validator_for
 
 from prereg.experiments import Experiment, Task
 from prereg.experiments.service import OperationError, ServiceStore, State
@@ -38,9 +39,10 @@ from prereg.runners.drivers.base import (
     Turn,
     render,
 )
+from prereg.runners.offer import ArmOffer, Server, arm_offer, offered_items, plain_offer
 from prereg.runners.record import Tokens as TokensModel
 from prereg.runners.record import TraceEvent
-from prereg.runners.units import Budgets, RunUnit, offered_tools
+from prereg.runners.units import Budgets, RunUnit
 
 
 @dataclass
@@ -56,6 +58,8 @@ class CallInfo:
     empty: bool                  # returned nothing (None, {}, [] or no items)
     error: str | None
     result: Any
+    server: str | None = None    # the offered integration's key (None: no such tool)
+    live: bool = False           # executed on the registered live server
 
 
 @dataclass
@@ -73,6 +77,9 @@ class EpisodeResult:
     after: State = field(default_factory=dict)
     store: ServiceStore | None = None
     focal_tools: frozenset[str] = frozenset()
+    offer: ArmOffer | None = None
+    servers: list[Server] = field(default_factory=list)   # as listed in this unit
+    live_servers: frozenset[str] = frozenset()
 
 
 def _is_empty(content: Any) -> bool:
@@ -125,25 +132,56 @@ def recorded_path(task: Task, surface: Surface) -> RecordedPath:
 
 
 class Harness:
-    """Runs episodes for one run (one experiment, one set of budgets)."""
+    """Runs episodes for one run (one experiment, one set of budgets).
+
+    ``offers`` (arm id -> :class:`ArmOffer`, from :func:`prereg.runners.offer.build_offers`)
+    say what each arm offers, controls applied; an arm without one offers its surface
+    and the pool. ``live`` executes calls to the registered live integration (see
+    :mod:`prereg.runners.live`); every other replay-only tool is refused.
+    """
 
     def __init__(self, experiment: Experiment, budgets: Budgets, model: str | None,
-                 params: dict[str, Any], rotations: int) -> None:
+                 params: dict[str, Any], rotations: int,
+                 offers: dict[str, ArmOffer] | None = None, live: Any = None) -> None:
         self.experiment = experiment
         self.budgets = budgets
         self.model = model
         self.params = params
         self.rotations = rotations
-        self._validators: dict[tuple[str, str], Draft202012Validator] = {}
+        self.offers = dict(offers or {})
+        self.live = live
+        self._validators: dict[tuple[str, str], Any] = {}
 
-    def _validator(self, tool: Tool) -> Draft202012Validator:
+    def _validator(self, tool: Tool) -> Any:
         key = (tool.surface, tool.name)
         if key not in self._validators:
-            self._validators[key] = Draft202012Validator(dict(tool.input_schema))
+            schema = dict(tool.input_schema)
+            cls = validator_for(schema, default=Draft202012Validator)
+            self._validators[key] = cls(schema)
         return self._validators[key]
 
+    def offer_of(self, unit: RunUnit) -> ArmOffer:
+        """The unit's arm's offer: as given, else built from the unit's arm spec."""
+        if unit.arm not in self.offers:
+            self.offers[unit.arm] = (plain_offer(self.experiment, unit.surface)
+                                     if unit.spec is None else
+                                     arm_offer(unit.spec, self.experiment, unit.design_seed))
+        return self.offers[unit.arm]
+
+    def listing(self, unit: RunUnit) -> tuple[list[Server], list[tuple[Tool, Role, Surface]]]:
+        """(servers, tools) the unit lists, in its rotation's (and clone cell's) order."""
+        return offered_items(self.offer_of(unit), unit.rotation, self.rotations, unit.cell)
+
     def offered(self, unit: RunUnit) -> list[tuple[Tool, Role, Surface]]:
-        return offered_tools(self.experiment, unit.surface, unit.rotation, self.rotations)
+        return self.listing(unit)[1]
+
+    def _live_servers(self, servers: Sequence[Server]) -> frozenset[str]:
+        """Keys of the listed servers whose calls go live: the registered live surface,
+        offered untransformed (a blinded or relabelled copy is never called live)."""
+        if self.live is None:
+            return frozenset()
+        return frozenset(s.key for s in servers
+                         if s.source == self.live.surface and s.surface.transform is None)
 
     def episode_for(self, unit: RunUnit, driver: Driver,
                     offered: Sequence[tuple[Tool, Role, Surface]]) -> Episode:
@@ -154,7 +192,9 @@ class Harness:
         solution = None
         # only a replay driver may see the recorded path; a model-backed one never does
         if driver.sees_solution and driver.evidence_class == "replay":
-            solution = recorded_path(unit.task, self.experiment.surfaces[unit.surface])
+            offer = self.offer_of(unit)
+            focal = offer.clones[unit.cell & 1][0] if offer.clones else offer.servers[0]
+            solution = recorded_path(unit.task, focal.surface)
         return Episode(prompt=unit.task.prompt, tools=tools,
                        completion_cap=self.budgets.completion_cap, model=self.model,
                        params=self.params, seed=unit.seed, prompt_seed=unit.prompt_seed,
@@ -163,12 +203,14 @@ class Harness:
     async def run(self, unit: RunUnit, driver: Driver) -> EpisodeResult:
         """Play one episode; driver exceptions propagate (they are infrastructure failures)."""
         task = unit.task
-        offered = self.offered(unit)
+        servers, offered = self.listing(unit)
         by_name = {t.name: (t, role) for t, role, _ in offered}
         episode = self.episode_for(unit, driver, offered)
         store = ServiceStore(self.experiment.service)
         out = EpisodeResult(before=store.snapshot(), store=store,
-                            focal_tools=frozenset(t.name for t, r, _ in offered if r == "focal"))
+                            focal_tools=frozenset(t.name for t, r, _ in offered if r == "focal"),
+                            offer=self.offer_of(unit), servers=servers,
+                            live_servers=self._live_servers(servers))
         history: list[Exchange] = []
         spent_tokens = 0
         b = self.budgets
@@ -219,7 +261,7 @@ class Harness:
                 if b.call_limit is not None and len(out.calls) >= b.call_limit:
                     out.stop = "call_limit"
                     break
-                info, result = self._call(action, by_name, store)
+                info, result = await self._call(action, by_name, store, out.live_servers)
                 out.calls.append(info)
                 out.trace[-1] = out.trace[-1].model_copy(
                     update={"operations": list(info.operations)})
@@ -241,14 +283,16 @@ class Harness:
         out.after = store.snapshot()
         return out
 
-    def _call(self, call: ToolCall, by_name: dict[str, tuple[Tool, Role]],
-              store: ServiceStore) -> tuple[CallInfo, ToolResult]:
+    async def _call(self, call: ToolCall, by_name: dict[str, tuple[Tool, Role]],
+                    store: ServiceStore, live_servers: frozenset[str] = frozenset()
+                    ) -> tuple[CallInfo, ToolResult]:
         found = by_name.get(call.name)
         if found is None:
             msg = f"error: no tool named '{call.name}' is offered"
             return (CallInfo(call.name, call.arguments, None, (), False, False, True, msg, None),
                     ToolResult(None, True, msg))
         tool, role = found
+        server = tool.surface
         args = call.arguments
         valid = isinstance(args, dict) and self._validator(tool).is_valid(args)
         if not valid:
@@ -258,19 +302,26 @@ class Harness:
                 detail = problem.message if problem is not None else "invalid arguments"
             msg = f"error: the arguments do not match the input schema: {detail}"
             return (CallInfo(tool.name, args, role, tool.operations, False, False, True, msg,
-                             None), ToolResult(None, True, msg))
+                             None, server), ToolResult(None, True, msg))
+        if server in live_servers:
+            # the registered live integration: the call runs on its server (never the store)
+            content, is_error, text = await self.live.call(tool.name, args)
+            info = CallInfo(tool.name, args, role, (), True, not is_error,
+                            is_error or _is_empty(content), text if is_error else None,
+                            None if is_error else content, server, live=True)
+            return info, ToolResult(None if is_error else content, is_error, text)
         try:
             content = execute_tool(tool, args, store)
         except ToolRefused as exc:
             msg = f"error: {exc}"
             return (CallInfo(tool.name, args, role, tool.operations, True, False, True, msg,
-                             None), ToolResult(None, True, msg))
+                             None, server), ToolResult(None, True, msg))
         except OperationError as exc:
             msg = f"error: {exc}"
             return (CallInfo(tool.name, args, role, tool.operations, True, False, True, msg,
-                             None), ToolResult(None, True, msg))
+                             None, server), ToolResult(None, True, msg))
         info = CallInfo(tool.name, args, role, tool.operations, True, True, _is_empty(content),
-                        None, content)
+                        None, content, server)
         return info, ToolResult(content, False, render(content))
 
     @staticmethod

@@ -30,6 +30,8 @@ from typing import Any
 from prereg.experiments import Experiment
 from prereg.runners.drivers.base import Driver
 from prereg.runners.harness import EpisodeResult, Harness
+from prereg.runners.live import check_live, open_live
+from prereg.runners.offer import build_offers
 from prereg.runners.record import RunRecord
 from prereg.runners.scoring import infra_record, score
 from prereg.runners.store import DuplicateRecord, RunStore
@@ -99,6 +101,8 @@ async def run_plan(plan: RunPlan, experiment: Experiment, store: RunStore, drive
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     progress = progress or Progress()
+    offers = build_offers(plan, experiment)       # BadInput before anything runs
+    check_live(plan, experiment)
     units = expand_units(plan, experiment)
     done = store.completed_keys(plan.digest)
     pending = [u for u in units if u.key not in done]
@@ -107,7 +111,9 @@ async def run_plan(plan: RunPlan, experiment: Experiment, store: RunStore, drive
     if max_units is not None and len(pending) > max_units:
         pending = pending[:max_units]
         stopped = "max_units"
-    harness = Harness(experiment, plan.budgets, plan.model, dict(plan.params), plan.rotations)
+    live = await open_live(plan, experiment) if pending else None
+    harness = Harness(experiment, plan.budgets, plan.model, dict(plan.params), plan.rotations,
+                      offers=offers, live=live)
     cap = plan.budgets.spend_usd
     state = {"spent": store.spent_usd(plan.digest), "completed": 0, "failed": 0,
              "successes": 0, "duplicates": 0, "capped": False}
@@ -143,6 +149,8 @@ async def run_plan(plan: RunPlan, experiment: Experiment, store: RunStore, drive
         await asyncio.gather(*workers)
     finally:
         progress.stop()
+        if live is not None:
+            await live.close()
     elapsed = clock() - start
     if state["capped"]:
         stopped = "spend_cap"

@@ -134,6 +134,52 @@ class TraceEvent(Strict):
     model_returned: str | None = None
 
 
+ServerText = Literal["none", "name", "name_and_description"]
+OfferRole = Literal["focal", "competitor", "decoy"]
+
+
+class OfferedServer(Strict):
+    """One integration as this unit listed it (untrusted server text is data here)."""
+
+    key: str = Field(description="the integration within the arm (a surface id; a clone "
+                                 "copy is '<surface>:a' or '<surface>:b')")
+    surface: str = Field(description="the experiment surface it comes from")
+    role: OfferRole
+    name: str = Field(description="the server name a host may be shown (a clone's label)")
+    digest: str = Field(description="sha256 of the surface as offered, after any control's "
+                                    "transformation")
+    snapshot_digest: str | None = Field(None, description="digest of the (derived) MCP "
+                                                          "snapshot, for snapshot surfaces")
+    transform: str | None = None
+    tools: int = Field(ge=0)
+    live: bool = False
+
+
+class CloneCell(Strict):
+    """clone_swap's 2 x 2 cell: which label copy a carried and which copy was listed first."""
+
+    cell: int = Field(ge=0, le=3)
+    label_a: str
+    label_b: str
+    first: Literal["a", "b"]
+
+
+class Offer(Strict):
+    """What the unit offered and what the host was able to read of it.
+
+    ``server_text`` is the driver's capability: whether the host path transmits a
+    server's name and description at all (the OpenAI path carries them, the Claude
+    API path does not). ``first_server`` is the key of the integration the first
+    tool call went to (null: no call, or a name nothing offered).
+    """
+
+    control: str | None = None
+    servers: list[OfferedServer] = Field(default_factory=list)
+    server_text: ServerText = "none"
+    first_server: str | None = None
+    clone: CloneCell | None = None
+
+
 class RunRecord(Strict):
     """One run unit's outcome. See the module docstring for the invariants."""
 
@@ -175,6 +221,7 @@ class RunRecord(Strict):
     error: str | None = None
     trace: list[TraceEvent] = Field(default_factory=list)
     batch: bool = False
+    offer: Offer | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> RunRecord:
@@ -221,5 +268,5 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "terminal_flag", "first_unmet_obligation", "oracle_final_state", "oracle_no_mutation",
     "oracle_prohibited_operations", "oracle_confirmation", "oracle_answer",
     "selected_operations", "selection_rate", "unnecessary_calls", "calls", "turns", "success",
-    "status", "error", "batch", "trace", "schema_version",
+    "status", "error", "batch", "trace", "offer", "schema_version",
 )

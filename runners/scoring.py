@@ -7,9 +7,16 @@ Definitions (kept next to the code that implements them):
   tool; None when not measured); selected = the first call went to a focal tool;
   invoked = its arguments validate against that tool's input schema; executed =
   it ran and returned a non-error, non-empty result; completed = executed and the
-  task succeeded. A stage whose parent is false is false, so nesting holds.
+  task succeeded. A stage whose parent is false is false, so nesting holds. A call
+  to a replay-only tool (competitor, decoy, snapshot) is refused, so it is never
+  Executed; a first call that ran on the registered live server has Completed
+  null (the store-based oracles cannot see a live server's state).
+- The offer (``offer``): which integrations the unit listed, in order, with the
+  digest of each surface as offered (after a control's transformation), what of
+  their server text the driver transmits, the integration the first call went
+  to, and clone_swap's cell.
 - Terminal class (InvokeRank, 3.3): where the first external call went (focal,
-  competitor, other_external), else searched_then_declined /
+  competitor, other_external: a decoy or a name nothing offered), else searched_then_declined /
   answered_without_search, else unresolved (no call and no answer).
 - selected_operations: distinct operations the calls reached for, in first-reached
   order. selection_rate: share of calls whose operations the task all permits
@@ -31,9 +38,17 @@ from datetime import datetime
 from typing import Any
 
 from prereg.experiments.oracles import Verdicts, judge
-from prereg.runners.drivers.base import Driver
+from prereg.runners.drivers.base import Driver, server_text
 from prereg.runners.harness import EpisodeResult
-from prereg.runners.record import Funnel, Oracles, RunRecord, Tokens
+from prereg.runners.record import (
+    CloneCell,
+    Funnel,
+    Offer,
+    OfferedServer,
+    Oracles,
+    RunRecord,
+    Tokens,
+)
 from prereg.runners.units import RunPlan, RunUnit
 
 _LIMIT_PRECEDENCE = ("completion_cap", "episode_budget", "call_limit", "turn_limit", "infeasible")
@@ -64,7 +79,11 @@ def funnel(result: EpisodeResult, driver: Driver, success: bool) -> Funnel:
     selected = first is not None and first.role == "focal"
     invoked = selected and first is not None and first.valid
     executed = invoked and first is not None and first.ok and not first.empty
-    completed = executed and success
+    completed: bool | None = executed and success
+    if executed and first is not None and first.live:
+        # the oracles read the experiment's store; a live server's state is not theirs
+        # to judge, so Completed is not measured (null), never guessed
+        completed = None
     return Funnel(surfaced=surfaced, selected=selected, invoked=invoked, executed=executed,
                   completed=completed)
 
@@ -76,6 +95,28 @@ def terminal_class(result: EpisodeResult) -> str:
     if result.answer is None:
         return "unresolved"
     return "searched_then_declined" if result.searched else "answered_without_search"
+
+
+def offer_record(unit: RunUnit, driver: Driver, result: EpisodeResult | None) -> Offer | None:
+    """The unit's offer as recorded: listed servers (with the digests of the surfaces as
+    offered), the host's server-text capability, the first call's integration and, for
+    clone_swap, the 2 x 2 cell."""
+    if result is None or result.offer is None:
+        return None
+    offer = result.offer
+    servers = [OfferedServer(
+        key=s.key, surface=s.source, role=s.role, name=s.surface.name, digest=s.digest,
+        snapshot_digest=s.surface.snapshot_digest, transform=s.surface.transform,
+        tools=len(s.surface.tools), live=s.key in result.live_servers)
+        for s in result.servers]
+    clone = None
+    if offer.clones and offer.labels is not None:
+        a, b = offer.clones[unit.cell & 1]
+        clone = CloneCell(cell=unit.cell, label_a=a.surface.name, label_b=b.surface.name,
+                          first="b" if unit.cell & 2 else "a")
+    first = result.calls[0].server if result.calls else None
+    return Offer(control=offer.control, servers=servers, server_text=server_text(driver),
+                 first_server=first, clone=clone)
 
 
 def obligations(unit: RunUnit, result: EpisodeResult, v: Verdicts) -> list[tuple[str, bool]]:
@@ -150,7 +191,7 @@ def score(plan: RunPlan, unit: RunUnit, driver: Driver, result: EpisodeResult,
         oracles=Oracles(**verdicts.as_dict()), selected_operations=selected_ops,
         selection_rate=rate, unnecessary_calls=unnecessary, calls=len(result.calls),
         turns=len(result.turns), success=success, status="ok", error=None,
-        trace=result.trace, batch=plan.batch)
+        trace=result.trace, batch=plan.batch, offer=offer_record(unit, driver, result))
 
 
 def infra_record(plan: RunPlan, unit: RunUnit, driver: Driver, error: str,
@@ -169,4 +210,4 @@ def infra_record(plan: RunPlan, unit: RunUnit, driver: Driver, error: str,
         repeat=unit.repeat, rotation=unit.rotation, driver=driver.name,
         evidence_class=driver.evidence_class, model_requested=plan.model,
         started_at=started_at, finished_at=finished_at, success=None, status="infra_error",
-        error=error, trace=trace, batch=plan.batch)
+        error=error, trace=trace, batch=plan.batch, offer=offer_record(unit, driver, result))

@@ -10,6 +10,11 @@ put in a seeded order and prompt j, repeat k gets rotation (j + k) mod R, which
 balances the rotations across prompts (each is used floor or ceil of N/R times
 per repeat) and across the repeats of one prompt. The rotation of a (task,
 repeat) is the same in every arm, so arms are compared on identical orders.
+
+What a rotation does to the listing (blocks per integration, clone pairs kept
+together) is :func:`prereg.runners.offer.arrange`. clone_swap's 2 x 2 cell is
+balanced the same way over a second seeded order of the prompts: prompt j,
+repeat k gets cell (j + k) mod 4.
 """
 
 from __future__ import annotations
@@ -35,8 +40,32 @@ class Budgets:
 
 
 @dataclass(frozen=True)
+class ArmSpec:
+    """One registered arm with its control (see ``prereg.experiments.controls``)."""
+
+    id: str
+    surface: str
+    control: str | None = None
+    reference: str | None = None
+    decoy: str | None = None
+
+
+@dataclass(frozen=True)
+class LiveSpec:
+    """The registered live integration (``host.live``): calls to it execute on its server."""
+
+    surface: str
+    command: tuple[str, ...] | None = None
+    url: str | None = None
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
 class RunPlan:
-    """What a run needs from a registration, independent of the registry's classes."""
+    """What a run needs from a registration, independent of the registry's classes.
+
+    ``arm_specs`` carries each arm's control; empty means plain arms (``arms``).
+    """
 
     registration_id: str
     digest: str
@@ -52,6 +81,12 @@ class RunPlan:
     repeats: int = 1
     rotations: int = 1
     seed: int = 0
+    arm_specs: tuple[ArmSpec, ...] = ()
+    live: LiveSpec | None = None
+
+    def specs(self) -> tuple[ArmSpec, ...]:
+        """Every arm with its control (plain arms when none was registered)."""
+        return self.arm_specs or tuple(ArmSpec(a, s) for a, s in self.arms)
 
 
 def plan_from_registration(registration: Any, digest: str) -> RunPlan:
@@ -59,6 +94,15 @@ def plan_from_registration(registration: Any, digest: str) -> RunPlan:
     b = registration.budgets
     d = registration.design
     h = registration.host
+    specs = tuple(ArmSpec(a.id, a.surface, getattr(a, "control", None),
+                          registration.reference_of(a.id)
+                          if hasattr(registration, "reference_of") else None,
+                          getattr(a, "decoy", None)) for a in registration.arms)
+    live_reg = getattr(h, "live", None)
+    live = None if live_reg is None else LiveSpec(
+        surface=live_reg.surface,
+        command=None if live_reg.command is None else tuple(live_reg.command),
+        url=live_reg.url, timeout_s=live_reg.timeout_s)
     return RunPlan(
         registration_id=registration.id, digest=digest, experiment=registration.experiment,
         kind=registration.kind, split=registration.split,
@@ -67,7 +111,7 @@ def plan_from_registration(registration: Any, digest: str) -> RunPlan:
                                                                                  False)),
         budgets=Budgets(b.completion_cap, b.episode_tokens, b.call_limit, b.turn_limit,
                         b.spend_usd),
-        repeats=d.repeats, rotations=d.rotations, seed=d.seed)
+        repeats=d.repeats, rotations=d.rotations, seed=d.seed, arm_specs=specs, live=live)
 
 
 @dataclass(frozen=True)
@@ -80,6 +124,9 @@ class RunUnit:
     rotation: int
     seed: int
     prompt_seed: int
+    cell: int = 0          # clone_swap's 2 x 2 cell (0..3), balanced like the rotations
+    spec: ArmSpec | None = None    # the arm with its control (None: a plain arm)
+    design_seed: int = 0           # the registered design seed (clone labels derive from it)
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -88,6 +135,10 @@ class RunUnit:
     @property
     def label(self) -> str:
         return f"{self.arm}/{self.task.id}/{self.repeat}"
+
+
+#: clone_swap crosses two labels with two listing orders: four cells per arm.
+CLONE_CELLS = 4
 
 
 def derive_seed(*parts: object) -> int:
@@ -101,34 +152,35 @@ def expand_units(plan: RunPlan, experiment: Experiment) -> list[RunUnit]:
     tasks = experiment.tasks_in_split(plan.split)
     order = sorted(tasks, key=lambda t: derive_seed(plan.seed, "order", t.id))
     position = {t.id: j for j, t in enumerate(order)}
+    # the clone_swap cell uses its own seeded order, so it is not tied to the rotation
+    cells = sorted(tasks, key=lambda t: derive_seed(plan.seed, "clone-cell", t.id))
+    cell_position = {t.id: j for j, t in enumerate(cells)}
+    specs = plan.specs()
     units: list[RunUnit] = []
     for repeat in range(plan.repeats):
         for task in tasks:
             rotation = (position[task.id] + repeat) % plan.rotations
+            cell = (cell_position[task.id] + repeat) % CLONE_CELLS
             prompt_seed = derive_seed(plan.seed, "prompt", task.id)
-            for arm, surface in plan.arms:
+            for spec in specs:
+                arm, surface = spec.id, spec.surface
                 units.append(RunUnit(
                     arm=arm, surface=surface, task=task, split=plan.split, repeat=repeat,
                     rotation=rotation,
                     seed=derive_seed(plan.seed, "unit", arm, task.id, repeat),
-                    prompt_seed=prompt_seed))
+                    prompt_seed=prompt_seed, cell=cell, spec=spec, design_seed=plan.seed))
     return units
 
 
 def offered_tools(experiment: Experiment, focal: str, rotation: int, rotations: int
                   ) -> list[tuple[Tool, Role, Surface]]:
-    """The tools offered in one unit, in its rotation's order.
+    """The tools offered in one unit of a plain arm on ``focal``, in its rotation's order.
 
     With a pool the integrations rotate as blocks (each keeps its own tool order);
     without one the surface's tools rotate. Rotation r of R shifts by
-    floor(r * n / R) places, so R rotations are spread evenly over n items.
+    floor(r * n / R) places, so R rotations are spread evenly over n items. Arms
+    with a control: :func:`prereg.runners.offer.offered_items`.
     """
-    blocks = experiment.offered(focal)
-    if len(blocks) == 1:
-        surface, role = blocks[0]
-        items = [(tool, role, surface) for tool in surface.tools]
-        shift = (rotation * len(items)) // max(rotations, 1)
-        return items[shift:] + items[:shift]
-    shift = (rotation * len(blocks)) // max(rotations, 1)
-    ordered = blocks[shift:] + blocks[:shift]
-    return [(tool, role, surface) for surface, role in ordered for tool in surface.tools]
+    from prereg.runners.offer import offered_items, plain_offer
+
+    return offered_items(plain_offer(experiment, focal), rotation, rotations)[1]

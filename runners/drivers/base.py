@@ -23,6 +23,15 @@ A failure of the infrastructure (network, rate limit after retries, a provider
 error that is not the model's behaviour) is raised as :class:`InfraError`; the
 harness records it as ``status: infra_error`` and the next run retries the unit.
 
+Server text is a per-host capability, declared by ``server_text`` (read with
+:func:`server_text`; ``"none"`` when a driver does not declare it). Every
+:class:`OfferedTool` carries its integration's name and description; a driver
+whose host path has a field for them (the OpenAI path: a namespace with the MCP
+server's name and description) declares ``"name_and_description"`` and sends
+them, one whose path has none (the Claude API path) declares ``"none"`` and
+sends only tools. The harness records the capability on every run, so a report
+can say what the host could have read.
+
 Drivers live in ``prereg/runners/drivers/<name>.py`` and expose
 ``create(model: str | None, params: Mapping[str, Any]) -> Driver``.
 """
@@ -38,6 +47,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from prereg.experiments.models import StepRef
 
 EvidenceClass = Literal["replay", "local", "api"]
+#: What of an integration's server text a host path transmits (see the module docstring).
+ServerText = Literal["none", "name", "name_and_description"]
+SERVER_TEXT_VALUES: tuple[str, ...] = ("none", "name", "name_and_description")
 
 
 class InfraError(Exception):
@@ -49,7 +61,11 @@ class InfraError(Exception):
 
 @dataclass(frozen=True)
 class OfferedTool:
-    """A tool as the host is shown it. All text here is untrusted data."""
+    """A tool as the host is shown it. All text here is untrusted data.
+
+    ``integration`` and ``integration_description`` are the server's name and
+    description; a driver transmits them only if its ``server_text`` says so.
+    """
 
     name: str
     title: str
@@ -196,6 +212,15 @@ class Driver(Protocol):
 
 
 # ---- helpers --------------------------------------------------------------------------------
+
+
+def server_text(driver: object) -> ServerText:
+    """The driver's declared server-text capability; ``"none"`` when undeclared."""
+    value = getattr(driver, "server_text", "none")
+    if value not in SERVER_TEXT_VALUES:
+        raise ValueError(f"driver {getattr(driver, 'name', driver)!r} declares an unknown "
+                         f"server_text {value!r} (expected one of {SERVER_TEXT_VALUES})")
+    return value  # type: ignore[no-any-return]
 
 
 def render(content: Any) -> str:

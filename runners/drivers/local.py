@@ -31,6 +31,11 @@ mechanics simple enough to state here:
    next-best tool, then gives up and says so.
 6. **Answer** with the last result it obtained.
 
+Server text: by default the host reads tools only, like the Claude API path
+(``server_text = "none"``). With ``host.params.server_text: true`` it reads each
+tool's integration name and description too (appended to the tool's search
+text), like the OpenAI path, and declares ``server_text = "name_and_description"``.
+
 Measured: wall-clock latency of each turn and token counts in the host's own
 word tokenizer (what it read and wrote); cost is None (nothing is priced). A
 response longer than the completion cap is cut. Evidence class ``local``.
@@ -101,6 +106,7 @@ class LocalParams:
     prompt_sd: float = 1.0
     temperature: float = 0.8
     second_goal_ratio: float = 0.6
+    server_text: bool = False
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> LocalParams:
@@ -111,6 +117,8 @@ class LocalParams:
         out = cls(**{k: params[k] for k in params})
         if out.search_k < 1 or out.temperature <= 0 or out.prompt_sd < 0:
             raise ValueError("local host params: search_k >= 1, temperature > 0, prompt_sd >= 0")
+        if not isinstance(out.server_text, bool):
+            raise ValueError("local host params: server_text must be true or false")
         return out
 
 
@@ -225,6 +233,7 @@ class LocalHost:
 
     def __init__(self, params: LocalParams) -> None:
         self.params = params
+        self.server_text = "name_and_description" if params.server_text else "none"
 
     async def next_turn(self, episode: Episode, history: Sequence[Exchange]) -> Turn:
         start = time.perf_counter()
@@ -235,6 +244,10 @@ class LocalHost:
         if history or surfaced is not None:
             seen_text += " " + " ".join(f"{t.name} {t.title} {t.description} "
                                         f"{render(t.input_schema)}" for t in shown)
+            if self.params.server_text:
+                servers = dict.fromkeys((t.integration, t.integration_description)
+                                        for t in shown)
+                seen_text += " " + " ".join(f"{n} {d}" for n, d in servers)
         written = action.text if isinstance(action, FinalAnswer) else render(
             {"name": getattr(action, "name", ""), "arguments": getattr(action, "arguments", {})})
         out_tokens = len(words(written))
@@ -261,7 +274,9 @@ class _Episode:
         self.history = history
         self.tools = list(episode.tools)
         self.by_name = {t.name: t for t in self.tools}
-        self.docs = [terms(f"{t.name} {t.title} {t.description}") for t in self.tools]
+        self.docs = [terms(f"{t.name} {t.title} {t.description}"
+                           + (f" {t.integration} {t.integration_description}"
+                              if params.server_text else "")) for t in self.tools]
         self.index = BM25(self.docs)
         self.query = terms(episode.prompt)
         self.phrases = phrases(episode.prompt)

@@ -92,7 +92,8 @@ def test_bad_split_specs(text: str, message: str) -> None:
 
 def test_selection_experiment_loads_with_its_pool() -> None:
     exp = load_experiment(folder_reader(BUNDLED / "podcast-selection"), "podcast-selection")
-    assert exp.surface_ids == {"focal", "focal-neutral", "castaway", "earbud", "weather"}
+    assert exp.surface_ids == {"focal", "focal-neutral", "tidewatch", "podcatch", "castaway",
+                               "earbud", "weather"}
     roles = [role for _, role in exp.offered("focal")]
     assert roles == ["focal", "competitor", "competitor", "decoy"]
     assert all(s.replay_only for s, role in exp.offered("focal") if role != "focal")

@@ -1,0 +1,137 @@
+"""The registered live integration: its calls execute on its live MCP server.
+
+InvokeRank's execution runs (seed, 5.5) serve the focal integration live while
+every competitor stays on the replay server. A registration asks for this with
+``host.live`` (a snapshot surface of the experiment and how to reach its
+server); everything else about the run is unchanged: hosts are offered the
+frozen snapshot's tools, and every other replay-only tool is refused.
+
+Before any unit runs, :func:`open_live` snapshots the live server again with the
+capture client and refuses the run (:class:`prereg.errors.IntegrityError`,
+exit 3, nothing written) unless its digest equals the registered snapshot's:
+the registration's digest covers the snapshot, so a server that changed since
+would make the runs measure something that was not registered. One connection
+(the ``mcp`` SDK's client) then serves every call of the run.
+
+What comes back is data: the result's ``structuredContent`` when present, else
+its content blocks; an ``isError`` result is an error the host is shown. The
+store-based oracles never see the live server's state, so a run whose first
+call executed live records Completed as null (see :mod:`prereg.runners.scoring`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import AsyncExitStack
+from typing import Any
+
+from prereg.errors import BadInput, IntegrityError
+from prereg.experiments import Experiment
+from prereg.runners.drivers.base import InfraError
+from prereg.runners.units import LiveSpec, RunPlan
+
+
+def check_live(plan: RunPlan, experiment: Experiment) -> None:
+    """The live integration must be a snapshot surface some arm offers untransformed."""
+    live = plan.live
+    if live is None:
+        return
+    surface = experiment.surfaces.get(live.surface)
+    if surface is None:
+        raise BadInput(f"host.live names '{live.surface}', which is not a surface of the "
+                       "experiment", field="host.live.surface")
+    if surface.source != "snapshot":
+        raise BadInput(f"host.live names '{live.surface}', which is a YAML surface: only an "
+                       "MCP snapshot surface has a live server (its calls are the only ones "
+                       "that do not run on the experiment's store)", field="host.live.surface")
+
+
+class LiveSession:
+    """One open connection to the live server; :meth:`call` runs one tool call."""
+
+    def __init__(self, spec: LiveSpec) -> None:
+        self.spec = spec
+        self.surface = spec.surface
+        self._stack: AsyncExitStack | None = None
+        self._client: Any = None
+
+    def _target(self) -> Any:
+        from prereg.runners.mcp.capture import HttpTarget, StdioTarget
+
+        if self.spec.url is not None:
+            return HttpTarget(self.spec.url)
+        return StdioTarget(command=list(self.spec.command or ()))
+
+    def _transport(self) -> Any:
+        if self.spec.url is not None:
+            from mcp.client.streamable_http import streamable_http_client
+
+            return streamable_http_client(self.spec.url)
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        command = list(self.spec.command or ())
+        return stdio_client(StdioServerParameters(command=command[0], args=command[1:]),
+                            errlog=sys.__stderr__ or sys.stderr)
+
+    async def verify(self, registered_digest: str | None) -> str:
+        """Snapshot the live server and compare its digest with the registered one."""
+        from prereg.runners.mcp.capture import capture_snapshot_async
+        from prereg.runners.mcp.snapshot import snapshot_digest
+
+        live = capture_snapshot_async(self._target(), timeout=self.spec.timeout_s)
+        digest = snapshot_digest(await live)
+        if digest != registered_digest:
+            raise IntegrityError(
+                f"the live server of '{self.surface}' no longer serves the registered "
+                f"snapshot (registered {registered_digest}, live {digest}); nothing was run",
+                field="host.live")
+        return digest
+
+    async def open(self) -> None:
+        from mcp import Client, Implementation
+
+        from prereg import __version__
+
+        stack = AsyncExitStack()
+        client = Client(self._transport(), mode="legacy", cache=None,
+                        read_timeout_seconds=self.spec.timeout_s,
+                        client_info=Implementation(name="prereg-live", version=__version__))
+        self._client = await stack.enter_async_context(client)
+        self._stack = stack
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[Any, bool, str]:
+        """(content, is_error, text the host is shown) of one call on the live server."""
+        if self._client is None:
+            raise InfraError("the live integration is not connected")
+        try:
+            result = await self._client.call_tool(name, arguments)
+        except Exception as exc:  # a transport or protocol failure is not the agent's
+            raise InfraError(f"live call to '{name}' failed: {type(exc).__name__}: "
+                             f"{exc}"[:500]) from None
+        if result.structured_content is not None:
+            content: Any = result.structured_content
+        else:
+            content = [block.model_dump(mode="json", exclude_none=True, by_alias=True)
+                       for block in result.content]
+        text = json.dumps(content, ensure_ascii=False, default=str)
+        if result.is_error:
+            return content, True, f"error: {text}"
+        return content, False, text
+
+    async def close(self) -> None:
+        if self._stack is not None:
+            stack, self._stack, self._client = self._stack, None, None
+            await stack.aclose()
+
+
+async def open_live(plan: RunPlan, experiment: Experiment) -> LiveSession | None:
+    """The run's live session (verified against the registered snapshot), or None."""
+    if plan.live is None:
+        return None
+    check_live(plan, experiment)
+    session = LiveSession(plan.live)
+    await session.verify(experiment.surfaces[plan.live.surface].snapshot_digest)
+    await session.open()
+    return session

@@ -26,7 +26,7 @@ from prereg import __version__
 from prereg.errors import ProtocolRefusal
 from prereg.registry.registry import Registry
 from prereg.registry.schema import Registration, TestSpec
-from prereg.reports import exploratory, family, stopping
+from prereg.reports import controls, exploratory, family, stopping
 from prereg.reports.arms import arm_report, pooled_icc
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs
 from prereg.reports.model import (
@@ -132,15 +132,29 @@ def _runs_summary(loaded: LoadedRuns) -> RunsSummary:
 
 
 def _surfaces(loaded: LoadedRuns) -> list[dict[str, Any]]:
+    """Each arm's focal surface as offered (a control's transformation applied) and every
+    server it lists, with the digest of each surface as offered."""
     out = []
     for arm in loaded.entry.registration.arms:
         surface = loaded.surfaces.get(arm.id)
+        offer = loaded.offers.get(arm.id)
+        servers: list[dict[str, Any]] = []
+        if offer is not None:
+            focal = offer.clones[0][0] if offer.clones else offer.servers[0]
+            surface = focal.surface
+            servers = [{"key": s.key, "surface": s.source, "role": s.role,
+                        "name": s.surface.name, "digest": s.digest,
+                        "snapshot_digest": s.surface.snapshot_digest,
+                        "transform": s.surface.transform} for s in offer.every_server()]
         tools = [] if surface is None else [
             {"name": t.name, "title": t.title, "description": t.description}
             for t in surface.tools]
         out.append({"arm": arm.id, "surface": arm.surface, "control": arm.control,
+                    "reference": loaded.entry.registration.reference_of(arm.id),
                     "title": getattr(surface, "title", None),
-                    "description": getattr(surface, "description", None), "tools": tools})
+                    "description": getattr(surface, "description", None),
+                    "digest": getattr(surface, "digest", None), "servers": servers,
+                    "tools": tools})
     return out
 
 
@@ -227,6 +241,8 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         tasks=_tasks(loaded),
         exploratory=exploratory.exploratory_block(loaded.used, [a.id for a in reg.arms],
                                                   reasons),
+        controls=controls.control_reports(controls.Context(
+            reg, loaded.used, loaded.task_order, loaded.intents, loaded.offers)),
         registration_document=reg.model_dump(mode="json"),
         provenance=ReportProvenance(
             prereg_version=__version__,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prereg.errors import IntegrityError
@@ -43,6 +43,7 @@ class LoadedRuns:
     infra: tuple[Obs, ...]                 # infrastructure-failure records (all of them)
     records: int
     evidence_class: str | None
+    offers: dict[str, Any] = field(default_factory=dict)   # arm id -> ArmOffer (as run)
 
     @property
     def completed(self) -> set[Unit]:
@@ -76,6 +77,20 @@ def planned_units(entry: Entry, experiment: Any) -> list[Unit]:
 
     plan = plan_from_registration(entry.registration, entry.digest)
     return [u.key for u in expand_units(plan, experiment)]
+
+
+def arm_offers(entry: Entry, experiment: Any) -> dict[str, Any]:
+    """Each arm's offer (controls applied) as the runner builds it; empty if it cannot be
+    built (then nothing could have run either, and the controls read not measured)."""
+    from prereg.errors import BadInput
+    from prereg.runners.offer import build_offers
+    from prereg.runners.units import plan_from_registration
+
+    try:
+        return build_offers(plan_from_registration(entry.registration, entry.digest),
+                            experiment)
+    except BadInput:
+        return {}
 
 
 def _store_records(ws: Workspace, entry: Entry) -> list[Any]:
@@ -172,4 +187,5 @@ def load_runs(ws: Workspace, registry: Registry, entry: Entry,
         entry=entry, tasks=tasks, surfaces=surfaces, planned=tuple(planned),
         used=tuple(o for o in observations if o.ok),
         infra=tuple(o for o in observations if not o.ok), records=len(observations),
-        evidence_class=next(iter(classes)) if len(classes) == 1 else None)
+        evidence_class=next(iter(classes)) if len(classes) == 1 else None,
+        offers=arm_offers(entry, experiment))

@@ -157,6 +157,32 @@ class StoppingReport(Model):
     provenance: Provenance
 
 
+class ControlReport(Model):
+    """One registered control arm judged by its fixed rule (InvokeRank, Figure 6).
+
+    Controls check the instrument; their verdicts never change the registration's
+    verdict. Rules, fixed before any data (:mod:`prereg.reports.controls`).
+    """
+
+    arm: str
+    control: Literal["placebo", "blinded", "decoy", "clone_swap"]
+    reference: str | None
+    check: str
+    statistic: str
+    outcome: str
+    estimate: float | None
+    summary: str
+    interval: Interval | None
+    rule: str
+    verdict: Literal["pass", "fail", "not_measured"]
+    reason: str
+    details: dict[str, Any] = Field(default_factory=dict)
+    surfaces: dict[str, list[dict[str, Any]]] = Field(
+        default_factory=dict, description="the servers the control arm and its reference "
+        "offer, with the digest of each surface as offered (after the transformation)")
+    provenance: Provenance
+
+
 class Completeness(Model):
     complete: bool
     planned: int
@@ -238,6 +264,9 @@ class Report(Model):
     exploratory: dict[str, Any]
     registration_document: dict[str, Any]
     provenance: ReportProvenance
+    controls: list[ControlReport] = Field(
+        default_factory=list, description="the registered control arms, each with its rule "
+        "and verdict; they check the instrument and never change the verdict")
     figures: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -81,6 +81,17 @@ class Obs:
     tokens: Mapping[str, Any] | None
     batch: Any = None
     terminal_flag: str | None = None
+    offer: Mapping[str, Any] | None = None   # the record's offer block, as plain data
+
+    @property
+    def first_server(self) -> str | None:
+        """The offered integration the first tool call went to (None: none, or unknown)."""
+        return None if self.offer is None else self.offer.get("first_server")
+
+    @property
+    def clone(self) -> Mapping[str, Any] | None:
+        """clone_swap's cell of this run (labels of copies a and b, which was listed first)."""
+        return None if self.offer is None else self.offer.get("clone")
 
     @property
     def unit(self) -> tuple[str, str, int]:
@@ -143,6 +154,15 @@ def _tokens(record: Any) -> Mapping[str, Any] | None:
     return dict(tokens) if isinstance(tokens, Mapping) else None
 
 
+def _offer(record: Any) -> Mapping[str, Any] | None:
+    offer = _get(record, "offer")
+    if offer is None:
+        return None
+    if hasattr(offer, "model_dump"):
+        offer = offer.model_dump(mode="json")
+    return dict(offer) if isinstance(offer, Mapping) else None
+
+
 def from_record(record: Any) -> Obs:
     """Read a run record (pydantic model or mapping) into an observation."""
     status = str(_get(record, "status", "ok") or "ok")
@@ -172,4 +192,5 @@ def from_record(record: Any) -> Obs:
         tokens=_tokens(record),
         batch=_get(record, "batch"),
         terminal_flag=_get(record, "terminal_flag"),
+        offer=_offer(record),
     )

@@ -18,7 +18,9 @@ from typing import Any
 from prereg.reports.figures import FIGURES
 from prereg.reports.model import Report, TestReport
 from prereg.reports.text import (
+    CONTROLS_NOTE,
     EXPLORATORY_BANNER,
+    control_rows,
     headline,
     interval,
     num,
@@ -173,6 +175,13 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     if intents and r.per_intent_registered:
         body += [el("h2", "Per-intent paired differences (listed, not flagged)"), *intents]
 
+    if r.controls:
+        body += [el("h2", "Instrument controls (registered)"), el("p", CONTROLS_NOTE),
+                 table(["check", "arm", "statistic", "estimate", "interval", "rule",
+                        "verdict"], control_rows(r)),
+                 el("ul", *[el("li", el("code", c.arm), f" ({c.check}): ", el("strong",
+                                                                             c.verdict),
+                                f": {c.reason}") for c in r.controls])]
     body += [el("h2", "Exploratory"), el("p", r.exploratory.get("note", ""), class_="muted")]
     if intents and not r.per_intent_registered:
         body += [el("p", "Per-intent paired differences (not registered; listed, not flagged):"),
@@ -185,9 +194,17 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
 
     body.append(el("h2", "Surfaces and tasks (untrusted content, shown as data)"))
     for s in r.surfaces:
-        body += [el("p", f"Arm {s['arm']}, surface {s['surface']}: {s.get('title') or ''}"),
+        control = f" (control {s['control']})" if s.get("control") else ""
+        body += [el("p", f"Arm {s['arm']}, surface {s['surface']}{control}: "
+                         f"{s.get('title') or ''}"),
                  table(["tool", "title", "description"],
                        [[t["name"], t["title"], t["description"]] for t in s["tools"]])]
+        if s.get("servers"):
+            body += [el("p", "Servers offered (digest of each surface as offered):",
+                        class_="muted"),
+                     table(["key", "role", "server name", "transform", "digest"],
+                           [[x["key"], x["role"], x["name"], x.get("transform") or "-",
+                             x["digest"]] for x in s["servers"]])]
     body.append(table(["task", "intent", "polarity", "prompt"],
                       [[t["id"], t["intent"], t["polarity"], t["prompt"]] for t in r.tasks]))
     body += [el("h2", "Provenance"),

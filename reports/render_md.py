@@ -15,7 +15,9 @@ from typing import Any
 from prereg.reports.figures import FIGURES
 from prereg.reports.model import Report, TestReport
 from prereg.reports.text import (
+    CONTROLS_NOTE,
     EXPLORATORY_BANNER,
+    control_rows,
     headline,
     interval,
     num,
@@ -142,6 +144,15 @@ def render(report: Report) -> str:
                           for x in r.per_intent])
     if r.per_intent and r.per_intent_registered:
         out += ["## Per-intent paired differences (listed, not flagged)", ""] + intent_table + [""]
+    if r.controls:
+        out += ["## Instrument controls (registered)", "", esc(CONTROLS_NOTE), ""]
+        out += table(["check", "arm", "statistic", "estimate", "interval", "rule", "verdict"],
+                     control_rows(r))
+        out.append("")
+        for c in r.controls:
+            out.append(f"- `{esc(c.arm)}` ({esc(c.check)}): **{esc(c.verdict)}**: "
+                       f"{esc(c.reason)}")
+        out.append("")
     out += ["## Exploratory", "", esc(r.exploratory.get("note", "")), ""]
     if r.per_intent and not r.per_intent_registered:
         out += ["Per-intent paired differences (not registered; listed, not flagged):", ""]
@@ -150,10 +161,16 @@ def render(report: Report) -> str:
         out += [f"{esc(key)}:", ""] + code_block(r.exploratory.get(key)) + [""]
     out += ["## Surfaces and tasks (untrusted content, shown as data)", ""]
     for s in r.surfaces:
-        out += [f"Arm `{esc(s['arm'])}`, surface `{esc(s['surface'])}`: "
+        control = f" (control {esc(s['control'])})" if s.get("control") else ""
+        out += [f"Arm `{esc(s['arm'])}`, surface `{esc(s['surface'])}`{control}: "
                 f"{esc(s.get('title') or '')}"]
         out += table(["tool", "title", "description"],
                      [[t["name"], t["title"], t["description"]] for t in s["tools"]])
+        if s.get("servers"):
+            out += ["", "Servers offered (digest of each surface as offered):", ""]
+            out += table(["key", "role", "server name", "transform", "digest"],
+                         [[x["key"], x["role"], x["name"], x.get("transform") or "-",
+                           x["digest"]] for x in s["servers"]])
         out.append("")
     out += table(["task", "intent", "polarity", "prompt"],
                  [[t["id"], t["intent"], t["polarity"], t["prompt"]] for t in r.tasks])

@@ -13,7 +13,14 @@ from rich.table import Table
 from rich.text import Text
 
 from prereg.reports.model import Report
-from prereg.reports.text import EXPLORATORY_BANNER, headline, pct, primary_line
+from prereg.reports.text import (
+    EXPLORATORY_BANNER,
+    control_interval,
+    control_short,
+    headline,
+    pct,
+    primary_line,
+)
 
 
 def _span(low: float | None, high: float | None) -> str:
@@ -40,6 +47,16 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
                       f"{a.design_effect:.2f}")
     console.print(table)
     console.print(Text(primary_line(r)))
+    if r.controls:
+        controls = Table("check", "arm", "estimate", "interval", "rule", "verdict",
+                         title=Text("instrument controls (registered; never change the "
+                                    "verdict)"))
+        for c in r.controls:
+            style = {"pass": "green", "fail": "bold red"}.get(c.verdict, "yellow")
+            controls.add_row(Text(c.check), Text(c.arm), Text(control_short(c)),
+                             Text(control_interval(c)), Text(c.rule),
+                             Text(c.verdict, style=style))
+        console.print(controls)
     comp = r.completeness
     console.print(Text(f"runs: {comp.completed} of {comp.planned} planned units"
                        f"{'' if comp.complete else ' (INCOMPLETE)'}; infrastructure failures "

@@ -7,6 +7,7 @@ never announce a confirmatory claim in one format and not in another.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from prereg.reports.model import Interval, Report
 
@@ -67,3 +68,45 @@ def primary_line(report: Report) -> str:
             disc += f", needed at least {p.min_discordant}"
     return (f"{p.test} ({p.sides}, alpha {p.alpha:g}) on {p.n} tasks: estimate "
             f"{num(p.estimate)}, interval {interval(p.interval)}, {stat}{disc}")
+
+
+CONTROLS_NOTE = ("Registered control arms check the instrument, each by its fixed rule "
+                 "(InvokeRank, Figure 6); their verdicts never change the registration's "
+                 "verdict.")
+
+
+def control_interval(c: Any) -> str:
+    """A control's interval: points for differences, percentages for shares."""
+    iv = c.interval
+    if iv is None or iv.low is None or iv.high is None:
+        return "null"
+    if c.control in ("placebo", "blinded"):
+        return f"{100 * iv.low:+.1f} to {100 * iv.high:+.1f} points ({iv.level:.0%})"
+    return f"{pct(iv.low)} to {pct(iv.high)} ({iv.level:.0%})"
+
+
+def control_short(c: Any) -> str:
+    """A one-line estimate for the terminal table."""
+    d = c.details
+    if c.estimate is None:
+        return "no data"
+    if c.control == "placebo":
+        return f"{100 * c.estimate:+.1f} points"
+    if c.control == "blinded":
+        return f"{pct(d.get('reference_rate'))} -> {pct(d.get('blinded_rate'))}"
+    if c.control == "decoy":
+        every = d.get("all", {})
+        return f"{every.get('successes')} of {every.get('trials')} runs"
+    pair = d.get("pair_share", {})
+    return f"copy a: {pair.get('successes')} of {pair.get('trials')} picks"
+
+
+def control_rows(report: Report) -> list[list[str]]:
+    """Figure 6's columns: check, arm (vs reference), statistic, estimate, interval, rule,
+    verdict."""
+    rows = []
+    for c in report.controls:
+        versus = f"{c.arm} vs {c.reference}" if c.reference else c.arm
+        rows.append([c.check, versus, c.statistic, c.summary, control_interval(c), c.rule,
+                     c.verdict])
+    return rows

@@ -305,10 +305,10 @@ class Harness:
                              None, server), ToolResult(None, True, msg))
         if server in live_servers:
             # the registered live integration: the call runs on its server (never the store)
-            content, is_error, text = await self.live.call(tool.name, args)
-            info = CallInfo(tool.name, args, role, (), True, not is_error,
-                            is_error or _is_empty(content), text if is_error else None,
-                            None if is_error else content, server, live=True)
+            content, is_error, text, empty = await self.live.call(tool.name, args)
+            info = CallInfo(tool.name, args, role, (), True, not is_error, empty,
+                            text if is_error else None, None if is_error else content, server,
+                            live=True)
             return info, ToolResult(None if is_error else content, is_error, text)
         try:
             content = execute_tool(tool, args, store)

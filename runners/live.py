@@ -101,8 +101,14 @@ class LiveSession:
         self._client = await stack.enter_async_context(client)
         self._stack = stack
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[Any, bool, str]:
-        """(content, is_error, text the host is shown) of one call on the live server."""
+    async def call(self, name: str, arguments: dict[str, Any]
+                   ) -> tuple[Any, bool, str, bool]:
+        """(content, is_error, text the host is shown, empty) of one call on the live server.
+
+        Empty (so not Executed): no structured content and no content block with text or
+        data, or structured content that is empty or only wraps an empty value
+        (``{"result": []}``, how SDK servers return a bare empty list).
+        """
         if self._client is None:
             raise InfraError("the live integration is not connected")
         try:
@@ -110,20 +116,33 @@ class LiveSession:
         except Exception as exc:  # a transport or protocol failure is not the agent's
             raise InfraError(f"live call to '{name}' failed: {type(exc).__name__}: "
                              f"{exc}"[:500]) from None
-        if result.structured_content is not None:
-            content: Any = result.structured_content
-        else:
-            content = [block.model_dump(mode="json", exclude_none=True, by_alias=True)
-                       for block in result.content]
+        blocks = [block.model_dump(mode="json", exclude_none=True, by_alias=True)
+                  for block in result.content]
+        content: Any = result.structured_content if result.structured_content is not None \
+            else blocks
         text = json.dumps(content, ensure_ascii=False, default=str)
         if result.is_error:
-            return content, True, f"error: {text}"
-        return content, False, text
+            return content, True, f"error: {text}", True
+        return content, False, text, _empty(result.structured_content, blocks)
 
     async def close(self) -> None:
         if self._stack is not None:
             stack, self._stack, self._client = self._stack, None, None
             await stack.aclose()
+
+
+def _blank(value: Any) -> bool:
+    return value is None or value in ({}, [], "")
+
+
+def _empty(structured: Any, blocks: list[dict[str, Any]]) -> bool:
+    if structured is not None:
+        if isinstance(structured, dict) and len(structured) == 1:
+            return _blank(next(iter(structured.values())))
+        return _blank(structured)
+    return not any(b.get("type") != "text" or str(b.get("text", "")).strip() not in ("", "[]",
+                                                                                      "{}")
+                   for b in blocks)
 
 
 async def open_live(plan: RunPlan, experiment: Experiment) -> LiveSession | None:

@@ -38,6 +38,7 @@ from prereg.experiments.models import (
     Task,
 )
 from prereg.experiments.refs import as_step_ref
+from prereg.experiments.schema_lint import unknown_keywords
 from prereg.experiments.service import type_ok
 from prereg.experiments.snapshots import load_snapshot_bytes, snapshot_surface
 from prereg.experiments.splits import assign_by_fractions
@@ -399,6 +400,10 @@ def _load_surface(read: Reader, sid: str, rel: str, site: tuple[Doc, Sequence[in
         except SchemaError as exc:
             raise doc.fail((*loc, "input_schema"),
                            f"not a valid JSON Schema: {exc.message}") from None
+        for where, key in unknown_keywords(schema):
+            raise doc.fail((*loc, "input_schema", *where, key),
+                           f"'{key}' is not a JSON Schema keyword (validators ignore it; if "
+                           "it came from a YAML flow mapping split at a comma, quote the text)")
         if schema.get("type") != "object":
             raise doc.fail((*loc, "input_schema", "type"), "a tool's input_schema must have "
                                                            "type: object")

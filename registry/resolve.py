@@ -72,6 +72,15 @@ def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Re
                            f"'{registration.experiment}' (known: "
                            f"{', '.join(sorted(experiment.surface_ids))})",
                            file=shown, field=f"arms[{index}].surface")
+        if arm.decoy is not None and arm.decoy not in experiment.surface_ids:
+            raise BadInput(f"decoy '{arm.decoy}' is not a surface of experiment "
+                           f"'{registration.experiment}' (known: "
+                           f"{', '.join(sorted(experiment.surface_ids))})",
+                           file=shown, field=f"arms[{index}].decoy")
+    live = registration.host.live
+    if live is not None and live.surface not in experiment.surface_ids:
+        raise BadInput(f"live surface '{live.surface}' is not a surface of experiment "
+                       f"'{registration.experiment}'", file=shown, field="host.live.surface")
     if registration.split not in experiment.split_names:
         raise BadInput(f"experiment '{registration.experiment}' has no split "
                        f"'{registration.split}'", file=shown, field="split")

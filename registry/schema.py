@@ -237,9 +237,9 @@ class Registration(Strict):
             pair = spec.compare or tuple(ids[:2])
             if len(ids) < 2 or len(pair) != 2:
                 raise FieldRuleError(where, "a comparative test needs at least two arms")
-            for arm in pair:
-                if arm not in ids:
-                    raise FieldRuleError(f"{where}.compare", f"names unknown arm '{arm}'")
+            for arm_id in pair:
+                if arm_id not in ids:
+                    raise FieldRuleError(f"{where}.compare", f"names unknown arm '{arm_id}'")
             if pair[0] == pair[1]:
                 raise FieldRuleError(f"{where}.compare", "names the same arm twice")
             if spec.favours is not None and spec.favours not in pair:

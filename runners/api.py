@@ -21,6 +21,7 @@ from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.runners.drivers.base import Driver
 from prereg.runners.exchange import Format, read_records, write_records
+from prereg.runners.offer import build_offers
 from prereg.runners.orchestrate import Progress, RunSummary, execute
 from prereg.runners.providers.factory import create_run_driver
 from prereg.runners.store import RunStore
@@ -67,6 +68,8 @@ def run_registration(ws: Workspace, registration_id: str, *, concurrency: int = 
             driver = create_run_driver(plan, entry.registration, ws)  # providers: issue 7
         except ValueError as exc:
             raise BadInput(str(exc), field="host.params") from None
+    build_offers(plan, experiment)   # a control that cannot apply is refused (exit 2) here,
+    # before the locked split is claimed: a refused run must not spend it
     if plan.split == LOCKED_SPLIT:
         # the first run of a confirmatory registration spends the locked split (idempotent
         # for this registration; refused, exit 4, if another registration claimed it)

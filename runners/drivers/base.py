@@ -42,7 +42,7 @@ import importlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from prereg.experiments.models import StepRef
 
@@ -220,7 +220,7 @@ def server_text(driver: object) -> ServerText:
     if value not in SERVER_TEXT_VALUES:
         raise ValueError(f"driver {getattr(driver, 'name', driver)!r} declares an unknown "
                          f"server_text {value!r} (expected one of {SERVER_TEXT_VALUES})")
-    return value  # type: ignore[no-any-return]
+    return cast(ServerText, value)
 
 
 def render(content: Any) -> str:

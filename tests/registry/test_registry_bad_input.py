@@ -101,3 +101,16 @@ def test_nothing_written_in_a_fresh_registry(ws: Path, cli) -> None:
     cli("-w", ws, "register", _variant(ws, "budgets:", "bugdets:"))
     assert tree_digest(ws / "registry") == before
     assert not (ws / "registry" / "ledger.jsonl").exists()
+
+
+def test_unknown_decoy_surface_is_refused_at_register(ws: Path, cli) -> None:
+    draft = ws / "drafts" / "podcast-selection-controls.yaml"
+    text = draft.read_text()
+    assert "decoy: tidewatch" in text
+    bad = ws / "drafts" / "variant.yaml"
+    bad.write_text(text.replace("decoy: tidewatch", "decoy: no-such-server"))
+    before = tree_digest(ws / "registry")
+    result = cli("-w", ws, "register", bad)
+    assert result.code == 2
+    assert "decoy" in result.stderr and "no-such-server" in result.stderr
+    assert tree_digest(ws / "registry") == before

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 from scipy import stats as sps
-from scipy.special import expit, gammaln
+from scipy.special import expit
 
 import prereg.stats as ps
 
@@ -51,28 +51,6 @@ def mcnemar_table() -> None:
     print()
 
 
-def _monitor_dp(p01: float, p10: float, n_max: int, thr: float, min_prompts: int,
-                ) -> tuple[float, float]:
-    size = n_max + 1
-    grid = np.arange(size, dtype=float)
-    loge = (grid[:, None] + grid[None, :]) * math.log(2) + gammaln(1 + grid)[:, None] \
-        + gammaln(1 + grid)[None, :] - gammaln(2 + grid[:, None] + grid[None, :])
-    crossed = loge >= math.log(thr) - 1e-12
-    prob = np.zeros((size, size))
-    prob[0, 0] = 1.0
-    stopped = expected = 0.0
-    for t in range(1, n_max + 1):
-        expected += prob.sum()
-        new = prob * (1 - p01 - p10)
-        new[1:, :] += prob[:-1, :] * p10
-        new[:, 1:] += prob[:, :-1] * p01
-        if t >= min_prompts:
-            stopped += float(new[crossed].sum())
-            new[crossed] = 0.0
-        prob = new
-    return stopped, expected
-
-
 def monitor_table(quick: bool) -> None:
     print("2. beta-mixture monitor, E >= 20 after >= 40 prompts, uniform prior")
     print("   exact type I error under continuous monitoring (bound 1/20 = 0.05)")
@@ -80,7 +58,8 @@ def monitor_table(quick: bool) -> None:
     horizons = (200, 500) if quick else (200, 500, 1000)
     for n_max in horizons:
         for psi in (0.05, 0.2, 0.5, 1.0):
-            stop, expected = _monitor_dp(psi / 2, psi / 2, n_max, 20.0, 40)
+            exact = ps.sequential_monitor_exact(psi / 2, psi / 2, n_max, 20.0, 40)
+            stop, expected = exact.rejection_rate, exact.expected_prompts
             print(f"{n_max:>8} {psi:>5.2f} {stop:>8.4f} {expected:>11.1f}")
     print("   simulated power and expected prompts to stop (10,000 streams, horizon 500)")
     print(f"{'p01':>6} {'p10':>6} {'stop rate':>10} {'E[prompts]':>11} {'median':>7}")

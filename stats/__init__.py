@@ -19,6 +19,7 @@ from prereg.stats.planning import (
     mde_paired,
     min_discordant,
     prompts_for_mde,
+    sequential_monitor_exact,
     simulate_sequential_monitor,
 )
 from prereg.stats.results import (
@@ -26,6 +27,7 @@ from prereg.stats.results import (
     DifferenceInterval,
     EValueResult,
     McNemarResult,
+    MonitorExact,
     MonitorResult,
     MonitorSimulation,
     MultipleTestResult,
@@ -64,6 +66,7 @@ __all__ = [
     "prompts_for_mde",
     "mcnemar_sample_size",
     "min_discordant",
+    "sequential_monitor_exact",
     "simulate_sequential_monitor",
     # result types
     "BootstrapResult",
@@ -71,6 +74,7 @@ __all__ = [
     "EValueResult",
     "McNemarResult",
     "MonitorResult",
+    "MonitorExact",
     "MonitorSimulation",
     "MultipleTestResult",
     "PermutationResult",

@@ -9,8 +9,8 @@ from scipy import special
 from scipy import stats as sps
 
 from prereg.stats._validate import positive, probability
-from prereg.stats.results import MonitorSimulation
-from prereg.stats.sequential import _prior
+from prereg.stats.results import MonitorExact, MonitorSimulation
+from prereg.stats.sequential import _log_evalue, _prior
 
 __all__ = ["mde_paired", "prompts_for_mde", "mcnemar_sample_size", "min_discordant",
            "simulate_sequential_monitor"]
@@ -193,3 +193,50 @@ def simulate_sequential_monitor(p01: float, p10: float, max_prompts: int,
         method=("simulated beta-mixture monitor: stop when E >= threshold after "
                 "min_prompts prompts, capped at max_prompts"))
 
+
+
+def sequential_monitor_exact(p01: float, p10: float, max_prompts: int,
+                             threshold: float = 20.0, min_prompts: int = 40,
+                             prior: tuple[float, float] = (1.0, 1.0)) -> MonitorExact:
+    """Exact stopping probability and expected prompts of the beta-mixture monitor.
+
+    The monitor's state after t prompts is the pair of discordant counts (b, c);
+    each prompt moves it to (b + 1, c) with probability p10, to (b, c + 1) with
+    p01, and leaves it with 1 - p01 - p10. A dynamic programme over the
+    probability of each unstopped state, absorbing the states where the e-value
+    reaches ``threshold`` once at least ``min_prompts`` prompts are in, gives
+    P(stop by ``max_prompts``) and E[min(stop, max_prompts)] = sum over t of
+    P(still running before prompt t). O(max_prompts^3) time, O(max_prompts^2)
+    memory: exact where :func:`simulate_sequential_monitor` has Monte Carlo error.
+    """
+    p01 = probability(p01, "p01", low_open=False, high_open=False)
+    p10 = probability(p10, "p10", low_open=False, high_open=False)
+    if p01 + p10 > 1.0 + 1e-12:
+        raise ValueError("p01 + p10 cannot exceed 1")
+    if int(max_prompts) != max_prompts or max_prompts < 1:
+        raise ValueError(f"max_prompts must be a positive integer, got {max_prompts!r}")
+    if int(min_prompts) != min_prompts or min_prompts < 0:
+        raise ValueError(f"min_prompts must be a non-negative integer, got {min_prompts!r}")
+    thr = float(threshold)
+    if not (math.isfinite(thr) and thr >= 1.0):
+        raise ValueError(f"threshold must be finite and >= 1, got {threshold!r}")
+    a, b0 = _prior(prior)
+    n_max = int(max_prompts)
+    grid = np.arange(n_max + 1, dtype=np.float64)
+    crossed = _log_evalue(grid[:, None], grid[None, :], a, b0) >= math.log(thr) - 1e-12
+    prob = np.zeros((n_max + 1, n_max + 1))
+    prob[0, 0] = 1.0
+    stopped = expected = 0.0
+    stay = 1.0 - p01 - p10
+    for t in range(1, n_max + 1):
+        expected += float(prob.sum())          # P(still running before prompt t)
+        new = prob * stay
+        new[1:, :] += prob[:-1, :] * p10
+        new[:, 1:] += prob[:, :-1] * p01
+        if t >= min_prompts:
+            stopped += float(new[crossed].sum())
+            new[crossed] = 0.0
+        prob = new
+    return MonitorExact(rejection_rate=min(1.0, stopped), expected_prompts=expected,
+                        p01=p01, p10=p10, max_prompts=n_max, threshold=thr,
+                        min_prompts=int(min_prompts))

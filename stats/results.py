@@ -214,3 +214,22 @@ class MonitorSimulation:
     sims: int
     seed: int | None
     method: str
+
+
+@dataclass(frozen=True)
+class MonitorExact:
+    """Operating characteristics of the sequential monitor, exactly (no simulation).
+
+    ``rejection_rate`` is P(the monitor stops by ``max_prompts``): the type I error
+    when ``p01 == p10``, the power otherwise. ``expected_prompts`` is
+    E[min(stopping time, max_prompts)].
+    """
+
+    rejection_rate: float
+    expected_prompts: float
+    p01: float
+    p10: float
+    max_prompts: int
+    threshold: float
+    min_prompts: int
+    method: str = "exact dynamic programme over discordant counts (b, c)"

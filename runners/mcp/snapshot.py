@@ -31,6 +31,7 @@ import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from prereg.errors import BadInput
+from prereg.yamlio import format_loc
 
 FORMAT: Final = "prereg-mcp-snapshot/1"
 DIGEST_PREFIX = "sha256:"
@@ -329,8 +330,9 @@ def load_snapshot(data: bytes, filename: str) -> Snapshot:
         return Snapshot.model_validate(document)
     except ValidationError as exc:
         first, *rest = exc.errors()
-        raise BadInput(_error_message(first), file=filename, field=_loc(first["loc"]),
-                       details=[f"{_loc(e['loc'])}: {_error_message(e)}" for e in rest]) from None
+        details = [f"{format_loc(e['loc'])}: {_error_message(e)}" for e in rest]
+        raise BadInput(_error_message(first), file=filename, field=format_loc(first["loc"]),
+                       details=details) from None
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -371,17 +373,6 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constants(name: str) -> Any:
     raise _BadConstant(name)
-
-
-def _loc(loc: tuple[Any, ...]) -> str:
-    """Pydantic's location as a path a person can find in the file: ``a.b[2].c``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(root)"
 
 
 def _error_message(error: Any) -> str:

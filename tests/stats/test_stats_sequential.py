@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -11,7 +12,12 @@ from hypothesis import strategies as st
 from scipy import integrate
 from scipy import stats as sps
 
-from prereg.stats import beta_mixture_evalue, sequential_monitor, simulate_sequential_monitor
+from prereg.stats import (
+    beta_mixture_evalue,
+    sequential_monitor,
+    sequential_monitor_exact,
+    simulate_sequential_monitor,
+)
 
 
 def _mixture_by_quadrature(b: int, c: int, a: float, b0: float) -> float:
@@ -109,26 +115,34 @@ def test_monitor_rejects_bad_input() -> None:
 
 def _exact_monitor(p01: float, p10: float, n_max: int, thr: float, min_prompts: int,
                    ) -> tuple[float, float]:
-    """Exact P(stop by n_max) and E[min(stop, n_max)] by dynamic programming over (b, c)."""
-    size = n_max + 1
-    bb, cc = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
-    loge = np.array([[(b + c) * math.log(2) + math.lgamma(1 + b) + math.lgamma(1 + c)
-                      - math.lgamma(2 + b + c) for c in range(size)] for b in range(size)])
-    crossed = loge >= math.log(thr) - 1e-12
-    prob = np.zeros((size, size))
-    prob[0, 0] = 1.0
-    stopped, expected = 0.0, 0.0
-    for t in range(1, n_max + 1):
-        expected += prob.sum()  # P(still running before prompt t)
-        new = prob * (1 - p01 - p10)
-        new[1:, :] += prob[:-1, :] * p10
-        new[:, 1:] += prob[:, :-1] * p01
-        if t >= min_prompts:
-            stopped += float(new[crossed].sum())
-            new[crossed] = 0.0
-        prob = new
-    del bb, cc
-    return stopped, expected
+    res = sequential_monitor_exact(p01, p10, n_max, threshold=thr, min_prompts=min_prompts)
+    return res.rejection_rate, res.expected_prompts
+
+
+@pytest.mark.parametrize(("p01", "p10", "thr", "min_prompts", "prior"), [
+    (0.2, 0.2, 3.0, 2, (1.0, 1.0)),
+    (0.1, 0.5, 4.0, 0, (1.0, 1.0)),
+    (0.3, 0.15, 2.5, 3, (2.0, 0.5)),
+])
+def test_exact_monitor_equals_brute_force_enumeration(p01: float, p10: float, thr: float,
+                                                      min_prompts: int,
+                                                      prior: tuple[float, float]) -> None:
+    """Every sequence of 9 prompts (3^9 of them), each stopped by the monitor itself."""
+    n = 9
+    probs = {0: 1 - p01 - p10, 1: p10, 2: p01}   # concordant, first arm only, second only
+    stop_prob = expected = 0.0
+    for seq in itertools.product((0, 1, 2), repeat=n):
+        weight = math.prod(probs[x] for x in seq)
+        first = [1 if x == 1 else 0 for x in seq]
+        second = [1 if x == 2 else 0 for x in seq]
+        res = sequential_monitor(first, second, threshold=thr, min_prompts=min_prompts,
+                                 prior=prior)
+        stop_prob += weight * res.stopped
+        expected += weight * (res.stop_at if res.stopped else n)
+    exact = sequential_monitor_exact(p01, p10, n, threshold=thr, min_prompts=min_prompts,
+                                     prior=prior)
+    assert exact.rejection_rate == pytest.approx(stop_prob, abs=1e-12)
+    assert exact.expected_prompts == pytest.approx(expected, abs=1e-10)
 
 
 @pytest.mark.parametrize("psi", [0.05, 0.2, 0.6, 1.0])

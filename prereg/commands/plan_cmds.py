@@ -274,10 +274,20 @@ def _mcnemar(p01: float, p10: float, opts: PlanOptions) -> dict[str, Any]:
     }
 
 
+EXACT_HORIZON = 600
+
+
 def _sequential(p01: float, p10: float, opts: PlanOptions, horizon: int,
                 threshold: float, min_prompts: int, prior: tuple[float, float],
                 ) -> dict[str, Any]:
-    from prereg.stats import simulate_sequential_monitor
+    from prereg.stats import sequential_monitor_exact, simulate_sequential_monitor
+
+    def exact(a: float, b: float) -> Any:
+        # O(horizon^3): exact figures beside the simulation up to a horizon that stays quick
+        if horizon > EXACT_HORIZON:
+            return None
+        return sequential_monitor_exact(a, b, horizon, threshold=threshold,
+                                        min_prompts=min_prompts, prior=prior)
 
     def sim(a: float, b: float) -> Any:
         return simulate_sequential_monitor(a, b, horizon, threshold=threshold,
@@ -287,7 +297,13 @@ def _sequential(p01: float, p10: float, opts: PlanOptions, horizon: int,
     alt = sim(p01, p10)
     half = (p01 + p10) / 2.0
     null = sim(half, half)
+    alt_exact, null_exact = exact(p01, p10), exact(half, half)
     return {
+        "power_exact": None if alt_exact is None else alt_exact.rejection_rate,
+        "expected_prompts_exact": None if alt_exact is None else alt_exact.expected_prompts,
+        "type_i_error_exact": None if null_exact is None else null_exact.rejection_rate,
+        "expected_prompts_null_exact": None if null_exact is None
+        else null_exact.expected_prompts,
         "threshold": threshold, "min_prompts": min_prompts, "max_prompts": horizon,
         "prior": list(prior), "sims": opts.sims, "seed": opts.seed,
         "power": alt.rejection_rate, "power_se": alt.rejection_se,
@@ -505,6 +521,10 @@ def render(plan: dict[str, Any]) -> None:
                       f"(bound {seq['type_i_bound']:.3f})",
                       f"{seq['expected_prompts_null']:.1f}")
         console.print(table)
+        if seq["power_exact"] is not None:
+            console.print(f"exact (dynamic programme): power {seq['power_exact']:.4f}, "
+                          f"type I error {seq['type_i_error_exact']:.4f}, expected prompts "
+                          f"{seq['expected_prompts_exact']:.1f}", highlight=False)
     for note in plan["notes"]:
         console.print(f"[dim]note: {note}[/]", highlight=False)
 

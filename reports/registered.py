@@ -171,6 +171,11 @@ def _mcnemar(ctx: _Ctx) -> TestReport:
         min_disc=min_disc, aggregate=agg)
 
 
+#: Below this many prompts (the bootstrap's clusters) the percentile interval is known to
+#: under-cover (e.g. Cameron, Gelbach and Miller 2008); the report says so beside it.
+FEW_CLUSTERS = 20
+
+
 def _bootstrap(ctx: _Ctx) -> TestReport:
     spec, pairs = ctx.spec, ctx.pairs
     yc, yt, prompts, runs = pairs.long_form()
@@ -211,7 +216,10 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
         decision=decision, evidence=ev, function="prereg.stats.paired_bootstrap",
         parameters=params, method=res.method, pvalue=res.pvalue,
         note=("the decision uses the interval at level "
-              f"{decision_level:g}; the p-value inverts the two-sided percentile interval"),
+              f"{decision_level:g}; the p-value inverts the two-sided percentile interval"
+              + (f"; caution: only {pairs.n} prompts, and a percentile bootstrap over fewer "
+                 f"than {FEW_CLUSTERS} clusters is anti-conservative (intervals too narrow)"
+                 if pairs.n < FEW_CLUSTERS else "")),
         aggregate="none (every run)")
 
 

@@ -31,7 +31,7 @@ _BOOL = {"surfaced", "selected", "invoked", "executed", "completed", "oracle_fin
          "oracle_no_mutation", "oracle_prohibited_operations", "oracle_confirmation",
          "oracle_answer", "success", "batch"}
 _INT = {"repeat", "rotation", "tokens_input", "tokens_output", "tokens_reasoning",
-        "tokens_cached", "unnecessary_calls", "calls", "turns", "schema_version"}
+        "tokens_cached", "unnecessary_calls", "calls", "turns", "schema_version", "retries"}
 _FLOAT = {"latency_ms", "cost_usd", "selection_rate"}
 _JSON = {"selected_operations", "trace"}
 _JSON_OBJECT = {"offer"}   # JSON-encoded, empty for null

@@ -235,7 +235,7 @@ class Harness:
             action = turn.action
             common: dict[str, Any] = dict(
                 turn=index, latency_ms=turn.latency_ms, cost_usd=turn.cost_usd,
-                model_returned=turn.model_returned,
+                model_returned=turn.model_returned, retries=turn.retries,
                 usage=None if turn.usage is None else TokensModel(**vars(turn.usage)))
             if isinstance(action, CutAtCap):
                 out.trace.append(TraceEvent(kind="cut", text=action.text, **common))

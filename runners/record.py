@@ -132,6 +132,7 @@ class TraceEvent(Strict):
     latency_ms: float | None = Field(None, ge=0)
     cost_usd: float | None = Field(None, ge=0)
     model_returned: str | None = None
+    retries: int | None = Field(None, ge=0)
 
 
 ServerText = Literal["none", "name", "name_and_description"]
@@ -206,6 +207,7 @@ class RunRecord(Strict):
     latency_ms: float | None = Field(None, ge=0)
     tokens: Tokens = Field(default_factory=Tokens)
     cost_usd: float | None = Field(None, ge=0)
+    retries: int | None = Field(None, ge=0)   # provider requests retried; null: no requests
     funnel: Funnel = Field(default_factory=Funnel)
     terminal_class: TerminalClass | None = None
     terminal_flag: TerminalFlag | None = None
@@ -248,9 +250,10 @@ class RunRecord(Strict):
                                  "successful one has none")
         if self.evidence_class == "replay" and (self.latency_ms is not None
                                                 or self.cost_usd is not None
-                                                or self.tokens.total is not None):
-            raise RecordingError("replay records carry no latency, tokens or cost (not "
-                                 "measured, so null)")
+                                                or self.tokens.total is not None
+                                                or self.retries is not None):
+            raise RecordingError("replay records carry no latency, tokens, cost or retries "
+                                 "(not measured, so null)")
         return self
 
     @property
@@ -264,9 +267,9 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "task_id", "intent", "cluster", "split", "polarity", "repeat", "rotation", "driver",
     "evidence_class", "model_requested", "model_returned", "started_at", "finished_at",
     "latency_ms", "tokens_input", "tokens_output", "tokens_reasoning", "tokens_cached",
-    "cost_usd", "surfaced", "selected", "invoked", "executed", "completed", "terminal_class",
-    "terminal_flag", "first_unmet_obligation", "oracle_final_state", "oracle_no_mutation",
-    "oracle_prohibited_operations", "oracle_confirmation", "oracle_answer",
+    "cost_usd", "retries", "surfaced", "selected", "invoked", "executed", "completed",
+    "terminal_class", "terminal_flag", "first_unmet_obligation", "oracle_final_state",
+    "oracle_no_mutation", "oracle_prohibited_operations", "oracle_confirmation", "oracle_answer",
     "selected_operations", "selection_rate", "unnecessary_calls", "calls", "turns", "success",
     "status", "error", "batch", "trace", "offer", "schema_version",
 )

@@ -186,6 +186,7 @@ def score(plan: RunPlan, unit: RunUnit, driver: Driver, result: EpisodeResult,
         started_at=started_at, finished_at=finished_at,
         latency_ms=_sum_or_none([t.latency_ms for t in result.turns]),
         tokens=_tokens(result), cost_usd=_sum_or_none([t.cost_usd for t in result.turns]),
+        retries=_sum_or_none([t.retries for t in result.turns]),
         funnel=funnel(result, driver, success), terminal_class=terminal_class(result),  # type: ignore[arg-type]
         terminal_flag=flag, first_unmet_obligation=unmet[0] if unmet else None,  # type: ignore[arg-type]
         oracles=Oracles(**verdicts.as_dict()), selected_operations=selected_ops,

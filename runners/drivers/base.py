@@ -164,7 +164,9 @@ class Turn:
 
     ``surfaced``: tool names a tool search put in the host's candidate set during
     this turn (None when not measured). ``searched``: whether the host searched
-    for tools this turn (None when not measured).
+    for tools this turn (None when not measured). ``retries``: requests retried
+    behind this turn (rate limits, 5xx, timeouts); None for hosts that make no
+    requests, so a retried turn is visible on the record, never silent.
     """
 
     action: Action
@@ -174,6 +176,7 @@ class Turn:
     cost_usd: float | None = None
     surfaced: tuple[str, ...] | None = None
     searched: bool | None = None
+    retries: int | None = None
 
 
 @dataclass(frozen=True)

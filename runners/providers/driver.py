@@ -269,13 +269,14 @@ class ModelDriver:
                                  "synchronous request)")
         stored = self._transcripts.get(key, len(history))
         body = self.build_request(episode, history, stored)
-        parsed, latency = await self._request(body)
+        parsed, latency, retries = await self._request(body)
         merged, merged_latency = parsed, latency
         for _ in range(_MAX_CONTINUATIONS):
             if not merged.paused:
                 break
             body = self._continuation(body, merged)
-            more, more_latency = await self._request(body)
+            more, more_latency, more_retries = await self._request(body)
+            retries += more_retries
             merged = _merge(merged, more)
             merged_latency = _add(merged_latency, more_latency)
         else:
@@ -284,13 +285,16 @@ class ModelDriver:
                                  f"({_MAX_CONTINUATIONS} continuations)")
         if stored is not None:
             stored.append(merged.stored)
-        turn = replace(merged.turn, latency_ms=merged_latency)
+        turn = replace(merged.turn, latency_ms=merged_latency, retries=retries)
         if ends_episode(turn):
             self._transcripts.by_episode.pop(key, None)
         return _redacted_turn(turn)
 
-    async def _request(self, body: dict[str, Any]) -> tuple[Parsed, float | None]:
-        """One request with spend hold, rate limit and retries; (parsed, latency ms)."""
+    async def _request(self, body: dict[str, Any]) -> tuple[Parsed, float | None, int]:
+        """One request with spend hold, rate limit and retries.
+
+        Returns (parsed, latency ms of the successful attempt, retries it took).
+        """
         prompt_tokens = estimate_tokens(body)
         max_out = int(body.get("max_tokens") or body.get("max_output_tokens") or 0)
         price = self.price
@@ -299,8 +303,10 @@ class ModelDriver:
                                              or worst is not None) else None
         latency: list[float | None] = [None]
         parsed_box: list[Parsed] = []
+        attempts = [0]
 
         async def attempt() -> Any:
+            attempts[0] += 1
             client = self._client_for_loop()
             reservation = await self.limiter.acquire(prompt_tokens + max_out)
             started = time.perf_counter()
@@ -325,7 +331,7 @@ class ModelDriver:
         parsed = parsed_box[-1]
         if hold is not None:
             self.spend.settle(hold, parsed.turn.cost_usd)
-        return parsed, latency[0]
+        return parsed, latency[0], attempts[0] - 1
 
 
 def _add(a: float | int | None, b: float | int | None) -> Any:

@@ -99,6 +99,7 @@ def test_429_then_success_honours_retry_after(fake: FakeProviders) -> None:
     (turn,) = run(play(driver, episode()))
     assert turn.action == FinalAnswer("ok")
     assert driver.stats.retries == 1 and driver.stats.by_cause["429"] == 1
+    assert turn.retries == 1   # the retry is on the turn, so the record shows it
     times = [s.at for s in fake.seen if s.path == "/v1/messages"]
     assert times[1] - times[0] >= 0.24  # waited the server's retry-after-ms, not the jitter
     assert turn.latency_ms < 240  # latency is the successful attempt's, not the wait

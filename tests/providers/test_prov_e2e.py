@@ -94,6 +94,9 @@ def test_prereg_run_completes_every_unit(ws: Path, cli: Any, fake: FakeProviders
 
     records = RunStore(ws / "runs").records(registration_id=reg_id)
     assert len(records) == 24 and {r.status for r in records} == {"ok"}
+    # every 429 the fake sent was retried, and each retry is on exactly one record
+    assert sum(r.retries or 0 for r in records) == fake.rate_limited
+    assert all(r.retries is not None for r in records)
     model = MODELS[driver]
     for r in records:
         assert r.driver == driver and r.evidence_class == "api" and not r.batch

@@ -100,6 +100,7 @@ def test_429_then_success_honours_retry_after(fake: FakeProviders) -> None:
     driver = driver_module.create(MODEL, {})
     (turn,) = run(play(driver, episode()))
     assert turn.action == FinalAnswer("ok") and driver.stats.retries == 1
+    assert turn.retries == 1
     times = [s.at for s in fake.seen if s.path == "/v1/responses"]
     assert times[1] - times[0] >= 0.24
 

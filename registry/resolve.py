@@ -41,6 +41,19 @@ def build_document(registration: Registration,
     }
 
 
+def _check_offers(registration: Registration, experiment: Any, shown: str) -> None:
+    """Every arm's control must apply to the experiment (refused now, not at run)."""
+    from prereg.experiments.offers import ArmSpec, offers_for
+
+    specs = [ArmSpec(arm.id, arm.surface, arm.control, registration.reference_of(arm.id),
+                     arm.decoy) for arm in registration.arms]
+    try:
+        offers_for(specs, experiment, registration.design.seed)
+    except BadInput as exc:
+        raise BadInput(exc.message, file=shown, field=exc.field or "arms",
+                       details=exc.details) from None
+
+
 def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
     """Validate a registration file and resolve its experiment; BadInput on any problem."""
     from prereg.experiments import load_experiment  # experiments sit below the registry
@@ -81,6 +94,7 @@ def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Re
     if live is not None and live.surface not in experiment.surface_ids:
         raise BadInput(f"live surface '{live.surface}' is not a surface of experiment "
                        f"'{registration.experiment}'", file=shown, field="host.live.surface")
+    _check_offers(registration, experiment, shown)
     if registration.split not in experiment.split_names:
         raise BadInput(f"experiment '{registration.experiment}' has no split "
                        f"'{registration.split}'", file=shown, field="split")

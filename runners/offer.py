@@ -1,16 +1,8 @@
-"""What each arm offers a host, and in which order each run unit lists it.
+"""In which order each run unit lists what its arm offers.
 
-An arm's offer is a function of the registration (its arms, controls and seed)
-and the frozen experiment only, built once per run by :func:`build_offers`:
-
-- the arm's surface (the *focal* integration) followed by the experiment's pool
-  members in their listed order (competitors and decoys), as
-  :meth:`Experiment.offered` gives them;
-- transformed by the arm's control (:mod:`prereg.experiments.controls`):
-  ``blinded`` replaces the focal surface by its blinded form; ``decoy`` appends
-  the named server to the pool with role ``decoy``; ``clone_swap`` replaces the
-  focal surface by two labelled copies (keys ``<surface>:a`` and
-  ``<surface>:b``, both role ``focal``); ``placebo`` changes nothing.
+What an arm offers (its surface and pool, transformed by its control) is
+:mod:`prereg.experiments.offers`; :func:`build_offers` builds every arm's offer
+once per run from the plan.
 
 :func:`arrange` lists one unit's servers. Integrations rotate as blocks (each
 keeps its own tool order): rotation r of R shifts the blocks by floor(r n / R)
@@ -25,127 +17,19 @@ when R is a multiple of n and the prompts x repeats a multiple of R.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from prereg.errors import BadInput
 from prereg.experiments import Experiment
-from prereg.experiments.controls import blinded, clone_copy, clone_labels
+from prereg.experiments.offers import ArmOffer, ArmSpec, Server, arm_offer, offers_for
 from prereg.experiments.surfaces import Role, Surface, Tool
-from prereg.runners.units import ArmSpec, RunPlan, RunUnit
+from prereg.runners.units import RunPlan, RunUnit
 
-
-@dataclass(frozen=True)
-class Server:
-    """One integration as an arm offers it: ``key`` is unique within the arm."""
-
-    key: str
-    surface: Surface
-    role: Role
-    source: str                 # the experiment's surface id it comes from
-
-    @property
-    def digest(self) -> str:
-        return self.surface.digest
-
-
-@dataclass(frozen=True)
-class ArmOffer:
-    """An arm's integrations in canonical order (focal block first, then the pool)."""
-
-    arm: str
-    surface: str
-    control: str | None
-    reference: str | None
-    servers: tuple[Server, ...]                       # the focal block is servers[0]
-    # clone_swap: copies (a, b) per label assignment (0: a has labels[0]); else empty
-    clones: tuple[tuple[Server, Server], ...] = ()
-    labels: tuple[str, str] | None = None
-
-    @property
-    def is_clone(self) -> bool:
-        return bool(self.clones)
-
-    def every_server(self) -> list[Server]:
-        """Every server the arm may list in some unit (both labelings of a clone pair)."""
-        out = list(self.servers if not self.clones else self.servers[1:])
-        for a, b in self.clones:
-            out += [a, b]
-        return out
-
-
-def _check_names(arm: str, servers: Sequence[Server]) -> None:
-    owner: dict[str, str] = {}
-    for server in servers:
-        for tool in server.surface.tools:
-            if tool.name in owner:
-                raise BadInput(f"arm '{arm}': tool name '{tool.name}' is offered by both "
-                               f"'{owner[tool.name]}' and '{server.key}' (hosts call tools "
-                               "by name)", field="arms")
-            owner[tool.name] = server.key
-
-
-def arm_offer(spec: ArmSpec, experiment: Experiment, seed: int) -> ArmOffer:
-    """The offer of one arm (BadInput if its control cannot apply to this experiment)."""
-    if spec.surface not in experiment.surfaces:
-        raise BadInput(f"arm '{spec.id}': surface '{spec.surface}' is not defined by the "
-                       "experiment", field="arms")
-    base = experiment.offered(spec.surface)
-    focal_surface = base[0][0]
-    focal = Server(spec.surface, focal_surface, "focal", spec.surface)
-    others = [Server(s.id, s, role, s.id) for s, role in base[1:]]
-    clones: list[tuple[Server, Server]] = []
-    labels = None
-    if spec.control == "blinded":
-        focal = Server(spec.surface, blinded(focal_surface), "focal", spec.surface)
-    elif spec.control == "decoy":
-        decoy = spec.decoy or ""
-        offered = {spec.surface, *(s.key for s in others)}
-        if decoy not in experiment.surfaces:
-            raise BadInput(f"arm '{spec.id}': decoy '{decoy}' is not a surface of the "
-                           f"experiment (known: {', '.join(sorted(experiment.surfaces))})",
-                           field="arms")
-        if decoy in offered:
-            raise BadInput(f"arm '{spec.id}': decoy '{decoy}' is already offered in the "
-                           "reference's pool; a decoy control adds a server the reference "
-                           "does not offer", field="arms")
-        others.append(Server(decoy, experiment.surfaces[decoy], "decoy", decoy))
-    elif spec.control == "clone_swap":
-        labels = clone_labels(seed, spec.id)
-        taken = {s.surface.name for s in others}
-        if set(labels) & taken:
-            raise BadInput(f"arm '{spec.id}': a clone label collides with a pool member's "
-                           "name", field="arms")
-        for bit in (0, 1):
-            la, lb = (labels[0], labels[1]) if bit == 0 else (labels[1], labels[0])
-            clones.append((Server(f"{spec.surface}:a", clone_copy(focal_surface, la,
-                                                                  f"{spec.surface}:a"),
-                                  "focal", spec.surface),
-                           Server(f"{spec.surface}:b", clone_copy(focal_surface, lb,
-                                                                  f"{spec.surface}:b"),
-                                  "focal", spec.surface)))
-    elif spec.control not in (None, "placebo"):
-        raise BadInput(f"arm '{spec.id}': unknown control '{spec.control}'", field="arms")
-    servers = (focal, *others)
-    if clones:
-        for pair in clones:
-            _check_names(spec.id, [*pair, *others])
-    else:
-        _check_names(spec.id, servers)
-    return ArmOffer(arm=spec.id, surface=spec.surface, control=spec.control,
-                    reference=spec.reference, servers=servers, clones=tuple(clones),
-                    labels=labels)
+__all__ = ["ArmOffer", "ArmSpec", "Server", "arm_offer", "arrange", "build_offers",
+           "listed_tools", "offered_items", "plain_offer", "rotate_single", "unit_servers"]
 
 
 def build_offers(plan: RunPlan, experiment: Experiment) -> dict[str, ArmOffer]:
     """Every arm's offer; BadInput (nothing run) when a control cannot apply."""
-    offers = {spec.id: arm_offer(spec, experiment, plan.seed) for spec in plan.specs()}
-    for spec in plan.specs():
-        if spec.control == "placebo" and spec.reference in offers:
-            a, b = offers[spec.id], offers[spec.reference]
-            if [s.digest for s in a.servers] != [s.digest for s in b.servers]:
-                raise BadInput(f"arm '{spec.id}': a placebo must offer exactly what its "
-                               f"reference '{spec.reference}' offers", field="arms")
-    return offers
+    return offers_for(plan.specs(), experiment, plan.seed)
 
 
 def plain_offer(experiment: Experiment, surface: str) -> ArmOffer:

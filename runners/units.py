@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prereg.experiments import Experiment, Task
+from prereg.experiments.offers import ArmSpec
 from prereg.experiments.surfaces import Role, Surface, Tool
 
 
@@ -37,17 +38,6 @@ class Budgets:
     call_limit: int | None = None
     turn_limit: int | None = None
     spend_usd: float | None = None
-
-
-@dataclass(frozen=True)
-class ArmSpec:
-    """One registered arm with its control (see ``prereg.experiments.controls``)."""
-
-    id: str
-    surface: str
-    control: str | None = None
-    reference: str | None = None
-    decoy: str | None = None
 
 
 @dataclass(frozen=True)

@@ -114,3 +114,15 @@ def test_unknown_decoy_surface_is_refused_at_register(ws: Path, cli) -> None:
     assert result.code == 2
     assert "decoy" in result.stderr and "no-such-server" in result.stderr
     assert tree_digest(ws / "registry") == before
+
+
+def test_a_control_that_cannot_apply_is_refused_at_register(ws: Path, cli) -> None:
+    """A decoy already in the reference's pool adds nothing: refused before recording."""
+    draft = ws / "drafts" / "podcast-selection-controls.yaml"
+    bad = ws / "drafts" / "variant.yaml"
+    bad.write_text(draft.read_text().replace("decoy: tidewatch", "decoy: weather"))
+    before = tree_digest(ws / "registry")
+    result = cli("-w", ws, "register", bad)
+    assert result.code == 2
+    assert "variant.yaml" in result.stderr and "already offered" in result.stderr
+    assert tree_digest(ws / "registry") == before

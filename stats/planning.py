@@ -123,6 +123,23 @@ def min_discordant(alpha: float = 0.05, sides: int = 2) -> int:
     return m
 
 
+def _monitor_inputs(p01: float, p10: float, max_prompts: int, min_prompts: int,
+                    threshold: float) -> tuple[float, float, float]:
+    """Validated (p01, p10, threshold) of a monitor's operating characteristics."""
+    p01 = probability(p01, "p01", low_open=False, high_open=False)
+    p10 = probability(p10, "p10", low_open=False, high_open=False)
+    if p01 + p10 > 1.0 + 1e-12:
+        raise ValueError("p01 + p10 cannot exceed 1")
+    if int(max_prompts) != max_prompts or max_prompts < 1:
+        raise ValueError(f"max_prompts must be a positive integer, got {max_prompts!r}")
+    if int(min_prompts) != min_prompts or min_prompts < 0:
+        raise ValueError(f"min_prompts must be a non-negative integer, got {min_prompts!r}")
+    thr = float(threshold)
+    if not (math.isfinite(thr) and thr >= 1.0):
+        raise ValueError(f"threshold must be finite and >= 1, got {threshold!r}")
+    return p01, p10, thr
+
+
 def simulate_sequential_monitor(p01: float, p10: float, max_prompts: int,
                                 threshold: float = 20.0, min_prompts: int = 40,
                                 prior: tuple[float, float] = (1.0, 1.0), sims: int = 10_000,
@@ -137,19 +154,9 @@ def simulate_sequential_monitor(p01: float, p10: float, max_prompts: int,
     min(stopping prompt, max_prompts) is the expected number of prompts used.
     Vectorised over simulations in blocks, seeded with ``default_rng(seed)``.
     """
-    p01 = probability(p01, "p01", low_open=False, high_open=False)
-    p10 = probability(p10, "p10", low_open=False, high_open=False)
-    if p01 + p10 > 1.0 + 1e-12:
-        raise ValueError("p01 + p10 cannot exceed 1")
-    if int(max_prompts) != max_prompts or max_prompts < 1:
-        raise ValueError(f"max_prompts must be a positive integer, got {max_prompts!r}")
-    if int(min_prompts) != min_prompts or min_prompts < 0:
-        raise ValueError(f"min_prompts must be a non-negative integer, got {min_prompts!r}")
+    p01, p10, thr = _monitor_inputs(p01, p10, max_prompts, min_prompts, threshold)
     if int(sims) != sims or sims < 1:
         raise ValueError(f"sims must be a positive integer, got {sims!r}")
-    thr = float(threshold)
-    if not (math.isfinite(thr) and thr >= 1.0):
-        raise ValueError(f"threshold must be finite and >= 1, got {threshold!r}")
     a, b0 = _prior(prior)
     n_max, sims = int(max_prompts), int(sims)
     # log E(b, c) = (b + c) ln 2 + lgamma(a + b) + lgamma(b0 + c) - lgamma(a + b0 + b + c)
@@ -209,17 +216,7 @@ def sequential_monitor_exact(p01: float, p10: float, max_prompts: int,
     P(still running before prompt t). O(max_prompts^3) time, O(max_prompts^2)
     memory: exact where :func:`simulate_sequential_monitor` has Monte Carlo error.
     """
-    p01 = probability(p01, "p01", low_open=False, high_open=False)
-    p10 = probability(p10, "p10", low_open=False, high_open=False)
-    if p01 + p10 > 1.0 + 1e-12:
-        raise ValueError("p01 + p10 cannot exceed 1")
-    if int(max_prompts) != max_prompts or max_prompts < 1:
-        raise ValueError(f"max_prompts must be a positive integer, got {max_prompts!r}")
-    if int(min_prompts) != min_prompts or min_prompts < 0:
-        raise ValueError(f"min_prompts must be a non-negative integer, got {min_prompts!r}")
-    thr = float(threshold)
-    if not (math.isfinite(thr) and thr >= 1.0):
-        raise ValueError(f"threshold must be finite and >= 1, got {threshold!r}")
+    p01, p10, thr = _monitor_inputs(p01, p10, max_prompts, min_prompts, threshold)
     a, b0 = _prior(prior)
     n_max = int(max_prompts)
     grid = np.arange(n_max + 1, dtype=np.float64)

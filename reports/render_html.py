@@ -21,6 +21,7 @@ from prereg.reports.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
     control_rows,
+    exploratory_tables,
     headline,
     interval,
     num,
@@ -188,9 +189,8 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
                  *intents]
     if "funnel" in figures:
         body.append(_figure("funnel", figures["funnel"]))
-    for key in ("funnel", "negatives", "selection_rate", "terminal"):
-        body.append(el("p", el("strong", key), ": ",
-                       el("code", json.dumps(r.exploratory.get(key), sort_keys=True))))
+    for title, header, rows in exploratory_tables(r.exploratory):
+        body += [el("h3", title), table(header, rows)]
 
     body.append(el("h2", "Surfaces and tasks (untrusted content, shown as data)"))
     for s in r.surfaces:

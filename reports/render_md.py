@@ -18,6 +18,7 @@ from prereg.reports.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
     control_rows,
+    exploratory_tables,
     headline,
     interval,
     num,
@@ -157,8 +158,8 @@ def render(report: Report) -> str:
     if r.per_intent and not r.per_intent_registered:
         out += ["Per-intent paired differences (not registered; listed, not flagged):", ""]
         out += intent_table + [""]
-    for key in ("funnel", "negatives", "selection_rate", "terminal"):
-        out += [f"{esc(key)}:", ""] + code_block(r.exploratory.get(key)) + [""]
+    for title, header, rows in exploratory_tables(r.exploratory):
+        out += [f"### {esc(title)}", ""] + table(header, rows) + [""]
     out += ["## Surfaces and tasks (untrusted content, shown as data)", ""]
     for s in r.surfaces:
         control = f" (control {esc(s['control'])})" if s.get("control") else ""

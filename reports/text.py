@@ -110,3 +110,57 @@ def control_rows(report: Report) -> list[list[str]]:
         rows.append([c.check, versus, c.statistic, c.summary, control_interval(c), c.rule,
                      c.verdict])
     return rows
+
+
+STAGES = ("surfaced", "selected", "invoked", "executed", "completed")
+
+
+def exploratory_tables(exploratory: dict[str, Any]
+                       ) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The exploratory block as (title, header, rows) tables, for every renderer.
+
+    One place for how funnel, negatives, selection rate and terminal outcomes read,
+    so the Markdown and HTML reports say the same thing.
+    """
+    out: list[tuple[str, list[str], list[list[str]]]] = []
+    funnel = exploratory.get("funnel") or {}
+    if funnel:
+        rows, shares = [], []
+        for arm, data in funnel.items():
+            data = data or {}
+            stages = data.get("stages") or {}
+            row = [arm, str(data.get("positive_runs", "-"))]
+            for stage in STAGES:
+                s = stages.get(stage) or {}
+                row.append("not measured" if s.get("rate") is None else
+                           f"{pct(s['rate'])} ({s.get('reached')}/{s.get('of')})")
+            rows.append(row)
+            loss = data.get("loss_shares") or {}
+            shares.append([arm] + [num(loss.get(stage), 2) for stage in STAGES])
+        out.append(("Funnel over positive tasks (share of runs reaching each stage)",
+                    ["arm", "positive runs", *STAGES], rows))
+        out.append(("Loss shares by stage (-ln conditional rate, normalised; "
+                    "prereg.stats.loss_shares)", ["arm", *STAGES], shares))
+    negatives = exploratory.get("negatives") or {}
+    if negatives:
+        out.append(("Negative tasks (the right behaviour uses no tool)",
+                    ["arm", "runs", "success", "false invocations"],
+                    [[arm, str(d.get("runs")), str(d.get("success")),
+                      f"{d.get('false_invokes')} of {d.get('false_invokes_measured')}"]
+                     for arm, d in negatives.items() if d]))
+    selection = exploratory.get("selection_rate") or {}
+    if selection:
+        out.append(("Selection rate (against each task's permitted operations; null on "
+                    "tasks that rule nothing out; not a success measure)",
+                    ["arm", "mean", "runs"],
+                    [[arm, num(d.get("mean")), str(d.get("runs"))]
+                     for arm, d in selection.items() if d]))
+    terminal = {arm: d for arm, d in (exploratory.get("terminal") or {}).items() if d}
+    for key, title in (("terminal_classes", "Terminal class (runs)"),
+                       ("terminal_flags", "Terminal flag of failed runs (runs)")):
+        names = sorted({n for d in terminal.values() for n in (d.get(key) or {})})
+        if names:
+            out.append((title, ["arm", *names],
+                        [[arm, *[str((d.get(key) or {}).get(n, 0)) for n in names]]
+                         for arm, d in terminal.items()]))
+    return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -147,7 +148,7 @@ class _Transcripts:
         return stored
 
 
-class ModelDriver:
+class ModelDriver(ABC):
     """Base of the provider drivers (see the module docstring)."""
 
     provider: ClassVar[Provider]
@@ -192,19 +193,22 @@ class ModelDriver:
 
     # ---- provider-specific -------------------------------------------------------------
 
+    @abstractmethod
     def _make_client(self) -> Any:
-        raise NotImplementedError
+        """The provider's SDK client (key and base URL from the environment)."""
 
+    @abstractmethod
     def build_request(self, episode: Episode, history: Sequence[Exchange],
                       transcript: Sequence[Stored] | None = None) -> dict[str, Any]:
         """The request body for the next turn (also the body of a batch request)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _create(self, client: Any, body: dict[str, Any]) -> Any:
-        raise NotImplementedError
+        """Send one request through the SDK; returns the SDK's response object."""
 
+    @abstractmethod
     def parse(self, response: Any, *, batch: bool = False) -> Parsed:
-        raise NotImplementedError
+        """The turn a response carries, with usage, cost and the model returned."""
 
     def _continuation(self, body: dict[str, Any], parsed: Parsed) -> dict[str, Any]:
         """The request that continues a paused turn (providers that pause override it)."""

@@ -72,7 +72,7 @@ class Ledger:
                 data = json.loads(raw)
                 if not isinstance(data, dict):
                     data = None
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, UnicodeDecodeError):
                 data = None
             out.append(LedgerLine(number=number, raw=raw, data=data))
         return out

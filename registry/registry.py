@@ -24,6 +24,7 @@ from typing import Any
 
 from prereg.errors import BadInput, IntegrityError, ProtocolRefusal
 from prereg.registry import feasibility
+from prereg.registry.digest import canonical_json, document_digest
 from prereg.registry.ledger import Ledger, LedgerHead
 from prereg.registry.objects import ObjectStore
 from prereg.registry.resolve import Resolved, resolve
@@ -62,6 +63,11 @@ class RegisterResult:
     created: bool          # False when identical content was already registered
 
 
+def frozen_body_digest(frozen: dict[str, Any]) -> str:
+    """Digest of a frozen copy without its mirrored ledger line (which the line pins)."""
+    return document_digest({k: v for k, v in frozen.items() if k != "ledger_line"})
+
+
 def _write_readonly(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -90,7 +96,7 @@ class Registry:
         except FileNotFoundError:
             raise IntegrityError(f"frozen copy of '{reg_id}' is missing ({path}); run "
                                  "`prereg verify`") from None
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, UnicodeDecodeError):
             raise IntegrityError(f"frozen copy of '{reg_id}' is not valid JSON; run "
                                  "`prereg verify`") from None
 
@@ -208,18 +214,23 @@ class Registry:
                         f"{claim['seq']}, {claim['time']}); a second confirmatory run on it is "
                         "refused", file=resolved.source_path, field="split")
 
-            event = {"event": "registration", "id": reg.id, "digest": resolved.digest,
-                     "experiment": reg.experiment, "kind": reg.kind, "split": reg.split,
-                     "supersedes": reg.supersedes,
-                     "runnable": True if gate is None else bool(gate["runnable"])}
             source_object = self.objects.put(resolved.source_bytes)
             for data in resolved.files.values():
                 self.objects.put(data)
+            body = {"digest": resolved.digest, "document": resolved.document,
+                    "source": {"path": resolved.source_path, "object": source_object},
+                    "feasibility": gate}
+            # the ledger line pins the whole frozen copy (its body's hash) and the frozen
+            # copy mirrors the line: an edit of either shows against the other
+            event = {"event": "registration", "id": reg.id, "digest": resolved.digest,
+                     "experiment": reg.experiment, "kind": reg.kind, "split": reg.split,
+                     "supersedes": reg.supersedes,
+                     "runnable": True if gate is None else bool(gate["runnable"]),
+                     "frozen": frozen_body_digest(body)}
             line = self.ledger.prepare(event)
-            frozen = {"digest": resolved.digest, "document": resolved.document,
-                      "source": {"path": resolved.source_path, "object": source_object},
-                      "feasibility": gate, "ledger_line": line.decode()}
-            _write_readonly(self.frozen_path(reg.id), json.dumps(frozen, indent=2).encode())
+            frozen = {**body, "ledger_line": line.decode()}
+            # canonical bytes, so that verify can tell any byte edit, formatting included
+            _write_readonly(self.frozen_path(reg.id), canonical_json(frozen) + b"\n")
             self.ledger.append_prepared(line)
         entry = self.get(reg.id)
         return RegisterResult(entry=entry, created=True)

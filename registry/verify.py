@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from prereg.registry.digest import document_digest, file_digest
+from prereg.registry.digest import canonical_json, document_digest, file_digest
 from prereg.registry.ledger import GENESIS
-from prereg.registry.registry import Registry
+from prereg.registry.registry import Registry, frozen_body_digest
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,12 @@ def _check_chain(registry: Registry, problems: list[Problem]) -> list[dict[str, 
     prev_hash = GENESIS
     expected_seq = 1
     events = []
+    path = registry.ledger.path
+    raw = path.read_bytes() if path.exists() else b""
+    if raw and (not raw.endswith(b"\n") or b"\n\n" in raw or raw.startswith(b"\n")):
+        problems.append(Problem("ledger-format", "ledger.jsonl",
+                                "the ledger is not one line per event ending in a newline "
+                                "(a blank line was inserted or the last newline removed)"))
     for line in registry.ledger.lines():
         where = f"ledger line {line.number}"
         if line.data is None:
@@ -94,14 +100,20 @@ def _check_frozen(registry: Registry, events: list[dict[str, Any]], problems: li
             problems.append(Problem("frozen-deleted", reg_id,
                                     f"frozen copy {path.name} is missing ({event['_where']})"))
             continue
+        raw = path.read_bytes()
         try:
-            frozen = json.loads(path.read_bytes())
+            frozen = json.loads(raw)
             document = frozen["document"]
             stored_digest = frozen["digest"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+            canonical = canonical_json(frozen) + b"\n"
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
             problems.append(Problem("frozen-edited", reg_id,
                                     f"frozen copy {path.name} is not a valid frozen registration"))
             continue
+        if raw != canonical:
+            problems.append(Problem("frozen-edited", reg_id,
+                                    f"frozen copy {path.name} is not byte-identical to its "
+                                    "canonical form: it was edited (formatting included)"))
         recomputed = document_digest(document)
         if recomputed != stored_digest:
             problems.append(Problem("frozen-edited", reg_id,
@@ -111,6 +123,10 @@ def _check_frozen(registry: Registry, events: list[dict[str, Any]], problems: li
             problems.append(Problem("digest-mismatch", reg_id,
                                     f"ledger digest {event.get('digest')} differs from the "
                                     f"frozen copy's {stored_digest}"))
+        if frozen_body_digest(frozen) != event.get("frozen"):
+            problems.append(Problem("frozen-edited", reg_id,
+                                    f"frozen copy {path.name} differs from what its ledger line "
+                                    "pins (source, feasibility or another field was edited)"))
         if frozen.get("ledger_line", "").encode() != event["_raw"]:
             problems.append(Problem("ledger-edited", event["_where"],
                                     "the ledger line differs from the copy written with the "
@@ -137,7 +153,7 @@ def _check_claims(registry: Registry, events: list[dict[str, Any]], problems: li
     files = {}
     if registry.claims_dir.is_dir():
         for path in sorted(registry.claims_dir.glob("*.json")):
-            files[path] = path.read_bytes().rstrip(b"\n")
+            files[path] = path.read_bytes()   # exactly the line, no newline
     by_seq = {}
     for path, raw in files.items():
         try:

@@ -7,6 +7,7 @@ the change, over every file prereg writes (ledger, frozen copies, claims, object
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -49,7 +50,9 @@ def _copy(tmp_path_factory, source: Path) -> Path:
     return target
 
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("TAMPER_EXAMPLES", "60")), deadline=None, database=None,
+# 60 examples in the suite; TAMPER_EXAMPLES=3000 for a longer hunt
+EXAMPLES = int(os.environ.get("TAMPER_EXAMPLES", "60"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 

@@ -41,13 +41,15 @@ def _files(registry_dir: Path) -> list[str]:
                   if p.is_file() and p.stat().st_size > 0 and not p.name.endswith(".lock"))
 
 
-def _copy(tmp_path_factory, source: Path) -> Path:
+def _victim(tmp_path_factory, data) -> tuple[Path, Path]:
+    """A writable copy of the template registry and one of its files, drawn."""
     target = tmp_path_factory.mktemp("tampered") / "registry"
-    shutil.copytree(source / "registry", target)
+    shutil.copytree(_template(tmp_path_factory) / "registry", target)
     for path in target.rglob("*"):
         if path.is_file():
             path.chmod(0o644)
-    return target
+    rel = data.draw(st.sampled_from(_files(target)), label="file")
+    return target, target / rel
 
 
 # 60 examples in the suite; TAMPER_EXAMPLES=3000 for a longer hunt
@@ -59,28 +61,22 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
 @SETTINGS
 @given(data=st.data())
 def test_any_one_byte_edit_is_detected(tmp_path_factory, data) -> None:
-    template = _template(tmp_path_factory)
-    registry_dir = _copy(tmp_path_factory, template)
-    rel = data.draw(st.sampled_from(_files(registry_dir)), label="file")
-    path = registry_dir / rel
+    registry_dir, path = _victim(tmp_path_factory, data)
     content = bytearray(path.read_bytes())
     position = data.draw(st.integers(0, len(content) - 1), label="position")
     content[position] ^= data.draw(st.integers(1, 255), label="xor")
     path.write_bytes(bytes(content))
     report = verify(Registry(registry_dir))
-    assert not report.ok, f"a byte edit of {rel} at {position} went undetected"
+    assert not report.ok, f"a byte edit of {path.name} at {position} went undetected"
 
 
 @SETTINGS
 @given(data=st.data())
 def test_any_appended_byte_or_deleted_file_is_detected(tmp_path_factory, data) -> None:
-    template = _template(tmp_path_factory)
-    registry_dir = _copy(tmp_path_factory, template)
-    rel = data.draw(st.sampled_from(_files(registry_dir)), label="file")
-    path = registry_dir / rel
+    registry_dir, path = _victim(tmp_path_factory, data)
     if data.draw(st.booleans(), label="delete"):
         path.unlink()
     else:
         path.write_bytes(path.read_bytes() + data.draw(st.binary(min_size=1, max_size=3)))
     report = verify(Registry(registry_dir))
-    assert not report.ok, f"tampering with {rel} went undetected"
+    assert not report.ok, f"tampering with {path.name} went undetected"

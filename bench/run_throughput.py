@@ -74,40 +74,56 @@ def measure(concurrency: int, latency: float, per_worker: int) -> dict[str, Any]
         # 28 dev tasks x 2 arms per repeat
         ws = prepare(Path(tmp) / "ws", repeats=max(3, -(-n // 56)))
         start = time.perf_counter()
-        summary = run_registration(ws, "bench", concurrency=concurrency, max_units=n,
-                                   driver=FixedLatencyDriver(latency))
+        summary = run_registration(
+            ws, "bench", concurrency=concurrency, max_units=n, driver=FixedLatencyDriver(latency)
+        )
         wall = time.perf_counter() - start
     assert summary.completed == n, summary
     limit = n * latency / concurrency
-    return {"concurrency": concurrency, "units": n, "latency_ms": latency * 1000,
-            "wall_s": round(wall, 3), "runs_per_s": round(n / wall, 2),
-            "limit_s": round(limit, 3), "limit_runs_per_s": round(n / limit, 2),
-            "wall_over_limit": round(wall / limit, 3)}
+    return {
+        "concurrency": concurrency,
+        "units": n,
+        "latency_ms": latency * 1000,
+        "wall_s": round(wall, 3),
+        "runs_per_s": round(n / wall, 2),
+        "limit_s": round(limit, 3),
+        "limit_runs_per_s": round(n / limit, 2),
+        "wall_over_limit": round(wall / limit, 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--per-worker", type=int, default=40,
-                        help="units per concurrent worker (N = C * this)")
+    parser.add_argument(
+        "--per-worker", type=int, default=40, help="units per concurrent worker (N = C * this)"
+    )
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = [measure(c, args.latency_ms / 1000.0, args.per_worker) for c in args.levels]
     top = rows[-1]
-    verdict = {"target": "wall within 15% of N*L/C at the highest concurrency",
-               "met": top["wall_over_limit"] <= 1.15}
+    verdict = {
+        "target": "wall within 15% of N*L/C at the highest concurrency",
+        "met": top["wall_over_limit"] <= 1.15,
+    }
     if args.json:
         print(json.dumps({"rows": rows, **verdict}, indent=2))
     else:
-        print(f"{'C':>4} {'N':>6} {'L ms':>6} {'wall s':>8} {'runs/s':>8} {'N*L/C s':>8} "
-              f"{'limit runs/s':>12} {'wall/limit':>10}")
+        print(
+            f"{'C':>4} {'N':>6} {'L ms':>6} {'wall s':>8} {'runs/s':>8} {'N*L/C s':>8} "
+            f"{'limit runs/s':>12} {'wall/limit':>10}"
+        )
         for r in rows:
-            print(f"{r['concurrency']:>4} {r['units']:>6} {r['latency_ms']:>6.0f} "
-                  f"{r['wall_s']:>8.3f} {r['runs_per_s']:>8.1f} {r['limit_s']:>8.3f} "
-                  f"{r['limit_runs_per_s']:>12.1f} {r['wall_over_limit']:>10.3f}")
-        print(f"target (within 15% at C={top['concurrency']}): "
-              f"{'met' if verdict['met'] else 'NOT met'}")
+            print(
+                f"{r['concurrency']:>4} {r['units']:>6} {r['latency_ms']:>6.0f} "
+                f"{r['wall_s']:>8.3f} {r['runs_per_s']:>8.1f} {r['limit_s']:>8.3f} "
+                f"{r['limit_runs_per_s']:>12.1f} {r['wall_over_limit']:>10.3f}"
+            )
+        print(
+            f"target (within 15% at C={top['concurrency']}): "
+            f"{'met' if verdict['met'] else 'NOT met'}"
+        )
     return 0 if verdict["met"] else 1
 
 

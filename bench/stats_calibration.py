@@ -42,8 +42,9 @@ def mcnemar_table() -> None:
                     key = (m, alpha)
                     if key not in cache:
                         ks = np.arange(m + 1)
-                        rej = np.array([ps.mcnemar_exact(int(k), int(m - k)).pvalue <= alpha
-                                        for k in ks])
+                        rej = np.array(
+                            [ps.mcnemar_exact(int(k), int(m - k)).pvalue <= alpha for k in ks]
+                        )
                         cache[key] = sps.binom.pmf(ks, m, 0.5) * rej
                     total += pm * float(cache[key].sum())
                 row.append(total)
@@ -65,13 +66,19 @@ def monitor_table(quick: bool) -> None:
     print(f"{'p01':>6} {'p10':>6} {'stop rate':>10} {'E[prompts]':>11} {'median':>7}")
     for p01, p10 in [(0.10, 0.10), (0.10, 0.15), (0.10, 0.20), (0.05, 0.20), (0.0, 0.10)]:
         sim = ps.simulate_sequential_monitor(p01, p10, 500, sims=10_000, seed=1)
-        print(f"{p01:>6.2f} {p10:>6.2f} {sim.rejection_rate:>10.4f} "
-              f"{sim.expected_prompts:>11.1f} {sim.median_prompts:>7.0f}")
+        print(
+            f"{p01:>6.2f} {p10:>6.2f} {sim.rejection_rate:>10.4f} "
+            f"{sim.expected_prompts:>11.1f} {sim.median_prompts:>7.0f}"
+        )
     print()
 
 
-def _clustered(rng: np.random.Generator, p: int, r: int, sigma_run: float,
-               ) -> tuple[np.ndarray, np.ndarray]:
+def _clustered(
+    rng: np.random.Generator,
+    p: int,
+    r: int,
+    sigma_run: float,
+) -> tuple[np.ndarray, np.ndarray]:
     alpha = -0.3 + 2.5 * rng.standard_normal(p)
     uc = sigma_run * rng.standard_normal(r)
     ut = sigma_run * rng.standard_normal(r)
@@ -82,19 +89,34 @@ def _clustered(rng: np.random.Generator, p: int, r: int, sigma_run: float,
 
 def bootstrap_table(reps: int, quick: bool) -> None:
     print("3. paired bootstrap, nominal 95% coverage; binary outcomes, logit = prompt effect")
-    print("   (SD 2.5) + run effect (SD sigma_run) + 0.5 for treatment; "
-          f"{reps} data sets, 1000 draws each")
-    print(f"{'prompts':>7} {'runs':>4} {'sd_run':>6} {'truth':>7} | {'corrected':>9} "
-          f"{'width':>6} | {'raw':>6} {'width':>6} | {'prompts':>7} {'width':>6}")
-    designs = [(60, 2, 0.3), (60, 3, 0.3), (60, 4, 0.0), (60, 4, 0.3), (60, 6, 0.5),
-               (200, 3, 0.2), (100, 8, 0.5)]
+    print(
+        "   (SD 2.5) + run effect (SD sigma_run) + 0.5 for treatment; "
+        f"{reps} data sets, 1000 draws each"
+    )
+    print(
+        f"{'prompts':>7} {'runs':>4} {'sd_run':>6} {'truth':>7} | {'corrected':>9} "
+        f"{'width':>6} | {'raw':>6} {'width':>6} | {'prompts':>7} {'width':>6}"
+    )
+    designs = [
+        (60, 2, 0.3),
+        (60, 3, 0.3),
+        (60, 4, 0.0),
+        (60, 4, 0.3),
+        (60, 6, 0.5),
+        (200, 3, 0.2),
+        (100, 8, 0.5),
+    ]
     if quick:
         designs = designs[2:5]
     big = np.random.default_rng(99)
     a = -0.3 + 2.5 * big.standard_normal(2_000_000)
     for p, r, sr in designs:
-        truth = float(np.mean(expit(a + 0.5 + sr * big.standard_normal(a.size))
-                              - expit(a + sr * big.standard_normal(a.size))))
+        truth = float(
+            np.mean(
+                expit(a + 0.5 + sr * big.standard_normal(a.size))
+                - expit(a + sr * big.standard_normal(a.size))
+            )
+        )
         rng = np.random.default_rng(1000 * p + 10 * r + int(100 * sr))
         prompts = np.repeat(np.arange(p), r)
         runs = np.tile(np.arange(r), p)
@@ -104,8 +126,9 @@ def bootstrap_table(reps: int, quick: bool) -> None:
             yc, yt = _clustered(rng, p, r, sr)
             results = [
                 ps.paired_bootstrap(yc, yt, prompts, runs, runs, draws=1000, seed=k),
-                ps.paired_bootstrap(yc, yt, prompts, runs, runs, draws=1000, seed=k,
-                                    run_resampling="raw"),
+                ps.paired_bootstrap(
+                    yc, yt, prompts, runs, runs, draws=1000, seed=k, run_resampling="raw"
+                ),
                 ps.paired_bootstrap(yc, yt, prompts, draws=1000, seed=k),
             ]
             for j, res in enumerate(results):
@@ -113,8 +136,10 @@ def bootstrap_table(reps: int, quick: bool) -> None:
                 width[j] += res.high - res.low
         cover /= reps
         width /= reps
-        print(f"{p:>7} {r:>4} {sr:>6.2f} {truth:>7.4f} | {cover[0]:>9.3f} {width[0]:>6.3f} | "
-              f"{cover[1]:>6.3f} {width[1]:>6.3f} | {cover[2]:>7.3f} {width[2]:>6.3f}")
+        print(
+            f"{p:>7} {r:>4} {sr:>6.2f} {truth:>7.4f} | {cover[0]:>9.3f} {width[0]:>6.3f} | "
+            f"{cover[1]:>6.3f} {width[1]:>6.3f} | {cover[2]:>7.3f} {width[2]:>6.3f}"
+        )
     print(f"   (Monte Carlo SE of a coverage near 0.95: {math.sqrt(0.95 * 0.05 / reps):.3f})\n")
 
 
@@ -122,8 +147,7 @@ def tost_table(reps: int) -> None:
     print("4. TOST at alpha = 0.05: rejection rate with the true difference on the margin")
     print(f"{'method':>6} {'n':>5} {'margin':>6} {'rate':>7}")
     rng = np.random.default_rng(4)
-    for n, margin, q21 in [(50, 0.1, 0.05), (200, 0.1, 0.1), (200, 0.05, 0.02),
-                           (800, 0.05, 0.1)]:
+    for n, margin, q21 in [(50, 0.1, 0.05), (200, 0.1, 0.1), (200, 0.05, 0.02), (800, 0.05, 0.1)]:
         q12 = q21 + margin
         rej = 0
         for _ in range(reps):
@@ -149,8 +173,10 @@ def fdr_table(reps: int) -> None:
         x[:10] += 3.0
         p = sps.norm.sf(x)
         e = np.exp(3.0 * x - 4.5)  # likelihood ratio N(3, 1) : N(0, 1), mean 1 under H0
-        for rej, fdp, power in [(ps.benjamini_hochberg(p, 0.1).reject, fdp_bh, power_bh),
-                                (ps.e_bh(e, 0.1).reject, fdp_ebh, power_ebh)]:
+        for rej, fdp, power in [
+            (ps.benjamini_hochberg(p, 0.1).reject, fdp_bh, power_bh),
+            (ps.e_bh(e, 0.1).reject, fdp_ebh, power_ebh),
+        ]:
             fdp.append(rej[10:].sum() / max(1, rej.sum()))
             power.append(rej[:10].mean())
     print(f"   BH   FDR {np.mean(fdp_bh):.4f}  power {np.mean(power_bh):.3f}")

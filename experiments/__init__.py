@@ -8,5 +8,4 @@ from prereg.experiments.loader import Experiment, PoolEntry, load_experiment
 from prereg.experiments.models import SPLIT_NAMES, Task
 from prereg.experiments.surfaces import Surface, Tool
 
-__all__ = ["SPLIT_NAMES", "Experiment", "PoolEntry", "Surface", "Task", "Tool",
-           "load_experiment"]
+__all__ = ["SPLIT_NAMES", "Experiment", "PoolEntry", "Surface", "Task", "Tool", "load_experiment"]

@@ -58,15 +58,28 @@ LABEL_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 # JSON Schema keywords kept as they are (constraints, not prose); any other keyword is
 # dropped by blinding, since outside the vocabulary it can only carry text
-_KEEP = frozenset("""
+_KEEP = frozenset(
+    """
 type required enum const default minimum maximum exclusiveMinimum exclusiveMaximum multipleOf
 minLength maxLength pattern format minItems maxItems uniqueItems minContains maxContains
 minProperties maxProperties dependentRequired dependencies nullable readOnly writeOnly
 deprecated contentEncoding contentMediaType $schema $ref $dynamicRef $anchor $dynamicAnchor
-""".split())
+""".split()
+)
 # JSON Schema keywords whose value is one subschema, a list of them, or a map of them
-_ONE = ("items", "additionalProperties", "not", "contains", "propertyNames", "if", "then",
-        "else", "unevaluatedItems", "unevaluatedProperties", "additionalItems")
+_ONE = (
+    "items",
+    "additionalProperties",
+    "not",
+    "contains",
+    "propertyNames",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "additionalItems",
+)
 _MANY = ("allOf", "anyOf", "oneOf", "prefixItems")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
@@ -109,15 +122,27 @@ def blinded(surface: Surface) -> Surface:
     tools = []
     for index, tool in enumerate(surface.tools):
         name, title, description = blind_tool_texts(index)
-        tools.append(Tool(name=name, title=_placeholder(tool.title, title),
-                          description=_placeholder(tool.description, description),
-                          input_schema=blind_schema(tool.input_schema), steps=tool.steps,
-                          surface=tool.surface))
-    return Surface(id=surface.id, file=surface.file, name=BLIND_SERVER_NAME,
-                   title=_placeholder(surface.title, BLIND_SERVER_TITLE),
-                   description=_placeholder(surface.description, BLIND_SERVER_DESCRIPTION),
-                   replay_only=surface.replay_only, tools=tuple(tools), source="yaml",
-                   transform="blinded")
+        tools.append(
+            Tool(
+                name=name,
+                title=_placeholder(tool.title, title),
+                description=_placeholder(tool.description, description),
+                input_schema=blind_schema(tool.input_schema),
+                steps=tool.steps,
+                surface=tool.surface,
+            )
+        )
+    return Surface(
+        id=surface.id,
+        file=surface.file,
+        name=BLIND_SERVER_NAME,
+        title=_placeholder(surface.title, BLIND_SERVER_TITLE),
+        description=_placeholder(surface.description, BLIND_SERVER_DESCRIPTION),
+        replay_only=surface.replay_only,
+        tools=tuple(tools),
+        source="yaml",
+        transform="blinded",
+    )
 
 
 def _blinded_snapshot(surface: Surface) -> Surface:
@@ -165,10 +190,10 @@ def clone_labels(seed: int, arm: str) -> tuple[str, str]:
     out: list[str] = []
     counter = 0
     while len(out) < 2:
-        digest = hashlib.sha256(f"prereg-clone-label\x1f{seed}\x1f{arm}\x1f{counter}"
-                                .encode()).digest()
-        label = LABEL_PREFIX + "".join(LABEL_ALPHABET[b % len(LABEL_ALPHABET)]
-                                       for b in digest[:4])
+        digest = hashlib.sha256(
+            f"prereg-clone-label\x1f{seed}\x1f{arm}\x1f{counter}".encode()
+        ).digest()
+        label = LABEL_PREFIX + "".join(LABEL_ALPHABET[b % len(LABEL_ALPHABET)] for b in digest[:4])
         if label not in out:
             out.append(label)
         counter += 1
@@ -189,14 +214,32 @@ def clone_copy(surface: Surface, label: str, key: str) -> Surface:
     for tool in surface.tools:
         name = f"{label}_{tool.name}"
         if not re.fullmatch(TOOL_NAME_PATTERN, name):
-            raise BadInput(f"tool '{tool.name}' is too long to carry a clone label "
-                           f"('{name}' exceeds 64 characters)", file=surface.file)
-        tools.append(Tool(name=name, title=tool.title, description=tool.description,
-                          input_schema=copy.deepcopy(dict(tool.input_schema)),
-                          steps=tool.steps, surface=key))
-    return Surface(id=key, file=surface.file, name=label, title=surface.title,
-                   description=surface.description, replay_only=surface.replay_only,
-                   tools=tuple(tools), source="yaml", transform=f"clone:{label}")
+            raise BadInput(
+                f"tool '{tool.name}' is too long to carry a clone label "
+                f"('{name}' exceeds 64 characters)",
+                file=surface.file,
+            )
+        tools.append(
+            Tool(
+                name=name,
+                title=tool.title,
+                description=tool.description,
+                input_schema=copy.deepcopy(dict(tool.input_schema)),
+                steps=tool.steps,
+                surface=key,
+            )
+        )
+    return Surface(
+        id=key,
+        file=surface.file,
+        name=label,
+        title=surface.title,
+        description=surface.description,
+        replay_only=surface.replay_only,
+        tools=tuple(tools),
+        source="yaml",
+        transform=f"clone:{label}",
+    )
 
 
 def _clone_snapshot(surface: Surface, label: str, key: str) -> Surface:

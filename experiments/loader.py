@@ -114,8 +114,9 @@ class Experiment:
     def tasks_in_split(self, split: str) -> list[Task]:
         """The tasks of one split, in corpus order."""
         if split not in self.split_names:
-            raise BadInput(f"unknown split '{split}' (splits: {', '.join(self.split_names)})",
-                           field="split")
+            raise BadInput(
+                f"unknown split '{split}' (splits: {', '.join(self.split_names)})", field="split"
+            )
         return [t for t in self.tasks if self.split_of_cluster[t.cluster] == split]
 
     def offered(self, focal: str) -> list[tuple[Surface, Role]]:
@@ -137,8 +138,11 @@ class Experiment:
 def _check_relpath(doc: Doc, loc: Sequence[int | str], rel: str) -> None:
     pure = PurePosixPath(rel)
     if "\\" in rel or pure.is_absolute() or ".." in pure.parts or rel.startswith("~"):
-        raise doc.fail(loc, f"'{rel}' must be a relative path inside the experiment folder "
-                            "(no '..', no absolute path)")
+        raise doc.fail(
+            loc,
+            f"'{rel}' must be a relative path inside the experiment folder "
+            "(no '..', no absolute path)",
+        )
 
 
 def _read(read: Reader, rel: str, site: tuple[Doc, Sequence[int | str]] | None) -> bytes:
@@ -146,8 +150,9 @@ def _read(read: Reader, rel: str, site: tuple[Doc, Sequence[int | str]] | None) 
         return read(rel)
     except FileNotFoundError:
         if site is None:
-            raise BadInput(f"'{rel}' not found: an experiment folder needs an {ENTRY}",
-                           file=rel) from None
+            raise BadInput(
+                f"'{rel}' not found: an experiment folder needs an {ENTRY}", file=rel
+            ) from None
         doc, loc = site
         raise doc.fail(loc, f"referenced file '{rel}' not found") from None
     except IsADirectoryError:
@@ -166,8 +171,9 @@ def _fast_parse(raw: bytes, rel: str) -> Any:
         return parse_yaml(raw, rel).data  # raises BadInput with file:line:col
 
 
-def _load(read: Reader, rel: str, model: type[M],
-          site: tuple[Doc, Sequence[int | str]] | None) -> tuple[M, Doc]:
+def _load(
+    read: Reader, rel: str, model: type[M], site: tuple[Doc, Sequence[int | str]] | None
+) -> tuple[M, Doc]:
     if site is not None:
         _check_relpath(site[0], site[1], rel)
     raw = _read(read, rel, site)
@@ -175,8 +181,9 @@ def _load(read: Reader, rel: str, model: type[M],
     if data is None:
         raise BadInput("the file is empty; expected a YAML mapping", file=rel)
     if not isinstance(data, dict):
-        raise BadInput(f"expected a YAML mapping at the top level, got "
-                       f"{type(data).__name__}", file=rel)
+        raise BadInput(
+            f"expected a YAML mapping at the top level, got {type(data).__name__}", file=rel
+        )
     doc = Doc(rel, raw)
     try:
         return model.model_validate(data), doc
@@ -212,8 +219,11 @@ def load_experiment(read: Reader, name: str) -> Experiment:
     """Load and cross-check experiment ``name`` through ``read``; BadInput on any problem."""
     spec, entry = _load(read, ENTRY, ExperimentFile, None)
     if spec.name != name:
-        raise entry.fail(("name",), f"the experiment is named '{spec.name}' but was loaded as "
-                                    f"'{name}' (the folder name and 'name' must agree)")
+        raise entry.fail(
+            ("name",),
+            f"the experiment is named '{spec.name}' but was loaded as "
+            f"'{name}' (the folder name and 'name' must agree)",
+        )
     files: list[str] = [ENTRY]
 
     def note(rel: str) -> None:
@@ -237,19 +247,29 @@ def load_experiment(read: Reader, name: str) -> Experiment:
         for index, member in enumerate(spec.pool.members):
             loc = ("pool", "members", index)
             if member.id in surfaces:
-                raise entry.fail((*loc, "id"), f"'{member.id}' is already the id of a surface "
-                                               "or another pool member")
-            surfaces[member.id] = _load_surface(read, member.id, member.surface,
-                                                (entry, (*loc, "surface")), service)
+                raise entry.fail(
+                    (*loc, "id"),
+                    f"'{member.id}' is already the id of a surface or another pool member",
+                )
+            surfaces[member.id] = _load_surface(
+                read, member.id, member.surface, (entry, (*loc, "surface")), service
+            )
             note(member.surface)
             pool.append(PoolEntry(member.id, member.role))
         _check_pool_names(surfaces, pool, entry)
 
     split_of_cluster = _assign_splits(spec, entry, tasks)
     return Experiment(
-        name=spec.name, title=spec.title, description=spec.description, files=tuple(files),
-        service=service, intents=dict(corpus.intents), tasks=tuple(tasks), surfaces=surfaces,
-        pool=tuple(pool), split_of_cluster=split_of_cluster,
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        files=tuple(files),
+        service=service,
+        intents=dict(corpus.intents),
+        tasks=tuple(tasks),
+        surfaces=surfaces,
+        pool=tuple(pool),
+        split_of_cluster=split_of_cluster,
         _by_id={t.id: t for t in tasks},
     )
 
@@ -264,26 +284,37 @@ def _check_service(service: ServiceFile, doc: Doc) -> None:
     for oname, op in service.operations.items():
         loc: tuple[int | str, ...] = ("operations", oname)
         if op.collection not in colls:
-            raise doc.fail((*loc, "collection"), f"unknown collection '{op.collection}' "
-                                                 f"(collections: {', '.join(colls)})")
+            raise doc.fail(
+                (*loc, "collection"),
+                f"unknown collection '{op.collection}' (collections: {', '.join(colls)})",
+            )
         coll = colls[op.collection]
         fields = set(coll.fields) | {"id"}
         for pname, param in op.params.items():
             if param.ref is not None and param.ref not in colls:
-                raise doc.fail((*loc, "params", pname, "ref"),
-                               f"unknown collection '{param.ref}'")
+                raise doc.fail((*loc, "params", pname, "ref"), f"unknown collection '{param.ref}'")
 
-        def need_param(key: str, value: str | None, *, required: bool = False,
-                       _loc: tuple[int | str, ...] = loc, _op: Any = op) -> None:
+        def need_param(
+            key: str,
+            value: str | None,
+            *,
+            required: bool = False,
+            _loc: tuple[int | str, ...] = loc,
+            _op: Any = op,
+        ) -> None:
             if value is None:
                 raise doc.fail((*_loc, key), f"a '{_op.kind}' operation needs '{key}'")
             if value not in _op.params:
-                raise doc.fail((*_loc, key), f"'{value}' is not one of the operation's params "
-                                             f"({', '.join(_op.params) or 'none'})")
+                raise doc.fail(
+                    (*_loc, key),
+                    f"'{value}' is not one of the operation's params "
+                    f"({', '.join(_op.params) or 'none'})",
+                )
             if required and not _op.params[value].required:
-                raise doc.fail((*_loc, "params", value, "required"),
-                               f"param '{value}' must be required (it is the operation's "
-                               f"'{key}')")
+                raise doc.fail(
+                    (*_loc, "params", value, "required"),
+                    f"param '{value}' must be required (it is the operation's '{key}')",
+                )
 
         if op.kind in ("get", "update", "append", "remove", "delete"):
             need_param("key", op.key, required=True)
@@ -299,8 +330,9 @@ def _check_service(service: ServiceFile, doc: Doc) -> None:
                 raise doc.fail((*loc, "match", pname), f"'{pname}' is not a param")
             for f in fields_:
                 if f not in fields:
-                    raise doc.fail((*loc, "match", pname), f"unknown field '{f}' of "
-                                                           f"'{op.collection}'")
+                    raise doc.fail(
+                        (*loc, "match", pname), f"unknown field '{f}' of '{op.collection}'"
+                    )
         for pname, f in op.equals.items():
             if pname not in op.params:
                 raise doc.fail((*loc, "equals", pname), f"'{pname}' is not a param")
@@ -323,20 +355,28 @@ def _check_service(service: ServiceFile, doc: Doc) -> None:
             raise doc.fail((*loc, "destructive"), "a delete operation must be destructive: true")
         if op.destructive:
             if op.confirmation is None:
-                raise doc.fail((*loc, "confirmation"), "a destructive operation needs a "
-                               "confirmation ({param: confirm, equals_field: name})")
+                raise doc.fail(
+                    (*loc, "confirmation"),
+                    "a destructive operation needs a "
+                    "confirmation ({param: confirm, equals_field: name})",
+                )
             if op.key is None:
                 raise doc.fail((*loc, "key"), "a destructive operation needs 'key' (its target)")
             if op.confirmation.param not in op.params:
-                raise doc.fail((*loc, "confirmation", "param"),
-                               f"'{op.confirmation.param}' is not one of the params")
+                raise doc.fail(
+                    (*loc, "confirmation", "param"),
+                    f"'{op.confirmation.param}' is not one of the params",
+                )
             if op.confirmation.equals_field not in coll.fields:
-                raise doc.fail((*loc, "confirmation", "equals_field"),
-                               f"unknown field '{op.confirmation.equals_field}'")
+                raise doc.fail(
+                    (*loc, "confirmation", "equals_field"),
+                    f"unknown field '{op.confirmation.equals_field}'",
+                )
 
 
-def _check_collection(cname: str, coll: CollectionSpec, colls: Mapping[str, CollectionSpec],
-                      doc: Doc) -> None:
+def _check_collection(
+    cname: str, coll: CollectionSpec, colls: Mapping[str, CollectionSpec], doc: Doc
+) -> None:
     loc: tuple[int | str, ...] = ("collections", cname)
     for fname in coll.fields:
         spec = coll.field_spec(fname)
@@ -357,13 +397,13 @@ def _check_collection(cname: str, coll: CollectionSpec, colls: Mapping[str, Coll
                 continue
             spec = coll.field_spec(fname)
             if spec is None:
-                raise doc.fail((*rloc, fname), f"unknown field '{fname}' (fields: "
-                                               f"{', '.join(coll.fields)})")
+                raise doc.fail(
+                    (*rloc, fname), f"unknown field '{fname}' (fields: {', '.join(coll.fields)})"
+                )
             if value is None and spec.nullable:
                 continue
             if not type_ok(spec.type, value):
-                raise doc.fail((*rloc, fname), f"expected {spec.type}, got "
-                                               f"{type(value).__name__}")
+                raise doc.fail((*rloc, fname), f"expected {spec.type}, got {type(value).__name__}")
     for index, record in enumerate(coll.records):
         for fname, value in record.items():
             spec = coll.field_spec(fname) if fname != "id" else None
@@ -372,15 +412,17 @@ def _check_collection(cname: str, coll: CollectionSpec, colls: Mapping[str, Coll
             known = {r["id"] for r in colls[spec.ref].records}
             for v in value if isinstance(value, list) else [value]:
                 if v not in known:
-                    raise doc.fail((*loc, "records", index, fname),
-                                   f"'{v}' is not a record of '{spec.ref}'")
+                    raise doc.fail(
+                        (*loc, "records", index, fname), f"'{v}' is not a record of '{spec.ref}'"
+                    )
 
 
 # ---- surfaces ------------------------------------------------------------------------------
 
 
-def _load_surface(read: Reader, sid: str, rel: str, site: tuple[Doc, Sequence[int | str]],
-                  service: ServiceFile) -> Surface:
+def _load_surface(
+    read: Reader, sid: str, rel: str, site: tuple[Doc, Sequence[int | str]], service: ServiceFile
+) -> Surface:
     if PurePosixPath(rel).suffix.lower() == ".json":
         # an MCP snapshot (prereg mcp snapshot): a recorded server, offered replay-only
         _check_relpath(site[0], site[1], rel)
@@ -398,15 +440,19 @@ def _load_surface(read: Reader, sid: str, rel: str, site: tuple[Doc, Sequence[in
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
-            raise doc.fail((*loc, "input_schema"),
-                           f"not a valid JSON Schema: {exc.message}") from None
+            raise doc.fail(
+                (*loc, "input_schema"), f"not a valid JSON Schema: {exc.message}"
+            ) from None
         for where, key in unknown_keywords(schema):
-            raise doc.fail((*loc, "input_schema", *where, key),
-                           f"'{key}' is not a JSON Schema keyword (validators ignore it; if "
-                           "it came from a YAML flow mapping split at a comma, quote the text)")
+            raise doc.fail(
+                (*loc, "input_schema", *where, key),
+                f"'{key}' is not a JSON Schema keyword (validators ignore it; if "
+                "it came from a YAML flow mapping split at a comma, quote the text)",
+            )
         if schema.get("type") != "object":
-            raise doc.fail((*loc, "input_schema", "type"), "a tool's input_schema must have "
-                                                           "type: object")
+            raise doc.fail(
+                (*loc, "input_schema", "type"), "a tool's input_schema must have type: object"
+            )
         props = schema.get("properties") or {}
         mapped = tm.operation is not None or tm.chain is not None
         if model.replay_only:
@@ -415,31 +461,56 @@ def _load_surface(read: Reader, sid: str, rel: str, site: tuple[Doc, Sequence[in
             steps: tuple[ChainStep, ...] = ()
         else:
             if not mapped:
-                raise doc.fail(loc, "a tool needs 'operation' or 'chain' (or mark the surface "
-                                    "replay_only: true)")
+                raise doc.fail(
+                    loc,
+                    "a tool needs 'operation' or 'chain' (or mark the surface replay_only: true)",
+                )
             steps = _tool_steps(tm.operation, tm.args, tm.chain, props, service, doc, loc)
-        tools.append(Tool(name=tm.name, title=tm.title, description=tm.description,
-                          input_schema=schema, steps=steps, surface=sid))
-    return Surface(id=sid, file=rel, name=model.name, title=model.title,
-                   description=model.description, replay_only=model.replay_only,
-                   tools=tuple(tools))
+        tools.append(
+            Tool(
+                name=tm.name,
+                title=tm.title,
+                description=tm.description,
+                input_schema=schema,
+                steps=steps,
+                surface=sid,
+            )
+        )
+    return Surface(
+        id=sid,
+        file=rel,
+        name=model.name,
+        title=model.title,
+        description=model.description,
+        replay_only=model.replay_only,
+        tools=tuple(tools),
+    )
 
 
-def _tool_steps(operation: str | None, args: Mapping[str, ArgSource] | None,
-                chain: Sequence[ChainStep] | None, props: Mapping[str, Any],
-                service: ServiceFile, doc: Doc, loc: tuple[int | str, ...]
-                ) -> tuple[ChainStep, ...]:
+def _tool_steps(
+    operation: str | None,
+    args: Mapping[str, ArgSource] | None,
+    chain: Sequence[ChainStep] | None,
+    props: Mapping[str, Any],
+    service: ServiceFile,
+    doc: Doc,
+    loc: tuple[int | str, ...],
+) -> tuple[ChainStep, ...]:
     ops = service.operations
     if operation is not None:
         if operation not in ops:
-            raise doc.fail((*loc, "operation"), f"unknown operation '{operation}' (operations: "
-                                                f"{', '.join(ops)})")
+            raise doc.fail(
+                (*loc, "operation"),
+                f"unknown operation '{operation}' (operations: {', '.join(ops)})",
+            )
         if args is None:
             extra = [p for p in props if p not in ops[operation].params]
             if extra:
-                raise doc.fail((*loc, "input_schema", "properties", extra[0]),
-                               f"tool argument '{extra[0]}' is not a parameter of "
-                               f"'{operation}'; map it with 'args'")
+                raise doc.fail(
+                    (*loc, "input_schema", "properties", extra[0]),
+                    f"tool argument '{extra[0]}' is not a parameter of "
+                    f"'{operation}'; map it with 'args'",
+                )
             args = {p: ArgRef(arg=p) for p in ops[operation].params if p in props}
         steps: list[ChainStep] = [ChainStep(op=operation, args=dict(args))]
         step_locs: list[tuple[int | str, ...]] = [(*loc, "args")]
@@ -458,20 +529,21 @@ def _tool_steps(operation: str | None, args: Mapping[str, ArgSource] | None,
             if param not in op.params:
                 raise doc.fail((*sloc, param), f"'{param}' is not a parameter of '{step.op}'")
             if isinstance(source, ArgRef) and source.arg not in props:
-                raise doc.fail((*sloc, param), f"tool argument '{source.arg}' is not in the "
-                                               "input_schema properties")
+                raise doc.fail(
+                    (*sloc, param),
+                    f"tool argument '{source.arg}' is not in the input_schema properties",
+                )
             if isinstance(source, StepRef) and source.step >= i:
-                raise doc.fail((*sloc, param), f"step {source.step} does not run before "
-                                               f"step {i}")
+                raise doc.fail((*sloc, param), f"step {source.step} does not run before step {i}")
         missing = [p for p, spec in op.params.items() if spec.required and p not in step.args]
         if missing:
-            raise doc.fail(sloc, f"required parameter '{missing[0]}' of '{step.op}' gets no "
-                                 "value")
+            raise doc.fail(sloc, f"required parameter '{missing[0]}' of '{step.op}' gets no value")
     return tuple(steps)
 
 
-def _check_pool_names(surfaces: Mapping[str, Surface], pool: Sequence[PoolEntry],
-                      entry: Doc) -> None:
+def _check_pool_names(
+    surfaces: Mapping[str, Surface], pool: Sequence[PoolEntry], entry: Doc
+) -> None:
     """Tool names must be unique among everything offered together (hosts call by name)."""
     member_ids = {m.id for m in pool}
     for focal in surfaces:
@@ -481,8 +553,11 @@ def _check_pool_names(surfaces: Mapping[str, Surface], pool: Sequence[PoolEntry]
             for tool in surfaces[sid].tools:
                 if tool.name in owner:
                     where = ("pool",) if sid in member_ids else ("surfaces", sid)
-                    raise entry.fail(where, f"tool name '{tool.name}' is offered by both "
-                                            f"'{owner[tool.name]}' and '{sid}'")
+                    raise entry.fail(
+                        where,
+                        f"tool name '{tool.name}' is offered by both "
+                        f"'{owner[tool.name]}' and '{sid}'",
+                    )
                 owner[tool.name] = sid
 
 
@@ -498,74 +573,93 @@ def _check_corpus(corpus: CorpusFile, doc: Doc, service: ServiceFile) -> list[Ta
     for index, task in enumerate(corpus.tasks):
         loc: tuple[int | str, ...] = ("tasks", index)
         if task.id in seen:
-            raise doc.fail((*loc, "id"), f"duplicate task id '{task.id}' (first at "
-                                         f"tasks[{seen[task.id]}])")
+            raise doc.fail(
+                (*loc, "id"), f"duplicate task id '{task.id}' (first at tasks[{seen[task.id]}])"
+            )
         seen[task.id] = index
         if task.intent not in corpus.intents:
-            raise doc.fail((*loc, "intent"), f"unknown intent '{task.intent}' (intents: "
-                                             f"{', '.join(corpus.intents)})")
+            raise doc.fail(
+                (*loc, "intent"),
+                f"unknown intent '{task.intent}' (intents: {', '.join(corpus.intents)})",
+            )
         key = (task.intent, task.polarity, index)
         first = cluster_key.setdefault(task.cluster, key)
         if first[:2] != key[:2]:
-            raise doc.fail((*loc, "cluster"), f"cluster '{task.cluster}' mixes intent/polarity "
-                           f"{first[0]}/{first[1]} (tasks[{first[2]}]) and {key[0]}/{key[1]}: "
-                           "paraphrases share an intent and a polarity")
+            raise doc.fail(
+                (*loc, "cluster"),
+                f"cluster '{task.cluster}' mixes intent/polarity "
+                f"{first[0]}/{first[1]} (tasks[{first[2]}]) and {key[0]}/{key[1]}: "
+                "paraphrases share an intent and a polarity",
+            )
         for fname in ("permits", "prohibits"):
             for j, op in enumerate(getattr(task, fname) or []):
                 if op not in ops:
                     raise doc.fail((*loc, fname, j), f"unknown operation '{op}'")
         both = set(task.permits or []) & set(task.prohibits)
         if both:
-            raise doc.fail((*loc, "prohibits"), f"'{sorted(both)[0]}' is both permitted and "
-                                                "prohibited")
+            raise doc.fail(
+                (*loc, "prohibits"), f"'{sorted(both)[0]}' is both permitted and prohibited"
+            )
         if task.polarity == "negative":
             if task.permits:
-                raise doc.fail((*loc, "permits"), "a negative task permits no operation (the "
-                                                  "right behaviour uses no tool)")
+                raise doc.fail(
+                    (*loc, "permits"),
+                    "a negative task permits no operation (the right behaviour uses no tool)",
+                )
             if task.solution.steps or task.goal.mutates:
-                raise doc.fail((*loc, "solution"), "a negative task has no solution steps and "
-                                                   "no state change")
+                raise doc.fail(
+                    (*loc, "solution"), "a negative task has no solution steps and no state change"
+                )
             task = task.model_copy(update={"permits": []})
         for j, step in enumerate(task.solution.steps):
             sloc = (*loc, "solution", "steps", j)
             if step.op not in ops:
                 raise doc.fail((*sloc, "op"), f"unknown operation '{step.op}'")
             if not task.allows(step.op):
-                raise doc.fail((*sloc, "op"), f"the recorded path uses '{step.op}', which the "
-                                              "task does not permit")
+                raise doc.fail(
+                    (*sloc, "op"),
+                    f"the recorded path uses '{step.op}', which the task does not permit",
+                )
             for pname, value in step.args.items():
                 if pname not in ops[step.op].params:
-                    raise doc.fail((*sloc, "args", pname), f"'{pname}' is not a parameter of "
-                                                           f"'{step.op}'")
+                    raise doc.fail(
+                        (*sloc, "args", pname), f"'{pname}' is not a parameter of '{step.op}'"
+                    )
                 try:
                     ref = as_step_ref(value)
                 except ValueError:
-                    raise doc.fail((*sloc, "args", pname), "a reference is {step: N, path: "
-                                                           "a.b.0}") from None
+                    raise doc.fail(
+                        (*sloc, "args", pname), "a reference is {step: N, path: a.b.0}"
+                    ) from None
                 if ref is not None and ref.step >= j:
-                    raise doc.fail((*sloc, "args", pname), f"step {ref.step} does not run "
-                                                           f"before step {j}")
+                    raise doc.fail(
+                        (*sloc, "args", pname), f"step {ref.step} does not run before step {j}"
+                    )
         goal = task.goal
         for gname in ("created", "updated", "deleted"):
             for j, change in enumerate(getattr(goal, gname)):
                 gloc = (*loc, "goal", gname, j)
                 if change.collection not in colls:
-                    raise doc.fail((*gloc, "collection"), f"unknown collection "
-                                                          f"'{change.collection}'")
+                    raise doc.fail(
+                        (*gloc, "collection"), f"unknown collection '{change.collection}'"
+                    )
                 coll = colls[change.collection]
                 if gname != "created":
                     ids = {r["id"] for r in coll.records}
                     if change.id not in ids:
-                        raise doc.fail((*gloc, "id"), f"no seed record '{change.id}' in "
-                                                      f"'{change.collection}'")
+                        raise doc.fail(
+                            (*gloc, "id"), f"no seed record '{change.id}' in '{change.collection}'"
+                        )
                 for fname in getattr(change, "fields", {}) or {}:
                     if fname not in coll.fields:
                         raise doc.fail((*gloc, "fields", fname), f"unknown field '{fname}'")
         prompt = normalise(task.prompt)
         for j, text in enumerate(goal.answer_includes):
             if normalise(text) in prompt:
-                raise doc.fail((*loc, "goal", "answer_includes", j),
-                               f"'{text}' already appears in the prompt, so it checks nothing")
+                raise doc.fail(
+                    (*loc, "goal", "answer_includes", j),
+                    f"'{text}' already appears in the prompt, so it checks nothing",
+                )
         tasks.append(task)
     return tasks
 
@@ -583,11 +677,15 @@ def _assign_splits(spec: ExperimentFile, entry: Doc, tasks: Sequence[Task]) -> d
             if cluster not in names:
                 raise entry.fail(loc, f"unknown cluster '{cluster}'")
             if cluster in out:
-                raise entry.fail(loc, f"cluster '{cluster}' is already in split "
-                                      f"'{out[cluster]}': a cluster goes to one split")
+                raise entry.fail(
+                    loc,
+                    f"cluster '{cluster}' is already in split "
+                    f"'{out[cluster]}': a cluster goes to one split",
+                )
             out[cluster] = split
     missing = sorted(names - set(out))
     if missing:
-        raise entry.fail(("splits", "assign"), f"clusters not assigned to any split: "
-                                               f"{', '.join(missing[:5])}")
+        raise entry.fail(
+            ("splits", "assign"), f"clusters not assigned to any split: {', '.join(missing[:5])}"
+        )
     return out

@@ -45,7 +45,7 @@ class Server:
     key: str
     surface: Surface
     role: Role
-    source: str                 # the experiment's surface id it comes from
+    source: str  # the experiment's surface id it comes from
 
     @property
     def digest(self) -> str:
@@ -60,7 +60,7 @@ class ArmOffer:
     surface: str
     control: str | None
     reference: str | None
-    servers: tuple[Server, ...]                       # the focal block is servers[0]
+    servers: tuple[Server, ...]  # the focal block is servers[0]
     # clone_swap: copies (a, b) per label assignment (0: a has labels[0]); else empty
     clones: tuple[tuple[Server, Server], ...] = ()
     labels: tuple[str, str] | None = None
@@ -82,17 +82,22 @@ def _check_names(arm: str, servers: Sequence[Server]) -> None:
     for server in servers:
         for tool in server.surface.tools:
             if tool.name in owner:
-                raise BadInput(f"arm '{arm}': tool name '{tool.name}' is offered by both "
-                               f"'{owner[tool.name]}' and '{server.key}' (hosts call tools "
-                               "by name)", field="arms")
+                raise BadInput(
+                    f"arm '{arm}': tool name '{tool.name}' is offered by both "
+                    f"'{owner[tool.name]}' and '{server.key}' (hosts call tools "
+                    "by name)",
+                    field="arms",
+                )
             owner[tool.name] = server.key
 
 
 def arm_offer(spec: ArmSpec, experiment: Experiment, seed: int) -> ArmOffer:
     """The offer of one arm (BadInput if its control cannot apply to this experiment)."""
     if spec.surface not in experiment.surfaces:
-        raise BadInput(f"arm '{spec.id}': surface '{spec.surface}' is not defined by the "
-                       "experiment", field="arms")
+        raise BadInput(
+            f"arm '{spec.id}': surface '{spec.surface}' is not defined by the experiment",
+            field="arms",
+        )
     base = experiment.offered(spec.surface)
     focal_surface = base[0][0]
     focal = Server(spec.surface, focal_surface, "focal", spec.surface)
@@ -105,28 +110,44 @@ def arm_offer(spec: ArmSpec, experiment: Experiment, seed: int) -> ArmOffer:
         decoy = spec.decoy or ""
         offered = {spec.surface, *(s.key for s in others)}
         if decoy not in experiment.surfaces:
-            raise BadInput(f"arm '{spec.id}': decoy '{decoy}' is not a surface of the "
-                           f"experiment (known: {', '.join(sorted(experiment.surfaces))})",
-                           field="arms")
+            raise BadInput(
+                f"arm '{spec.id}': decoy '{decoy}' is not a surface of the "
+                f"experiment (known: {', '.join(sorted(experiment.surfaces))})",
+                field="arms",
+            )
         if decoy in offered:
-            raise BadInput(f"arm '{spec.id}': decoy '{decoy}' is already offered in the "
-                           "reference's pool; a decoy control adds a server the reference "
-                           "does not offer", field="arms")
+            raise BadInput(
+                f"arm '{spec.id}': decoy '{decoy}' is already offered in the "
+                "reference's pool; a decoy control adds a server the reference "
+                "does not offer",
+                field="arms",
+            )
         others.append(Server(decoy, experiment.surfaces[decoy], "decoy", decoy))
     elif spec.control == "clone_swap":
         labels = clone_labels(seed, spec.id)
         taken = {s.surface.name for s in others}
         if set(labels) & taken:
-            raise BadInput(f"arm '{spec.id}': a clone label collides with a pool member's "
-                           "name", field="arms")
+            raise BadInput(
+                f"arm '{spec.id}': a clone label collides with a pool member's name", field="arms"
+            )
         for bit in (0, 1):
             la, lb = (labels[0], labels[1]) if bit == 0 else (labels[1], labels[0])
-            clones.append((Server(f"{spec.surface}:a", clone_copy(focal_surface, la,
-                                                                  f"{spec.surface}:a"),
-                                  "focal", spec.surface),
-                           Server(f"{spec.surface}:b", clone_copy(focal_surface, lb,
-                                                                  f"{spec.surface}:b"),
-                                  "focal", spec.surface)))
+            clones.append(
+                (
+                    Server(
+                        f"{spec.surface}:a",
+                        clone_copy(focal_surface, la, f"{spec.surface}:a"),
+                        "focal",
+                        spec.surface,
+                    ),
+                    Server(
+                        f"{spec.surface}:b",
+                        clone_copy(focal_surface, lb, f"{spec.surface}:b"),
+                        "focal",
+                        spec.surface,
+                    ),
+                )
+            )
     elif spec.control not in (None, "placebo"):
         raise BadInput(f"arm '{spec.id}': unknown control '{spec.control}'", field="arms")
     servers = (focal, *others)
@@ -135,13 +156,18 @@ def arm_offer(spec: ArmSpec, experiment: Experiment, seed: int) -> ArmOffer:
             _check_names(spec.id, [*pair, *others])
     else:
         _check_names(spec.id, servers)
-    return ArmOffer(arm=spec.id, surface=spec.surface, control=spec.control,
-                    reference=spec.reference, servers=servers, clones=tuple(clones),
-                    labels=labels)
+    return ArmOffer(
+        arm=spec.id,
+        surface=spec.surface,
+        control=spec.control,
+        reference=spec.reference,
+        servers=servers,
+        clones=tuple(clones),
+        labels=labels,
+    )
 
 
-def offers_for(specs: Sequence[ArmSpec], experiment: Experiment, seed: int
-               ) -> dict[str, ArmOffer]:
+def offers_for(specs: Sequence[ArmSpec], experiment: Experiment, seed: int) -> dict[str, ArmOffer]:
     """Every arm's offer; BadInput when a control cannot apply to this experiment.
 
     Called at ``register`` (so a design that could never run is refused before it
@@ -152,6 +178,9 @@ def offers_for(specs: Sequence[ArmSpec], experiment: Experiment, seed: int
         if spec.control == "placebo" and spec.reference in offers:
             a, b = offers[spec.id], offers[spec.reference]
             if [s.digest for s in a.servers] != [s.digest for s in b.servers]:
-                raise BadInput(f"arm '{spec.id}': a placebo must offer exactly what its "
-                               f"reference '{spec.reference}' offers", field="arms")
+                raise BadInput(
+                    f"arm '{spec.id}': a placebo must offer exactly what its "
+                    f"reference '{spec.reference}' offers",
+                    field="arms",
+                )
     return offers

@@ -52,8 +52,9 @@ def diff_states(before: State, after: State) -> StateDiff:
         for rid in old:
             if rid in new and new[rid] != old[rid]:
                 keys = set(old[rid]) | set(new[rid])
-                updated[(coll, rid)] = {k: new[rid].get(k) for k in sorted(keys)
-                                        if old[rid].get(k) != new[rid].get(k)}
+                updated[(coll, rid)] = {
+                    k: new[rid].get(k) for k in sorted(keys) if old[rid].get(k) != new[rid].get(k)
+                }
     return StateDiff({c: r for c, r in created.items() if r}, updated, frozenset(deleted))
 
 
@@ -114,13 +115,23 @@ class Verdicts:
     answer: bool | None
 
     def as_dict(self) -> dict[str, bool | None]:
-        return {"final_state": self.final_state, "no_mutation": self.no_mutation,
-                "prohibited_operations": self.prohibited_operations,
-                "confirmation": self.confirmation, "answer": self.answer}
+        return {
+            "final_state": self.final_state,
+            "no_mutation": self.no_mutation,
+            "prohibited_operations": self.prohibited_operations,
+            "confirmation": self.confirmation,
+            "answer": self.answer,
+        }
 
 
-def judge(task: Task, before: State, after: State, log: Sequence[OpEvent],
-          reached: Sequence[str], answer: str | None) -> Verdicts:
+def judge(
+    task: Task,
+    before: State,
+    after: State,
+    log: Sequence[OpEvent],
+    reached: Sequence[str],
+    answer: str | None,
+) -> Verdicts:
     """All oracle verdicts for one episode.
 
     ``reached`` lists the operations the agent's calls reached for (whatever the

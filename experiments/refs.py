@@ -38,8 +38,9 @@ def lookup(value: Any, path: str) -> Any:
     return current
 
 
-def resolve_source(source: ArgSource, tool_args: Mapping[str, Any],
-                   results: Sequence[Any]) -> tuple[bool, Any]:
+def resolve_source(
+    source: ArgSource, tool_args: Mapping[str, Any], results: Sequence[Any]
+) -> tuple[bool, Any]:
     """(present, value) of one argument source; an absent tool argument is not present."""
     if isinstance(source, ArgRef):
         if source.arg not in tool_args:

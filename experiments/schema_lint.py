@@ -15,26 +15,90 @@ from typing import Any
 
 #: Draft 2020-12 keywords (core, applicator, validation, meta-data, format, content),
 #: plus the draft-07 spellings hosts still send.
-KEYWORDS = frozenset({
-    "$schema", "$id", "$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$vocabulary",
-    "$comment", "$defs", "definitions", "allOf", "anyOf", "oneOf", "not", "if", "then",
-    "else", "dependentSchemas", "prefixItems", "items", "additionalItems", "contains",
-    "properties", "patternProperties", "additionalProperties", "propertyNames",
-    "unevaluatedItems", "unevaluatedProperties", "type", "enum", "const", "multipleOf",
-    "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength",
-    "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains",
-    "maxProperties", "minProperties", "required", "dependentRequired", "dependencies",
-    "title", "description", "default", "deprecated", "readOnly", "writeOnly", "examples",
-    "format", "contentEncoding", "contentMediaType", "contentSchema",
-})
+KEYWORDS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$ref",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$vocabulary",
+        "$comment",
+        "$defs",
+        "definitions",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "prefixItems",
+        "items",
+        "additionalItems",
+        "contains",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "type",
+        "enum",
+        "const",
+        "multipleOf",
+        "maximum",
+        "exclusiveMaximum",
+        "minimum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "maxContains",
+        "minContains",
+        "maxProperties",
+        "minProperties",
+        "required",
+        "dependentRequired",
+        "dependencies",
+        "title",
+        "description",
+        "default",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "examples",
+        "format",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+    }
+)
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SCHEMA_ONE = ("items", "additionalItems", "additionalProperties", "contains", "not", "if",
-               "then", "else", "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SCHEMA_ONE = (
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
 
 
-def unknown_keywords(schema: Any, path: tuple[str | int, ...] = ()
-                     ) -> Iterator[tuple[tuple[str | int, ...], str]]:
+def unknown_keywords(
+    schema: Any, path: tuple[str | int, ...] = ()
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """(path to the schema, key) for every key that is not a JSON Schema keyword.
 
     Keys starting with ``x-`` are allowed (the usual extension convention).

@@ -123,14 +123,19 @@ class ServiceStore:
                 assert conf is not None  # the loader requires it for destructive operations
                 raise OperationError(
                     f"'{op_name}' is destructive: pass '{conf.param}' equal to the target's "
-                    f"{conf.equals_field} to confirm")
+                    f"{conf.equals_field} to confirm"
+                )
             result = self._run(op, args)
         except OperationError as exc:
-            self.log.append(OpEvent(op_name, copy.deepcopy(args), False, str(exc), False,
-                                    op.destructive, confirmed))
+            self.log.append(
+                OpEvent(
+                    op_name, copy.deepcopy(args), False, str(exc), False, op.destructive, confirmed
+                )
+            )
             raise
-        self.log.append(OpEvent(op_name, copy.deepcopy(args), True, None, op.mutates,
-                                op.destructive, confirmed))
+        self.log.append(
+            OpEvent(op_name, copy.deepcopy(args), True, None, op.mutates, op.destructive, confirmed)
+        )
         return result
 
     def _confirmation_ok(self, op: OperationSpec, args: Mapping[str, Any]) -> bool:
@@ -158,8 +163,9 @@ class ServiceStore:
 
     def _check_value(self, name: str, spec: ParamSpec, value: Any) -> None:
         if not type_ok(spec.type, value):
-            raise OperationError(f"parameter '{name}' must be of type {spec.type}, "
-                                 f"got {type(value).__name__}")
+            raise OperationError(
+                f"parameter '{name}' must be of type {spec.type}, got {type(value).__name__}"
+            )
         if spec.enum is not None and value not in spec.enum:
             raise OperationError(f"parameter '{name}' must be one of {spec.enum}")
         if spec.minimum is not None and value < spec.minimum:
@@ -220,11 +226,15 @@ class ServiceStore:
         ranked: list[tuple[int, int, dict[str, Any]]] = []
         query_words = {
             param: set(content_words(str(args[param])))
-            for param in op.match if args.get(param) not in (None, "")
+            for param in op.match
+            if args.get(param) not in (None, "")
         }
         for order, record in enumerate(self.state[op.collection].values()):
-            if not all(_equal(record.get(field), args[param])
-                       for param, field in op.equals.items() if args.get(param) is not None):
+            if not all(
+                _equal(record.get(field), args[param])
+                for param, field in op.equals.items()
+                if args.get(param) is not None
+            ):
                 continue
             score = 0
             for param, wanted in query_words.items():
@@ -238,11 +248,12 @@ class ServiceStore:
             else:
                 ranked.append((-score, order, record))
         ranked.sort(key=lambda item: (item[0], item[1]))
-        items = [copy.deepcopy(rec) for _, _, rec in ranked[:op.limit]]
+        items = [copy.deepcopy(rec) for _, _, rec in ranked[: op.limit]]
         return {"items": items, "count": len(items)}
 
-    def _create(self, op: OperationSpec, coll: CollectionSpec,
-                args: Mapping[str, Any]) -> dict[str, Any]:
+    def _create(
+        self, op: OperationSpec, coll: CollectionSpec, args: Mapping[str, Any]
+    ) -> dict[str, Any]:
         record_id = f"{coll.id_prefix}-{self._next_id[op.collection]:03d}"
         self._next_id[op.collection] += 1
         record: dict[str, Any] = {"id": record_id}
@@ -267,10 +278,14 @@ class ServiceStore:
         for field, target in op.expand.items():
             value = record.get(field)
             ids = value if isinstance(value, list) else [value]
-            inlined = [copy.deepcopy(self.state[target][str(i)]) for i in ids
-                       if str(i) in self.state[target]]
+            inlined = [
+                copy.deepcopy(self.state[target][str(i)])
+                for i in ids
+                if str(i) in self.state[target]
+            ]
             record[field.removesuffix("_ids") + "s" if field.endswith("_ids") else field] = (
-                inlined if isinstance(value, list) else (inlined[0] if inlined else None))
+                inlined if isinstance(value, list) else (inlined[0] if inlined else None)
+            )
         return record
 
 

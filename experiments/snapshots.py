@@ -47,8 +47,7 @@ def load_snapshot_bytes(raw: bytes, rel: str) -> Any:
     return load_snapshot(raw, rel)
 
 
-def snapshot_surface(sid: str, rel: str, snapshot: Any, *, transform: str | None = None
-                     ) -> Surface:
+def snapshot_surface(sid: str, rel: str, snapshot: Any, *, transform: str | None = None) -> Surface:
     """The replay-only surface a snapshot offers (see the module docstring)."""
     from prereg.runners.mcp.snapshot import snapshot_digest
 
@@ -58,8 +57,12 @@ def snapshot_surface(sid: str, rel: str, snapshot: Any, *, transform: str | None
         where = f"server.lists.tools/list: tool {index}"
         name = raw.get("name")
         if not isinstance(name, str) or not SNAPSHOT_TOOL_NAME.fullmatch(name):
-            raise BadInput(f"tool name {name!r} cannot be offered to a host (expected 1 to "
-                           "128 of A-Z a-z 0-9 _ . -)", file=rel, field=where)
+            raise BadInput(
+                f"tool name {name!r} cannot be offered to a host (expected 1 to "
+                "128 of A-Z a-z 0-9 _ . -)",
+                file=rel,
+                field=where,
+            )
         if name in seen:
             raise BadInput(f"duplicate tool name '{name}'", file=rel, field=where)
         seen.add(name)
@@ -67,33 +70,56 @@ def snapshot_surface(sid: str, rel: str, snapshot: Any, *, transform: str | None
         check_schema(schema, rel, f"{where} ({name}).inputSchema")
         annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
         title = _text(raw.get("title")) or _text(annotations.get("title"))
-        tools.append(Tool(name=name, title=title, description=_text(raw.get("description")),
-                          input_schema=schema, steps=(), surface=sid))
+        tools.append(
+            Tool(
+                name=name,
+                title=title,
+                description=_text(raw.get("description")),
+                input_schema=schema,
+                steps=(),
+                surface=sid,
+            )
+        )
     if not tools:
-        raise BadInput("the snapshot lists no tools, so there is nothing to offer", file=rel,
-                       field="server.lists.tools/list")
+        raise BadInput(
+            "the snapshot lists no tools, so there is nothing to offer",
+            file=rel,
+            field="server.lists.tools/list",
+        )
     name = snapshot.server_name
-    return Surface(id=sid, file=rel, name=name, title=snapshot.server_title or name,
-                   description=snapshot.server_description or "", replay_only=True,
-                   tools=tuple(tools), source="snapshot", snapshot=snapshot,
-                   snapshot_digest=snapshot_digest(snapshot), transform=transform)
+    return Surface(
+        id=sid,
+        file=rel,
+        name=name,
+        title=snapshot.server_title or name,
+        description=snapshot.server_description or "",
+        replay_only=True,
+        tools=tuple(tools),
+        source="snapshot",
+        snapshot=snapshot,
+        snapshot_digest=snapshot_digest(snapshot),
+        transform=transform,
+    )
 
 
 def check_schema(schema: Any, rel: str, where: str) -> None:
     """A tool's input schema: an object schema, valid for its draft, with local refs only."""
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        raise BadInput("a tool's input schema must be a JSON Schema with type 'object'",
-                       file=rel, field=where)
+        raise BadInput(
+            "a tool's input schema must be a JSON Schema with type 'object'", file=rel, field=where
+        )
     remote = _remote_ref(schema)
     if remote is not None:
-        raise BadInput(f"'$ref': {remote!r} points outside the schema; only local references "
-                       "('#...') are accepted (schemas are data: nothing is fetched)",
-                       file=rel, field=where)
+        raise BadInput(
+            f"'$ref': {remote!r} points outside the schema; only local references "
+            "('#...') are accepted (schemas are data: nothing is fetched)",
+            file=rel,
+            field=where,
+        )
     try:
         validator_for(schema, default=_default()).check_schema(schema)
     except SchemaError as exc:
-        raise BadInput(f"not a valid JSON Schema: {exc.message}", file=rel,
-                       field=where) from None
+        raise BadInput(f"not a valid JSON Schema: {exc.message}", file=rel, field=where) from None
 
 
 def _default() -> Any:
@@ -105,8 +131,11 @@ def _default() -> Any:
 def _remote_ref(value: Any) -> str | None:
     if isinstance(value, Mapping):
         for key, inner in value.items():
-            if key in ("$ref", "$dynamicRef") and isinstance(inner, str) \
-                    and not inner.startswith("#"):
+            if (
+                key in ("$ref", "$dynamicRef")
+                and isinstance(inner, str)
+                and not inner.startswith("#")
+            ):
                 return inner
             found = _remote_ref(inner)
             if found is not None:

@@ -21,8 +21,9 @@ def _rank(seed: int, cluster: str) -> str:
     return hashlib.sha256(f"{seed}\x00{cluster}".encode()).hexdigest()
 
 
-def assign_by_fractions(clusters: Iterable[tuple[str, str]], seed: int,
-                        fractions: Mapping[str, float]) -> dict[str, str]:
+def assign_by_fractions(
+    clusters: Iterable[tuple[str, str]], seed: int, fractions: Mapping[str, float]
+) -> dict[str, str]:
     """cluster -> split, from (cluster, intent) pairs, a seed and split fractions.
 
     Within an intent, clusters are ordered by a seeded hash and cut at the
@@ -45,6 +46,7 @@ def assign_by_fractions(clusters: Iterable[tuple[str, str]], seed: int,
         n = len(ordered)
         for k, cluster in enumerate(ordered):
             position = (k + 0.5) / n
-            out[cluster] = next((name for bound, name in bounds if position < bound),
-                                SPLIT_NAMES[-1])
+            out[cluster] = next(
+                (name for bound, name in bounds if position < bound), SPLIT_NAMES[-1]
+            )
     return out

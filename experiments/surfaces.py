@@ -50,8 +50,12 @@ class Tool:
 
     def metadata(self) -> dict[str, Any]:
         """What a host is shown: name, title, description, input schema."""
-        return {"name": self.name, "title": self.title, "description": self.description,
-                "input_schema": dict(self.input_schema)}
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "input_schema": dict(self.input_schema),
+        }
 
 
 @dataclass(frozen=True)
@@ -85,12 +89,16 @@ class Surface:
     def content(self) -> dict[str, Any]:
         """What the surface offers and does, as plain data (the input of its digest)."""
         return {
-            "name": self.name, "title": self.title, "description": self.description,
-            "replay_only": self.replay_only, "source": self.source,
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "replay_only": self.replay_only,
+            "source": self.source,
             "snapshot": self.snapshot_digest,
-            "tools": [{**tool.metadata(),
-                       "steps": [step.model_dump(mode="json") for step in tool.steps]}
-                      for tool in self.tools],
+            "tools": [
+                {**tool.metadata(), "steps": [step.model_dump(mode="json") for step in tool.steps]}
+                for tool in self.tools
+            ],
         }
 
     @property
@@ -103,8 +111,13 @@ class Surface:
         """
         cached = self.__dict__.get("_digest")
         if cached is None:
-            text = json.dumps(self.content(), sort_keys=True, ensure_ascii=False,
-                              separators=(",", ":"), default=str)
+            text = json.dumps(
+                self.content(),
+                sort_keys=True,
+                ensure_ascii=False,
+                separators=(",", ":"),
+                default=str,
+            )
             cached = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
             object.__setattr__(self, "_digest", cached)
         return str(cached)
@@ -117,8 +130,10 @@ def execute_tool(tool: Tool, args: Mapping[str, Any], store: ServiceStore) -> An
     and OperationError is raised (a later step cannot see a half-done chain).
     """
     if not tool.executable:
-        raise ToolRefused(f"'{tool.name}' belongs to an integration that is replayed, not "
-                          "executed: the call was not run")
+        raise ToolRefused(
+            f"'{tool.name}' belongs to an integration that is replayed, not "
+            "executed: the call was not run"
+        )
     results: list[Any] = []
     with store.transaction():
         for step in tool.steps:

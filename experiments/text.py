@@ -12,7 +12,8 @@ _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 #: Function words that carry no topic; dropped before matching.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again all also am an and any are as at be been before being below
 between both but by can could did do does doing down during each few for from further had
 has have having he her here hers herself him himself his how i if in into is it its itself
@@ -21,7 +22,8 @@ ourselves out over own please same she should so some such than that the their t
 themselves then there these they this those through to too under until up very was we were
 what when where which while who whom why will with would you your yours yourself
 yourselves i'd i'm i've it's don't that's what's there's can't won't
-""".split())
+""".split()
+)
 
 
 def words(text: str) -> list[str]:

@@ -38,11 +38,21 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    workspace: Annotated[Path | None, typer.Option(
-        "--workspace", "-w", help="Workspace folder (default: $PREREG_WORKSPACE, else the "
-        "current directory).", show_default=False)] = None,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="Workspace folder (default: $PREREG_WORKSPACE, else the current directory).",
+            show_default=False,
+        ),
+    ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     ctx.obj = Workspace.resolve(workspace)
 
@@ -53,8 +63,9 @@ for _module in (registry_cmds, run_cmds, analyse_cmds, plan_cmds, mcp_cmds):
 
 def _is_click_exception(exc: BaseException) -> bool:
     """True for click's ClickException, whichever copy of click raised it."""
-    return any(cls.__name__ == "ClickException" and "click" in cls.__module__
-               for cls in type(exc).__mro__)
+    return any(
+        cls.__name__ == "ClickException" and "click" in cls.__module__ for cls in type(exc).__mro__
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,8 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     except PreregError as exc:
         if as_json:
             sys.stdout.write(dumps(exc.to_json()) + "\n")
-        err_console.print(f"error: {exc.render()}", style="red", highlight=False, markup=False,
-                          soft_wrap=True)
+        err_console.print(
+            f"error: {exc.render()}", style="red", highlight=False, markup=False, soft_wrap=True
+        )
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -12,8 +12,14 @@ class PreregError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, file: str | None = None, field: str | None = None,
-                 details: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        field: str | None = None,
+        details: list[str] | None = None,
+    ) -> None:
         self.message = message
         self.file = file
         self.field = field

@@ -46,8 +46,9 @@ def _clean(obj: Any) -> Any:
 
 
 def dumps(data: Any) -> str:
-    return json.dumps(_clean(json.loads(json.dumps(data, default=_default))), indent=2,
-                      ensure_ascii=False)
+    return json.dumps(
+        _clean(json.loads(json.dumps(data, default=_default))), indent=2, ensure_ascii=False
+    )
 
 
 def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:

@@ -29,8 +29,7 @@ class FieldRuleError(ValueError):
 
     def __init__(self, field: str, message: str) -> None:
         parts = field.replace("[", ".").replace("]", "").split(".")
-        self.field_path: tuple[int | str, ...] = tuple(
-            int(p) if p.isdigit() else p for p in parts)
+        self.field_path: tuple[int | str, ...] = tuple(int(p) if p.isdigit() else p for p in parts)
         super().__init__(message)
 
 
@@ -140,8 +139,9 @@ def format_loc(loc: Sequence[int | str]) -> str:
     return out or "(document)"
 
 
-def validation_problems(exc: ValidationError, model: type[BaseModel],
-                        located: Located | None) -> list[tuple[str, str]]:
+def validation_problems(
+    exc: ValidationError, model: type[BaseModel], located: Located | None
+) -> list[tuple[str, str]]:
     """(where, message) pairs, one per pydantic error, with suggestions."""
     problems = []
     for err in exc.errors():
@@ -189,13 +189,18 @@ def load_model(model: type[M], text: str | bytes, filename: str) -> M:
     return validate(model, located.data, located)
 
 
-def validate(model: type[M], data: Any, located: Located | None = None,
-             filename: str | None = None) -> M:
+def validate(
+    model: type[M], data: Any, located: Located | None = None, filename: str | None = None
+) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         problems = validation_problems(exc, model, located)
         where, first = problems[0]
         field, _, message = first.partition(": ")
-        raise BadInput(message, file=where if located else (filename or where), field=field,
-                       details=[f"{w}: {m}" for w, m in problems[1:]]) from None
+        raise BadInput(
+            message,
+            file=where if located else (filename or where),
+            field=field,
+            details=[f"{w}: {m}" for w, m in problems[1:]],
+        ) from None

@@ -36,4 +36,4 @@ def document_digest(document: Any) -> str:
 def is_digest(value: str) -> bool:
     if not value.startswith(PREFIX) or len(value) != len(PREFIX) + 64:
         return False
-    return all(c in "0123456789abcdef" for c in value[len(PREFIX):])
+    return all(c in "0123456789abcdef" for c in value[len(PREFIX) :])

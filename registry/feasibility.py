@@ -26,8 +26,16 @@ def check(registration: Registration, n_prompts: int) -> dict[str, Any] | None:
 
     alpha = plan.alpha if plan.alpha is not None else registration.primary.alpha
     runs_per_arm = registration.design.repeats
-    achievable = float(mde_paired(plan.sigma_d, n_prompts, alpha=alpha, power=plan.power,
-                                  sigma_run=plan.sigma_run, runs_per_arm=runs_per_arm))
+    achievable = float(
+        mde_paired(
+            plan.sigma_d,
+            n_prompts,
+            alpha=alpha,
+            power=plan.power,
+            sigma_run=plan.sigma_run,
+            runs_per_arm=runs_per_arm,
+        )
+    )
     runnable = achievable <= plan.mde + 1e-12
     return {
         "prompts": n_prompts,
@@ -39,7 +47,10 @@ def check(registration: Registration, n_prompts: int) -> dict[str, Any] | None:
         "registered_mde": plan.mde,
         "achievable_mde": achievable,
         "runnable": runnable,
-        "reason": None if runnable else (
+        "reason": None
+        if runnable
+        else (
             f"with {n_prompts} prompts and {runs_per_arm} run(s) per arm the design detects "
-            f"{achievable:.3f} at power {plan.power}, not the registered MDE {plan.mde:.3f}"),
+            f"{achievable:.3f} at power {plan.power}, not the registered MDE {plan.mde:.3f}"
+        ),
     }

@@ -28,9 +28,9 @@ GENESIS = PREFIX + "0" * 64
 
 @dataclass(frozen=True)
 class LedgerLine:
-    number: int          # 1-based line number in the file
-    raw: bytes           # the line's exact bytes, without the newline
-    data: dict[str, Any] | None   # None when the line is not valid JSON
+    number: int  # 1-based line number in the file
+    raw: bytes  # the line's exact bytes, without the newline
+    data: dict[str, Any] | None  # None when the line is not valid JSON
 
     @property
     def hash(self) -> str:
@@ -96,8 +96,13 @@ class Ledger:
         of the last line, which no later line's hash covers.
         """
         head = self.head()
-        line = {"seq": head.seq + 1, **event, "time": utc_now(),
-                "prereg_version": __version__, "prev": head.hash}
+        line = {
+            "seq": head.seq + 1,
+            **event,
+            "time": utc_now(),
+            "prereg_version": __version__,
+            "prev": head.hash,
+        }
         return canonical_json(line)
 
     def append_prepared(self, line: bytes) -> None:

@@ -43,7 +43,7 @@ class Entry:
     frozen_path: Path
     registered_at: str
     seq: int
-    files: dict[str, str]                  # experiment-relative path -> sha256:<hex>
+    files: dict[str, str]  # experiment-relative path -> sha256:<hex>
     source_path: str
     source_object: str
     runnable: bool = True
@@ -60,7 +60,7 @@ class Entry:
 @dataclass(frozen=True)
 class RegisterResult:
     entry: Entry
-    created: bool          # False when identical content was already registered
+    created: bool  # False when identical content was already registered
 
 
 def frozen_body_digest(frozen: dict[str, Any]) -> str:
@@ -94,11 +94,13 @@ class Registry:
         try:
             return json.loads(path.read_bytes())
         except FileNotFoundError:
-            raise IntegrityError(f"frozen copy of '{reg_id}' is missing ({path}); run "
-                                 "`prereg verify`") from None
+            raise IntegrityError(
+                f"frozen copy of '{reg_id}' is missing ({path}); run `prereg verify`"
+            ) from None
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise IntegrityError(f"frozen copy of '{reg_id}' is not valid JSON; run "
-                                 "`prereg verify`") from None
+            raise IntegrityError(
+                f"frozen copy of '{reg_id}' is not valid JSON; run `prereg verify`"
+            ) from None
 
     def entries(self) -> list[Entry]:
         """Every registration, in ledger order, with supersession and claims filled in."""
@@ -110,15 +112,24 @@ class Registry:
         for event in regs:
             frozen = self._load_frozen(event["id"])
             registration = Registration.model_validate(frozen["document"]["registration"])
-            out.append(Entry(
-                id=event["id"], digest=event["digest"], registration=registration,
-                frozen_path=self.frozen_path(event["id"]), registered_at=event["time"],
-                seq=event["seq"], files=dict(frozen["document"]["experiment"]["files"]),
-                source_path=frozen["source"]["path"], source_object=frozen["source"]["object"],
-                runnable=bool(event.get("runnable", True)), feasibility=frozen.get("feasibility"),
-                supersedes=event.get("supersedes"), superseded_by=superseded_by.get(event["id"]),
-                claims=[c for c in claims if c.get("id") == event["id"]],
-            ))
+            out.append(
+                Entry(
+                    id=event["id"],
+                    digest=event["digest"],
+                    registration=registration,
+                    frozen_path=self.frozen_path(event["id"]),
+                    registered_at=event["time"],
+                    seq=event["seq"],
+                    files=dict(frozen["document"]["experiment"]["files"]),
+                    source_path=frozen["source"]["path"],
+                    source_object=frozen["source"]["object"],
+                    runnable=bool(event.get("runnable", True)),
+                    feasibility=frozen.get("feasibility"),
+                    supersedes=event.get("supersedes"),
+                    superseded_by=superseded_by.get(event["id"]),
+                    claims=[c for c in claims if c.get("id") == event["id"]],
+                )
+            )
         return out
 
     def find(self, reg_id: str) -> Entry | None:
@@ -131,8 +142,11 @@ class Registry:
         entry = self.find(reg_id)
         if entry is None:
             known = [e.id for e in self.entries()]
-            raise BadInput(f"no registration '{reg_id}' in {self.root} (registered: "
-                           f"{', '.join(known) or 'none'})", field="id")
+            raise BadInput(
+                f"no registration '{reg_id}' in {self.root} (registered: "
+                f"{', '.join(known) or 'none'})",
+                field="id",
+            )
         return entry
 
     def head(self) -> LedgerHead:
@@ -144,8 +158,9 @@ class Registry:
         try:
             data = self.objects.get(digest)
         except FileNotFoundError:
-            raise IntegrityError(f"registry object {digest} is missing; run `prereg verify`",
-                                 ) from None
+            raise IntegrityError(
+                f"registry object {digest} is missing; run `prereg verify`",
+            ) from None
         if file_digest(data) != digest:
             raise IntegrityError(f"registry object {digest} was edited; run `prereg verify`")
         return data
@@ -169,15 +184,15 @@ class Registry:
     def claim_of(self, experiment: str) -> dict[str, Any] | None:
         """The locked-split claim on an experiment, if any."""
         for event in self.ledger.events():
-            if (event.get("event") == "locked-split-claim"
-                    and event.get("experiment") == experiment):
+            if event.get("event") == "locked-split-claim" and event.get("experiment") == experiment:
                 return event
         return None
 
     # ---- writing -------------------------------------------------------------------------
 
-    def register(self, path: Path, experiments_dir: Path, display: str | None = None
-                 ) -> RegisterResult:
+    def register(
+        self, path: Path, experiments_dir: Path, display: str | None = None
+    ) -> RegisterResult:
         """Validate, resolve, freeze and append. Nothing is written on any error."""
         resolved = resolve(path, experiments_dir, display)
         return self._commit(resolved)
@@ -194,17 +209,25 @@ class Registry:
                     f"registration id '{reg.id}' is already registered with digest "
                     f"{existing.digest}; this content has digest {resolved.digest}. A "
                     "registration is never edited: register it under a new id with "
-                    f"`supersedes: {reg.id}`", file=resolved.source_path, field="id")
+                    f"`supersedes: {reg.id}`",
+                    file=resolved.source_path,
+                    field="id",
+                )
             if reg.supersedes is not None:
                 old = self.find(reg.supersedes)
                 if old is None:
-                    raise BadInput(f"supersedes unknown registration '{reg.supersedes}'",
-                                   file=resolved.source_path, field="supersedes")
+                    raise BadInput(
+                        f"supersedes unknown registration '{reg.supersedes}'",
+                        file=resolved.source_path,
+                        field="supersedes",
+                    )
                 if old.superseded_by is not None:
                     raise ProtocolRefusal(
                         f"'{reg.supersedes}' is already superseded by '{old.superseded_by}'; "
                         f"supersede '{old.superseded_by}' instead",
-                        file=resolved.source_path, field="supersedes")
+                        file=resolved.source_path,
+                        field="supersedes",
+                    )
             if reg.kind == "confirmatory":
                 claim = self.claim_of(reg.experiment)
                 if claim is not None:
@@ -212,21 +235,33 @@ class Registry:
                         f"the locked test split of experiment '{reg.experiment}' was already "
                         f"spent by confirmatory registration '{claim['id']}' (ledger seq "
                         f"{claim['seq']}, {claim['time']}); a second confirmatory run on it is "
-                        "refused", file=resolved.source_path, field="split")
+                        "refused",
+                        file=resolved.source_path,
+                        field="split",
+                    )
 
             source_object = self.objects.put(resolved.source_bytes)
             for data in resolved.files.values():
                 self.objects.put(data)
-            body = {"digest": resolved.digest, "document": resolved.document,
-                    "source": {"path": resolved.source_path, "object": source_object},
-                    "feasibility": gate}
+            body = {
+                "digest": resolved.digest,
+                "document": resolved.document,
+                "source": {"path": resolved.source_path, "object": source_object},
+                "feasibility": gate,
+            }
             # the ledger line pins the whole frozen copy (its body's hash) and the frozen
             # copy mirrors the line: an edit of either shows against the other
-            event = {"event": "registration", "id": reg.id, "digest": resolved.digest,
-                     "experiment": reg.experiment, "kind": reg.kind, "split": reg.split,
-                     "supersedes": reg.supersedes,
-                     "runnable": True if gate is None else bool(gate["runnable"]),
-                     "frozen": frozen_body_digest(body)}
+            event = {
+                "event": "registration",
+                "id": reg.id,
+                "digest": resolved.digest,
+                "experiment": reg.experiment,
+                "kind": reg.kind,
+                "split": reg.split,
+                "supersedes": reg.supersedes,
+                "runnable": True if gate is None else bool(gate["runnable"]),
+                "frozen": frozen_body_digest(body),
+            }
             line = self.ledger.prepare(event)
             frozen = {**body, "ledger_line": line.decode()}
             # canonical bytes, so that verify can tell any byte edit, formatting included
@@ -242,9 +277,11 @@ class Registry:
         registration already claimed it, or when the registration is exploratory.
         """
         if entry.registration.kind != "confirmatory" or entry.registration.split != LOCKED_SPLIT:
-            raise ProtocolRefusal(f"'{entry.id}' is {entry.registration.kind} on split "
-                                  f"'{entry.registration.split}': only a confirmatory "
-                                  "registration may run the locked test split")
+            raise ProtocolRefusal(
+                f"'{entry.id}' is {entry.registration.kind} on split "
+                f"'{entry.registration.split}': only a confirmatory "
+                "registration may run the locked test split"
+            )
         with self.ledger.locked():
             claim = self.claim_of(entry.experiment)
             if claim is not None:
@@ -252,9 +289,15 @@ class Registry:
                     return claim
                 raise ProtocolRefusal(
                     f"the locked test split of experiment '{entry.experiment}' was already "
-                    f"claimed by '{claim['id']}' (ledger seq {claim['seq']}, {claim['time']})")
-            event = {"event": "locked-split-claim", "id": entry.id, "digest": entry.digest,
-                     "experiment": entry.experiment, "split": LOCKED_SPLIT}
+                    f"claimed by '{claim['id']}' (ledger seq {claim['seq']}, {claim['time']})"
+                )
+            event = {
+                "event": "locked-split-claim",
+                "id": entry.id,
+                "digest": entry.digest,
+                "experiment": entry.experiment,
+                "split": LOCKED_SPLIT,
+            }
             line = self.ledger.prepare(event)
             parsed = json.loads(line)
             _write_readonly(self.claims_dir / f"{parsed['seq']:06d}.json", line)

@@ -22,14 +22,15 @@ class Resolved:
     registration: Registration
     source_path: str
     source_bytes: bytes
-    files: dict[str, bytes]            # experiment-relative path -> content
-    n_prompts: int                     # tasks in the registered split
+    files: dict[str, bytes]  # experiment-relative path -> content
+    n_prompts: int  # tasks in the registered split
     document: dict[str, Any] = field(repr=False)
     digest: str = ""
 
 
-def build_document(registration: Registration,
-                   experiment_files: dict[str, bytes]) -> dict[str, Any]:
+def build_document(
+    registration: Registration, experiment_files: dict[str, bytes]
+) -> dict[str, Any]:
     """The digested document: registration fields and the hash of every file."""
     return {
         "format": "prereg.registration/1",
@@ -45,13 +46,16 @@ def _check_offers(registration: Registration, experiment: Any, shown: str) -> No
     """Every arm's control must apply to the experiment (refused now, not at run)."""
     from prereg.experiments.offers import ArmSpec, offers_for
 
-    specs = [ArmSpec(arm.id, arm.surface, arm.control, registration.reference_of(arm.id),
-                     arm.decoy) for arm in registration.arms]
+    specs = [
+        ArmSpec(arm.id, arm.surface, arm.control, registration.reference_of(arm.id), arm.decoy)
+        for arm in registration.arms
+    ]
     try:
         offers_for(specs, experiment, registration.design.seed)
     except BadInput as exc:
-        raise BadInput(exc.message, file=shown, field=exc.field or "arms",
-                       details=exc.details) from None
+        raise BadInput(
+            exc.message, file=shown, field=exc.field or "arms", details=exc.details
+        ) from None
 
 
 def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
@@ -70,40 +74,70 @@ def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Re
 
     folder = experiments_dir / registration.experiment
     if not (folder / "experiment.yaml").is_file():
-        known = sorted(p.name for p in experiments_dir.iterdir() if p.is_dir()) \
-            if experiments_dir.is_dir() else []
-        raise BadInput(f"experiment '{registration.experiment}' not found (expected "
-                       f"{folder / 'experiment.yaml'}); known experiments: "
-                       f"{', '.join(known) or 'none'}", file=shown, field="experiment")
+        known = (
+            sorted(p.name for p in experiments_dir.iterdir() if p.is_dir())
+            if experiments_dir.is_dir()
+            else []
+        )
+        raise BadInput(
+            f"experiment '{registration.experiment}' not found (expected "
+            f"{folder / 'experiment.yaml'}); known experiments: "
+            f"{', '.join(known) or 'none'}",
+            file=shown,
+            field="experiment",
+        )
     read = folder_reader(folder)
     experiment = load_experiment(read, registration.experiment)
     files = {rel: read(rel) for rel in experiment.files}
 
     for index, arm in enumerate(registration.arms):
         if arm.surface not in experiment.surface_ids:
-            raise BadInput(f"surface '{arm.surface}' is not defined by experiment "
-                           f"'{registration.experiment}' (known: "
-                           f"{', '.join(sorted(experiment.surface_ids))})",
-                           file=shown, field=f"arms[{index}].surface")
+            raise BadInput(
+                f"surface '{arm.surface}' is not defined by experiment "
+                f"'{registration.experiment}' (known: "
+                f"{', '.join(sorted(experiment.surface_ids))})",
+                file=shown,
+                field=f"arms[{index}].surface",
+            )
         if arm.decoy is not None and arm.decoy not in experiment.surface_ids:
-            raise BadInput(f"decoy '{arm.decoy}' is not a surface of experiment "
-                           f"'{registration.experiment}' (known: "
-                           f"{', '.join(sorted(experiment.surface_ids))})",
-                           file=shown, field=f"arms[{index}].decoy")
+            raise BadInput(
+                f"decoy '{arm.decoy}' is not a surface of experiment "
+                f"'{registration.experiment}' (known: "
+                f"{', '.join(sorted(experiment.surface_ids))})",
+                file=shown,
+                field=f"arms[{index}].decoy",
+            )
     live = registration.host.live
     if live is not None and live.surface not in experiment.surface_ids:
-        raise BadInput(f"live surface '{live.surface}' is not a surface of experiment "
-                       f"'{registration.experiment}'", file=shown, field="host.live.surface")
+        raise BadInput(
+            f"live surface '{live.surface}' is not a surface of experiment "
+            f"'{registration.experiment}'",
+            file=shown,
+            field="host.live.surface",
+        )
     _check_offers(registration, experiment, shown)
     if registration.split not in experiment.split_names:
-        raise BadInput(f"experiment '{registration.experiment}' has no split "
-                       f"'{registration.split}'", file=shown, field="split")
+        raise BadInput(
+            f"experiment '{registration.experiment}' has no split '{registration.split}'",
+            file=shown,
+            field="split",
+        )
     tasks = experiment.tasks_in_split(registration.split)
     if not tasks:
-        raise BadInput(f"split '{registration.split}' of experiment "
-                       f"'{registration.experiment}' holds no tasks", file=shown, field="split")
+        raise BadInput(
+            f"split '{registration.split}' of experiment "
+            f"'{registration.experiment}' holds no tasks",
+            file=shown,
+            field="split",
+        )
 
     document = build_document(registration, files)
-    return Resolved(registration=registration, source_path=shown, source_bytes=source,
-                    files=files, n_prompts=len(tasks), document=document,
-                    digest=document_digest(document))
+    return Resolved(
+        registration=registration,
+        source_path=shown,
+        source_bytes=source,
+        files=files,
+        n_prompts=len(tasks),
+        document=document,
+        digest=document_digest(document),
+    )

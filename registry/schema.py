@@ -18,13 +18,30 @@ from prereg.yamlio import FieldRuleError
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 
 #: Tests the statistics library implements and a registration may name.
-TESTS = ("mcnemar_exact", "paired_bootstrap", "tost_paired", "sign_flip_test",
-         "exact_permutation_test", "beta_mixture")
+TESTS = (
+    "mcnemar_exact",
+    "paired_bootstrap",
+    "tost_paired",
+    "sign_flip_test",
+    "exact_permutation_test",
+    "beta_mixture",
+)
 #: Outcomes a run record carries and a registration may analyse.
 OUTCOMES = ("success", "surfaced", "selected", "invoked", "executed", "completed", "focal")
 #: Host parameters that change sampling; refused unless the registration allows them.
-SAMPLING_PARAMS = frozenset({"temperature", "top_p", "top_k", "seed", "frequency_penalty",
-                             "presence_penalty", "min_p", "typical_p", "repetition_penalty"})
+SAMPLING_PARAMS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "min_p",
+        "typical_p",
+        "repetition_penalty",
+    }
+)
 DRIVERS = ("replay", "local", "anthropic", "openai")
 
 
@@ -59,13 +76,19 @@ class Arm(Strict):
     @model_validator(mode="after")
     def _control_fields(self) -> Arm:
         if self.control == "decoy" and self.decoy is None:
-            raise FieldRuleError("decoy", "a decoy control names the server it adds to the "
-                                 "pool (decoy: <surface id of the experiment>)")
+            raise FieldRuleError(
+                "decoy",
+                "a decoy control names the server it adds to the "
+                "pool (decoy: <surface id of the experiment>)",
+            )
         if self.decoy is not None and self.control != "decoy":
             raise FieldRuleError("decoy", "'decoy' is only for an arm with control: decoy")
         if self.reference is not None and self.control is None:
-            raise FieldRuleError("reference", "'reference' is only for a control arm (it "
-                                 "names the arm the control is judged against)")
+            raise FieldRuleError(
+                "reference",
+                "'reference' is only for a control arm (it "
+                "names the arm the control is judged against)",
+            )
         return self
 
 
@@ -88,8 +111,10 @@ class Live(Strict):
     @model_validator(mode="after")
     def _one_target(self) -> Live:
         if (self.command is None) == (self.url is None):
-            raise FieldRuleError("command", "give exactly one of 'command' (a stdio server) "
-                                 "or 'url' (streamable HTTP)")
+            raise FieldRuleError(
+                "command",
+                "give exactly one of 'command' (a stdio server) or 'url' (streamable HTTP)",
+            )
         return self
 
 
@@ -109,9 +134,11 @@ class Host(Strict):
         sampling = sorted(SAMPLING_PARAMS & set(self.params))
         if sampling and not self.allow_sampling:
             raise FieldRuleError(
-                "params", f"sampling parameter(s) {', '.join(sampling)} in host.params are "
+                "params",
+                f"sampling parameter(s) {', '.join(sampling)} in host.params are "
                 "refused unless host.allow_sampling is true (the registration must say so "
-                "explicitly)")
+                "explicitly)",
+            )
         if self.driver in ("anthropic", "openai") and not self.model:
             raise FieldRuleError("model", f"host.model is required for driver '{self.driver}'")
         return self
@@ -168,8 +195,9 @@ class TestSpec(Strict):
     @model_validator(mode="after")
     def _margin(self) -> TestSpec:
         if self.test == "tost_paired" and self.margin is None:
-            raise FieldRuleError("margin",
-                                 "tost_paired needs an equivalence margin (margin: 0.05, say)")
+            raise FieldRuleError(
+                "margin", "tost_paired needs an equivalence margin (margin: 0.05, say)"
+            )
         return self
 
 
@@ -210,8 +238,9 @@ class Registration(Strict):
     host: Host
     budgets: Budgets = Field(default_factory=lambda: Budgets())
     design: Design = Field(default_factory=lambda: Design())
-    outcome: Literal["success", "surfaced", "selected", "invoked", "executed", "completed",
-                     "focal"] = "success"
+    outcome: Literal[
+        "success", "surfaced", "selected", "invoked", "executed", "completed", "focal"
+    ] = "success"
     primary: TestSpec
     secondary: list[TestSpec] = Field(default_factory=list)
     multiplicity: Multiplicity | None = None
@@ -223,17 +252,24 @@ class Registration(Strict):
     @model_validator(mode="after")
     def _rules(self) -> Registration:
         if self.kind == "confirmatory" and self.split != "test":
-            raise FieldRuleError("split", "a confirmatory registration must use split 'test' "
-                                 f"(the locked split), not '{self.split}'")
+            raise FieldRuleError(
+                "split",
+                "a confirmatory registration must use split 'test' "
+                f"(the locked split), not '{self.split}'",
+            )
         if self.kind == "exploratory" and self.split == "test":
-            raise FieldRuleError("split", "an exploratory registration may not use split "
-                                 "'test': the locked split is reserved for one confirmatory run")
+            raise FieldRuleError(
+                "split",
+                "an exploratory registration may not use split "
+                "'test': the locked split is reserved for one confirmatory run",
+            )
         ids = [arm.id for arm in self.arms]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise FieldRuleError("arms", f"duplicate arm id(s): {', '.join(dupes)}")
         for where, spec in [("primary", self.primary)] + [
-                (f"secondary[{i}]", s) for i, s in enumerate(self.secondary)]:
+            (f"secondary[{i}]", s) for i, s in enumerate(self.secondary)
+        ]:
             pair = spec.compare or tuple(ids[:2])
             if len(ids) < 2 or len(pair) != 2:
                 raise FieldRuleError(where, "a comparative test needs at least two arms")
@@ -243,8 +279,10 @@ class Registration(Strict):
             if pair[0] == pair[1]:
                 raise FieldRuleError(f"{where}.compare", "names the same arm twice")
             if spec.favours is not None and spec.favours not in pair:
-                raise FieldRuleError(f"{where}.favours", "must be one of the compared arms "
-                                 f"{list(pair)}, got '{spec.favours}'")
+                raise FieldRuleError(
+                    f"{where}.favours",
+                    f"must be one of the compared arms {list(pair)}, got '{spec.favours}'",
+                )
         plain = [arm.id for arm in self.arms if arm.control is None]
         for index, arm in enumerate(self.arms):
             if arm.control is None:
@@ -252,18 +290,27 @@ class Registration(Strict):
             where = f"arms[{index}]"
             reference = arm.reference or (plain[0] if plain else None)
             if reference is None:
-                raise FieldRuleError(where, f"control arm '{arm.id}' needs a reference arm: "
-                                     "an arm without a control (or name one with 'reference')")
+                raise FieldRuleError(
+                    where,
+                    f"control arm '{arm.id}' needs a reference arm: "
+                    "an arm without a control (or name one with 'reference')",
+                )
             if reference not in ids:
                 raise FieldRuleError(f"{where}.reference", f"names unknown arm '{reference}'")
             ref = next(a for a in self.arms if a.id == reference)
             if ref.control is not None:
-                raise FieldRuleError(f"{where}.reference", f"the reference '{reference}' is "
-                                     "itself a control arm; name an arm without a control")
+                raise FieldRuleError(
+                    f"{where}.reference",
+                    f"the reference '{reference}' is "
+                    "itself a control arm; name an arm without a control",
+                )
             if ref.surface != arm.surface:
-                raise FieldRuleError(f"{where}.surface", f"a control is a transformation of "
-                                     f"its reference's surface: '{arm.surface}' differs from "
-                                     f"'{ref.surface}' of arm '{reference}'")
+                raise FieldRuleError(
+                    f"{where}.surface",
+                    f"a control is a transformation of "
+                    f"its reference's surface: '{arm.surface}' differs from "
+                    f"'{ref.surface}' of arm '{reference}'",
+                )
         if self.supersedes == self.id:
             raise FieldRuleError("supersedes", "a registration cannot supersede itself")
         return self

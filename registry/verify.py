@@ -23,8 +23,8 @@ from prereg.registry.registry import Registry, frozen_body_digest
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str           # short machine name, e.g. "ledger-chain", "frozen-edited"
-    entry: str          # what it concerns: a registration id, "ledger line N", an object
+    kind: str  # short machine name, e.g. "ledger-chain", "frozen-edited"
+    entry: str  # what it concerns: a registration id, "ledger line N", an object
     message: str
 
     def to_json(self) -> dict[str, Any]:
@@ -45,11 +45,15 @@ class Report:
         return not self.problems
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "registrations": self.registrations,
-                "ledger_lines": self.ledger_lines, "objects": self.objects,
-                "ledger_head": self.head,
-                "problems": [p.to_json() for p in self.problems],
-                "info": [p.to_json() for p in self.info]}
+        return {
+            "ok": self.ok,
+            "registrations": self.registrations,
+            "ledger_lines": self.ledger_lines,
+            "objects": self.objects,
+            "ledger_head": self.head,
+            "problems": [p.to_json() for p in self.problems],
+            "info": [p.to_json() for p in self.info],
+        }
 
 
 def _check_chain(registry: Registry, problems: list[Problem]) -> list[dict[str, Any]]:
@@ -59,9 +63,14 @@ def _check_chain(registry: Registry, problems: list[Problem]) -> list[dict[str, 
     path = registry.ledger.path
     raw = path.read_bytes() if path.exists() else b""
     if raw and (not raw.endswith(b"\n") or b"\n\n" in raw or raw.startswith(b"\n")):
-        problems.append(Problem("ledger-format", "ledger.jsonl",
-                                "the ledger is not one line per event ending in a newline "
-                                "(a blank line was inserted or the last newline removed)"))
+        problems.append(
+            Problem(
+                "ledger-format",
+                "ledger.jsonl",
+                "the ledger is not one line per event ending in a newline "
+                "(a blank line was inserted or the last newline removed)",
+            )
+        )
     for line in registry.ledger.lines():
         where = f"ledger line {line.number}"
         if line.data is None:
@@ -72,21 +81,32 @@ def _check_chain(registry: Registry, problems: list[Problem]) -> list[dict[str, 
         seq = line.data.get("seq")
         label = f"{where} (seq {seq}, id {line.data.get('id')})"
         if seq != expected_seq:
-            problems.append(Problem("ledger-sequence", label,
-                                    f"sequence number {seq}, expected {expected_seq}: a line was "
-                                    "removed, inserted or reordered"))
+            problems.append(
+                Problem(
+                    "ledger-sequence",
+                    label,
+                    f"sequence number {seq}, expected {expected_seq}: a line was "
+                    "removed, inserted or reordered",
+                )
+            )
         if line.data.get("prev") != prev_hash:
-            problems.append(Problem("ledger-chain", label,
-                                    "its 'prev' hash does not match the line before it: the line "
-                                    "before was edited, removed or inserted, or lines reordered"))
+            problems.append(
+                Problem(
+                    "ledger-chain",
+                    label,
+                    "its 'prev' hash does not match the line before it: the line "
+                    "before was edited, removed or inserted, or lines reordered",
+                )
+            )
         events.append({**line.data, "_raw": line.raw, "_where": label})
         prev_hash = line.hash
         expected_seq = (seq if isinstance(seq, int) else expected_seq) + 1
     return events
 
 
-def _check_frozen(registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
-                  ) -> tuple[set[str], list[dict[str, Any]]]:
+def _check_frozen(
+    registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
+) -> tuple[set[str], list[dict[str, Any]]]:
     referenced: set[str] = set()
     documents = []
     seen = set()
@@ -97,8 +117,13 @@ def _check_frozen(registry: Registry, events: list[dict[str, Any]], problems: li
         seen.add(reg_id)
         path = registry.frozen_path(reg_id)
         if not path.is_file():
-            problems.append(Problem("frozen-deleted", reg_id,
-                                    f"frozen copy {path.name} is missing ({event['_where']})"))
+            problems.append(
+                Problem(
+                    "frozen-deleted",
+                    reg_id,
+                    f"frozen copy {path.name} is missing ({event['_where']})",
+                )
+            )
             continue
         raw = path.read_bytes()
         try:
@@ -107,53 +132,94 @@ def _check_frozen(registry: Registry, events: list[dict[str, Any]], problems: li
             stored_digest = frozen["digest"]
             canonical = canonical_json(frozen) + b"\n"
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
-            problems.append(Problem("frozen-edited", reg_id,
-                                    f"frozen copy {path.name} is not a valid frozen registration"))
+            problems.append(
+                Problem(
+                    "frozen-edited",
+                    reg_id,
+                    f"frozen copy {path.name} is not a valid frozen registration",
+                )
+            )
             continue
         if raw != canonical:
-            problems.append(Problem("frozen-edited", reg_id,
-                                    f"frozen copy {path.name} is not byte-identical to its "
-                                    "canonical form: it was edited (formatting included)"))
+            problems.append(
+                Problem(
+                    "frozen-edited",
+                    reg_id,
+                    f"frozen copy {path.name} is not byte-identical to its "
+                    "canonical form: it was edited (formatting included)",
+                )
+            )
         recomputed = document_digest(document)
         if recomputed != stored_digest:
-            problems.append(Problem("frozen-edited", reg_id,
-                                    f"frozen copy edited: its document hashes to {recomputed}, "
-                                    f"its recorded digest is {stored_digest}"))
+            problems.append(
+                Problem(
+                    "frozen-edited",
+                    reg_id,
+                    f"frozen copy edited: its document hashes to {recomputed}, "
+                    f"its recorded digest is {stored_digest}",
+                )
+            )
         if stored_digest != event.get("digest"):
-            problems.append(Problem("digest-mismatch", reg_id,
-                                    f"ledger digest {event.get('digest')} differs from the "
-                                    f"frozen copy's {stored_digest}"))
+            problems.append(
+                Problem(
+                    "digest-mismatch",
+                    reg_id,
+                    f"ledger digest {event.get('digest')} differs from the "
+                    f"frozen copy's {stored_digest}",
+                )
+            )
         if frozen_body_digest(frozen) != event.get("frozen"):
-            problems.append(Problem("frozen-edited", reg_id,
-                                    f"frozen copy {path.name} differs from what its ledger line "
-                                    "pins (source, feasibility or another field was edited)"))
+            problems.append(
+                Problem(
+                    "frozen-edited",
+                    reg_id,
+                    f"frozen copy {path.name} differs from what its ledger line "
+                    "pins (source, feasibility or another field was edited)",
+                )
+            )
         if frozen.get("ledger_line", "").encode() != event["_raw"]:
-            problems.append(Problem("ledger-edited", event["_where"],
-                                    "the ledger line differs from the copy written with the "
-                                    "frozen registration: the line was edited"))
+            problems.append(
+                Problem(
+                    "ledger-edited",
+                    event["_where"],
+                    "the ledger line differs from the copy written with the "
+                    "frozen registration: the line was edited",
+                )
+            )
         files = (document.get("experiment") or {}).get("files") or {}
         referenced.update(files.values())
         source = (frozen.get("source") or {}).get("object")
         if source:
             referenced.add(source)
-        documents.append({"id": reg_id, "experiment": (document.get("experiment") or {})
-                          .get("name"), "files": files})
+        documents.append(
+            {
+                "id": reg_id,
+                "experiment": (document.get("experiment") or {}).get("name"),
+                "files": files,
+            }
+        )
     if registry.frozen_dir.is_dir():
         for path in sorted(registry.frozen_dir.glob("*.json")):
             if path.stem not in seen:
-                problems.append(Problem("ledger-truncated", path.stem,
-                                        f"frozen copy {path.name} has no ledger line: the ledger "
-                                        "was truncated or its line removed"))
+                problems.append(
+                    Problem(
+                        "ledger-truncated",
+                        path.stem,
+                        f"frozen copy {path.name} has no ledger line: the ledger "
+                        "was truncated or its line removed",
+                    )
+                )
     return referenced, documents
 
 
-def _check_claims(registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
-                  ) -> None:
+def _check_claims(
+    registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
+) -> None:
     claim_events = {e.get("seq"): e for e in events if e.get("event") == "locked-split-claim"}
     files = {}
     if registry.claims_dir.is_dir():
         for path in sorted(registry.claims_dir.glob("*.json")):
-            files[path] = path.read_bytes()   # exactly the line, no newline
+            files[path] = path.read_bytes()  # exactly the line, no newline
     by_seq = {}
     for path, raw in files.items():
         try:
@@ -162,16 +228,31 @@ def _check_claims(registry: Registry, events: list[dict[str, Any]], problems: li
             problems.append(Problem("claim-unknown", path.name, "unexpected file in claims/"))
     for seq, event in claim_events.items():
         if seq not in by_seq:
-            problems.append(Problem("claim-deleted", event["_where"],
-                                    "the mirror of this locked-split claim is missing"))
+            problems.append(
+                Problem(
+                    "claim-deleted",
+                    event["_where"],
+                    "the mirror of this locked-split claim is missing",
+                )
+            )
         elif by_seq[seq][1] != event["_raw"]:
-            problems.append(Problem("ledger-edited", event["_where"],
-                                    "the claim line differs from its mirror: the line was edited"))
+            problems.append(
+                Problem(
+                    "ledger-edited",
+                    event["_where"],
+                    "the claim line differs from its mirror: the line was edited",
+                )
+            )
     for seq, (path, _raw) in by_seq.items():
         if seq not in claim_events:
-            problems.append(Problem("ledger-truncated", path.name,
-                                    "a locked-split claim has no ledger line: the ledger was "
-                                    "truncated or the claim removed"))
+            problems.append(
+                Problem(
+                    "ledger-truncated",
+                    path.name,
+                    "a locked-split claim has no ledger line: the ledger was "
+                    "truncated or the claim removed",
+                )
+            )
 
 
 def _check_objects(registry: Registry, referenced: set[str], problems: list[Problem]) -> int:
@@ -182,8 +263,13 @@ def _check_objects(registry: Registry, referenced: set[str], problems: list[Prob
         present.add(digest)
         actual = file_digest(path.read_bytes())
         if actual != digest:
-            problems.append(Problem("object-edited", digest,
-                                    f"stored object was edited: its content hashes to {actual}"))
+            problems.append(
+                Problem(
+                    "object-edited",
+                    digest,
+                    f"stored object was edited: its content hashes to {actual}",
+                )
+            )
     for digest in sorted(referenced - present):
         problems.append(Problem("object-missing", digest, "a referenced object is missing"))
     return count
@@ -196,13 +282,23 @@ def _workspace_changes(experiments_dir: Path, documents: list[dict[str, Any]]) -
         for rel, digest in sorted(doc["files"].items()):
             path = folder / rel
             if not path.is_file():
-                info.append(Problem("workspace-file-removed", doc["id"],
-                                    f"experiments/{doc['experiment']}/{rel} was removed since "
-                                    "registration (runs use the frozen copy)"))
+                info.append(
+                    Problem(
+                        "workspace-file-removed",
+                        doc["id"],
+                        f"experiments/{doc['experiment']}/{rel} was removed since "
+                        "registration (runs use the frozen copy)",
+                    )
+                )
             elif file_digest(path.read_bytes()) != digest:
-                info.append(Problem("workspace-file-changed", doc["id"],
-                                    f"experiments/{doc['experiment']}/{rel} changed since "
-                                    "registration (runs use the frozen copy)"))
+                info.append(
+                    Problem(
+                        "workspace-file-changed",
+                        doc["id"],
+                        f"experiments/{doc['experiment']}/{rel} changed since "
+                        "registration (runs use the frozen copy)",
+                    )
+                )
     return info
 
 
@@ -214,6 +310,11 @@ def verify(registry: Registry, experiments_dir: Path | None = None) -> Report:
     objects = _check_objects(registry, referenced, problems)
     info = _workspace_changes(experiments_dir, documents) if experiments_dir else []
     head = registry.ledger.head()
-    return Report(problems=problems, info=info,
-                  registrations=sum(1 for e in events if e.get("event") == "registration"),
-                  ledger_lines=len(events), objects=objects, head=head.to_json())
+    return Report(
+        problems=problems,
+        info=info,
+        registrations=sum(1 for e in events if e.get("event") == "registration"),
+        ledger_lines=len(events),
+        objects=objects,
+        head=head.to_json(),
+    )

@@ -63,8 +63,14 @@ class _Pairs:
         outcome = spec.outcome or reg.outcome
         key = (control, treatment, outcome)
         if key not in self.cache:
-            self.cache[key] = build_pairs(self.loaded.used, control, treatment, outcome,
-                                          self.loaded.task_order, self.loaded.intents)
+            self.cache[key] = build_pairs(
+                self.loaded.used,
+                control,
+                treatment,
+                outcome,
+                self.loaded.task_order,
+                self.loaded.intents,
+            )
         return self.cache[key]
 
 
@@ -92,25 +98,39 @@ def completeness(loaded: LoadedRuns, primary_pairs: PairData) -> Completeness:
         cut = stopping.stopping_cut(reg, primary_pairs, _complete_prefix(loaded))
         if cut is not None:
             complete = True
-            basis = (f"the registered stopping rule crossed its threshold at task {cut} of the "
-                     "planned order; the units of the first tasks up to it are complete")
+            basis = (
+                f"the registered stopping rule crossed its threshold at task {cut} of the "
+                "planned order; the units of the first tasks up to it are complete"
+            )
     return Completeness(
-        complete=complete, planned=len(loaded.planned), completed=len(done_units),
-        missing=len(missing), missing_units=[unit_label(u) for u in missing[:MAX_NAMED]],
-        infra_errors_open=len(open_infra), stopping_cut=cut, basis=basis)
+        complete=complete,
+        planned=len(loaded.planned),
+        completed=len(done_units),
+        missing=len(missing),
+        missing_units=[unit_label(u) for u in missing[:MAX_NAMED]],
+        infra_errors_open=len(open_infra),
+        stopping_cut=cut,
+        basis=basis,
+    )
 
 
 def _refuse_incomplete(entry_id: str, comp: Completeness) -> ProtocolRefusal:
     details = list(comp.missing_units)
     if comp.missing > len(details):
         details.append(f"... and {comp.missing - len(details)} more")
-    infra = (f"; {comp.infra_errors_open} of them failed on infrastructure and will be retried "
-             "by `prereg run`" if comp.infra_errors_open else "")
+    infra = (
+        f"; {comp.infra_errors_open} of them failed on infrastructure and will be retried "
+        "by `prereg run`"
+        if comp.infra_errors_open
+        else ""
+    )
     return ProtocolRefusal(
         f"the runs of '{entry_id}' are incomplete: {comp.completed} of {comp.planned} planned "
         f"units completed, {comp.missing} missing{infra}. Finish them with `prereg run "
         f"{entry_id}`, or analyse what exists with --allow-incomplete (the report is then "
-        "exploratory and the verdict is 'incomplete')", details=details)
+        "exploratory and the verdict is 'incomplete')",
+        details=details,
+    )
 
 
 def _runs_summary(loaded: LoadedRuns) -> RunsSummary:
@@ -122,13 +142,18 @@ def _runs_summary(loaded: LoadedRuns) -> RunsSummary:
             if isinstance(value, int) and not isinstance(value, bool):
                 tokens[key] = tokens.get(key, 0) + value
     return RunsSummary(
-        records=loaded.records, used=len(loaded.used), infra_errors=len(loaded.infra),
+        records=loaded.records,
+        used=len(loaded.used),
+        infra_errors=len(loaded.infra),
         evidence_class=loaded.evidence_class,
         drivers=sorted({o.driver for o in every if o.driver}),
         models_requested=sorted({o.model_requested for o in every if o.model_requested}),
         models_returned=sorted({o.model_returned for o in every if o.model_returned}),
-        spend_usd=float(sum(costs)) if costs else None, spend_measured_runs=len(costs),
-        tokens=tokens or None, units=sorted(o.label() for o in loaded.used))
+        spend_usd=float(sum(costs)) if costs else None,
+        spend_measured_runs=len(costs),
+        tokens=tokens or None,
+        units=sorted(o.label() for o in loaded.used),
+    )
 
 
 def _surfaces(loaded: LoadedRuns) -> list[dict[str, Any]]:
@@ -142,25 +167,53 @@ def _surfaces(loaded: LoadedRuns) -> list[dict[str, Any]]:
         if offer is not None:
             focal = offer.clones[0][0] if offer.clones else offer.servers[0]
             surface = focal.surface
-            servers = [{"key": s.key, "surface": s.source, "role": s.role,
-                        "name": s.surface.name, "digest": s.digest,
-                        "snapshot_digest": s.surface.snapshot_digest,
-                        "transform": s.surface.transform} for s in offer.every_server()]
-        tools = [] if surface is None else [
-            {"name": t.name, "title": t.title, "description": t.description}
-            for t in surface.tools]
-        out.append({"arm": arm.id, "surface": arm.surface, "control": arm.control,
-                    "reference": loaded.entry.registration.reference_of(arm.id),
-                    "title": getattr(surface, "title", None),
-                    "description": getattr(surface, "description", None),
-                    "digest": getattr(surface, "digest", None), "servers": servers,
-                    "tools": tools})
+            servers = [
+                {
+                    "key": s.key,
+                    "surface": s.source,
+                    "role": s.role,
+                    "name": s.surface.name,
+                    "digest": s.digest,
+                    "snapshot_digest": s.surface.snapshot_digest,
+                    "transform": s.surface.transform,
+                }
+                for s in offer.every_server()
+            ]
+        tools = (
+            []
+            if surface is None
+            else [
+                {"name": t.name, "title": t.title, "description": t.description}
+                for t in surface.tools
+            ]
+        )
+        out.append(
+            {
+                "arm": arm.id,
+                "surface": arm.surface,
+                "control": arm.control,
+                "reference": loaded.entry.registration.reference_of(arm.id),
+                "title": getattr(surface, "title", None),
+                "description": getattr(surface, "description", None),
+                "digest": getattr(surface, "digest", None),
+                "servers": servers,
+                "tools": tools,
+            }
+        )
     return out
 
 
 def _tasks(loaded: LoadedRuns) -> list[dict[str, Any]]:
-    return [{"id": t.id, "intent": t.intent, "cluster": t.cluster, "polarity": t.polarity,
-             "prompt": t.prompt} for t in loaded.tasks]
+    return [
+        {
+            "id": t.id,
+            "intent": t.intent,
+            "cluster": t.cluster,
+            "polarity": t.polarity,
+            "prompt": t.prompt,
+        }
+        for t in loaded.tasks
+    ]
 
 
 def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> Report:
@@ -187,26 +240,49 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
     level = 1.0 - reg.primary.alpha
     pooled = pooled_icc(loaded.used, [a.id for a in reg.arms], reg.outcome)
     planned_per_arm = len(loaded.tasks) * reg.design.repeats
-    arms = [arm_report(reg, a.id, loaded.used, loaded.infra, planned_per_arm, reg.outcome,
-                       level, pooled) for a in reg.arms]
+    arms = [
+        arm_report(
+            reg, a.id, loaded.used, loaded.infra, planned_per_arm, reg.outcome, level, pooled
+        )
+        for a in reg.arms
+    ]
 
     primary: TestReport | None = None
     secondary: list[TestReport] = []
     stop = None
     if loaded.used:
-        primary = run_test(reg.primary, role="primary", field_name="primary",
-                           pairs=primary_pairs, seed=seed, prior=prior)
-        secondary = [run_test(spec, role="secondary", field_name=f"secondary[{i}]",
-                              pairs=pairs.get(reg, spec), seed=seed, prior=prior)
-                     for i, spec in enumerate(reg.secondary)]
+        primary = run_test(
+            reg.primary,
+            role="primary",
+            field_name="primary",
+            pairs=primary_pairs,
+            seed=seed,
+            prior=prior,
+        )
+        secondary = [
+            run_test(
+                spec,
+                role="secondary",
+                field_name=f"secondary[{i}]",
+                pairs=pairs.get(reg, spec),
+                seed=seed,
+                prior=prior,
+            )
+            for i, spec in enumerate(reg.secondary)
+        ]
         if reg.stopping is not None:
             stop = stopping.stopping_report(reg, primary_pairs)
     difference = None
     if primary_pairs.n:
-        spec = TestSpec(test="paired_bootstrap", alpha=reg.primary.alpha,
-                        compare=reg.compared_arms(reg.primary), draws=10_000)
-        difference = run_test(spec, role="descriptive", field_name="arms", pairs=primary_pairs,
-                              seed=seed)
+        spec = TestSpec(
+            test="paired_bootstrap",
+            alpha=reg.primary.alpha,
+            compare=reg.compared_arms(reg.primary),
+            draws=10_000,
+        )
+        difference = run_test(
+            spec, role="descriptive", field_name="arms", pairs=primary_pairs, seed=seed
+        )
     multiplicity = None
     per_intent = []
     if primary_pairs.n:
@@ -221,40 +297,69 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         reading, reading_reason, decided_by = None, "no completed run", "primary test"
     feasibility = entry.feasibility
     verdict, decided, reason = final_verdict(
-        entry.runnable, comp.complete, reading, decided_by, reading_reason,
-        (feasibility or {}).get("reason"))
+        entry.runnable,
+        comp.complete,
+        reading,
+        decided_by,
+        reading_reason,
+        (feasibility or {}).get("reason"),
+    )
 
     return Report(
-        schema="prereg.report/1", registration=entry.id, title=reg.title, digest=entry.digest,
-        kind=reg.kind, mode=mode, exploratory_reasons=reasons, complete=comp.complete,
+        schema="prereg.report/1",
+        registration=entry.id,
+        title=reg.title,
+        digest=entry.digest,
+        kind=reg.kind,
+        mode=mode,
+        exploratory_reasons=reasons,
+        complete=comp.complete,
         verdict=verdict,
-        verdict_detail=VerdictReport(value=verdict, decided_by=decided, reason=reason,
-                                     rule_reading=reading),
-        hypothesis=reg.hypothesis, falsification=reg.falsification, experiment=reg.experiment,
-        split=reg.split, outcome=reg.outcome, host=reg.host.model_dump(mode="json"),
-        primary=primary, secondary=secondary, multiplicity=multiplicity,
+        verdict_detail=VerdictReport(
+            value=verdict, decided_by=decided, reason=reason, rule_reading=reading
+        ),
+        hypothesis=reg.hypothesis,
+        falsification=reg.falsification,
+        experiment=reg.experiment,
+        split=reg.split,
+        outcome=reg.outcome,
+        host=reg.host.model_dump(mode="json"),
+        primary=primary,
+        secondary=secondary,
+        multiplicity=multiplicity,
         per_intent=per_intent,
-        per_intent_registered=(reg.multiplicity is not None
-                               and reg.multiplicity.family == "per-intent"),
-        stopping=stop, arms=arms, difference=difference, feasibility=feasibility,
-        completeness=comp, runs=_runs_summary(loaded), surfaces=_surfaces(loaded),
+        per_intent_registered=(
+            reg.multiplicity is not None and reg.multiplicity.family == "per-intent"
+        ),
+        stopping=stop,
+        arms=arms,
+        difference=difference,
+        feasibility=feasibility,
+        completeness=comp,
+        runs=_runs_summary(loaded),
+        surfaces=_surfaces(loaded),
         tasks=_tasks(loaded),
-        exploratory=exploratory.exploratory_block(loaded.used, [a.id for a in reg.arms],
-                                                  reasons),
-        controls=controls.control_reports(controls.Context(
-            reg, loaded.used, loaded.task_order, loaded.intents, loaded.offers)),
+        exploratory=exploratory.exploratory_block(loaded.used, [a.id for a in reg.arms], reasons),
+        controls=controls.control_reports(
+            controls.Context(reg, loaded.used, loaded.task_order, loaded.intents, loaded.offers)
+        ),
         registration_document=reg.model_dump(mode="json"),
         provenance=ReportProvenance(
             prereg_version=__version__,
             analysed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            ledger_head=head, registered_at=entry.registered_at, ledger_seq=entry.seq,
+            ledger_head=head,
+            registered_at=entry.registered_at,
+            ledger_seq=entry.seq,
             frozen_path=f"registry/frozen/{entry.frozen_path.name}",
             superseded_by=entry.superseded_by,
-            command=options.command))
+            command=options.command,
+        ),
+    )
 
 
-def analyse(ws: Workspace, reg_id: str, options: Options | None = None,
-            records: list[Any] | None = None) -> Report:
+def analyse(
+    ws: Workspace, reg_id: str, options: Options | None = None, records: list[Any] | None = None
+) -> Report:
     """Load, check and analyse registration ``reg_id`` of workspace ``ws``."""
     options = options or Options()
     registry = Registry(ws.registry)

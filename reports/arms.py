@@ -49,9 +49,16 @@ def pooled_icc(observations: Sequence[Obs], arms: Sequence[str], outcome: str) -
     return _icc(values, groups)
 
 
-def arm_report(reg: Registration, arm_id: str, observations: Sequence[Obs],
-               infra: Sequence[Obs], planned: int, outcome: str, level: float,
-               pooled_rho: float) -> ArmReport:
+def arm_report(
+    reg: Registration,
+    arm_id: str,
+    observations: Sequence[Obs],
+    infra: Sequence[Obs],
+    planned: int,
+    outcome: str,
+    level: float,
+    pooled_rho: float,
+) -> ArmReport:
     arm = next(a for a in reg.arms if a.id == arm_id)
     mine = [o for o in observations if o.arm == arm_id]
     measured = [o for o in mine if o.outcome(outcome) is not None]
@@ -80,24 +87,43 @@ def arm_report(reg: Registration, arm_id: str, observations: Sequence[Obs],
     arm_infra = [o for o in infra if o.arm == arm_id]
     costs = [o.cost_usd for o in [*mine, *arm_infra] if o.cost_usd is not None]
     return ArmReport(
-        id=arm_id, surface=arm.surface, control=arm.control, outcome=outcome,
-        planned_runs=planned, runs=len(mine) + len(arm_infra), runs_ok=len(mine),
-        infra_errors=len(arm_infra), measured=trials, successes=successes,
+        id=arm_id,
+        surface=arm.surface,
+        control=arm.control,
+        outcome=outcome,
+        planned_runs=planned,
+        runs=len(mine) + len(arm_infra),
+        runs_ok=len(mine),
+        infra_errors=len(arm_infra),
+        measured=trials,
+        successes=successes,
         rate=(successes / trials) if trials else None,
         # no measured run: no interval either (null, never the uninformative [0, 1])
-        interval=Interval(low=float(ji.low) if trials else None,
-                          high=float(ji.high) if trials else None, level=level,
-                          method=ji.method),
-        icc=None if math.isnan(rho) else rho, icc_source=source, design_effect=deff,
+        interval=Interval(
+            low=float(ji.low) if trials else None,
+            high=float(ji.high) if trials else None,
+            level=level,
+            method=ji.method,
+        ),
+        icc=None if math.isnan(rho) else rho,
+        icc_source=source,
+        design_effect=deff,
         effective_trials=float(ji.effective_trials),
         models_requested=sorted({o.model_requested for o in mine if o.model_requested}),
         models_returned=sorted({o.model_returned for o in mine if o.model_returned}),
         spend_usd=float(sum(costs)) if costs else None,
         provenance=Provenance(
             function="prereg.stats.jeffreys_interval",
-            parameters={"successes": successes, "trials": trials, "level": level,
-                        "deff": deff, "rho": rho_used,
-                        "design_effect": "prereg.stats.design_effect(runs per task, rho)",
-                        "icc": "prereg.stats.icc_binary(outcomes, task)"},
+            parameters={
+                "successes": successes,
+                "trials": trials,
+                "level": level,
+                "deff": deff,
+                "rho": rho_used,
+                "design_effect": "prereg.stats.design_effect(runs per task, rho)",
+                "icc": "prereg.stats.icc_binary(outcomes, task)",
+            },
             registration_field="arms",
-            runs=runset(units, f"arm {arm_id}; status ok; outcome '{outcome}' measured")))
+            runs=runset(units, f"arm {arm_id}; status ok; outcome '{outcome}' measured"),
+        ),
+    )

@@ -51,7 +51,7 @@ class Side(Model):
     complete: bool
     verdict: str
     mode: str
-    arms: dict[str, str]          # arm -> "successes of measured"
+    arms: dict[str, str]  # arm -> "successes of measured"
     discordant: Discordant | None
     primary_pvalue: float | None
     models_requested: list[str]
@@ -98,19 +98,26 @@ def _check(a: LoadedRuns, b: LoadedRuns) -> tuple[list[str], list[str]]:
     tb = {t.id: t for t in b.tasks}
     only_a, only_b = sorted(set(ta) - set(tb)), sorted(set(tb) - set(ta))
     if only_a or only_b:
-        problems.append(f"corpora differ: tasks only in {a.entry.id}: {only_a[:10] or '-'}; "
-                        f"only in {b.entry.id}: {only_b[:10] or '-'}")
-    changed = sorted(t for t in set(ta) & set(tb)
-                     if _task_content(ta[t]) != _task_content(tb[t]))
+        problems.append(
+            f"corpora differ: tasks only in {a.entry.id}: {only_a[:10] or '-'}; "
+            f"only in {b.entry.id}: {only_b[:10] or '-'}"
+        )
+    changed = sorted(t for t in set(ta) & set(tb) if _task_content(ta[t]) != _task_content(tb[t]))
     if changed:
-        problems.append(f"corpora differ: {len(changed)} shared task(s) have different content: "
-                        f"{', '.join(changed[:10])}")
+        problems.append(
+            f"corpora differ: {len(changed)} shared task(s) have different content: "
+            f"{', '.join(changed[:10])}"
+        )
     if a.evidence_class != b.evidence_class and a.used and b.used:
-        problems.append(f"evidence classes differ: {a.entry.id} {a.evidence_class}, "
-                        f"{b.entry.id} {b.evidence_class} (never pooled)")
+        problems.append(
+            f"evidence classes differ: {a.entry.id} {a.evidence_class}, "
+            f"{b.entry.id} {b.evidence_class} (never pooled)"
+        )
     if ra.host.model != rb.host.model:
-        problems.append(f"models asked for differ: {a.entry.id} {ra.host.model!r}, "
-                        f"{b.entry.id} {rb.host.model!r}")
+        problems.append(
+            f"models asked for differ: {a.entry.id} {ra.host.model!r}, "
+            f"{b.entry.id} {rb.host.model!r}"
+        )
     ma = sorted({o.model_returned for o in a.used if o.model_returned})
     mb = sorted({o.model_returned for o in b.used if o.model_returned})
     if ma != mb:
@@ -125,26 +132,34 @@ def _check(a: LoadedRuns, b: LoadedRuns) -> tuple[list[str], list[str]]:
         if key in ("id", "title", "hypothesis", "falsification", "supersedes", "notes"):
             continue
         if da.get(key) != db.get(key):
-            differences.append(f"{key}: {json.dumps(da.get(key), sort_keys=True)} -> "
-                               f"{json.dumps(db.get(key), sort_keys=True)}")
+            differences.append(
+                f"{key}: {json.dumps(da.get(key), sort_keys=True)} -> "
+                f"{json.dumps(db.get(key), sort_keys=True)}"
+            )
     for surface in sorted(set(a.entry.files) | set(b.entry.files)):
         if a.entry.files.get(surface) != b.entry.files.get(surface):
-            differences.append(f"file {surface}: {a.entry.files.get(surface)} -> "
-                               f"{b.entry.files.get(surface)}")
+            differences.append(
+                f"file {surface}: {a.entry.files.get(surface)} -> {b.entry.files.get(surface)}"
+            )
     return problems, differences
 
 
 def _side(loaded: LoadedRuns, head: dict[str, Any]) -> Side:
-    report = build_report(loaded, head, Options(allow_incomplete=True,
-                                                command="prereg compare"))
+    report = build_report(loaded, head, Options(allow_incomplete=True, command="prereg compare"))
     return Side(
-        registration=report.registration, digest=report.digest, kind=report.kind,
-        complete=report.complete, verdict=report.verdict, mode=report.mode,
+        registration=report.registration,
+        digest=report.digest,
+        kind=report.kind,
+        complete=report.complete,
+        verdict=report.verdict,
+        mode=report.mode,
         arms={x.id: f"{x.successes} of {x.measured}" for x in report.arms},
         discordant=report.primary.discordant if report.primary else None,
         primary_pvalue=report.primary.pvalue if report.primary else None,
         models_requested=report.runs.models_requested,
-        models_returned=report.runs.models_returned, evidence_class=report.runs.evidence_class)
+        models_returned=report.runs.models_returned,
+        evidence_class=report.runs.evidence_class,
+    )
 
 
 def _arm_change(a: LoadedRuns, b: LoadedRuns, arm: str, outcome: str, seed: int) -> ArmChange:
@@ -176,26 +191,45 @@ def _arm_change(a: LoadedRuns, b: LoadedRuns, arm: str, outcome: str, seed: int)
     interval = None
     diff = None
     if rows_a:
-        res = stats.paired_bootstrap(rows_a, rows_b, prompts, runs_control=runs,
-                                     runs_treatment=runs, draws=10_000, level=0.95, seed=seed)
+        res = stats.paired_bootstrap(
+            rows_a,
+            rows_b,
+            prompts,
+            runs_control=runs,
+            runs_treatment=runs,
+            draws=10_000,
+            level=0.95,
+            seed=seed,
+        )
         diff = res.estimate
         interval = Interval(low=res.low, high=res.high, level=0.95, method=res.method)
     mc = stats.mcnemar_exact(b_only_a, c_only_b)
     units = [(arm, t, r) for t in tasks for r in ya[t]]
     return ArmChange(
-        arm=arm, tasks=len(tasks),
+        arm=arm,
+        tasks=len(tasks),
         rate_a=sum(rows_a) / len(rows_a) if rows_a else None,
-        rate_b=sum(rows_b) / len(rows_b) if rows_b else None, difference=diff,
+        rate_b=sum(rows_b) / len(rows_b) if rows_b else None,
+        difference=diff,
         interval=interval,
         discordant=Discordant(b=b_only_a, c=c_only_b, n=b_only_a + c_only_b),
         mcnemar_pvalue=mc.pvalue,
         provenance=Provenance(
             function="prereg.stats.paired_bootstrap; prereg.stats.mcnemar_exact",
-            parameters={"draws": 10_000, "level": 0.95, "seed": seed,
-                        "aggregate (McNemar)": "majority"},
+            parameters={
+                "draws": 10_000,
+                "level": 0.95,
+                "seed": seed,
+                "aggregate (McNemar)": "majority",
+            },
             registration_field=None,
-            runs=runset(units, f"arm {arm} of {a.entry.id}, paired with {b.entry.id} by task "
-                               "and repeat; status ok; outcome measured")))
+            runs=runset(
+                units,
+                f"arm {arm} of {a.entry.id}, paired with {b.entry.id} by task "
+                "and repeat; status ok; outcome measured",
+            ),
+        ),
+    )
 
 
 def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
@@ -207,21 +241,34 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
     b = load_runs(ws, registry, registry.get(b_id))
     problems, differences = _check(a, b)
     if problems:
-        raise ProtocolRefusal(f"'{a_id}' and '{b_id}' cannot be compared: "
-                              f"{len(problems)} requirement(s) not met", details=problems)
+        raise ProtocolRefusal(
+            f"'{a_id}' and '{b_id}' cannot be compared: {len(problems)} requirement(s) not met",
+            details=problems,
+        )
     outcome = a.entry.registration.outcome
-    shared = [x.id for x in a.entry.registration.arms
-              if x.id in {y.id for y in b.entry.registration.arms}]
+    shared = [
+        x.id for x in a.entry.registration.arms if x.id in {y.id for y in b.entry.registration.arms}
+    ]
     seed = a.entry.registration.design.seed
     return Comparison(
-        a=_side(a, head), b=_side(b, head),
-        requirements=["same tasks with identical content", "same evidence class",
-                      "same model asked for and returned", "same outcome", "a shared arm"],
+        a=_side(a, head),
+        b=_side(b, head),
+        requirements=[
+            "same tasks with identical content",
+            "same evidence class",
+            "same model asked for and returned",
+            "same outcome",
+            "a shared arm",
+        ],
         differences=differences,
         changes=[_arm_change(a, b, arm, outcome, seed) for arm in shared],
-        label=("exploratory: the paired changes between registrations were registered by "
-               "neither; each side's verdict is its own registered analysis"),
-        prereg_version=__version__, ledger_head=head)
+        label=(
+            "exploratory: the paired changes between registrations were registered by "
+            "neither; each side's verdict is its own registered analysis"
+        ),
+        prereg_version=__version__,
+        ledger_head=head,
+    )
 
 
 def describe(c: Comparison) -> list[str]:
@@ -230,15 +277,19 @@ def describe(c: Comparison) -> list[str]:
     for side in (c.a, c.b):
         arms = "; ".join(f"{k} {v}" for k, v in side.arms.items())
         disc = "-" if side.discordant is None else str(side.discordant.n)
-        lines.append(f"{side.registration}: {side.verdict}"
-                     f"{'' if side.complete else ' (incomplete)'}. {arms}; discordant pairs "
-                     f"{disc}")
+        lines.append(
+            f"{side.registration}: {side.verdict}"
+            f"{'' if side.complete else ' (incomplete)'}. {arms}; discordant pairs "
+            f"{disc}"
+        )
     for ch in c.changes:
         iv = ch.interval
-        lines.append(f"arm {ch.arm}, {c.a.registration} -> {c.b.registration} on {ch.tasks} "
-                     f"tasks: {num(ch.rate_a)} -> {num(ch.rate_b)}, change {num(ch.difference)}"
-                     + (f" ({num(iv.low)} to {num(iv.high)}, 95%)" if iv else "")
-                     + f"; discordant {ch.discordant.n}, McNemar p {num(ch.mcnemar_pvalue)}")
+        lines.append(
+            f"arm {ch.arm}, {c.a.registration} -> {c.b.registration} on {ch.tasks} "
+            f"tasks: {num(ch.rate_a)} -> {num(ch.rate_b)}, change {num(ch.difference)}"
+            + (f" ({num(iv.low)} to {num(iv.high)}, 95%)" if iv else "")
+            + f"; discordant {ch.discordant.n}, McNemar p {num(ch.mcnemar_pvalue)}"
+        )
     lines += [f"differs: {d}" for d in c.differences]
     lines.append(c.label)
     return lines

@@ -55,8 +55,12 @@ CLONE_LEVEL = 0.90
 DECOY_FLOOR = 0.02
 DRAWS = 10_000
 
-CHECKS = {"placebo": "Placebo", "blinded": "Blinded metadata", "decoy": "Decoy",
-          "clone_swap": "Clone swap"}
+CHECKS = {
+    "placebo": "Placebo",
+    "blinded": "Blinded metadata",
+    "decoy": "Decoy",
+    "clone_swap": "Clone swap",
+}
 RULES = {
     "placebo": "95% interval of the difference covers 0",
     "blinded": "selection falls by half and the 95% upper bound of the change is below 0",
@@ -83,8 +87,14 @@ def _pct(value: float | None) -> str:
 class Context:
     """What every control needs: the registration, the runs, the tasks, the offers."""
 
-    def __init__(self, reg: Registration, observations: Sequence[Obs], task_order: Sequence[str],
-                 intents: Mapping[str, str], offers: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        reg: Registration,
+        observations: Sequence[Obs],
+        task_order: Sequence[str],
+        intents: Mapping[str, str],
+        offers: Mapping[str, Any],
+    ) -> None:
         self.reg = reg
         self.observations = observations
         self.task_order = list(task_order)
@@ -99,15 +109,28 @@ class Context:
         offer = self.offers.get(arm)
         if offer is None:
             return []
-        return [{"key": s.key, "surface": s.source, "role": s.role, "name": s.surface.name,
-                 "digest": s.digest, "snapshot_digest": s.surface.snapshot_digest,
-                 "transform": s.surface.transform} for s in offer.every_server()]
+        return [
+            {
+                "key": s.key,
+                "surface": s.source,
+                "role": s.role,
+                "name": s.surface.name,
+                "digest": s.digest,
+                "snapshot_digest": s.surface.snapshot_digest,
+                "transform": s.surface.transform,
+            }
+            for s in offer.every_server()
+        ]
 
 
 def control_reports(ctx: Context) -> list[ControlReport]:
     """One report per registered control arm, in registration order."""
     judges: dict[str, Callable[[Context, str, str], ControlReport]] = {
-        "placebo": _placebo, "blinded": _blinded, "decoy": _decoy, "clone_swap": _clone}
+        "placebo": _placebo,
+        "blinded": _blinded,
+        "decoy": _decoy,
+        "clone_swap": _clone,
+    }
     out = []
     for arm in ctx.reg.arms:
         if arm.control is None:
@@ -124,27 +147,61 @@ def control_reports(ctx: Context) -> list[ControlReport]:
 # ---- placebo and blinded: paired differences ---------------------------------------------
 
 
-def _paired(ctx: Context, arm: str, reference: str, outcome: str, level: float
-            ) -> tuple[Any, Any, dict[str, Any]] | None:
+def _paired(
+    ctx: Context, arm: str, reference: str, outcome: str, level: float
+) -> tuple[Any, Any, dict[str, Any]] | None:
     pairs = build_pairs(ctx.observations, reference, arm, outcome, ctx.task_order, ctx.intents)
     yc, yt, prompts, runs = pairs.long_form()
     if yc.size == 0:
         return None
-    res = stats.paired_bootstrap(yc, yt, prompts, runs_control=runs, runs_treatment=runs,
-                                 draws=DRAWS, level=level, seed=ctx.seed)
-    params = {"draws": DRAWS, "seed": ctx.seed, "level": level, "rows": int(yc.size),
-              "prompts": pairs.n, "runs": "repeat index of each arm"}
+    res = stats.paired_bootstrap(
+        yc,
+        yt,
+        prompts,
+        runs_control=runs,
+        runs_treatment=runs,
+        draws=DRAWS,
+        level=level,
+        seed=ctx.seed,
+    )
+    params = {
+        "draws": DRAWS,
+        "seed": ctx.seed,
+        "level": level,
+        "rows": int(yc.size),
+        "prompts": pairs.n,
+        "runs": "repeat index of each arm",
+    }
     return res, pairs, params
 
 
-def _empty(ctx: Context, arm: str, reference: str, control: str, statistic: str, outcome: str,
-           function: str, why: str) -> ControlReport:
+def _empty(
+    ctx: Context,
+    arm: str,
+    reference: str,
+    control: str,
+    statistic: str,
+    outcome: str,
+    function: str,
+    why: str,
+) -> ControlReport:
     return ControlReport(
-        arm=arm, control=control, reference=reference or None,  # type: ignore[arg-type]
-        check=CHECKS[control], statistic=statistic, outcome=outcome, estimate=None,
-        summary="no data", interval=None, rule=RULES[control], verdict="not_measured",
-        reason=why, provenance=Provenance(function=function, registration_field="arms",
-                                          runs=runset([], "none")))
+        arm=arm,
+        control=control,
+        reference=reference or None,  # type: ignore[arg-type]
+        check=CHECKS[control],
+        statistic=statistic,
+        outcome=outcome,
+        estimate=None,
+        summary="no data",
+        interval=None,
+        rule=RULES[control],
+        verdict="not_measured",
+        reason=why,
+        provenance=Provenance(
+            function=function, registration_field="arms", runs=runset([], "none")
+        ),
+    )
 
 
 def _placebo(ctx: Context, arm: str, reference: str) -> ControlReport:
@@ -152,28 +209,54 @@ def _placebo(ctx: Context, arm: str, reference: str) -> ControlReport:
     statistic = f"placebo minus reference, {outcome} (points)"
     got = _paired(ctx, arm, reference, outcome, PLACEBO_LEVEL)
     if got is None:
-        return _empty(ctx, arm, reference, "placebo", statistic, outcome,
-                      "prereg.stats.paired_bootstrap",
-                      f"no task has a measured '{outcome}' in both arms")
+        return _empty(
+            ctx,
+            arm,
+            reference,
+            "placebo",
+            statistic,
+            outcome,
+            "prereg.stats.paired_bootstrap",
+            f"no task has a measured '{outcome}' in both arms",
+        )
     res, pairs, params = got
     low, high = _f(res.low), _f(res.high)
     if low is None or high is None:
         verdict, reason = "not_measured", "the bootstrap interval is undefined"
     elif low <= 0.0 <= high:
-        verdict, reason = "pass", (f"the {PLACEBO_LEVEL:.0%} interval {_pts(low)} to "
-                                   f"{_pts(high)} points covers 0")
+        verdict, reason = (
+            "pass",
+            (f"the {PLACEBO_LEVEL:.0%} interval {_pts(low)} to {_pts(high)} points covers 0"),
+        )
     else:
-        verdict, reason = "fail", (f"the {PLACEBO_LEVEL:.0%} interval {_pts(low)} to "
-                                   f"{_pts(high)} points excludes 0: two identical arms differ")
+        verdict, reason = (
+            "fail",
+            (
+                f"the {PLACEBO_LEVEL:.0%} interval {_pts(low)} to "
+                f"{_pts(high)} points excludes 0: two identical arms differ"
+            ),
+        )
     return ControlReport(
-        arm=arm, control="placebo", reference=reference, check=CHECKS["placebo"],
-        statistic=statistic, outcome=outcome, estimate=_f(res.estimate),
+        arm=arm,
+        control="placebo",
+        reference=reference,
+        check=CHECKS["placebo"],
+        statistic=statistic,
+        outcome=outcome,
+        estimate=_f(res.estimate),
         summary=f"{_pts(_f(res.estimate))} points over {pairs.n} prompts",
         interval=Interval(low=low, high=high, level=PLACEBO_LEVEL, method=res.method),
-        rule=RULES["placebo"], verdict=verdict, reason=reason,  # type: ignore[arg-type]
+        rule=RULES["placebo"],
+        verdict=verdict,
+        reason=reason,  # type: ignore[arg-type]
         details={"prompts": pairs.n, "rows": params["rows"]},
-        provenance=Provenance(function="prereg.stats.paired_bootstrap", parameters=params,
-                              registration_field="arms", runs=pairs.runset()))
+        provenance=Provenance(
+            function="prereg.stats.paired_bootstrap",
+            parameters=params,
+            registration_field="arms",
+            runs=pairs.runset(),
+        ),
+    )
 
 
 def _rate(pairs: Any, runs: Mapping[str, Mapping[int, bool]]) -> tuple[float | None, int, int]:
@@ -189,44 +272,79 @@ def _blinded(ctx: Context, arm: str, reference: str) -> ControlReport:
     statistic = "selection with metadata, then blinded (%)"
     got = _paired(ctx, arm, reference, outcome, BLINDED_LEVEL)
     if got is None:
-        return _empty(ctx, arm, reference, "blinded", statistic, outcome,
-                      "prereg.stats.paired_bootstrap",
-                      "no positive prompt has a measured selection in both arms")
+        return _empty(
+            ctx,
+            arm,
+            reference,
+            "blinded",
+            statistic,
+            outcome,
+            "prereg.stats.paired_bootstrap",
+            "no positive prompt has a measured selection in both arms",
+        )
     res, pairs, params = got
     ref_rate, ref_k, ref_n = _rate(pairs, pairs.control_runs)
     blind_rate, blind_k, blind_n = _rate(pairs, pairs.treatment_runs)
     low, high = _f(res.low), _f(res.high)
     change = _f(res.estimate)
-    summary = (f"{_pct(ref_rate)} to {_pct(blind_rate)}; change {_pts(change)} points")
+    summary = f"{_pct(ref_rate)} to {_pct(blind_rate)}; change {_pts(change)} points"
     if high is None or ref_rate is None or blind_rate is None:
         verdict, reason = "not_measured", "the bootstrap interval is undefined"
     else:
         halves = blind_rate <= ref_rate / 2.0
         below = high < 0.0
         if halves and below:
-            verdict, reason = "pass", (f"selection fell from {_pct(ref_rate)} to "
-                                       f"{_pct(blind_rate)} (by at least half) and the 95% "
-                                       f"upper bound {_pts(high)} points is below 0")
+            verdict, reason = (
+                "pass",
+                (
+                    f"selection fell from {_pct(ref_rate)} to "
+                    f"{_pct(blind_rate)} (by at least half) and the 95% "
+                    f"upper bound {_pts(high)} points is below 0"
+                ),
+            )
         else:
             why = []
             if not halves:
-                why.append(f"selection fell from {_pct(ref_rate)} to {_pct(blind_rate)}, "
-                           "by less than half")
+                why.append(
+                    f"selection fell from {_pct(ref_rate)} to {_pct(blind_rate)}, by less than half"
+                )
             if not below:
                 why.append(f"the 95% upper bound {_pts(high)} points is not below 0")
-            verdict, reason = "fail", "; ".join(why) + (": the runs do not depend on the "
-                                                         "metadata as the control requires")
+            verdict, reason = (
+                "fail",
+                "; ".join(why)
+                + (": the runs do not depend on the metadata as the control requires"),
+            )
     return ControlReport(
-        arm=arm, control="blinded", reference=reference, check=CHECKS["blinded"],
-        statistic=statistic, outcome=outcome, estimate=change, summary=summary,
+        arm=arm,
+        control="blinded",
+        reference=reference,
+        check=CHECKS["blinded"],
+        statistic=statistic,
+        outcome=outcome,
+        estimate=change,
+        summary=summary,
         interval=Interval(low=low, high=high, level=BLINDED_LEVEL, method=res.method),
-        rule=RULES["blinded"], verdict=verdict, reason=reason,  # type: ignore[arg-type]
-        details={"reference_rate": ref_rate, "reference_selected": ref_k, "reference_runs": ref_n,
-                 "blinded_rate": blind_rate, "blinded_selected": blind_k,
-                 "blinded_runs": blind_n, "prompts": pairs.n,
-                 "rates_function": "prereg.stats.jeffreys_interval(...).estimate"},
-        provenance=Provenance(function="prereg.stats.paired_bootstrap", parameters=params,
-                              registration_field="arms", runs=pairs.runset()))
+        rule=RULES["blinded"],
+        verdict=verdict,
+        reason=reason,  # type: ignore[arg-type]
+        details={
+            "reference_rate": ref_rate,
+            "reference_selected": ref_k,
+            "reference_runs": ref_n,
+            "blinded_rate": blind_rate,
+            "blinded_selected": blind_k,
+            "blinded_runs": blind_n,
+            "prompts": pairs.n,
+            "rates_function": "prereg.stats.jeffreys_interval(...).estimate",
+        },
+        provenance=Provenance(
+            function="prereg.stats.paired_bootstrap",
+            parameters=params,
+            registration_field="arms",
+            runs=pairs.runset(),
+        ),
+    )
 
 
 # ---- decoy and clone_swap: shares of first picks ------------------------------------------
@@ -236,8 +354,16 @@ def _share(values: Sequence[bool], groups: Sequence[str], level: float) -> dict[
     """Jeffreys interval of a share, deflated by the design effect of prompts as clusters."""
     n = len(values)
     if n == 0:
-        return {"successes": 0, "trials": 0, "estimate": None, "low": None, "high": None,
-                "deff": None, "rho": None, "rho_source": "no runs"}
+        return {
+            "successes": 0,
+            "trials": 0,
+            "estimate": None,
+            "low": None,
+            "high": None,
+            "deff": None,
+            "rho": None,
+            "rho_source": "no runs",
+        }
     sizes = list(Counter(groups).values())
     if all(size <= 1 for size in sizes):
         rho, source = 0.0, "not needed: one run per prompt (DEFF = 1)"
@@ -248,10 +374,18 @@ def _share(values: Sequence[bool], groups: Sequence[str], level: float) -> dict[
             rho, source = 1.0, "default 1.0 (not estimable: each prompt counts once)"
     deff = float(stats.design_effect(sizes, rho))
     ji = stats.jeffreys_interval(int(sum(values)), n, level=level, deff=deff)
-    return {"successes": int(sum(values)), "trials": n, "estimate": _f(ji.estimate),
-            "low": _f(ji.low), "high": _f(ji.high), "deff": deff, "rho": rho,
-            "rho_source": source, "effective_trials": _f(ji.effective_trials),
-            "method": ji.method}
+    return {
+        "successes": int(sum(values)),
+        "trials": n,
+        "estimate": _f(ji.estimate),
+        "low": _f(ji.low),
+        "high": _f(ji.high),
+        "deff": deff,
+        "rho": rho,
+        "rho_source": source,
+        "effective_trials": _f(ji.effective_trials),
+        "method": ji.method,
+    }
 
 
 def _recorded(runs: Sequence[Obs]) -> list[Obs]:
@@ -264,47 +398,90 @@ def _decoy(ctx: Context, arm: str, reference: str) -> ControlReport:
     statistic = f"decoy picks (first call to '{decoy}')"
     runs = _recorded(ctx.runs(arm))
     if not runs:
-        return _empty(ctx, arm, reference, "decoy", statistic, "first_server",
-                      "prereg.stats.jeffreys_interval",
-                      "no completed run of the decoy arm records its offer")
+        return _empty(
+            ctx,
+            arm,
+            reference,
+            "decoy",
+            statistic,
+            "first_server",
+            "prereg.stats.jeffreys_interval",
+            "no completed run of the decoy arm records its offer",
+        )
     picks = [o.first_server == decoy for o in runs]
     overall = _share(picks, [o.task_id for o in runs], DECOY_LEVEL)
     by_polarity = {}
     for polarity in ("positive", "negative"):
         sub = [o for o in runs if o.polarity == polarity]
         by_polarity[polarity] = {
-            **_share([o.first_server == decoy for o in sub], [o.task_id for o in sub],
-                     DECOY_LEVEL), "prompts": len({o.task_id for o in sub})}
+            **_share([o.first_server == decoy for o in sub], [o.task_id for o in sub], DECOY_LEVEL),
+            "prompts": len({o.task_id for o in sub}),
+        }
     low = overall["low"]
     if low is not None and low > DECOY_FLOOR:
-        verdict, reason = "fail", (f"the decoy was picked in {overall['successes']} of "
-                                   f"{overall['trials']} runs; the 90% lower bound "
-                                   f"{_pct(low)} exceeds 2%")
+        verdict, reason = (
+            "fail",
+            (
+                f"the decoy was picked in {overall['successes']} of "
+                f"{overall['trials']} runs; the 90% lower bound "
+                f"{_pct(low)} exceeds 2%"
+            ),
+        )
     else:
-        verdict, reason = "pass", (f"{overall['successes']} decoy picks in "
-                                   f"{overall['trials']} runs; the 90% lower bound "
-                                   f"{_pct(low)} does not exceed 2%")
+        verdict, reason = (
+            "pass",
+            (
+                f"{overall['successes']} decoy picks in "
+                f"{overall['trials']} runs; the 90% lower bound "
+                f"{_pct(low)} does not exceed 2%"
+            ),
+        )
     pos, neg = by_polarity["positive"], by_polarity["negative"]
-    summary = (f"{overall['successes']} of {overall['trials']} runs; {pos['successes']} of "
-               f"{pos['trials']} on {pos['prompts']} positive and {neg['successes']} of "
-               f"{neg['trials']} on {neg['prompts']} negative prompts; upper 90% bounds "
-               f"{_pct(pos['high'])} and {_pct(neg['high'])}")
+    summary = (
+        f"{overall['successes']} of {overall['trials']} runs; {pos['successes']} of "
+        f"{pos['trials']} on {pos['prompts']} positive and {neg['successes']} of "
+        f"{neg['trials']} on {neg['prompts']} negative prompts; upper 90% bounds "
+        f"{_pct(pos['high'])} and {_pct(neg['high'])}"
+    )
     units = [o.unit for o in runs]
     return ControlReport(
-        arm=arm, control="decoy", reference=reference, check=CHECKS["decoy"],
-        statistic=statistic, outcome="first_server", estimate=overall["estimate"],
+        arm=arm,
+        control="decoy",
+        reference=reference,
+        check=CHECKS["decoy"],
+        statistic=statistic,
+        outcome="first_server",
+        estimate=overall["estimate"],
         summary=summary,
-        interval=Interval(low=overall["low"], high=overall["high"], level=DECOY_LEVEL,
-                          method=str(overall.get("method", ""))),
-        rule=RULES["decoy"], verdict=verdict, reason=reason,  # type: ignore[arg-type]
-        details={"decoy": decoy, "all": overall, "positive": pos, "negative": neg,
-                 "floor": DECOY_FLOOR},
+        interval=Interval(
+            low=overall["low"],
+            high=overall["high"],
+            level=DECOY_LEVEL,
+            method=str(overall.get("method", "")),
+        ),
+        rule=RULES["decoy"],
+        verdict=verdict,
+        reason=reason,  # type: ignore[arg-type]
+        details={
+            "decoy": decoy,
+            "all": overall,
+            "positive": pos,
+            "negative": neg,
+            "floor": DECOY_FLOOR,
+        },
         provenance=Provenance(
-            function="prereg.stats.jeffreys_interval", registration_field="arms",
-            parameters={"level": DECOY_LEVEL, "deff": overall["deff"], "rho": overall["rho"],
-                        "design_effect": "prereg.stats.design_effect(runs per prompt, rho)",
-                        "icc": "prereg.stats.icc_binary(picks, prompt)"},
-            runs=runset(units, f"arm {arm}; status ok; offer recorded; every prompt")))
+            function="prereg.stats.jeffreys_interval",
+            registration_field="arms",
+            parameters={
+                "level": DECOY_LEVEL,
+                "deff": overall["deff"],
+                "rho": overall["rho"],
+                "design_effect": "prereg.stats.design_effect(runs per prompt, rho)",
+                "icc": "prereg.stats.icc_binary(picks, prompt)",
+            },
+            runs=runset(units, f"arm {arm}; status ok; offer recorded; every prompt"),
+        ),
+    )
 
 
 def _clone(ctx: Context, arm: str, reference: str) -> ControlReport:
@@ -314,56 +491,101 @@ def _clone(ctx: Context, arm: str, reference: str) -> ControlReport:
     copy_a, copy_b = f"{spec.surface}:a", f"{spec.surface}:b"
     first_label = clone_labels(ctx.seed, arm)[0]
     statistic = "copy a's share of the pair's first picks"
-    runs = [o for o in _recorded(ctx.runs(arm))
-            if o.clone is not None and o.first_server in (copy_a, copy_b)]
+    runs = [
+        o
+        for o in _recorded(ctx.runs(arm))
+        if o.clone is not None and o.first_server in (copy_a, copy_b)
+    ]
     if not runs:
-        return _empty(ctx, arm, reference, "clone_swap", statistic, "first_server",
-                      "prereg.stats.jeffreys_interval",
-                      "no completed run's first call went to either copy")
+        return _empty(
+            ctx,
+            arm,
+            reference,
+            "clone_swap",
+            statistic,
+            "first_server",
+            "prereg.stats.jeffreys_interval",
+            "no completed run's first call went to either copy",
+        )
     groups = [o.task_id for o in runs]
     picked_a = [o.first_server == copy_a for o in runs]
-    labels = [(o.clone or {}).get("label_a") if a else (o.clone or {}).get("label_b")
-              for o, a in zip(runs, picked_a, strict=True)]
-    firsts = [(o.clone or {}).get("first") == ("a" if a else "b")
-              for o, a in zip(runs, picked_a, strict=True)]
+    labels = [
+        (o.clone or {}).get("label_a") if a else (o.clone or {}).get("label_b")
+        for o, a in zip(runs, picked_a, strict=True)
+    ]
+    firsts = [
+        (o.clone or {}).get("first") == ("a" if a else "b")
+        for o, a in zip(runs, picked_a, strict=True)
+    ]
     pair = _share(picked_a, groups, CLONE_LEVEL)
     label = _share([lab == first_label for lab in labels], groups, CLONE_LEVEL)
     position = _share(firsts, groups, CLONE_LEVEL)
     cells: dict[str, dict[str, int]] = {}
     for o, a in zip(runs, picked_a, strict=True):
         cell = o.clone or {}
-        name = (f"a={cell.get('label_a')}, b={cell.get('label_b')}, "
-                f"{cell.get('first')} listed first")
+        name = f"a={cell.get('label_a')}, b={cell.get('label_b')}, {cell.get('first')} listed first"
         entry = cells.setdefault(name, {"a": 0, "b": 0})
         entry["a" if a else "b"] += 1
     low, high = pair["low"], pair["high"]
     if low is not None and high is not None and low <= 0.5 <= high:
-        verdict, reason = "pass", (f"copy a won {pair['successes']} of {pair['trials']} pair "
-                                   f"picks; the 90% interval {_pct(low)} to {_pct(high)} "
-                                   "covers 50%")
+        verdict, reason = (
+            "pass",
+            (
+                f"copy a won {pair['successes']} of {pair['trials']} pair "
+                f"picks; the 90% interval {_pct(low)} to {_pct(high)} "
+                "covers 50%"
+            ),
+        )
     else:
-        verdict, reason = "fail", (f"copy a won {pair['successes']} of {pair['trials']} pair "
-                                   f"picks; the 90% interval {_pct(low)} to {_pct(high)} "
-                                   "excludes 50%: the host tells identical servers apart")
-    summary = (f"pair share {_pct(pair['estimate'])} of {pair['trials']} picks; label bias "
-               f"({first_label}) {_pct(label['estimate'])} ({_pct(label['low'])} to "
-               f"{_pct(label['high'])}); position bias (listed first) "
-               f"{_pct(position['estimate'])} ({_pct(position['low'])} to "
-               f"{_pct(position['high'])})")
+        verdict, reason = (
+            "fail",
+            (
+                f"copy a won {pair['successes']} of {pair['trials']} pair "
+                f"picks; the 90% interval {_pct(low)} to {_pct(high)} "
+                "excludes 50%: the host tells identical servers apart"
+            ),
+        )
+    summary = (
+        f"pair share {_pct(pair['estimate'])} of {pair['trials']} picks; label bias "
+        f"({first_label}) {_pct(label['estimate'])} ({_pct(label['low'])} to "
+        f"{_pct(label['high'])}); position bias (listed first) "
+        f"{_pct(position['estimate'])} ({_pct(position['low'])} to "
+        f"{_pct(position['high'])})"
+    )
     return ControlReport(
-        arm=arm, control="clone_swap", reference=reference, check=CHECKS["clone_swap"],
-        statistic=statistic, outcome="first_server", estimate=pair["estimate"],
+        arm=arm,
+        control="clone_swap",
+        reference=reference,
+        check=CHECKS["clone_swap"],
+        statistic=statistic,
+        outcome="first_server",
+        estimate=pair["estimate"],
         summary=summary,
-        interval=Interval(low=low, high=high, level=CLONE_LEVEL,
-                          method=str(pair.get("method", ""))),
-        rule=RULES["clone_swap"], verdict=verdict, reason=reason,  # type: ignore[arg-type]
-        details={"pair_share": pair, "label_bias": {**label, "label": first_label},
-                 "position_bias": position, "cells": cells,
-                 "copies": [copy_a, copy_b]},
+        interval=Interval(
+            low=low, high=high, level=CLONE_LEVEL, method=str(pair.get("method", ""))
+        ),
+        rule=RULES["clone_swap"],
+        verdict=verdict,
+        reason=reason,  # type: ignore[arg-type]
+        details={
+            "pair_share": pair,
+            "label_bias": {**label, "label": first_label},
+            "position_bias": position,
+            "cells": cells,
+            "copies": [copy_a, copy_b],
+        },
         provenance=Provenance(
-            function="prereg.stats.jeffreys_interval", registration_field="arms",
-            parameters={"level": CLONE_LEVEL, "deff": pair["deff"], "rho": pair["rho"],
-                        "design_effect": "prereg.stats.design_effect(picks per prompt, rho)",
-                        "icc": "prereg.stats.icc_binary(indicator, prompt)"},
-            runs=runset([o.unit for o in runs],
-                        f"arm {arm}; status ok; first call to {copy_a} or {copy_b}")))
+            function="prereg.stats.jeffreys_interval",
+            registration_field="arms",
+            parameters={
+                "level": CLONE_LEVEL,
+                "deff": pair["deff"],
+                "rho": pair["rho"],
+                "design_effect": "prereg.stats.design_effect(picks per prompt, rho)",
+                "icc": "prereg.stats.icc_binary(indicator, prompt)",
+            },
+            runs=runset(
+                [o.unit for o in runs], f"arm {arm}; status ok; first call to {copy_a} or {copy_b}"
+            ),
+        ),
+    )

@@ -47,18 +47,28 @@ def funnel(observations: Sequence[Obs], arm: str) -> dict[str, Any] | None:
             cond = reached / previous if previous > 0 else None
         conditional.append(cond)
         names.append(stage)
-        stages[stage] = {"reached": reached, "of": len(measured),
-                         "rate": reached / len(measured), "conditional_rate": cond}
+        stages[stage] = {
+            "reached": reached,
+            "of": len(measured),
+            "rate": reached / len(measured),
+            "conditional_rate": cond,
+        }
         previous = reached
     if not conditional:
         return None
     shares = None
     rates = [c for c in conditional if c is not None]
     if contiguous and len(rates) == len(conditional) and any(c < 1.0 for c in rates):
-        shares = {name: (None if s != s else float(s))
-                  for name, s in zip(names, stats.loss_shares(rates), strict=True)}
-    return {"positive_runs": len(runs), "stages": stages, "loss_shares": shares,
-            "loss_shares_function": "prereg.stats.loss_shares(conditional stage rates)"}
+        shares = {
+            name: (None if s != s else float(s))
+            for name, s in zip(names, stats.loss_shares(rates), strict=True)
+        }
+    return {
+        "positive_runs": len(runs),
+        "stages": stages,
+        "loss_shares": shares,
+        "loss_shares_function": "prereg.stats.loss_shares(conditional stage rates)",
+    }
 
 
 def negatives(observations: Sequence[Obs], arm: str) -> dict[str, Any] | None:
@@ -68,19 +78,25 @@ def negatives(observations: Sequence[Obs], arm: str) -> dict[str, Any] | None:
     selected = [o.funnel.get("selected") for o in runs]
     measured = [v for v in selected if v is not None]
     success = [o.success for o in runs if o.success is not None]
-    return {"runs": len(runs),
-            "success": int(sum(success)) if success else None,
-            "false_invokes": int(sum(measured)) if measured else None,
-            "false_invokes_measured": len(measured)}
+    return {
+        "runs": len(runs),
+        "success": int(sum(success)) if success else None,
+        "false_invokes": int(sum(measured)) if measured else None,
+        "false_invokes_measured": len(measured),
+    }
 
 
 def selection(observations: Sequence[Obs], arm: str) -> dict[str, Any] | None:
-    rates = [o.selection_rate for o in observations
-             if o.arm == arm and o.selection_rate is not None]
+    rates = [
+        o.selection_rate for o in observations if o.arm == arm and o.selection_rate is not None
+    ]
     if not rates:
         return None
-    return {"mean": sum(rates) / len(rates), "runs": len(rates),
-            "note": "null on tasks that rule nothing out; not a success measure"}
+    return {
+        "mean": sum(rates) / len(rates),
+        "runs": len(rates),
+        "note": "null on tasks that rule nothing out; not a success measure",
+    }
 
 
 def terminal(observations: Sequence[Obs], arm: str) -> dict[str, Any]:
@@ -90,18 +106,25 @@ def terminal(observations: Sequence[Obs], arm: str) -> dict[str, Any]:
     return {"terminal_classes": dict(classes) or None, "terminal_flags": dict(flags) or None}
 
 
-def exploratory_block(observations: Sequence[Obs], arms: Sequence[str], reasons: Sequence[str]
-                      ) -> dict[str, Any]:
+def exploratory_block(
+    observations: Sequence[Obs], arms: Sequence[str], reasons: Sequence[str]
+) -> dict[str, Any]:
     units = [o.unit for o in observations if o.arm in arms]
     return {
-        "note": ("Not registered: descriptive, computed after the fact, and never an input "
-                 "to the verdict."),
+        "note": (
+            "Not registered: descriptive, computed after the fact, and never an input "
+            "to the verdict."
+        ),
         "report_labelled_exploratory_because": list(reasons),
         "provenance": Provenance(
             function="counts over run records (prereg.reports.exploratory); loss shares by "
-                     "prereg.stats.loss_shares", registration_field=None,
-            runs=runset(units, "status ok; every arm; funnel over positive tasks, "
-                               "negatives over negative tasks")).model_dump(mode="json"),
+            "prereg.stats.loss_shares",
+            registration_field=None,
+            runs=runset(
+                units,
+                "status ok; every arm; funnel over positive tasks, negatives over negative tasks",
+            ),
+        ).model_dump(mode="json"),
         "funnel": {arm: funnel(observations, arm) for arm in arms},
         "negatives": {arm: negatives(observations, arm) for arm in arms},
         "selection_rate": {arm: selection(observations, arm) for arm in arms},

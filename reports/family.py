@@ -56,8 +56,7 @@ def _mean_runs(runs: dict[str, dict[int, bool]]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float
-                ) -> list[IntentRow]:
+def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float) -> list[IntentRow]:
     """One row per intent; registered when the multiplicity family is per-intent."""
     agg = reg.primary.aggregate if reg.primary.aggregate in BINARY_AGGREGATES else "majority"
     registered = reg.multiplicity is not None and reg.multiplicity.family == "per-intent"
@@ -68,24 +67,44 @@ def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float
         interval = None
         difference = None
         if yc.size:
-            res = stats.paired_bootstrap(yc, yt, prompts, runs_control=runs,
-                                         runs_treatment=runs, draws=10_000, level=level,
-                                         seed=seed)
+            res = stats.paired_bootstrap(
+                yc,
+                yt,
+                prompts,
+                runs_control=runs,
+                runs_treatment=runs,
+                draws=10_000,
+                level=level,
+                seed=seed,
+            )
             difference = float(res.estimate)
-            interval = Interval(low=float(res.low), high=float(res.high), level=level,
-                                method=res.method)
+            interval = Interval(
+                low=float(res.low), high=float(res.high), level=level, method=res.method
+            )
         b, c = sub.discordant(agg)
-        rows.append(IntentRow(
-            intent=intent, tasks=sub.n, control_rate=_mean_runs(sub.control_runs),
-            treatment_rate=_mean_runs(sub.treatment_runs), difference=difference,
-            interval=interval, discordant=Discordant(b=b, c=c, n=b + c),
-            provenance=Provenance(
-                function="prereg.stats.paired_bootstrap",
-                parameters={"draws": 10_000, "level": level, "seed": seed,
-                            "runs": "repeat index of each arm",
-                            "discordant": f"per task, repeats aggregated by '{agg}'"},
-                registration_field="multiplicity" if registered else None,
-                runs=sub.runset())))
+        rows.append(
+            IntentRow(
+                intent=intent,
+                tasks=sub.n,
+                control_rate=_mean_runs(sub.control_runs),
+                treatment_rate=_mean_runs(sub.treatment_runs),
+                difference=difference,
+                interval=interval,
+                discordant=Discordant(b=b, c=c, n=b + c),
+                provenance=Provenance(
+                    function="prereg.stats.paired_bootstrap",
+                    parameters={
+                        "draws": 10_000,
+                        "level": level,
+                        "seed": seed,
+                        "runs": "repeat index of each arm",
+                        "discordant": f"per task, repeats aggregated by '{agg}'",
+                    },
+                    registration_field="multiplicity" if registered else None,
+                    runs=sub.runset(),
+                ),
+            )
+        )
     return rows
 
 
@@ -99,8 +118,13 @@ def _apply(method: str, q: float, values: Sequence[float]):  # type: ignore[no-u
     return None, "unadjusted (method none): reject when p <= q"
 
 
-def multiplicity_report(reg: Registration, pairs: PairData, secondary: Sequence[TestReport],
-                        seed: int, prior: tuple[float, float]) -> MultiplicityReport | None:
+def multiplicity_report(
+    reg: Registration,
+    pairs: PairData,
+    secondary: Sequence[TestReport],
+    seed: int,
+    prior: tuple[float, float],
+) -> MultiplicityReport | None:
     rule = reg.multiplicity
     if rule is None:
         return None
@@ -111,8 +135,7 @@ def multiplicity_report(reg: Registration, pairs: PairData, secondary: Sequence[
     evals: list[float | None] = []
     used_units: list[tuple[str, str, int]] = []
     if rule.family == "per-intent":
-        agg = reg.primary.aggregate if reg.primary.aggregate in BINARY_AGGREGATES \
-            else "majority"
+        agg = reg.primary.aggregate if reg.primary.aggregate in BINARY_AGGREGATES else "majority"
         for intent in intents_in_order(pairs):
             sub = pairs.subset(_tasks_of(pairs, intent))
             used_units.extend(sub.units)
@@ -125,16 +148,23 @@ def multiplicity_report(reg: Registration, pairs: PairData, secondary: Sequence[
                 pvals.append(None)
                 estimates.append((c - b) / sub.n if sub.n else None)
             else:
-                rep = run_test(reg.primary, role="secondary",
-                               field_name=f"multiplicity (intent {intent})", pairs=sub,
-                               seed=seed, prior=prior)
+                rep = run_test(
+                    reg.primary,
+                    role="secondary",
+                    field_name=f"multiplicity (intent {intent})",
+                    pairs=sub,
+                    seed=seed,
+                    prior=prior,
+                )
                 pvals.append(rep.pvalue)
                 evals.append(rep.evalue)
                 estimates.append(rep.estimate)
-        note = (f"one hypothesis per intent, each tested with the primary test "
-                f"({reg.primary.test}) on that intent's tasks"
-                if rule.method != "e-bh" else
-                "one hypothesis per intent, beta-mixture e-value of its discordant pairs")
+        note = (
+            f"one hypothesis per intent, each tested with the primary test "
+            f"({reg.primary.test}) on that intent's tasks"
+            if rule.method != "e-bh"
+            else "one hypothesis per intent, beta-mixture e-value of its discordant pairs"
+        )
     else:
         for test in secondary:
             names.append(f"{test.registration_field} ({test.test})")
@@ -157,14 +187,31 @@ def multiplicity_report(reg: Registration, pairs: PairData, secondary: Sequence[
         adjusted = [float(a) for a in result.adjusted]
     if rule.method == "e-bh" and rule.family == "secondary":
         note += "; members without an e-value (e taken as 0) cannot be rejected by e-BH"
-    members = [FamilyMember(hypothesis=names[i], n=ns[i], estimate=estimates[i],
-                            pvalue=pvals[i], evalue=evals[i], adjusted=adjusted[i],
-                            reject=rejects[i]) for i in range(len(names))]
+    members = [
+        FamilyMember(
+            hypothesis=names[i],
+            n=ns[i],
+            estimate=estimates[i],
+            pvalue=pvals[i],
+            evalue=evals[i],
+            adjusted=adjusted[i],
+            reject=rejects[i],
+        )
+        for i in range(len(names))
+    ]
     dedup = list(dict.fromkeys(used_units))
     runs: RunSet = runset(dedup, pairs.filter_text)
     return MultiplicityReport(
-        method=rule.method, q=rule.q, family=rule.family, members=members,
-        n_rejected=int(sum(rejects)), note=note,
-        provenance=Provenance(function=function,
-                              parameters={"q": rule.q, "m": len(members)},
-                              registration_field="multiplicity", runs=runs))
+        method=rule.method,
+        q=rule.q,
+        family=rule.family,
+        members=members,
+        n_rejected=int(sum(rejects)),
+        note=note,
+        provenance=Provenance(
+            function=function,
+            parameters={"q": rule.q, "m": len(members)},
+            registration_field="multiplicity",
+            runs=runs,
+        ),
+    )

@@ -27,8 +27,7 @@ def _plt():  # type: ignore[no-untyped-def]
 
 def _png(fig) -> bytes:  # type: ignore[no-untyped-def]
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight",
-                metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight", metadata={"Software": None})
     _plt().close(fig)
     return buf.getvalue()
 
@@ -46,8 +45,9 @@ def arm_rates(report: Report) -> bytes | None:
     for i, arm in enumerate(arms):
         rate = float(arm.rate or 0.0)
         lo, hi = float(arm.interval.low or 0.0), float(arm.interval.high or 0.0)
-        ax.errorbar([rate], [i], xerr=[[rate - lo], [hi - rate]], fmt="o", color="#1f4e79",
-                    capsize=4)
+        ax.errorbar(
+            [rate], [i], xerr=[[rate - lo], [hi - rate]], fmt="o", color="#1f4e79", capsize=4
+        )
     ax.set_yticks(range(len(arms)), [a.id for a in arms])
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
@@ -58,11 +58,20 @@ def arm_rates(report: Report) -> bytes | None:
 
 
 def forest(report: Report) -> bytes | None:
-    rows = [(r.intent, r.difference, r.interval) for r in report.per_intent
-            if r.interval is not None and _ok(r.difference, r.interval.low, r.interval.high)]
-    if report.difference is not None and report.difference.interval is not None and \
-            _ok(report.difference.estimate, report.difference.interval.low,
-                report.difference.interval.high):
+    rows = [
+        (r.intent, r.difference, r.interval)
+        for r in report.per_intent
+        if r.interval is not None and _ok(r.difference, r.interval.low, r.interval.high)
+    ]
+    if (
+        report.difference is not None
+        and report.difference.interval is not None
+        and _ok(
+            report.difference.estimate,
+            report.difference.interval.low,
+            report.difference.interval.high,
+        )
+    ):
         rows.append(("all tasks", report.difference.estimate, report.difference.interval))
     if not rows:
         return None
@@ -72,9 +81,14 @@ def forest(report: Report) -> bytes | None:
         d = float(diff or 0.0)
         lo, hi = float(interval.low or 0.0), float(interval.high or 0.0)
         last = i == len(rows) - 1 and report.difference is not None
-        ax.errorbar([d], [i], xerr=[[max(d - lo, 0.0)], [max(hi - d, 0.0)]],
-                    fmt="D" if last else "s", color="#7f2704" if last else "#444444",
-                    capsize=3)
+        ax.errorbar(
+            [d],
+            [i],
+            xerr=[[max(d - lo, 0.0)], [max(hi - d, 0.0)]],
+            fmt="D" if last else "s",
+            color="#7f2704" if last else "#444444",
+            capsize=3,
+        )
     ax.axvline(0.0, color="#999999", lw=1)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     ax.invert_yaxis()
@@ -83,8 +97,10 @@ def forest(report: Report) -> bytes | None:
     if report.primary is not None:
         control, treatment = report.primary.compare
     level = rows[0][2].level
-    ax.set_xlabel(f"paired difference {treatment} - {control} ({level:.0%} paired bootstrap; "
-                  "listed, not flagged)")
+    ax.set_xlabel(
+        f"paired difference {treatment} - {control} ({level:.0%} paired bootstrap; "
+        "listed, not flagged)"
+    )
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
 
@@ -122,13 +138,20 @@ def eprocess(report: Report) -> bytes | None:
     fig, ax = plt.subplots(figsize=(6.0, 3.0))
     xs = list(range(1, len(stop.path) + 1))
     ax.plot(xs, stop.path, color="#1f4e79", lw=1.5)
-    ax.axhline(stop.threshold, color="#b22222", ls="--", lw=1,
-               label=f"threshold {stop.threshold:g}")
-    ax.axvline(stop.min_prompts, color="#999999", ls=":", lw=1,
-               label=f"min prompts {stop.min_prompts}")
+    ax.axhline(
+        stop.threshold, color="#b22222", ls="--", lw=1, label=f"threshold {stop.threshold:g}"
+    )
+    ax.axvline(
+        stop.min_prompts, color="#999999", ls=":", lw=1, label=f"min prompts {stop.min_prompts}"
+    )
     if stop.stop_at is not None:
-        ax.plot([stop.stop_at], [stop.path[stop.stop_at - 1]], "o", color="#b22222",
-                label=f"crossed at task {stop.stop_at}")
+        ax.plot(
+            [stop.stop_at],
+            [stop.path[stop.stop_at - 1]],
+            "o",
+            color="#b22222",
+            label=f"crossed at task {stop.stop_at}",
+        )
     ax.set_yscale("log")
     ax.set_xlabel("tasks, in the planned order")
     ax.set_ylabel("beta-mixture e-value")

@@ -36,14 +36,14 @@ class LoadedRuns:
     """A registration's runs after the integrity checks."""
 
     entry: Entry
-    tasks: tuple[Any, ...]                 # the split's tasks, in corpus order
-    surfaces: dict[str, Any]               # arm id -> frozen surface (or None)
+    tasks: tuple[Any, ...]  # the split's tasks, in corpus order
+    surfaces: dict[str, Any]  # arm id -> frozen surface (or None)
     planned: tuple[Unit, ...]
-    used: tuple[Obs, ...]                  # the one ok record of each completed unit
-    infra: tuple[Obs, ...]                 # infrastructure-failure records (all of them)
+    used: tuple[Obs, ...]  # the one ok record of each completed unit
+    infra: tuple[Obs, ...]  # infrastructure-failure records (all of them)
     records: int
     evidence_class: str | None
-    offers: dict[str, Any] = field(default_factory=dict)   # arm id -> ArmOffer (as run)
+    offers: dict[str, Any] = field(default_factory=dict)  # arm id -> ArmOffer (as run)
 
     @property
     def completed(self) -> set[Unit]:
@@ -87,8 +87,7 @@ def arm_offers(entry: Entry, experiment: Any) -> dict[str, Any]:
     from prereg.runners.units import plan_from_registration
 
     try:
-        return build_offers(plan_from_registration(entry.registration, entry.digest),
-                            experiment)
+        return build_offers(plan_from_registration(entry.registration, entry.digest), experiment)
     except BadInput:
         return {}
 
@@ -110,17 +109,21 @@ def _store_records(ws: Workspace, entry: Entry) -> list[Any]:
 
 def check_runs(entry: Entry, observations: Sequence[Obs], planned: Sequence[Unit]) -> None:
     """The refusals of the module docstring; raises IntegrityError (exit 3)."""
-    foreign = [o for o in observations
-               if o.digest != entry.digest or o.registration_id != entry.id]
+    foreign = [o for o in observations if o.digest != entry.digest or o.registration_id != entry.id]
     if foreign:
         digests = Counter(o.digest for o in foreign)
         raise IntegrityError(
             f"{len(foreign)} run(s) do not carry registration '{entry.id}' with its digest "
             f"{entry.digest}; runs of different registrations are never combined "
             f"(foreign digests: {', '.join(f'{d} x{n}' for d, n in digests.items())})",
-            details=_named(foreign, lambda o: (
-                f"run {o.record_id} ({o.label()}): registration '{o.registration_id}', "
-                f"digest {o.digest}")))
+            details=_named(
+                foreign,
+                lambda o: (
+                    f"run {o.record_id} ({o.label()}): registration '{o.registration_id}', "
+                    f"digest {o.digest}"
+                ),
+            ),
+        )
     classes = Counter(o.evidence_class for o in observations)
     if len(classes) > 1:
         major = classes.most_common(1)[0][0]
@@ -128,29 +131,40 @@ def check_runs(entry: Entry, observations: Sequence[Obs], planned: Sequence[Unit
         raise IntegrityError(
             f"runs of '{entry.id}' come from {len(classes)} evidence classes "
             f"({', '.join(f'{c}: {n}' for c, n in classes.items())}); evidence classes are "
-            "never pooled", details=_named(minority, lambda o: (
-                f"run {o.record_id} ({o.label()}): evidence class {o.evidence_class}, "
-                f"driver {o.driver}")))
+            "never pooled",
+            details=_named(
+                minority,
+                lambda o: (
+                    f"run {o.record_id} ({o.label()}): evidence class {o.evidence_class}, "
+                    f"driver {o.driver}"
+                ),
+            ),
+        )
     driver = entry.registration.host.driver
     wrong_driver = [o for o in observations if o.driver is not None and o.driver != driver]
     if wrong_driver:
         raise IntegrityError(
             f"{len(wrong_driver)} run(s) of '{entry.id}' were made by another driver than the "
-            f"registered one ('{driver}')", details=_named(wrong_driver, lambda o: (
-                f"run {o.record_id} ({o.label()}): driver {o.driver}")))
+            f"registered one ('{driver}')",
+            details=_named(
+                wrong_driver, lambda o: f"run {o.record_id} ({o.label()}): driver {o.driver}"
+            ),
+        )
     plan = set(planned)
     stray = [o for o in observations if o.unit not in plan]
     if stray:
         raise IntegrityError(
             f"{len(stray)} run(s) of '{entry.id}' are not planned units of the registration "
-            "(arm, task of the split, repeat)", details=_named(stray, lambda o: (
-                f"run {o.record_id} ({o.label()})")))
+            "(arm, task of the split, repeat)",
+            details=_named(stray, lambda o: f"run {o.record_id} ({o.label()})"),
+        )
     ok_units = Counter(o.unit for o in observations if o.ok)
     doubled = [u for u, n in ok_units.items() if n > 1]
     if doubled:
         raise IntegrityError(
             f"{len(doubled)} unit(s) of '{entry.id}' have more than one completed run",
-            details=[unit_label(u) for u in doubled[:MAX_NAMED]])
+            details=[unit_label(u) for u in doubled[:MAX_NAMED]],
+        )
 
 
 _EXPERIMENTS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
@@ -171,21 +185,26 @@ def frozen_experiment(registry: Registry, entry: Entry) -> Any:
     return _EXPERIMENTS[key]
 
 
-def load_runs(ws: Workspace, registry: Registry, entry: Entry,
-              records: Sequence[Any] | None = None) -> LoadedRuns:
+def load_runs(
+    ws: Workspace, registry: Registry, entry: Entry, records: Sequence[Any] | None = None
+) -> LoadedRuns:
     """Load and check the runs of ``entry`` (``records`` overrides the store, for tests)."""
     experiment = frozen_experiment(registry, entry)
     tasks = tuple(experiment.tasks_in_split(entry.registration.split))
-    surfaces = {arm.id: experiment.surfaces.get(arm.surface)
-                for arm in entry.registration.arms}
+    surfaces = {arm.id: experiment.surfaces.get(arm.surface) for arm in entry.registration.arms}
     raw = list(records) if records is not None else _store_records(ws, entry)
     observations = [from_record(r) for r in raw]
     planned = planned_units(entry, experiment)
     check_runs(entry, observations, planned)
     classes = {o.evidence_class for o in observations}
     return LoadedRuns(
-        entry=entry, tasks=tasks, surfaces=surfaces, planned=tuple(planned),
+        entry=entry,
+        tasks=tasks,
+        surfaces=surfaces,
+        planned=tuple(planned),
         used=tuple(o for o in observations if o.ok),
-        infra=tuple(o for o in observations if not o.ok), records=len(observations),
+        infra=tuple(o for o in observations if not o.ok),
+        records=len(observations),
         evidence_class=next(iter(classes)) if len(classes) == 1 else None,
-        offers=arm_offers(entry, experiment))
+        offers=arm_offers(entry, experiment),
+    )

@@ -99,8 +99,10 @@ class TestReport(Model):
     margin: float | None = None
     decision: Literal["reject", "no_reject", "undefined"]
     reading: Reading | None = Field(
-        None, description="the registered rule applied to this test; only the primary's "
-        "(or the stopping rule's) reading can become the verdict")
+        None,
+        description="the registered rule applied to this test; only the primary's "
+        "(or the stopping rule's) reading can become the verdict",
+    )
     reason: str
     method: str
     note: str = ""
@@ -178,8 +180,10 @@ class ControlReport(Model):
     reason: str
     details: dict[str, Any] = Field(default_factory=dict)
     surfaces: dict[str, list[dict[str, Any]]] = Field(
-        default_factory=dict, description="the servers the control arm and its reference "
-        "offer, with the digest of each surface as offered (after the transformation)")
+        default_factory=dict,
+        description="the servers the control arm and its reference "
+        "offer, with the digest of each surface as offered (after the transformation)",
+    )
     provenance: Provenance
 
 
@@ -191,7 +195,8 @@ class Completeness(Model):
     missing_units: list[str]
     infra_errors_open: int
     stopping_cut: int | None = Field(
-        None, description="prompts required by a crossed stopping rule")
+        None, description="prompts required by a crossed stopping rule"
+    )
     basis: str
 
 
@@ -214,8 +219,10 @@ class VerdictReport(Model):
     decided_by: str
     reason: str
     rule_reading: Reading | None = Field(
-        None, description="what the registered rule reads on the analysed runs (for an "
-        "incomplete set this reading is exploratory only)")
+        None,
+        description="what the registered rule reads on the analysed runs (for an "
+        "incomplete set this reading is exploratory only)",
+    )
 
 
 class ReportProvenance(Model):
@@ -254,8 +261,10 @@ class Report(Model):
     stopping: StoppingReport | None
     arms: list[ArmReport]
     difference: TestReport | None = Field(
-        None, description="the paired prompt-and-run bootstrap of the primary comparison "
-        "(descriptive companion of the per-arm rates)")
+        None,
+        description="the paired prompt-and-run bootstrap of the primary comparison "
+        "(descriptive companion of the per-arm rates)",
+    )
     feasibility: dict[str, Any] | None
     completeness: Completeness
     runs: RunsSummary
@@ -265,8 +274,10 @@ class Report(Model):
     registration_document: dict[str, Any]
     provenance: ReportProvenance
     controls: list[ControlReport] = Field(
-        default_factory=list, description="the registered control arms, each with its rule "
-        "and verdict; they check the instrument and never change the verdict")
+        default_factory=list,
+        description="the registered control arms, each with its rule "
+        "and verdict; they check the instrument and never change the verdict",
+    )
     figures: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

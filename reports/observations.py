@@ -81,7 +81,7 @@ class Obs:
     tokens: Mapping[str, Any] | None
     batch: Any = None
     terminal_flag: str | None = None
-    offer: Mapping[str, Any] | None = None   # the record's offer block, as plain data
+    offer: Mapping[str, Any] | None = None  # the record's offer block, as plain data
 
     @property
     def first_server(self) -> str | None:
@@ -124,7 +124,7 @@ class Obs:
             value = self.funnel.get(name)
             if value is not None:
                 return value
-            for parent in STAGES[:STAGES.index(name)]:
+            for parent in STAGES[: STAGES.index(name)]:
                 if self.funnel.get(parent) is False:
                     return False
             return None

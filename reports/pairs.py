@@ -58,9 +58,13 @@ def units_digest(units: Iterable[tuple[str, str, int]]) -> str:
 
 
 def runset(units: Sequence[tuple[str, str, int]], filter_text: str) -> RunSet:
-    return RunSet(count=len(units), tasks=len({u[1] for u in units}),
-                  arms=sorted({u[0] for u in units}), units_digest=units_digest(units),
-                  filter=filter_text)
+    return RunSet(
+        count=len(units),
+        tasks=len({u[1] for u in units}),
+        arms=sorted({u[0] for u in units}),
+        units_digest=units_digest(units),
+        filter=filter_text,
+    )
 
 
 @dataclass(frozen=True)
@@ -85,10 +89,17 @@ class PairData:
         keep = set(tasks)
         chosen = tuple(t for t in self.tasks if t in keep)
         units = tuple(u for u in self.units if u[1] in keep)
-        return PairData(self.control, self.treatment, self.outcome, chosen,
-                        {t: self.intents[t] for t in chosen},
-                        {t: self.control_runs[t] for t in chosen},
-                        {t: self.treatment_runs[t] for t in chosen}, self.filter_text, units)
+        return PairData(
+            self.control,
+            self.treatment,
+            self.outcome,
+            chosen,
+            {t: self.intents[t] for t in chosen},
+            {t: self.control_runs[t] for t in chosen},
+            {t: self.treatment_runs[t] for t in chosen},
+            self.filter_text,
+            units,
+        )
 
     def per_task(self, how: str) -> tuple[np.ndarray, np.ndarray]:
         """(control, treatment) per-task aggregated values, in task order."""
@@ -118,15 +129,20 @@ class PairData:
                 yt.append(float(self.treatment_runs[task][r]))
                 prompts.append(i)
                 runs.append(r)
-        return (np.array(yc), np.array(yt), np.array(prompts, dtype=int),
-                np.array(runs, dtype=int))
+        return (np.array(yc), np.array(yt), np.array(prompts, dtype=int), np.array(runs, dtype=int))
 
     def runset(self) -> RunSet:
         return runset(self.units, self.filter_text)
 
 
-def build_pairs(observations: Sequence[Obs], control: str, treatment: str, outcome: str,
-                task_order: Sequence[str], intents: dict[str, str]) -> PairData:
+def build_pairs(
+    observations: Sequence[Obs],
+    control: str,
+    treatment: str,
+    outcome: str,
+    task_order: Sequence[str],
+    intents: dict[str, str],
+) -> PairData:
     """Pair two arms' measured outcomes by task and repeat."""
     runs: dict[str, dict[str, dict[int, bool]]] = {control: {}, treatment: {}}
     used: dict[tuple[str, str, int], None] = {}
@@ -142,11 +158,19 @@ def build_pairs(observations: Sequence[Obs], control: str, treatment: str, outco
         for arm in (control, treatment):
             for r in runs[arm][task]:
                 used[(arm, task, r)] = None
-    filter_text = (f"status ok; arms {control}, {treatment}; outcome '{outcome}' measured"
-                   + ("; positive tasks only" if outcome != "success" else "")
-                   + "; tasks measured in both arms")
-    return PairData(control=control, treatment=treatment, outcome=outcome, tasks=tasks,
-                    intents={t: intents.get(t, "") for t in tasks},
-                    control_runs={t: runs[control][t] for t in tasks},
-                    treatment_runs={t: runs[treatment][t] for t in tasks},
-                    filter_text=filter_text, units=tuple(used))
+    filter_text = (
+        f"status ok; arms {control}, {treatment}; outcome '{outcome}' measured"
+        + ("; positive tasks only" if outcome != "success" else "")
+        + "; tasks measured in both arms"
+    )
+    return PairData(
+        control=control,
+        treatment=treatment,
+        outcome=outcome,
+        tasks=tasks,
+        intents={t: intents.get(t, "") for t in tasks},
+        control_runs={t: runs[control][t] for t in tasks},
+        treatment_runs={t: runs[treatment][t] for t in tasks},
+        filter_text=filter_text,
+        units=tuple(used),
+    )

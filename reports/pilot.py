@@ -79,15 +79,17 @@ class SigmaD:
     repeats: float
     omega2: float
     tau2: float
-    method: str = ("SD (ddof 1) over prompts of the difference of per-prompt arm means; "
-                   "rescaled to K runs by sigma_d^2 + omega^2 (1/K - 1/K_pilot)")
+    method: str = (
+        "SD (ddof 1) over prompts of the difference of per-prompt arm means; "
+        "rescaled to K runs by sigma_d^2 + omega^2 (1/K - 1/K_pilot)"
+    )
 
     def at(self, runs_per_arm: int) -> float:
         """sigma_d of per-prompt differences of means over ``runs_per_arm`` repeats."""
         if not math.isfinite(self.omega2):
             return self.sigma_d
         k = max(1, int(runs_per_arm))
-        value = self.sigma_d ** 2 + self.omega2 * (1.0 / k - 1.0 / self.repeats)
+        value = self.sigma_d**2 + self.omega2 * (1.0 / k - 1.0 / self.repeats)
         return math.sqrt(value if value > 0 else self.omega2 / k)
 
 
@@ -119,23 +121,22 @@ def paired_sigma_d(control: Any, treatment: Any) -> SigmaD:
     c = _binary_matrix(control, "control")
     t = _binary_matrix(treatment, "treatment")
     if c.shape[0] != t.shape[0]:
-        raise ValueError(f"control and treatment differ in prompts: {c.shape[0]} vs "
-                         f"{t.shape[0]}")
+        raise ValueError(f"control and treatment differ in prompts: {c.shape[0]} vs {t.shape[0]}")
     d = _row_means(t) - _row_means(c)
     keep = ~np.isnan(d)
     d = d[keep]
     n = int(d.size)
     if n < 2:
-        return SigmaD(math.nan, math.nan if n == 0 else float(d[0]), n, math.nan,
-                      math.nan, math.nan)
+        return SigmaD(
+            math.nan, math.nan if n == 0 else float(d[0]), n, math.nan, math.nan, math.nan
+        )
     sigma = float(np.std(d, ddof=1))
     # repeat-matched differences (repeat r of one arm with repeat r of the other)
     width = min(c.shape[1], t.shape[1])
     matched = t[keep, :width] - c[keep, :width]
     k_i = np.sum(~np.isnan(matched), axis=1)
     multi = k_i >= 2
-    k_h = float(k_i[k_i > 0].size / np.sum(1.0 / k_i[k_i > 0])) if np.any(k_i > 0) \
-        else math.nan
+    k_h = float(k_i[k_i > 0].size / np.sum(1.0 / k_i[k_i > 0])) if np.any(k_i > 0) else math.nan
     if not np.any(multi):
         return SigmaD(sigma, float(np.mean(d)), n, k_h, math.nan, math.nan)
     omega2 = float(np.mean(np.nanvar(matched[multi], axis=1, ddof=1)))
@@ -206,8 +207,9 @@ def repeat_icc(matrices: Mapping[str, Any]) -> RepeatICC:
         eff = kbar / deff
     else:
         deff, eff = math.nan, math.nan
-    return RepeatICC(rho=rho, by_arm=by_arm, repeats=repeats, design_effect=deff,
-                     effective_runs=eff)
+    return RepeatICC(
+        rho=rho, by_arm=by_arm, repeats=repeats, design_effect=deff, effective_runs=eff
+    )
 
 
 # ---- between-run variance --------------------------------------------------------------
@@ -263,8 +265,10 @@ class BetweenRun:
     by_arm: list[RunVariance]
     permutations: int
     seed: int | None
-    method: str = ("method of moments over replicate runs (repeats) of each arm, pooled; "
-                   "within-prompt permutation test of excess variance (InvokeRank 7.3)")
+    method: str = (
+        "method of moments over replicate runs (repeats) of each arm, pooled; "
+        "within-prompt permutation test of excess variance (InvokeRank 7.3)"
+    )
 
 
 def _complete_runs(m: FloatArray) -> FloatArray:
@@ -280,8 +284,12 @@ def _run_rate_variance(perm: FloatArray) -> FloatArray:
     return np.var(perm.mean(axis=-2), axis=-1, ddof=1)
 
 
-def _permutation_statistics(mats: Sequence[FloatArray], weights: Sequence[float],
-                            permutations: int, rng: np.random.Generator) -> FloatArray:
+def _permutation_statistics(
+    mats: Sequence[FloatArray],
+    weights: Sequence[float],
+    permutations: int,
+    rng: np.random.Generator,
+) -> FloatArray:
     """Pooled statistic sum_a w_a s_a^2 under B within-prompt permutations."""
     out = np.zeros(permutations)
     for m, w in zip(mats, weights, strict=True):
@@ -305,8 +313,9 @@ def _moments(m: FloatArray) -> tuple[float, float, float]:
     return s2, w, excess
 
 
-def between_run(matrices: Mapping[str, Any], permutations: int = DEFAULT_PERMUTATIONS,
-                seed: int | None = 0) -> BetweenRun:
+def between_run(
+    matrices: Mapping[str, Any], permutations: int = DEFAULT_PERMUTATIONS, seed: int | None = 0
+) -> BetweenRun:
     """Between-run SD of replicate runs (columns) of each arm, and its permutation test.
 
     An arm contributes when at least two runs share at least two prompts.
@@ -329,11 +338,20 @@ def between_run(matrices: Mapping[str, Any], permutations: int = DEFAULT_PERMUTA
         s2, w, excess = _moments(m)
         stat = _permutation_statistics([m], [1.0], int(permutations), rng)
         p = float((1 + np.sum(stat >= s2 - 1e-12)) / (1 + int(permutations)))
-        arms.append(RunVariance(
-            arm=arm, runs=r, prompts=n, run_rates=[float(x) for x in m.mean(axis=0)],
-            observed_sd=math.sqrt(s2), within_sd=math.sqrt(w),
-            variance_ratio=s2 / w if w > 0 else math.nan,
-            sigma_run=math.sqrt(max(0.0, excess)), pvalue=p, permutations=int(permutations)))
+        arms.append(
+            RunVariance(
+                arm=arm,
+                runs=r,
+                prompts=n,
+                run_rates=[float(x) for x in m.mean(axis=0)],
+                observed_sd=math.sqrt(s2),
+                within_sd=math.sqrt(w),
+                variance_ratio=s2 / w if w > 0 else math.nan,
+                sigma_run=math.sqrt(max(0.0, excess)),
+                pvalue=p,
+                permutations=int(permutations),
+            )
+        )
         used.append(m)
         weights.append(float(r - 1))
         num += (r - 1) * excess
@@ -345,9 +363,13 @@ def between_run(matrices: Mapping[str, Any], permutations: int = DEFAULT_PERMUTA
     pooled = _permutation_statistics(used, weights, int(permutations), rng)
     p = float((1 + np.sum(pooled >= s2_pooled - 1e-12)) / (1 + int(permutations)))
     return BetweenRun(
-        sigma_run=math.sqrt(max(0.0, num / den)), pvalue=p,
+        sigma_run=math.sqrt(max(0.0, num / den)),
+        pvalue=p,
         variance_ratio=s2_pooled / w_pooled if w_pooled > 0 else math.nan,
-        by_arm=arms, permutations=int(permutations), seed=seed)
+        by_arm=arms,
+        permutations=int(permutations),
+        seed=seed,
+    )
 
 
 # ---- discordance -------------------------------------------------------------------------
@@ -415,38 +437,58 @@ class PilotEstimate:
         from dataclasses import asdict
 
         return {
-            "control": self.control, "treatment": self.treatment, "prompts": self.prompts,
-            "repeats": self.repeats, "records": self.records, "excluded": self.excluded,
-            "rates": self.rates, "sigma_d": asdict(self.sigma_d), "icc": asdict(self.icc),
-            "between_run": asdict(self.between_run), "discordance": asdict(self.discordance),
+            "control": self.control,
+            "treatment": self.treatment,
+            "prompts": self.prompts,
+            "repeats": self.repeats,
+            "records": self.records,
+            "excluded": self.excluded,
+            "rates": self.rates,
+            "sigma_d": asdict(self.sigma_d),
+            "icc": asdict(self.icc),
+            "between_run": asdict(self.between_run),
+            "discordance": asdict(self.discordance),
         }
 
 
-def estimate_pilot(data: PilotData, control: str, treatment: str,
-                   permutations: int = DEFAULT_PERMUTATIONS, seed: int | None = 0,
-                   ) -> PilotEstimate:
+def estimate_pilot(
+    data: PilotData,
+    control: str,
+    treatment: str,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int | None = 0,
+) -> PilotEstimate:
     """All planning estimates for the comparison (control, treatment) of a pilot."""
     for arm in (control, treatment):
         if arm not in data.matrices:
             raise ValueError(f"the pilot has no outcomes for arm '{arm}'")
     c, t = data.matrices[control], data.matrices[treatment]
-    rates = {arm: float(np.nanmean(m)) if np.any(~np.isnan(m)) else math.nan
-             for arm, m in data.matrices.items()}
+    rates = {
+        arm: float(np.nanmean(m)) if np.any(~np.isnan(m)) else math.nan
+        for arm, m in data.matrices.items()
+    }
     pair = {control: c, treatment: t}
     return PilotEstimate(
-        control=control, treatment=treatment,
+        control=control,
+        treatment=treatment,
         prompts=int(np.sum(np.any(~np.isnan(c), axis=1) & np.any(~np.isnan(t), axis=1))),
-        repeats=len(data.repeats), records=data.records, excluded=data.excluded, rates=rates,
-        sigma_d=paired_sigma_d(c, t), icc=repeat_icc(pair),
+        repeats=len(data.repeats),
+        records=data.records,
+        excluded=data.excluded,
+        rates=rates,
+        sigma_d=paired_sigma_d(c, t),
+        icc=repeat_icc(pair),
         between_run=between_run(pair, permutations=permutations, seed=seed),
-        discordance=discordance(c, t))
+        discordance=discordance(c, t),
+    )
 
 
 # ---- loading from the run store ------------------------------------------------------------
 
 
-def pilot_data(records: Iterable[Any], arms: Sequence[str], digest: str | None = None,
-               outcome: str = "success") -> PilotData:
+def pilot_data(
+    records: Iterable[Any], arms: Sequence[str], digest: str | None = None, outcome: str = "success"
+) -> PilotData:
     """Lay run records (models or mappings) out as one prompts x repeats matrix per arm.
 
     Each record is read through :func:`prereg.reports.observations.from_record`, so the
@@ -480,7 +522,8 @@ def pilot_data(records: Iterable[Any], arms: Sequence[str], digest: str | None =
         raise IntegrityError(
             f"{len(foreign)} run record(s) carry a digest other than the registration's "
             f"{digest}; runs of different digests are never combined",
-            details=foreign[:20])
+            details=foreign[:20],
+        )
     prompts = sorted({task for _, task, _, _ in kept})
     repeats = sorted({rep for _, _, rep, _ in kept})
     p_index = {p: i for i, p in enumerate(prompts)}
@@ -488,12 +531,18 @@ def pilot_data(records: Iterable[Any], arms: Sequence[str], digest: str | None =
     matrices = {arm: np.full((len(prompts), len(repeats)), np.nan) for arm in arms}
     for arm, task, rep, value in kept:
         matrices[arm][p_index[task], r_index[rep]] = 1.0 if value else 0.0
-    return PilotData(prompts=prompts, repeats=repeats, matrices=matrices, records=total,
-                     excluded=excluded)
+    return PilotData(
+        prompts=prompts, repeats=repeats, matrices=matrices, records=total, excluded=excluded
+    )
 
 
-def load_pilot(runs_dir: Path, registration_id: str, arms: Sequence[str],
-               digest: str | None = None, outcome: str = "success") -> PilotData:
+def load_pilot(
+    runs_dir: Path,
+    registration_id: str,
+    arms: Sequence[str],
+    digest: str | None = None,
+    outcome: str = "success",
+) -> PilotData:
     """Read a registration's run records from the workspace's run store."""
     from prereg.runners.store import RunStore
 
@@ -501,7 +550,10 @@ def load_pilot(runs_dir: Path, registration_id: str, arms: Sequence[str],
         records = store.records(registration_id=registration_id)
     data = pilot_data(records, arms, digest, outcome)
     if not data.prompts:
-        raise BadInput(f"registration '{registration_id}' has no completed runs with a "
-                       f"measured '{outcome}' in arms {', '.join(arms)}; run the pilot "
-                       "first (`prereg run ID`)", field="--from-runs")
+        raise BadInput(
+            f"registration '{registration_id}' has no completed runs with a "
+            f"measured '{outcome}' in arms {', '.join(arms)}; run the pilot "
+            "first (`prereg run ID`)",
+            field="--from-runs",
+        )
     return data

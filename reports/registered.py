@@ -61,8 +61,9 @@ def interval_level(spec: TestSpec) -> float:
 def _binary_aggregate(spec: TestSpec) -> tuple[str, str]:
     if spec.aggregate in BINARY_AGGREGATES:
         return spec.aggregate, ""
-    return "majority", ("aggregate 'mean' read as 'majority': this test needs one binary "
-                        "outcome per task")
+    return "majority", (
+        "aggregate 'mean' read as 'majority': this test needs one binary outcome per task"
+    )
 
 
 def _tango(b_control: int, c_treatment: int, n: int, level: float) -> Interval | None:
@@ -75,61 +76,115 @@ def _tango(b_control: int, c_treatment: int, n: int, level: float) -> Interval |
 class _Ctx:
     """What every test needs: the spec, where it was registered, its data."""
 
-    def __init__(self, spec: TestSpec, role: str, field_name: str, pairs: PairData,
-                 seed: int, prior: tuple[float, float]) -> None:
+    def __init__(
+        self,
+        spec: TestSpec,
+        role: str,
+        field_name: str,
+        pairs: PairData,
+        seed: int,
+        prior: tuple[float, float],
+    ) -> None:
         self.spec = spec
         self.role = role
         self.field = field_name
         self.pairs = pairs
         self.seed = seed
         self.prior = prior
-        self.favoured = favoured_direction(spec.favours, spec.sides, pairs.control,
-                                           pairs.treatment)
+        self.favoured = favoured_direction(spec.favours, spec.sides, pairs.control, pairs.treatment)
         self.deciding = role == "primary"
 
-    def report(self, *, estimate: float | None, estimate_label: str,
-               interval: Interval | None, decision: str, evidence: Evidence | None,
-               function: str, parameters: dict[str, Any], method: str, note: str = "",
-               statistic: float | None = None, pvalue: float | None = None,
-               evalue: float | None = None, discordant: tuple[int, int] | None = None,
-               min_disc: int | None = None, reading: tuple[str, str] | None = None,
-               aggregate: str | None = None) -> TestReport:
+    def report(
+        self,
+        *,
+        estimate: float | None,
+        estimate_label: str,
+        interval: Interval | None,
+        decision: str,
+        evidence: Evidence | None,
+        function: str,
+        parameters: dict[str, Any],
+        method: str,
+        note: str = "",
+        statistic: float | None = None,
+        pvalue: float | None = None,
+        evalue: float | None = None,
+        discordant: tuple[int, int] | None = None,
+        min_disc: int | None = None,
+        reading: tuple[str, str] | None = None,
+        aggregate: str | None = None,
+    ) -> TestReport:
         spec = self.spec
         if reading is None and evidence is not None:
-            reading = read_superiority(evidence, self.favoured,
-                                       (self.pairs.control, self.pairs.treatment))
+            reading = read_superiority(
+                evidence, self.favoured, (self.pairs.control, self.pairs.treatment)
+            )
         read, reason = reading if reading is not None else (None, "")
         if not reason:
-            reason = {"reject": "rejects at the registered alpha",
-                      "no_reject": "does not reject at the registered alpha",
-                      "undefined": "undefined on these runs"}[decision]
+            reason = {
+                "reject": "rejects at the registered alpha",
+                "no_reject": "does not reject at the registered alpha",
+                "undefined": "undefined on these runs",
+            }[decision]
         disc = None
         if discordant is not None:
             disc = Discordant(b=discordant[0], c=discordant[1], n=discordant[0] + discordant[1])
         return TestReport(
-            role=self.role, registration_field=self.field, test=spec.test,
-            compare=[self.pairs.control, self.pairs.treatment], favours=spec.favours,
-            sides=spec.sides, alpha=spec.alpha, aggregate=aggregate or spec.aggregate,
-            outcome=self.pairs.outcome, estimate=_f(estimate), estimate_label=estimate_label,
-            interval=interval, statistic=_f(statistic), pvalue=_f(pvalue), evalue=_f(evalue),
-            n=self.pairs.n, discordant=disc, min_discordant=min_disc, margin=spec.margin,
-            decision=decision, reading=read if self.deciding else None,
-            reason=reason, method=method, note=note,
-            provenance=Provenance(function=function, parameters=parameters,
-                                  registration_field=self.field, runs=self.pairs.runset()))
+            role=self.role,
+            registration_field=self.field,
+            test=spec.test,
+            compare=[self.pairs.control, self.pairs.treatment],
+            favours=spec.favours,
+            sides=spec.sides,
+            alpha=spec.alpha,
+            aggregate=aggregate or spec.aggregate,
+            outcome=self.pairs.outcome,
+            estimate=_f(estimate),
+            estimate_label=estimate_label,
+            interval=interval,
+            statistic=_f(statistic),
+            pvalue=_f(pvalue),
+            evalue=_f(evalue),
+            n=self.pairs.n,
+            discordant=disc,
+            min_discordant=min_disc,
+            margin=spec.margin,
+            decision=decision,
+            reading=read if self.deciding else None,
+            reason=reason,
+            method=method,
+            note=note,
+            provenance=Provenance(
+                function=function,
+                parameters=parameters,
+                registration_field=self.field,
+                runs=self.pairs.runset(),
+            ),
+        )
 
 
 def _empty(ctx: _Ctx, function: str) -> TestReport:
-    ev = Evidence(rejects=None, direction=0, attainable=False,
-                  unattainable_reason=f"no task has the outcome '{ctx.pairs.outcome}' measured "
-                  "in both arms")
+    ev = Evidence(
+        rejects=None,
+        direction=0,
+        attainable=False,
+        unattainable_reason=f"no task has the outcome '{ctx.pairs.outcome}' measured in both arms",
+    )
     reading = None
     if ctx.spec.test == "tost_paired":
         reading = read_equivalence(None, False, ev.unattainable_reason)
-    return ctx.report(estimate=None, estimate_label="no paired tasks", interval=None,
-                      decision="undefined", evidence=ev, function=function, parameters={},
-                      method="not computed", reading=reading,
-                      note=ev.unattainable_reason)
+    return ctx.report(
+        estimate=None,
+        estimate_label="no paired tasks",
+        interval=None,
+        decision="undefined",
+        evidence=ev,
+        function=function,
+        parameters={},
+        method="not computed",
+        reading=reading,
+        note=ev.unattainable_reason,
+    )
 
 
 def _mcnemar(ctx: _Ctx) -> TestReport:
@@ -148,27 +203,52 @@ def _mcnemar(ctx: _Ctx) -> TestReport:
         ctl, trt = pairs.per_task(agg)
         res2 = stats.sign_flip_test(trt - ctl, alternative=spec.sides)
         p, statistic = res2.pvalue, float(c)
-        method = (f"McNemar exact, one-sided ({spec.sides}), computed as the exact sign-flip "
-                  "test on paired binary differences")
-        function, params = "prereg.stats.sign_flip_test", {
-            "differences": "treatment - control per task", "alternative": spec.sides}
+        method = (
+            f"McNemar exact, one-sided ({spec.sides}), computed as the exact sign-flip "
+            "test on paired binary differences"
+        )
+        function, params = (
+            "prereg.stats.sign_flip_test",
+            {"differences": "treatment - control per task", "alternative": spec.sides},
+        )
     level = interval_level(spec)
     attainable = b + c >= min_disc
-    ev = Evidence(rejects=p <= spec.alpha, direction=_sign(c - b), attainable=attainable,
-                  unattainable_reason=(
-                      f"{b + c} discordant pair(s), fewer than the {min_disc} that the exact "
-                      f"test needs to reach alpha {spec.alpha:g} even if all favoured one arm "
-                      "(pre-committed: inconclusive whatever the raw difference)"))
+    ev = Evidence(
+        rejects=p <= spec.alpha,
+        direction=_sign(c - b),
+        attainable=attainable,
+        unattainable_reason=(
+            f"{b + c} discordant pair(s), fewer than the {min_disc} that the exact "
+            f"test needs to reach alpha {spec.alpha:g} even if all favoured one arm "
+            "(pre-committed: inconclusive whatever the raw difference)"
+        ),
+    )
     return ctx.report(
         estimate=(c - b) / pairs.n,
-        estimate_label=(f"difference in the share of tasks succeeding, {pairs.treatment} - "
-                        f"{pairs.control}, repeats aggregated by '{agg}'"),
-        interval=_tango(b, c, pairs.n, level), decision="reject" if ev.rejects else "no_reject",
-        evidence=ev, function=function,
-        parameters={**params, "alpha": spec.alpha, "sides": spec.sides, "aggregate": agg,
-                    "min_discordant": min_disc, "tasks": pairs.n},
-        method=method, note=note, statistic=statistic, pvalue=p, discordant=(b, c),
-        min_disc=min_disc, aggregate=agg)
+        estimate_label=(
+            f"difference in the share of tasks succeeding, {pairs.treatment} - "
+            f"{pairs.control}, repeats aggregated by '{agg}'"
+        ),
+        interval=_tango(b, c, pairs.n, level),
+        decision="reject" if ev.rejects else "no_reject",
+        evidence=ev,
+        function=function,
+        parameters={
+            **params,
+            "alpha": spec.alpha,
+            "sides": spec.sides,
+            "aggregate": agg,
+            "min_discordant": min_disc,
+            "tasks": pairs.n,
+        },
+        method=method,
+        note=note,
+        statistic=statistic,
+        pvalue=p,
+        discordant=(b, c),
+        min_disc=min_disc,
+        aggregate=agg,
+    )
 
 
 #: Below this many prompts (the bootstrap's clusters) the percentile interval is known to
@@ -182,15 +262,36 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
     if yc.size == 0:
         return _empty(ctx, "prereg.stats.paired_bootstrap")
     decision_level = 1.0 - spec.alpha if spec.sides == "two-sided" else 1.0 - 2.0 * spec.alpha
-    params = {"draws": spec.draws, "seed": ctx.seed, "level": decision_level,
-              "runs": "repeat index of each arm", "rows": int(yc.size), "prompts": pairs.n}
-    res = stats.paired_bootstrap(yc, yt, prompts, runs_control=runs, runs_treatment=runs,
-                                 draws=spec.draws, level=decision_level, seed=ctx.seed)
+    params = {
+        "draws": spec.draws,
+        "seed": ctx.seed,
+        "level": decision_level,
+        "runs": "repeat index of each arm",
+        "rows": int(yc.size),
+        "prompts": pairs.n,
+    }
+    res = stats.paired_bootstrap(
+        yc,
+        yt,
+        prompts,
+        runs_control=runs,
+        runs_treatment=runs,
+        draws=spec.draws,
+        level=decision_level,
+        seed=ctx.seed,
+    )
     shown = res
     if spec.level is not None and abs(spec.level - decision_level) > 1e-12:
-        shown = stats.paired_bootstrap(yc, yt, prompts, runs_control=runs,
-                                       runs_treatment=runs, draws=spec.draws,
-                                       level=spec.level, seed=ctx.seed)
+        shown = stats.paired_bootstrap(
+            yc,
+            yt,
+            prompts,
+            runs_control=runs,
+            runs_treatment=runs,
+            draws=spec.draws,
+            level=spec.level,
+            seed=ctx.seed,
+        )
         params["display_level"] = spec.level
     low, high = _f(res.low), _f(res.high)
     if low is None or high is None:
@@ -203,24 +304,41 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
         rejects = low > 0 or high < 0
     ctl, trt = pairs.per_task("mean")
     attainable = bool(np.any(trt != ctl))
-    ev = Evidence(rejects=rejects, direction=_sign(res.estimate), attainable=attainable,
-                  unattainable_reason="no task differs between the arms (every paired "
-                  "difference is zero), so no interval can exclude zero")
+    ev = Evidence(
+        rejects=rejects,
+        direction=_sign(res.estimate),
+        attainable=attainable,
+        unattainable_reason="no task differs between the arms (every paired "
+        "difference is zero), so no interval can exclude zero",
+    )
     decision = "undefined" if rejects is None else ("reject" if rejects else "no_reject")
     return ctx.report(
         estimate=res.estimate,
-        estimate_label=(f"difference in mean outcome, {pairs.treatment} - {pairs.control}, "
-                        "prompt-weighted over every run"),
-        interval=Interval(low=_f(shown.low), high=_f(shown.high), level=shown.level,
-                          method=shown.method),
-        decision=decision, evidence=ev, function="prereg.stats.paired_bootstrap",
-        parameters=params, method=res.method, pvalue=res.pvalue,
-        note=("the decision uses the interval at level "
-              f"{decision_level:g}; the p-value inverts the two-sided percentile interval"
-              + (f"; caution: only {pairs.n} prompts, and a percentile bootstrap over fewer "
-                 f"than {FEW_CLUSTERS} clusters is anti-conservative (intervals too narrow)"
-                 if pairs.n < FEW_CLUSTERS else "")),
-        aggregate="none (every run)")
+        estimate_label=(
+            f"difference in mean outcome, {pairs.treatment} - {pairs.control}, "
+            "prompt-weighted over every run"
+        ),
+        interval=Interval(
+            low=_f(shown.low), high=_f(shown.high), level=shown.level, method=shown.method
+        ),
+        decision=decision,
+        evidence=ev,
+        function="prereg.stats.paired_bootstrap",
+        parameters=params,
+        method=res.method,
+        pvalue=res.pvalue,
+        note=(
+            "the decision uses the interval at level "
+            f"{decision_level:g}; the p-value inverts the two-sided percentile interval"
+            + (
+                f"; caution: only {pairs.n} prompts, and a percentile bootstrap over fewer "
+                f"than {FEW_CLUSTERS} clusters is anti-conservative (intervals too narrow)"
+                if pairs.n < FEW_CLUSTERS
+                else ""
+            )
+        ),
+        aggregate="none (every run)",
+    )
 
 
 def _tost(ctx: _Ctx) -> TestReport:
@@ -239,8 +357,10 @@ def _tost(ctx: _Ctx) -> TestReport:
     if res.b is not None:
         floor = stats.equivalence_margin(np.zeros(pairs.n), alpha=spec.alpha)
         reachable = floor <= margin
-        reason = (f"with {pairs.n} task(s) equivalence within ±{margin:g} is unreachable even "
-                  f"with no discordant pair (the smallest reachable margin is {floor:.3f})")
+        reason = (
+            f"with {pairs.n} task(s) equivalence within ±{margin:g} is unreachable even "
+            f"with no discordant pair (the smallest reachable margin is {floor:.3f})"
+        )
     elif not defined:
         reason = res.note
     reading = read_equivalence(res.equivalent if defined else None, reachable, reason)
@@ -249,16 +369,31 @@ def _tost(ctx: _Ctx) -> TestReport:
     discordant = (disc[1], disc[0]) if disc is not None else None
     return ctx.report(
         estimate=res.estimate,
-        estimate_label=(f"mean per-task difference, {pairs.treatment} - {pairs.control}, "
-                        f"repeats aggregated by '{spec.aggregate}'"),
-        interval=(Interval(low=_f(res.low), high=_f(res.high), level=res.level,
-                           method=res.method) if defined or res.b is not None else None),
+        estimate_label=(
+            f"mean per-task difference, {pairs.treatment} - {pairs.control}, "
+            f"repeats aggregated by '{spec.aggregate}'"
+        ),
+        interval=(
+            Interval(low=_f(res.low), high=_f(res.high), level=res.level, method=res.method)
+            if defined or res.b is not None
+            else None
+        ),
         decision="undefined" if not defined else ("reject" if res.equivalent else "no_reject"),
-        evidence=None, reading=reading, function="prereg.stats.tost_paired",
-        parameters={"margin": margin, "alpha": spec.alpha, "aggregate": spec.aggregate,
-                    "tasks": pairs.n, "min_margin": _f(res.min_margin)},
-        method=res.method, note=res.note, pvalue=res.pvalue if defined else None,
-        discordant=discordant)
+        evidence=None,
+        reading=reading,
+        function="prereg.stats.tost_paired",
+        parameters={
+            "margin": margin,
+            "alpha": spec.alpha,
+            "aggregate": spec.aggregate,
+            "tasks": pairs.n,
+            "min_margin": _f(res.min_margin),
+        },
+        method=res.method,
+        note=res.note,
+        pvalue=res.pvalue if defined else None,
+        discordant=discordant,
+    )
 
 
 def _sign_flip(ctx: _Ctx) -> TestReport:
@@ -271,23 +406,35 @@ def _sign_flip(ctx: _Ctx) -> TestReport:
     sides = 2 if spec.sides == "two-sided" else 1
     min_disc = stats.min_discordant(spec.alpha, sides=sides)
     nonzero = int(np.count_nonzero(d))
-    ev = Evidence(rejects=res.pvalue <= spec.alpha, direction=_sign(res.estimate),
-                  attainable=nonzero >= min_disc,
-                  unattainable_reason=(f"{nonzero} task(s) differ, fewer than the {min_disc} "
-                                       "an exact sign-flip test needs to reach alpha"))
+    ev = Evidence(
+        rejects=res.pvalue <= spec.alpha,
+        direction=_sign(res.estimate),
+        attainable=nonzero >= min_disc,
+        unattainable_reason=(
+            f"{nonzero} task(s) differ, fewer than the {min_disc} "
+            "an exact sign-flip test needs to reach alpha"
+        ),
+    )
     binary = spec.aggregate in BINARY_AGGREGATES
     b = int(np.sum(d < 0))
     c = int(np.sum(d > 0))
     return ctx.report(
         estimate=res.estimate,
-        estimate_label=(f"mean per-task difference, {pairs.treatment} - {pairs.control}, "
-                        f"repeats aggregated by '{spec.aggregate}'"),
+        estimate_label=(
+            f"mean per-task difference, {pairs.treatment} - {pairs.control}, "
+            f"repeats aggregated by '{spec.aggregate}'"
+        ),
         interval=_tango(b, c, pairs.n, interval_level(spec)) if binary else None,
-        decision="reject" if ev.rejects else "no_reject", evidence=ev,
+        decision="reject" if ev.rejects else "no_reject",
+        evidence=ev,
         function="prereg.stats.sign_flip_test",
         parameters={"alternative": spec.sides, "aggregate": spec.aggregate, "tasks": pairs.n},
-        method=res.method, statistic=res.statistic, pvalue=res.pvalue,
-        discordant=(b, c) if binary else None, min_disc=min_disc)
+        method=res.method,
+        statistic=res.statistic,
+        pvalue=res.pvalue,
+        discordant=(b, c) if binary else None,
+        min_disc=min_disc,
+    )
 
 
 def _permutation(ctx: _Ctx) -> TestReport:
@@ -297,18 +444,33 @@ def _permutation(ctx: _Ctx) -> TestReport:
     ctl, trt = pairs.per_task(spec.aggregate)
     res = stats.exact_permutation_test(trt, ctl, alternative=spec.sides, seed=ctx.seed)
     pooled = np.concatenate([ctl, trt])
-    ev = Evidence(rejects=res.pvalue <= spec.alpha, direction=_sign(res.estimate),
-                  attainable=bool(np.ptp(pooled) > 0),
-                  unattainable_reason="every per-task value is identical in both arms")
+    ev = Evidence(
+        rejects=res.pvalue <= spec.alpha,
+        direction=_sign(res.estimate),
+        attainable=bool(np.ptp(pooled) > 0),
+        unattainable_reason="every per-task value is identical in both arms",
+    )
     return ctx.report(
         estimate=res.estimate,
-        estimate_label=(f"difference of per-task means, {pairs.treatment} - {pairs.control} "
-                        "(unpaired, as registered)"),
-        interval=None, decision="reject" if ev.rejects else "no_reject", evidence=ev,
+        estimate_label=(
+            f"difference of per-task means, {pairs.treatment} - {pairs.control} "
+            "(unpaired, as registered)"
+        ),
+        interval=None,
+        decision="reject" if ev.rejects else "no_reject",
+        evidence=ev,
         function="prereg.stats.exact_permutation_test",
-        parameters={"x": pairs.treatment, "y": pairs.control, "alternative": spec.sides,
-                    "aggregate": spec.aggregate, "seed": ctx.seed},
-        method=res.method, statistic=res.statistic, pvalue=res.pvalue)
+        parameters={
+            "x": pairs.treatment,
+            "y": pairs.control,
+            "alternative": spec.sides,
+            "aggregate": spec.aggregate,
+            "seed": ctx.seed,
+        },
+        method=res.method,
+        statistic=res.statistic,
+        pvalue=res.pvalue,
+    )
 
 
 def _beta_mixture(ctx: _Ctx) -> TestReport:
@@ -320,24 +482,43 @@ def _beta_mixture(ctx: _Ctx) -> TestReport:
     res = stats.beta_mixture_evalue(b, c, prior=ctx.prior)
     best = stats.beta_mixture_evalue(b + c, 0, prior=ctx.prior)
     threshold = 1.0 / spec.alpha
-    ev = Evidence(rejects=float(res.evalue) >= threshold, direction=_sign(c - b),
-                  attainable=float(best.evalue) >= threshold,
-                  unattainable_reason=(f"{b + c} discordant pair(s): even all one way the "
-                                       f"e-value would stay below 1/alpha = {threshold:g}"))
+    ev = Evidence(
+        rejects=float(res.evalue) >= threshold,
+        direction=_sign(c - b),
+        attainable=float(best.evalue) >= threshold,
+        unattainable_reason=(
+            f"{b + c} discordant pair(s): even all one way the "
+            f"e-value would stay below 1/alpha = {threshold:g}"
+        ),
+    )
     if spec.sides != "two-sided":
-        note = (note + "; " if note else "") + ("the beta-mixture e-value with a symmetric "
-                                               "prior is two-sided; direction from favours")
+        note = (note + "; " if note else "") + (
+            "the beta-mixture e-value with a symmetric prior is two-sided; direction from favours"
+        )
     return ctx.report(
         estimate=(c - b) / pairs.n,
-        estimate_label=(f"difference in the share of tasks succeeding, {pairs.treatment} - "
-                        f"{pairs.control}, repeats aggregated by '{agg}'"),
+        estimate_label=(
+            f"difference in the share of tasks succeeding, {pairs.treatment} - "
+            f"{pairs.control}, repeats aggregated by '{agg}'"
+        ),
         interval=_tango(b, c, pairs.n, interval_level(spec)),
-        decision="reject" if ev.rejects else "no_reject", evidence=ev,
+        decision="reject" if ev.rejects else "no_reject",
+        evidence=ev,
         function="prereg.stats.beta_mixture_evalue",
-        parameters={"b": b, "c": c, "prior": list(ctx.prior), "threshold": threshold,
-                    "aggregate": agg},
-        method=res.method, note=note, evalue=float(res.evalue), pvalue=float(res.pvalue),
-        discordant=(b, c), aggregate=agg)
+        parameters={
+            "b": b,
+            "c": c,
+            "prior": list(ctx.prior),
+            "threshold": threshold,
+            "aggregate": agg,
+        },
+        method=res.method,
+        note=note,
+        evalue=float(res.evalue),
+        pvalue=float(res.pvalue),
+        discordant=(b, c),
+        aggregate=agg,
+    )
 
 
 _DISPATCH: dict[str, Callable[[_Ctx], TestReport]] = {
@@ -350,7 +531,14 @@ _DISPATCH: dict[str, Callable[[_Ctx], TestReport]] = {
 }
 
 
-def run_test(spec: TestSpec, *, role: str, field_name: str, pairs: PairData, seed: int,
-             prior: tuple[float, float] = (1.0, 1.0)) -> TestReport:
+def run_test(
+    spec: TestSpec,
+    *,
+    role: str,
+    field_name: str,
+    pairs: PairData,
+    seed: int,
+    prior: tuple[float, float] = (1.0, 1.0),
+) -> TestReport:
     """Apply one registered test to paired data (see the module docstring)."""
     return _DISPATCH[spec.test](_Ctx(spec, role, field_name, pairs, seed, prior))

@@ -54,14 +54,16 @@ def el(tag: str, *children: Any, **attrs: Any) -> Raw:
             continue
         name = key.rstrip("_").replace("_", "-")
         parts.append(f' {name}="{html.escape(str(value), quote=True)}"')
-    inner = "".join(c if isinstance(c, Raw) else html.escape(str(c), quote=True)
-                    for c in children if c is not None)
+    inner = "".join(
+        c if isinstance(c, Raw) else html.escape(str(c), quote=True)
+        for c in children
+        if c is not None
+    )
     return Raw(f"<{tag}{''.join(parts)}>{inner}</{tag}>")
 
 
 def join(items: Sequence[Any]) -> Raw:
-    return Raw("".join(i if isinstance(i, Raw) else html.escape(str(i), quote=True)
-                       for i in items))
+    return Raw("".join(i if isinstance(i, Raw) else html.escape(str(i), quote=True) for i in items))
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Raw:
@@ -71,18 +73,29 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Raw:
 
 
 def _tests(tests: Sequence[TestReport]) -> Raw:
-    return table(["field", "test", "arms", "estimate", "interval", "p", "e", "decision",
-                  "note"],
-                 [[t.registration_field, t.test, " vs ".join(t.compare), num(t.estimate),
-                   interval(t.interval), pvalue(t.pvalue), num(t.evalue, 2), t.decision,
-                   t.note or t.reason] for t in tests])
+    return table(
+        ["field", "test", "arms", "estimate", "interval", "p", "e", "decision", "note"],
+        [
+            [
+                t.registration_field,
+                t.test,
+                " vs ".join(t.compare),
+                num(t.estimate),
+                interval(t.interval),
+                pvalue(t.pvalue),
+                num(t.evalue, 2),
+                t.decision,
+                t.note or t.reason,
+            ]
+            for t in tests
+        ],
+    )
 
 
 def _figure(name: str, png: bytes) -> Raw:
     caption = FIGURES.get(name, (None, name))[1]
     data = base64.b64encode(png).decode("ascii")
-    img = Raw(f'<img alt="{html.escape(caption, quote=True)}" '
-              f'src="data:image/png;base64,{data}">')
+    img = Raw(f'<img alt="{html.escape(caption, quote=True)}" src="data:image/png;base64,{data}">')
     return el("figure", img, el("figcaption", caption))
 
 
@@ -90,48 +103,116 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     r = report
     body: list[Any] = [el("h1", f"Report: {r.registration}: {r.title}")]
     if r.mode == "exploratory":
-        body.append(el("p", EXPLORATORY_BANNER + " Labelled exploratory because: "
-                       + "; ".join(r.exploratory_reasons), class_="banner"))
+        body.append(
+            el(
+                "p",
+                EXPLORATORY_BANNER
+                + " Labelled exploratory because: "
+                + "; ".join(r.exploratory_reasons),
+                class_="banner",
+            )
+        )
     label, text = headline(r)
     body.append(el("p", el("strong", f"{label}: "), text, class_="verdict"))
     body.append(el("p", f"Decided by: {r.verdict_detail.decided_by}. {r.verdict_detail.reason}"))
 
     prov = r.provenance
-    body += [el("h2", "Registration"), table(["field", "value"], [
-        ["id", r.registration], ["digest", r.digest], ["kind", r.kind], ["split", r.split],
-        ["experiment", r.experiment], ["outcome", r.outcome],
-        ["host", json.dumps(r.host, sort_keys=True)],
-        ["registered at", f"{prov.registered_at} (ledger seq {prov.ledger_seq})"],
-        ["ledger head at analysis", f"seq {prov.ledger_head.get('seq')}, "
-                                    f"{prov.ledger_head.get('hash')}"],
-        ["superseded by", prov.superseded_by or "-"],
-        ["feasibility", json.dumps(r.feasibility, sort_keys=True) if r.feasibility else "-"],
-        ["prereg version", prov.prereg_version], ["analysed at", prov.analysed_at]])]
-    body += [el("p", el("strong", "Hypothesis"), " (verbatim, never evaluated):"),
-             el("blockquote", r.hypothesis),
-             el("p", el("strong", "Falsification"), " (verbatim, never evaluated):"),
-             el("blockquote", r.falsification)]
+    body += [
+        el("h2", "Registration"),
+        table(
+            ["field", "value"],
+            [
+                ["id", r.registration],
+                ["digest", r.digest],
+                ["kind", r.kind],
+                ["split", r.split],
+                ["experiment", r.experiment],
+                ["outcome", r.outcome],
+                ["host", json.dumps(r.host, sort_keys=True)],
+                ["registered at", f"{prov.registered_at} (ledger seq {prov.ledger_seq})"],
+                [
+                    "ledger head at analysis",
+                    f"seq {prov.ledger_head.get('seq')}, {prov.ledger_head.get('hash')}",
+                ],
+                ["superseded by", prov.superseded_by or "-"],
+                [
+                    "feasibility",
+                    json.dumps(r.feasibility, sort_keys=True) if r.feasibility else "-",
+                ],
+                ["prereg version", prov.prereg_version],
+                ["analysed at", prov.analysed_at],
+            ],
+        ),
+    ]
+    body += [
+        el("p", el("strong", "Hypothesis"), " (verbatim, never evaluated):"),
+        el("blockquote", r.hypothesis),
+        el("p", el("strong", "Falsification"), " (verbatim, never evaluated):"),
+        el("blockquote", r.falsification),
+    ]
 
     runs, comp = r.runs, r.completeness
-    body += [el("h2", "Runs"), table(["", ""], [
-        ["evidence class", runs.evidence_class or "-"], ["drivers", ", ".join(runs.drivers)],
-        ["records / used", f"{runs.records} / {runs.used}"],
-        ["infrastructure failures", f"{runs.infra_errors} (open: {comp.infra_errors_open})"],
-        ["completeness", f"{comp.completed} of {comp.planned} planned units; "
-                         f"{'complete' if comp.complete else 'INCOMPLETE'} ({comp.basis})"],
-        ["missing (first ones)", ", ".join(comp.missing_units) or "-"],
-        ["models asked for", ", ".join(runs.models_requested) or "none"],
-        ["models returned", ", ".join(runs.models_returned) or "none"],
-        ["spend", "null (not measured)" if runs.spend_usd is None
-         else f"${runs.spend_usd:.4f} over {runs.spend_measured_runs} run(s)"],
-        ["tokens", json.dumps(runs.tokens) if runs.tokens else "null (not measured)"]])]
+    body += [
+        el("h2", "Runs"),
+        table(
+            ["", ""],
+            [
+                ["evidence class", runs.evidence_class or "-"],
+                ["drivers", ", ".join(runs.drivers)],
+                ["records / used", f"{runs.records} / {runs.used}"],
+                [
+                    "infrastructure failures",
+                    f"{runs.infra_errors} (open: {comp.infra_errors_open})",
+                ],
+                [
+                    "completeness",
+                    f"{comp.completed} of {comp.planned} planned units; "
+                    f"{'complete' if comp.complete else 'INCOMPLETE'} ({comp.basis})",
+                ],
+                ["missing (first ones)", ", ".join(comp.missing_units) or "-"],
+                ["models asked for", ", ".join(runs.models_requested) or "none"],
+                ["models returned", ", ".join(runs.models_returned) or "none"],
+                [
+                    "spend",
+                    "null (not measured)"
+                    if runs.spend_usd is None
+                    else f"${runs.spend_usd:.4f} over {runs.spend_measured_runs} run(s)",
+                ],
+                ["tokens", json.dumps(runs.tokens) if runs.tokens else "null (not measured)"],
+            ],
+        ),
+    ]
 
-    body += [el("h2", f"Per-arm rates (registered outcome: {r.outcome})"), table(
-        ["arm", "surface", "runs ok", "infra errors", "successes / measured", "rate",
-         "interval", "ICC (source)", "DEFF"],
-        [[a.id, a.surface, a.runs_ok, a.infra_errors, f"{a.successes} / {a.measured}",
-          pct(a.rate), interval(a.interval, "pct"), f"{num(a.icc, 2)} ({a.icc_source})",
-          num(a.design_effect, 2)] for a in r.arms])]
+    body += [
+        el("h2", f"Per-arm rates (registered outcome: {r.outcome})"),
+        table(
+            [
+                "arm",
+                "surface",
+                "runs ok",
+                "infra errors",
+                "successes / measured",
+                "rate",
+                "interval",
+                "ICC (source)",
+                "DEFF",
+            ],
+            [
+                [
+                    a.id,
+                    a.surface,
+                    a.runs_ok,
+                    a.infra_errors,
+                    f"{a.successes} / {a.measured}",
+                    pct(a.rate),
+                    interval(a.interval, "pct"),
+                    f"{num(a.icc, 2)} ({a.icc_source})",
+                    num(a.design_effect, 2),
+                ]
+                for a in r.arms
+            ],
+        ),
+    ]
     if "arm_rates" in figures:
         body.append(_figure("arm_rates", figures["arm_rates"]))
 
@@ -140,53 +221,117 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
         body.append(el("p", f"Reading: {r.primary.reading}: {r.primary.reason}"))
     if r.difference is not None:
         d = r.difference
-        body.append(el("p", f"Paired prompt-and-run bootstrap of the same comparison: "
-                            f"{num(d.estimate)} ({interval(d.interval)}), descriptive."))
+        body.append(
+            el(
+                "p",
+                f"Paired prompt-and-run bootstrap of the same comparison: "
+                f"{num(d.estimate)} ({interval(d.interval)}), descriptive.",
+            )
+        )
     if r.stopping is not None:
         s = r.stopping
-        crossed = (f"crossed at task {s.stop_at} (e = {num(s.evalue, 2)})" if s.crossed
-                   else f"never crossed (max e = {num(s.max_evalue, 2)})")
-        body += [el("h2", "Stopping rule (registered; decides the verdict)"),
-                 el("p", f"{s.rule}, threshold {s.threshold:g}, min prompts {s.min_prompts}, "
-                         f"{s.n_stream} tasks in {s.order}: {crossed}; anytime-valid p = "
-                         f"{pvalue(s.pvalue)}. Reading: {s.reading}: {s.reason}")]
+        crossed = (
+            f"crossed at task {s.stop_at} (e = {num(s.evalue, 2)})"
+            if s.crossed
+            else f"never crossed (max e = {num(s.max_evalue, 2)})"
+        )
+        body += [
+            el("h2", "Stopping rule (registered; decides the verdict)"),
+            el(
+                "p",
+                f"{s.rule}, threshold {s.threshold:g}, min prompts {s.min_prompts}, "
+                f"{s.n_stream} tasks in {s.order}: {crossed}; anytime-valid p = "
+                f"{pvalue(s.pvalue)}. Reading: {s.reading}: {s.reason}",
+            ),
+        ]
         if "eprocess" in figures:
             body.append(_figure("eprocess", figures["eprocess"]))
     if r.secondary:
-        body += [el("h2", "Secondary tests (registered; never change the verdict)"),
-                 _tests(r.secondary)]
+        body += [
+            el("h2", "Secondary tests (registered; never change the verdict)"),
+            _tests(r.secondary),
+        ]
     if r.multiplicity is not None:
         m = r.multiplicity
-        body += [el("h2", f"Multiplicity (registered: {m.method}, q = {m.q:g}, family "
-                          f"{m.family})"), el("p", m.note),
-                 table(["hypothesis", "tasks", "estimate", "p", "e", "adjusted", "rejected"],
-                       [[x.hypothesis, x.n, num(x.estimate), pvalue(x.pvalue),
-                         num(x.evalue, 2), pvalue(x.adjusted), "yes" if x.reject else "no"]
-                        for x in m.members])]
+        body += [
+            el("h2", f"Multiplicity (registered: {m.method}, q = {m.q:g}, family {m.family})"),
+            el("p", m.note),
+            table(
+                ["hypothesis", "tasks", "estimate", "p", "e", "adjusted", "rejected"],
+                [
+                    [
+                        x.hypothesis,
+                        x.n,
+                        num(x.estimate),
+                        pvalue(x.pvalue),
+                        num(x.evalue, 2),
+                        pvalue(x.adjusted),
+                        "yes" if x.reject else "no",
+                    ]
+                    for x in m.members
+                ],
+            ),
+        ]
     intents: list[Any] = []
     if r.per_intent:
-        intents = [table(["intent", "tasks", "control rate", "treatment rate", "difference",
-                          "interval", "discordant (b, c)"],
-                         [[x.intent, x.tasks, pct(x.control_rate), pct(x.treatment_rate),
-                           num(x.difference), interval(x.interval),
-                           "-" if x.discordant is None else f"{x.discordant.b}, {x.discordant.c}"]
-                          for x in r.per_intent])]
+        intents = [
+            table(
+                [
+                    "intent",
+                    "tasks",
+                    "control rate",
+                    "treatment rate",
+                    "difference",
+                    "interval",
+                    "discordant (b, c)",
+                ],
+                [
+                    [
+                        x.intent,
+                        x.tasks,
+                        pct(x.control_rate),
+                        pct(x.treatment_rate),
+                        num(x.difference),
+                        interval(x.interval),
+                        "-" if x.discordant is None else f"{x.discordant.b}, {x.discordant.c}",
+                    ]
+                    for x in r.per_intent
+                ],
+            )
+        ]
         if "forest" in figures:
             intents.append(_figure("forest", figures["forest"]))
     if intents and r.per_intent_registered:
         body += [el("h2", "Per-intent paired differences (listed, not flagged)"), *intents]
 
     if r.controls:
-        body += [el("h2", "Instrument controls (registered)"), el("p", CONTROLS_NOTE),
-                 table(["check", "arm", "statistic", "estimate", "interval", "rule",
-                        "verdict"], control_rows(r)),
-                 el("ul", *[el("li", el("code", c.arm), f" ({c.check}): ", el("strong",
-                                                                             c.verdict),
-                                f": {c.reason}") for c in r.controls])]
+        body += [
+            el("h2", "Instrument controls (registered)"),
+            el("p", CONTROLS_NOTE),
+            table(
+                ["check", "arm", "statistic", "estimate", "interval", "rule", "verdict"],
+                control_rows(r),
+            ),
+            el(
+                "ul",
+                *[
+                    el(
+                        "li",
+                        el("code", c.arm),
+                        f" ({c.check}): ",
+                        el("strong", c.verdict),
+                        f": {c.reason}",
+                    )
+                    for c in r.controls
+                ],
+            ),
+        ]
     body += [el("h2", "Exploratory"), el("p", r.exploratory.get("note", ""), class_="muted")]
     if intents and not r.per_intent_registered:
-        body += [el("p", "Per-intent paired differences (not registered; listed, not flagged):"),
-                 *intents]
+        body += [
+            el("p", "Per-intent paired differences (not registered; listed, not flagged):"),
+            *intents,
+        ]
     if "funnel" in figures:
         body.append(_figure("funnel", figures["funnel"]))
     for title, header, rows in exploratory_tables(r.exploratory):
@@ -195,25 +340,51 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     body.append(el("h2", "Surfaces and tasks (untrusted content, shown as data)"))
     for s in r.surfaces:
         control = f" (control {s['control']})" if s.get("control") else ""
-        body += [el("p", f"Arm {s['arm']}, surface {s['surface']}{control}: "
-                         f"{s.get('title') or ''}"),
-                 table(["tool", "title", "description"],
-                       [[t["name"], t["title"], t["description"]] for t in s["tools"]])]
+        body += [
+            el("p", f"Arm {s['arm']}, surface {s['surface']}{control}: {s.get('title') or ''}"),
+            table(
+                ["tool", "title", "description"],
+                [[t["name"], t["title"], t["description"]] for t in s["tools"]],
+            ),
+        ]
         if s.get("servers"):
-            body += [el("p", "Servers offered (digest of each surface as offered):",
-                        class_="muted"),
-                     table(["key", "role", "server name", "transform", "digest"],
-                           [[x["key"], x["role"], x["name"], x.get("transform") or "-",
-                             x["digest"]] for x in s["servers"]])]
-    body.append(table(["task", "intent", "polarity", "prompt"],
-                      [[t["id"], t["intent"], t["polarity"], t["prompt"]] for t in r.tasks]))
-    body += [el("h2", "Provenance"),
-             el("p", "Every number's provenance (runs used, function, parameters, registration "
-                     "field) is in report.json.", class_="muted"),
-             el("p", "Command: ", el("code", prov.command))]
+            body += [
+                el("p", "Servers offered (digest of each surface as offered):", class_="muted"),
+                table(
+                    ["key", "role", "server name", "transform", "digest"],
+                    [
+                        [x["key"], x["role"], x["name"], x.get("transform") or "-", x["digest"]]
+                        for x in s["servers"]
+                    ],
+                ),
+            ]
+    body.append(
+        table(
+            ["task", "intent", "polarity", "prompt"],
+            [[t["id"], t["intent"], t["polarity"], t["prompt"]] for t in r.tasks],
+        )
+    )
+    body += [
+        el("h2", "Provenance"),
+        el(
+            "p",
+            "Every number's provenance (runs used, function, parameters, registration "
+            "field) is in report.json.",
+            class_="muted",
+        ),
+        el("p", "Command: ", el("code", prov.command)),
+    ]
 
-    head = join([Raw('<meta charset="utf-8">'),
-                 Raw('<meta name="viewport" content="width=device-width, initial-scale=1">'),
-                 el("title", f"prereg report {r.registration}"), Raw(f"<style>{CSS}</style>")])
-    return "<!DOCTYPE html>\n" + el("html", Raw(f"<head>{head}</head>"), el("body", *body),
-                                    lang="en") + "\n"
+    head = join(
+        [
+            Raw('<meta charset="utf-8">'),
+            Raw('<meta name="viewport" content="width=device-width, initial-scale=1">'),
+            el("title", f"prereg report {r.registration}"),
+            Raw(f"<style>{CSS}</style>"),
+        ]
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        + el("html", Raw(f"<head>{head}</head>"), el("body", *body), lang="en")
+        + "\n"
+    )

@@ -35,8 +35,7 @@ def esc(value: Any) -> str:
 
 
 def quote(value: str) -> str:
-    return "\n".join("> " + html.escape(line, quote=False)
-                     for line in value.splitlines() or [""])
+    return "\n".join("> " + html.escape(line, quote=False) for line in value.splitlines() or [""])
 
 
 def code_block(data: Any) -> list[str]:
@@ -45,114 +44,229 @@ def code_block(data: Any) -> list[str]:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    out = ["| " + " | ".join(esc(h) for h in header) + " |",
-           "|" + "|".join("---" for _ in header) + "|"]
+    out = [
+        "| " + " | ".join(esc(h) for h in header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
     out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
     return out
 
 
 def _test_rows(tests: Sequence[TestReport]) -> list[list[Any]]:
-    return [[t.registration_field, t.test, " vs ".join(t.compare), num(t.estimate),
-             interval(t.interval), pvalue(t.pvalue), num(t.evalue, 2), t.decision,
-             t.reading or "-", t.note or t.reason] for t in tests]
+    return [
+        [
+            t.registration_field,
+            t.test,
+            " vs ".join(t.compare),
+            num(t.estimate),
+            interval(t.interval),
+            pvalue(t.pvalue),
+            num(t.evalue, 2),
+            t.decision,
+            t.reading or "-",
+            t.note or t.reason,
+        ]
+        for t in tests
+    ]
 
 
 def render(report: Report) -> str:
     r = report
     out: list[str] = [f"# Report: {esc(r.registration)}: {esc(r.title)}", ""]
     if r.mode == "exploratory":
-        out += [f"**{EXPLORATORY_BANNER}**", "",
-                "Labelled exploratory because: " + esc("; ".join(r.exploratory_reasons)), ""]
+        out += [
+            f"**{EXPLORATORY_BANNER}**",
+            "",
+            "Labelled exploratory because: " + esc("; ".join(r.exploratory_reasons)),
+            "",
+        ]
     label, text = headline(r)
-    out += [f"**{label}: {esc(text)}**", "",
-            f"Decided by: {esc(r.verdict_detail.decided_by)}. {esc(r.verdict_detail.reason)}",
-            ""]
-    out += ["## Registration", "",
-            f"- id: `{esc(r.registration)}`; kind: {esc(r.kind)}; split: {esc(r.split)}; "
-            f"experiment: {esc(r.experiment)}",
-            f"- digest: `{esc(r.digest)}`",
-            f"- registered at {esc(r.provenance.registered_at)} (ledger seq "
-            f"{r.provenance.ledger_seq}); ledger head at analysis: seq "
-            f"{esc(r.provenance.ledger_head.get('seq'))}, "
-            f"`{esc(r.provenance.ledger_head.get('hash'))}`",
-            f"- host: {esc(json.dumps(r.host, sort_keys=True))}",
-            f"- outcome: {esc(r.outcome)}; prereg {esc(r.provenance.prereg_version)}; analysed "
-            f"at {esc(r.provenance.analysed_at)}"]
+    out += [
+        f"**{label}: {esc(text)}**",
+        "",
+        f"Decided by: {esc(r.verdict_detail.decided_by)}. {esc(r.verdict_detail.reason)}",
+        "",
+    ]
+    out += [
+        "## Registration",
+        "",
+        f"- id: `{esc(r.registration)}`; kind: {esc(r.kind)}; split: {esc(r.split)}; "
+        f"experiment: {esc(r.experiment)}",
+        f"- digest: `{esc(r.digest)}`",
+        f"- registered at {esc(r.provenance.registered_at)} (ledger seq "
+        f"{r.provenance.ledger_seq}); ledger head at analysis: seq "
+        f"{esc(r.provenance.ledger_head.get('seq'))}, "
+        f"`{esc(r.provenance.ledger_head.get('hash'))}`",
+        f"- host: {esc(json.dumps(r.host, sort_keys=True))}",
+        f"- outcome: {esc(r.outcome)}; prereg {esc(r.provenance.prereg_version)}; analysed "
+        f"at {esc(r.provenance.analysed_at)}",
+    ]
     if r.provenance.superseded_by:
         out.append(f"- superseded by `{esc(r.provenance.superseded_by)}` (this record stands)")
     if r.feasibility:
         out.append(f"- feasibility: {esc(json.dumps(r.feasibility, sort_keys=True))}")
-    out += ["", "Hypothesis (verbatim, never evaluated):", "", quote(r.hypothesis), "",
-            "Falsification (verbatim, never evaluated):", "", quote(r.falsification), ""]
+    out += [
+        "",
+        "Hypothesis (verbatim, never evaluated):",
+        "",
+        quote(r.hypothesis),
+        "",
+        "Falsification (verbatim, never evaluated):",
+        "",
+        quote(r.falsification),
+        "",
+    ]
     runs = r.runs
     comp = r.completeness
     spend = "null (not measured)" if runs.spend_usd is None else f"${runs.spend_usd:.4f}"
-    out += ["## Runs", "",
-            f"- evidence class: {esc(runs.evidence_class)}; drivers: "
-            f"{esc(', '.join(runs.drivers))}",
-            f"- records: {runs.records}; used: {runs.used}; infrastructure failures: "
-            f"{runs.infra_errors} (open: {comp.infra_errors_open})",
-            f"- completeness: {comp.completed} of {comp.planned} planned units; "
-            f"{'complete' if comp.complete else 'INCOMPLETE'} ({esc(comp.basis)})",
-            f"- models asked for: {esc(', '.join(runs.models_requested) or 'none')}; returned: "
-            f"{esc(', '.join(runs.models_returned) or 'none')}",
-            f"- spend: {esc(spend)}"
-            f" over {runs.spend_measured_runs} run(s) with a measured cost; tokens: "
-            f"{esc(json.dumps(runs.tokens) if runs.tokens else 'null (not measured)')}", ""]
+    out += [
+        "## Runs",
+        "",
+        f"- evidence class: {esc(runs.evidence_class)}; drivers: {esc(', '.join(runs.drivers))}",
+        f"- records: {runs.records}; used: {runs.used}; infrastructure failures: "
+        f"{runs.infra_errors} (open: {comp.infra_errors_open})",
+        f"- completeness: {comp.completed} of {comp.planned} planned units; "
+        f"{'complete' if comp.complete else 'INCOMPLETE'} ({esc(comp.basis)})",
+        f"- models asked for: {esc(', '.join(runs.models_requested) or 'none')}; returned: "
+        f"{esc(', '.join(runs.models_returned) or 'none')}",
+        f"- spend: {esc(spend)}"
+        f" over {runs.spend_measured_runs} run(s) with a measured cost; tokens: "
+        f"{esc(json.dumps(runs.tokens) if runs.tokens else 'null (not measured)')}",
+        "",
+    ]
     if comp.missing_units:
         out += ["Missing units (first ones): " + esc(", ".join(comp.missing_units)), ""]
     out += [f"## Per-arm rates (registered outcome: {esc(r.outcome)})", ""]
-    out += table(["arm", "surface", "runs ok", "infra errors", "successes / measured", "rate",
-                  "interval", "ICC (source)", "DEFF"],
-                 [[a.id, a.surface, a.runs_ok, a.infra_errors, f"{a.successes} / {a.measured}",
-                   pct(a.rate), interval(a.interval, "pct"), f"{num(a.icc, 2)} ({a.icc_source})",
-                   num(a.design_effect, 2)] for a in r.arms])
+    out += table(
+        [
+            "arm",
+            "surface",
+            "runs ok",
+            "infra errors",
+            "successes / measured",
+            "rate",
+            "interval",
+            "ICC (source)",
+            "DEFF",
+        ],
+        [
+            [
+                a.id,
+                a.surface,
+                a.runs_ok,
+                a.infra_errors,
+                f"{a.successes} / {a.measured}",
+                pct(a.rate),
+                interval(a.interval, "pct"),
+                f"{num(a.icc, 2)} ({a.icc_source})",
+                num(a.design_effect, 2),
+            ]
+            for a in r.arms
+        ],
+    )
     out.append("")
     out += ["## Primary test (registered)", "", esc(primary_line(r)), ""]
     if r.primary is not None:
         out += [f"Reading: **{esc(r.primary.reading)}**: {esc(r.primary.reason)}", ""]
     if r.difference is not None:
         d = r.difference
-        out += [f"Paired prompt-and-run bootstrap of the same comparison: {num(d.estimate)} "
-                f"({esc(interval(d.interval))}), descriptive.", ""]
+        out += [
+            f"Paired prompt-and-run bootstrap of the same comparison: {num(d.estimate)} "
+            f"({esc(interval(d.interval))}), descriptive.",
+            "",
+        ]
     if r.stopping is not None:
         s = r.stopping
-        out += ["## Stopping rule (registered; decides the verdict)", "",
-                f"{esc(s.rule)}, threshold {s.threshold:g}, min prompts {s.min_prompts}, over "
-                f"{s.n_stream} tasks in {esc(s.order)}: "
-                + (f"crossed at task {s.stop_at} (e = {num(s.evalue, 2)})" if s.crossed
-                   else f"never crossed (max e = {num(s.max_evalue, 2)})")
-                + f"; anytime-valid p = {pvalue(s.pvalue)}. Reading: **{esc(s.reading)}**: "
-                f"{esc(s.reason)}", ""]
+        out += [
+            "## Stopping rule (registered; decides the verdict)",
+            "",
+            f"{esc(s.rule)}, threshold {s.threshold:g}, min prompts {s.min_prompts}, over "
+            f"{s.n_stream} tasks in {esc(s.order)}: "
+            + (
+                f"crossed at task {s.stop_at} (e = {num(s.evalue, 2)})"
+                if s.crossed
+                else f"never crossed (max e = {num(s.max_evalue, 2)})"
+            )
+            + f"; anytime-valid p = {pvalue(s.pvalue)}. Reading: **{esc(s.reading)}**: "
+            f"{esc(s.reason)}",
+            "",
+        ]
     if r.secondary:
         out += ["## Secondary tests (registered; never change the verdict)", ""]
-        out += table(["field", "test", "arms", "estimate", "interval", "p", "e", "decision",
-                      "reading", "note"], _test_rows(r.secondary))
+        out += table(
+            [
+                "field",
+                "test",
+                "arms",
+                "estimate",
+                "interval",
+                "p",
+                "e",
+                "decision",
+                "reading",
+                "note",
+            ],
+            _test_rows(r.secondary),
+        )
         out.append("")
     if r.multiplicity is not None:
         m = r.multiplicity
-        out += [f"## Multiplicity (registered: {esc(m.method)}, q = {m.q:g}, family "
-                f"{esc(m.family)})", "", esc(m.note), ""]
-        out += table(["hypothesis", "tasks", "estimate", "p", "e", "adjusted", "rejected"],
-                     [[x.hypothesis, x.n, num(x.estimate), pvalue(x.pvalue), num(x.evalue, 2),
-                       pvalue(x.adjusted), "yes" if x.reject else "no"] for x in m.members])
+        out += [
+            f"## Multiplicity (registered: {esc(m.method)}, q = {m.q:g}, family {esc(m.family)})",
+            "",
+            esc(m.note),
+            "",
+        ]
+        out += table(
+            ["hypothesis", "tasks", "estimate", "p", "e", "adjusted", "rejected"],
+            [
+                [
+                    x.hypothesis,
+                    x.n,
+                    num(x.estimate),
+                    pvalue(x.pvalue),
+                    num(x.evalue, 2),
+                    pvalue(x.adjusted),
+                    "yes" if x.reject else "no",
+                ]
+                for x in m.members
+            ],
+        )
         out.append("")
-    intent_table = table(["intent", "tasks", "control rate", "treatment rate", "difference",
-                          "interval", "discordant (b, c)"],
-                         [[x.intent, x.tasks, pct(x.control_rate), pct(x.treatment_rate),
-                           num(x.difference), interval(x.interval),
-                           "-" if x.discordant is None else f"{x.discordant.b}, {x.discordant.c}"]
-                          for x in r.per_intent])
+    intent_table = table(
+        [
+            "intent",
+            "tasks",
+            "control rate",
+            "treatment rate",
+            "difference",
+            "interval",
+            "discordant (b, c)",
+        ],
+        [
+            [
+                x.intent,
+                x.tasks,
+                pct(x.control_rate),
+                pct(x.treatment_rate),
+                num(x.difference),
+                interval(x.interval),
+                "-" if x.discordant is None else f"{x.discordant.b}, {x.discordant.c}",
+            ]
+            for x in r.per_intent
+        ],
+    )
     if r.per_intent and r.per_intent_registered:
         out += ["## Per-intent paired differences (listed, not flagged)", ""] + intent_table + [""]
     if r.controls:
         out += ["## Instrument controls (registered)", "", esc(CONTROLS_NOTE), ""]
-        out += table(["check", "arm", "statistic", "estimate", "interval", "rule", "verdict"],
-                     control_rows(r))
+        out += table(
+            ["check", "arm", "statistic", "estimate", "interval", "rule", "verdict"],
+            control_rows(r),
+        )
         out.append("")
         for c in r.controls:
-            out.append(f"- `{esc(c.arm)}` ({esc(c.check)}): **{esc(c.verdict)}**: "
-                       f"{esc(c.reason)}")
+            out.append(f"- `{esc(c.arm)}` ({esc(c.check)}): **{esc(c.verdict)}**: {esc(c.reason)}")
         out.append("")
     out += ["## Exploratory", "", esc(r.exploratory.get("note", "")), ""]
     if r.per_intent and not r.per_intent_registered:
@@ -163,25 +277,40 @@ def render(report: Report) -> str:
     out += ["## Surfaces and tasks (untrusted content, shown as data)", ""]
     for s in r.surfaces:
         control = f" (control {esc(s['control'])})" if s.get("control") else ""
-        out += [f"Arm `{esc(s['arm'])}`, surface `{esc(s['surface'])}`{control}: "
-                f"{esc(s.get('title') or '')}"]
-        out += table(["tool", "title", "description"],
-                     [[t["name"], t["title"], t["description"]] for t in s["tools"]])
+        out += [
+            f"Arm `{esc(s['arm'])}`, surface `{esc(s['surface'])}`{control}: "
+            f"{esc(s.get('title') or '')}"
+        ]
+        out += table(
+            ["tool", "title", "description"],
+            [[t["name"], t["title"], t["description"]] for t in s["tools"]],
+        )
         if s.get("servers"):
             out += ["", "Servers offered (digest of each surface as offered):", ""]
-            out += table(["key", "role", "server name", "transform", "digest"],
-                         [[x["key"], x["role"], x["name"], x.get("transform") or "-",
-                           x["digest"]] for x in s["servers"]])
+            out += table(
+                ["key", "role", "server name", "transform", "digest"],
+                [
+                    [x["key"], x["role"], x["name"], x.get("transform") or "-", x["digest"]]
+                    for x in s["servers"]
+                ],
+            )
         out.append("")
-    out += table(["task", "intent", "polarity", "prompt"],
-                 [[t["id"], t["intent"], t["polarity"], t["prompt"]] for t in r.tasks])
+    out += table(
+        ["task", "intent", "polarity", "prompt"],
+        [[t["id"], t["intent"], t["polarity"], t["prompt"]] for t in r.tasks],
+    )
     out.append("")
     if r.figures:
         out += ["## Figures", ""]
         for name in r.figures:
             caption = FIGURES.get(name, (None, name))[1]
             out += [f"![{esc(caption)}](figures/{esc(name)}.png)", ""]
-    out += ["## Provenance", "",
-            "Every number's provenance (runs, function, parameters, registration field) is in "
-            "`report.json`.", f"Command: `{esc(r.provenance.command)}`", ""]
+    out += [
+        "## Provenance",
+        "",
+        "Every number's provenance (runs, function, parameters, registration field) is in "
+        "`report.json`.",
+        f"Command: `{esc(r.provenance.command)}`",
+        "",
+    ]
     return "\n".join(out)

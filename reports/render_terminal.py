@@ -32,40 +32,79 @@ def _span(low: float | None, high: float | None) -> str:
 def render(report: Report, console: Console, where: str | None = None) -> None:
     r = report
     console.print(Text(f"{r.registration}: {r.title}", style="bold"))
-    console.print(Text(f"digest {r.digest}  ({r.kind}, split {r.split}, evidence class "
-                       f"{r.runs.evidence_class or '-'})", style="dim"))
+    console.print(
+        Text(
+            f"digest {r.digest}  ({r.kind}, split {r.split}, evidence class "
+            f"{r.runs.evidence_class or '-'})",
+            style="dim",
+        )
+    )
     if r.mode == "exploratory":
-        console.print(Text(EXPLORATORY_BANNER + " (" + "; ".join(r.exploratory_reasons) + ")",
-                           style="bold yellow"))
+        console.print(
+            Text(
+                EXPLORATORY_BANNER + " (" + "; ".join(r.exploratory_reasons) + ")",
+                style="bold yellow",
+            )
+        )
     level = f" ({r.arms[0].interval.level:.0%})" if r.arms else ""
-    table = Table("arm", "surface", "ok", "infra", "successes", "rate", "interval", "DEFF",
-                  title=Text(f"outcome: {r.outcome}; Jeffreys intervals{level} deflated by DEFF"))
+    table = Table(
+        "arm",
+        "surface",
+        "ok",
+        "infra",
+        "successes",
+        "rate",
+        "interval",
+        "DEFF",
+        title=Text(f"outcome: {r.outcome}; Jeffreys intervals{level} deflated by DEFF"),
+    )
     for a in r.arms:
-        table.add_row(Text(a.id), Text(a.surface), str(a.runs_ok), str(a.infra_errors),
-                      f"{a.successes}/{a.measured}", pct(a.rate),
-                      _span(a.interval.low, a.interval.high),
-                      f"{a.design_effect:.2f}")
+        table.add_row(
+            Text(a.id),
+            Text(a.surface),
+            str(a.runs_ok),
+            str(a.infra_errors),
+            f"{a.successes}/{a.measured}",
+            pct(a.rate),
+            _span(a.interval.low, a.interval.high),
+            f"{a.design_effect:.2f}",
+        )
     console.print(table)
     console.print(Text(primary_line(r)))
     if r.controls:
-        controls = Table("check", "arm", "estimate", "interval", "rule", "verdict",
-                         title=Text("instrument controls (registered; never change the "
-                                    "verdict)"))
+        controls = Table(
+            "check",
+            "arm",
+            "estimate",
+            "interval",
+            "rule",
+            "verdict",
+            title=Text("instrument controls (registered; never change the verdict)"),
+        )
         for c in r.controls:
             style = {"pass": "green", "fail": "bold red"}.get(c.verdict, "yellow")
-            controls.add_row(Text(c.check), Text(c.arm), Text(control_short(c)),
-                             Text(control_interval(c)), Text(c.rule),
-                             Text(c.verdict, style=style))
+            controls.add_row(
+                Text(c.check),
+                Text(c.arm),
+                Text(control_short(c)),
+                Text(control_interval(c)),
+                Text(c.rule),
+                Text(c.verdict, style=style),
+            )
         console.print(controls)
     comp = r.completeness
-    console.print(Text(f"runs: {comp.completed} of {comp.planned} planned units"
-                       f"{'' if comp.complete else ' (INCOMPLETE)'}; infrastructure failures "
-                       f"{r.runs.infra_errors}; spend "
-                       + ("null (not measured)" if r.runs.spend_usd is None
-                          else f"${r.runs.spend_usd:.4f}")))
+    console.print(
+        Text(
+            f"runs: {comp.completed} of {comp.planned} planned units"
+            f"{'' if comp.complete else ' (INCOMPLETE)'}; infrastructure failures "
+            f"{r.runs.infra_errors}; spend "
+            + ("null (not measured)" if r.runs.spend_usd is None else f"${r.runs.spend_usd:.4f}")
+        )
+    )
     label, text = headline(r)
     style = "bold green" if r.mode == "confirmatory" and r.verdict == "supported" else "bold"
-    console.print(Panel(Text(f"{label}: {text}\n{r.verdict_detail.reason}"), style=style,
-                        expand=False))
+    console.print(
+        Panel(Text(f"{label}: {text}\n{r.verdict_detail.reason}"), style=style, expand=False)
+    )
     if where:
         console.print(Text(f"report: {where}"))

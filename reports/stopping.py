@@ -35,12 +35,12 @@ def monitor(reg: Registration, pairs: PairData):  # type: ignore[no-untyped-def]
     rule = reg.stopping
     assert rule is not None
     ctl, trt = pairs.per_task(_aggregate(reg))
-    return stats.sequential_monitor(ctl, trt, threshold=rule.threshold,
-                                    min_prompts=rule.min_prompts, prior=tuple(rule.prior))
+    return stats.sequential_monitor(
+        ctl, trt, threshold=rule.threshold, min_prompts=rule.min_prompts, prior=tuple(rule.prior)
+    )
 
 
-def stopping_cut(reg: Registration, pairs: PairData, complete_prefix: Sequence[str]
-                 ) -> int | None:
+def stopping_cut(reg: Registration, pairs: PairData, complete_prefix: Sequence[str]) -> int | None:
     """Tasks (a prefix of the planned order) the rule needs, if it crossed on that prefix.
 
     ``complete_prefix`` is the longest prefix of planned tasks whose every planned
@@ -71,26 +71,49 @@ def stopping_report(reg: Registration, pairs: PairData) -> StoppingReport:
         evidence = Evidence(rejects=True, direction=direction, attainable=True)
     else:
         evidence = Evidence(
-            rejects=False, direction=0, attainable=reachable,
+            rejects=False,
+            direction=0,
+            attainable=reachable,
             unattainable_reason=(
                 f"the e-process could not reach {rule.threshold:g}: "
-                + (f"only {pairs.n} paired task(s), fewer than min_prompts {rule.min_prompts}"
-                   if pairs.n < rule.min_prompts else
-                   f"{b_all + c_all} discordant pair(s), even all one way, stay below it")))
+                + (
+                    f"only {pairs.n} paired task(s), fewer than min_prompts {rule.min_prompts}"
+                    if pairs.n < rule.min_prompts
+                    else f"{b_all + c_all} discordant pair(s), even all one way, stay below it"
+                )
+            ),
+        )
     favoured = favoured_direction(reg.primary.favours, reg.primary.sides, control, treatment)
     reading, reason = read_superiority(evidence, favoured, (control, treatment))
     if result.stopped:
         reason = f"the e-process crossed {rule.threshold:g} at task {result.stop_at}; " + reason
     return StoppingReport(
-        rule=rule.rule, threshold=rule.threshold, min_prompts=rule.min_prompts,
-        prior=list(rule.prior), order="planned task order of the split (frozen corpus)",
-        n_stream=result.n_stream, crossed=result.stopped, stop_at=result.stop_at,
-        evalue=result.evalue, max_evalue=result.max_evalue, pvalue=result.pvalue,
+        rule=rule.rule,
+        threshold=rule.threshold,
+        min_prompts=rule.min_prompts,
+        prior=list(rule.prior),
+        order="planned task order of the split (frozen corpus)",
+        n_stream=result.n_stream,
+        crossed=result.stopped,
+        stop_at=result.stop_at,
+        evalue=result.evalue,
+        max_evalue=result.max_evalue,
+        pvalue=result.pvalue,
         discordant=Discordant(b=result.b, c=result.c, n=result.b + result.c),
-        path=[float(v) for v in result.evalues], reading=reading, reason=reason,
+        path=[float(v) for v in result.evalues],
+        reading=reading,
+        reason=reason,
         provenance=Provenance(
             function="prereg.stats.sequential_monitor",
-            parameters={"threshold": rule.threshold, "min_prompts": rule.min_prompts,
-                        "prior": list(rule.prior), "aggregate": _aggregate(reg),
-                        "first": control, "second": treatment},
-            registration_field="stopping", runs=pairs.runset()))
+            parameters={
+                "threshold": rule.threshold,
+                "min_prompts": rule.min_prompts,
+                "prior": list(rule.prior),
+                "aggregate": _aggregate(reg),
+                "first": control,
+                "second": treatment,
+            },
+            registration_field="stopping",
+            runs=pairs.runset(),
+        ),
+    )

@@ -11,8 +11,10 @@ from typing import Any
 
 from prereg.reports.model import Interval, Report
 
-EXPLORATORY_BANNER = ("EXPLORATORY: not a confirmatory claim. Nothing in this report may be "
-                      "cited as confirming the hypothesis.")
+EXPLORATORY_BANNER = (
+    "EXPLORATORY: not a confirmatory claim. Nothing in this report may be "
+    "cited as confirming the hypothesis."
+)
 
 
 def num(value: float | None, digits: int = 3) -> str:
@@ -49,30 +51,41 @@ def headline(report: Report) -> tuple[str, str]:
         return "Verdict", report.verdict
     if report.verdict in ("incomplete", "not_runnable"):
         return "Verdict", report.verdict
-    return ("Exploratory reading",
-            f"the registered rule reads '{report.verdict}' on these runs "
-            f"(exploratory: not a confirmatory claim; decided by {v.decided_by})")
+    return (
+        "Exploratory reading",
+        f"the registered rule reads '{report.verdict}' on these runs "
+        f"(exploratory: not a confirmatory claim; decided by {v.decided_by})",
+    )
 
 
 def primary_line(report: Report) -> str:
     p = report.primary
     if p is None:
         return "primary test: not computed (no completed run)"
-    stat = f"p = {pvalue(p.pvalue)}" if p.evalue is None else \
-        f"e = {num(p.evalue, 2)} (p = {pvalue(p.pvalue)})"
+    stat = (
+        f"p = {pvalue(p.pvalue)}"
+        if p.evalue is None
+        else f"e = {num(p.evalue, 2)} (p = {pvalue(p.pvalue)})"
+    )
     disc = ""
     if p.discordant is not None:
-        disc = (f"; discordant pairs {p.discordant.n} (only {p.compare[0]}: {p.discordant.b}, "
-                f"only {p.compare[1]}: {p.discordant.c})")
+        disc = (
+            f"; discordant pairs {p.discordant.n} (only {p.compare[0]}: {p.discordant.b}, "
+            f"only {p.compare[1]}: {p.discordant.c})"
+        )
         if p.min_discordant is not None:
             disc += f", needed at least {p.min_discordant}"
-    return (f"{p.test} ({p.sides}, alpha {p.alpha:g}) on {p.n} tasks: estimate "
-            f"{num(p.estimate)}, interval {interval(p.interval)}, {stat}{disc}")
+    return (
+        f"{p.test} ({p.sides}, alpha {p.alpha:g}) on {p.n} tasks: estimate "
+        f"{num(p.estimate)}, interval {interval(p.interval)}, {stat}{disc}"
+    )
 
 
-CONTROLS_NOTE = ("Registered control arms check the instrument, each by its fixed rule "
-                 "(InvokeRank, Figure 6); their verdicts never change the registration's "
-                 "verdict.")
+CONTROLS_NOTE = (
+    "Registered control arms check the instrument, each by its fixed rule "
+    "(InvokeRank, Figure 6); their verdicts never change the registration's "
+    "verdict."
+)
 
 
 def control_interval(c: Any) -> str:
@@ -107,16 +120,16 @@ def control_rows(report: Report) -> list[list[str]]:
     rows = []
     for c in report.controls:
         versus = f"{c.arm} vs {c.reference}" if c.reference else c.arm
-        rows.append([c.check, versus, c.statistic, c.summary, control_interval(c), c.rule,
-                     c.verdict])
+        rows.append(
+            [c.check, versus, c.statistic, c.summary, control_interval(c), c.rule, c.verdict]
+        )
     return rows
 
 
 STAGES = ("surfaced", "selected", "invoked", "executed", "completed")
 
 
-def exploratory_tables(exploratory: dict[str, Any]
-                       ) -> list[tuple[str, list[str], list[list[str]]]]:
+def exploratory_tables(exploratory: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """The exploratory block as (title, header, rows) tables, for every renderer.
 
     One place for how funnel, negatives, selection rate and terminal outcomes read,
@@ -132,35 +145,75 @@ def exploratory_tables(exploratory: dict[str, Any]
             row = [arm, str(data.get("positive_runs", "-"))]
             for stage in STAGES:
                 s = stages.get(stage) or {}
-                row.append("not measured" if s.get("rate") is None else
-                           f"{pct(s['rate'])} ({s.get('reached')}/{s.get('of')})")
+                row.append(
+                    "not measured"
+                    if s.get("rate") is None
+                    else f"{pct(s['rate'])} ({s.get('reached')}/{s.get('of')})"
+                )
             rows.append(row)
             loss = data.get("loss_shares") or {}
             shares.append([arm] + [num(loss.get(stage), 2) for stage in STAGES])
-        out.append(("Funnel over positive tasks (share of runs reaching each stage)",
-                    ["arm", "positive runs", *STAGES], rows))
-        out.append(("Loss shares by stage (-ln conditional rate, normalised; "
-                    "prereg.stats.loss_shares)", ["arm", *STAGES], shares))
+        out.append(
+            (
+                "Funnel over positive tasks (share of runs reaching each stage)",
+                ["arm", "positive runs", *STAGES],
+                rows,
+            )
+        )
+        out.append(
+            (
+                "Loss shares by stage (-ln conditional rate, normalised; prereg.stats.loss_shares)",
+                ["arm", *STAGES],
+                shares,
+            )
+        )
     negatives = exploratory.get("negatives") or {}
     if negatives:
-        out.append(("Negative tasks (the right behaviour uses no tool)",
-                    ["arm", "runs", "success", "false invocations"],
-                    [[arm, str(d.get("runs")), str(d.get("success")),
-                      f"{d.get('false_invokes')} of {d.get('false_invokes_measured')}"]
-                     for arm, d in negatives.items() if d]))
+        out.append(
+            (
+                "Negative tasks (the right behaviour uses no tool)",
+                ["arm", "runs", "success", "false invocations"],
+                [
+                    [
+                        arm,
+                        str(d.get("runs")),
+                        str(d.get("success")),
+                        f"{d.get('false_invokes')} of {d.get('false_invokes_measured')}",
+                    ]
+                    for arm, d in negatives.items()
+                    if d
+                ],
+            )
+        )
     selection = exploratory.get("selection_rate") or {}
     if selection:
-        out.append(("Selection rate (against each task's permitted operations; null on "
-                    "tasks that rule nothing out; not a success measure)",
-                    ["arm", "mean", "runs"],
-                    [[arm, num(d.get("mean")), str(d.get("runs"))]
-                     for arm, d in selection.items() if d]))
+        out.append(
+            (
+                "Selection rate (against each task's permitted operations; null on "
+                "tasks that rule nothing out; not a success measure)",
+                ["arm", "mean", "runs"],
+                [
+                    [arm, num(d.get("mean")), str(d.get("runs"))]
+                    for arm, d in selection.items()
+                    if d
+                ],
+            )
+        )
     terminal = {arm: d for arm, d in (exploratory.get("terminal") or {}).items() if d}
-    for key, title in (("terminal_classes", "Terminal class (runs)"),
-                       ("terminal_flags", "Terminal flag of failed runs (runs)")):
+    for key, title in (
+        ("terminal_classes", "Terminal class (runs)"),
+        ("terminal_flags", "Terminal flag of failed runs (runs)"),
+    ):
         names = sorted({n for d in terminal.values() for n in (d.get(key) or {})})
         if names:
-            out.append((title, ["arm", *names],
-                        [[arm, *[str((d.get(key) or {}).get(n, 0)) for n in names]]
-                         for arm, d in terminal.items()]))
+            out.append(
+                (
+                    title,
+                    ["arm", *names],
+                    [
+                        [arm, *[str((d.get(key) or {}).get(n, 0)) for n in names]]
+                        for arm, d in terminal.items()
+                    ],
+                )
+            )
     return out

@@ -50,9 +50,9 @@ from prereg.reports.model import Reading, Verdict
 class Evidence:
     """What a test says, reduced to what the rules need."""
 
-    rejects: bool | None          # None: undefined on these data
-    direction: int                # +1 treatment ahead, -1 control ahead, 0 tied / undefined
-    attainable: bool              # could these data reach the threshold at all?
+    rejects: bool | None  # None: undefined on these data
+    direction: int  # +1 treatment ahead, -1 control ahead, 0 tied / undefined
+    attainable: bool  # could these data reach the threshold at all?
     unattainable_reason: str = ""
 
 
@@ -73,13 +73,15 @@ def favoured_direction(favours: str | None, sides: str, control: str, treatment:
     return 0
 
 
-def read_superiority(evidence: Evidence, favoured: int, arms: tuple[str, str]
-                     ) -> tuple[Reading, str]:
+def read_superiority(
+    evidence: Evidence, favoured: int, arms: tuple[str, str]
+) -> tuple[Reading, str]:
     """The reading of a difference test (see the module docstring)."""
     control, treatment = arms
     if evidence.rejects is None:
         return "inconclusive", "the test is undefined on these runs" + (
-            f" ({evidence.unattainable_reason})" if evidence.unattainable_reason else "")
+            f" ({evidence.unattainable_reason})" if evidence.unattainable_reason else ""
+        )
     if not evidence.attainable:
         return "inconclusive", evidence.unattainable_reason
     ahead = {1: treatment, -1: control}.get(evidence.direction)
@@ -87,17 +89,22 @@ def read_superiority(evidence: Evidence, favoured: int, arms: tuple[str, str]
         if favoured == 0:
             return "supported", f"the test rejects at the registered alpha ({ahead} ahead)"
         if evidence.direction == favoured:
-            return "supported", (f"the test rejects at the registered alpha in the registered "
-                                 f"direction ({ahead} ahead)")
-        return "not_supported", (f"the test rejects at the registered alpha, but against the "
-                                 f"registered direction ({ahead} ahead)")
-    return "not_supported", ("the test could have rejected at the registered alpha and did not "
-                             "(the registered criterion for support is not met; this is not a "
-                             "finding of equivalence)")
+            return "supported", (
+                f"the test rejects at the registered alpha in the registered "
+                f"direction ({ahead} ahead)"
+            )
+        return "not_supported", (
+            f"the test rejects at the registered alpha, but against the "
+            f"registered direction ({ahead} ahead)"
+        )
+    return "not_supported", (
+        "the test could have rejected at the registered alpha and did not "
+        "(the registered criterion for support is not met; this is not a "
+        "finding of equivalence)"
+    )
 
 
-def read_equivalence(equivalent: bool | None, attainable: bool, reason: str
-                     ) -> tuple[Reading, str]:
+def read_equivalence(equivalent: bool | None, attainable: bool, reason: str) -> tuple[Reading, str]:
     """The reading of a TOST registered as the deciding test (hypothesis: equivalence)."""
     if equivalent is None:
         return "inconclusive", f"the equivalence test is undefined on these runs ({reason})"
@@ -108,17 +115,27 @@ def read_equivalence(equivalent: bool | None, attainable: bool, reason: str
     return "not_supported", "equivalence within the registered margin is not shown"
 
 
-def final_verdict(runnable: bool, complete: bool, reading: Reading | None,
-                  decided_by: str, reading_reason: str,
-                  not_runnable_reason: str | None = None) -> tuple[Verdict, str, str]:
+def final_verdict(
+    runnable: bool,
+    complete: bool,
+    reading: Reading | None,
+    decided_by: str,
+    reading_reason: str,
+    not_runnable_reason: str | None = None,
+) -> tuple[Verdict, str, str]:
     """(verdict, deciding procedure, reason): rules 1 to 3 of the module docstring."""
     if not runnable:
-        return ("not_runnable", "registry (feasibility gate at register)",
-                not_runnable_reason or "the registry marked this registration not runnable")
+        return (
+            "not_runnable",
+            "registry (feasibility gate at register)",
+            not_runnable_reason or "the registry marked this registration not runnable",
+        )
     if not complete:
-        return ("incomplete", "completeness check",
-                "the run set does not cover the planned units; any reading of it is "
-                "exploratory")
+        return (
+            "incomplete",
+            "completeness check",
+            "the run set does not cover the planned units; any reading of it is exploratory",
+        )
     if reading is None:
         return "inconclusive", decided_by, reading_reason or "no deciding test could be computed"
     return reading, decided_by, reading_reason

@@ -44,19 +44,31 @@ def prepare(ws: Workspace, registration_id: str) -> tuple[Any, Any, RunPlan, Exp
     entry = registry.get(registration_id)
     reg = entry.registration
     if not entry.runnable:
-        raise ProtocolRefusal(f"'{entry.id}' was registered as not runnable (its feasibility "
-                              "gate failed); register a new design instead", field="id")
+        raise ProtocolRefusal(
+            f"'{entry.id}' was registered as not runnable (its feasibility "
+            "gate failed); register a new design instead",
+            field="id",
+        )
     if reg.split == LOCKED_SPLIT and reg.kind != "confirmatory":
-        raise ProtocolRefusal(f"'{entry.id}' is {reg.kind}: units on the locked test split run "
-                              "only under a confirmatory registration", field="split")
+        raise ProtocolRefusal(
+            f"'{entry.id}' is {reg.kind}: units on the locked test split run "
+            "only under a confirmatory registration",
+            field="split",
+        )
     experiment = load_experiment(registry.experiment_reader(entry), reg.experiment)
     plan = plan_from_registration(reg, entry.digest)
     return registry, entry, plan, experiment
 
 
-def run_registration(ws: Workspace, registration_id: str, *, concurrency: int = 4,
-                     max_units: int | None = None, progress: Progress | None = None,
-                     driver: Driver | None = None) -> RunSummary:
+def run_registration(
+    ws: Workspace,
+    registration_id: str,
+    *,
+    concurrency: int = 4,
+    max_units: int | None = None,
+    progress: Progress | None = None,
+    driver: Driver | None = None,
+) -> RunSummary:
     """Run (or resume) a registration; ``driver`` overrides the registered one (benches)."""
     if concurrency < 1:
         raise BadInput("--concurrency must be at least 1", field="concurrency")
@@ -68,7 +80,7 @@ def run_registration(ws: Workspace, registration_id: str, *, concurrency: int = 
             driver = create_run_driver(plan, entry.registration, ws)  # providers: issue 7
         except ValueError as exc:
             raise BadInput(str(exc), field="host.params") from None
-    build_offers(plan, experiment)   # a control that cannot apply is refused (exit 2) here,
+    build_offers(plan, experiment)  # a control that cannot apply is refused (exit 2) here,
     # before the locked split is claimed: a refused run must not spend it
     if plan.split == LOCKED_SPLIT:
         # the first run of a confirmatory registration spends the locked split (idempotent
@@ -76,14 +88,22 @@ def run_registration(ws: Workspace, registration_id: str, *, concurrency: int = 
         registry.claim_locked_split(entry)
     store = RunStore(ws.runs)
     try:
-        return execute(plan, experiment, store, driver, concurrency=concurrency,
-                       max_units=max_units, progress=progress)
+        return execute(
+            plan,
+            experiment,
+            store,
+            driver,
+            concurrency=concurrency,
+            max_units=max_units,
+            progress=progress,
+        )
     finally:
         store.close()
 
 
-def export_registration(ws: Workspace, registration_id: str, fmt: Format, out: Path
-                        ) -> dict[str, Any]:
+def export_registration(
+    ws: Workspace, registration_id: str, fmt: Format, out: Path
+) -> dict[str, Any]:
     """Write every record of a registration to ``out``; refuses foreign digests (exit 3)."""
     entry = _registry(ws).get(registration_id)
     store = RunStore(ws.runs)
@@ -91,14 +111,21 @@ def export_registration(ws: Workspace, registration_id: str, fmt: Format, out: P
     store.close()
     foreign = [r.record_id for r in records if r.registration_digest != entry.digest]
     if foreign:
-        raise IntegrityError(f"{len(foreign)} record(s) of '{registration_id}' carry a digest "
-                             f"other than the registration's {entry.digest}",
-                             details=foreign[:20])
+        raise IntegrityError(
+            f"{len(foreign)} record(s) of '{registration_id}' carry a digest "
+            f"other than the registration's {entry.digest}",
+            details=foreign[:20],
+        )
     n = write_records(records, out, fmt)
-    return {"registration_id": registration_id, "registration_digest": entry.digest,
-            "format": fmt, "out": str(out), "records": n,
-            "ok": sum(r.status == "ok" for r in records),
-            "infra_error": sum(r.status == "infra_error" for r in records)}
+    return {
+        "registration_id": registration_id,
+        "registration_digest": entry.digest,
+        "format": fmt,
+        "out": str(out),
+        "records": n,
+        "ok": sum(r.status == "ok" for r in records),
+        "infra_error": sum(r.status == "infra_error" for r in records),
+    }
 
 
 def import_file(ws: Workspace, path: Path) -> dict[str, Any]:
@@ -118,12 +145,18 @@ def import_file(ws: Workspace, path: Path) -> dict[str, Any]:
         expected = digests[record.registration_id]
         if expected != record.registration_digest:
             why = "is not registered here" if expected is None else f"has digest {expected}"
-            foreign.append(f"line {line}: record {record.record_id} names registration "
-                           f"'{record.registration_id}' with digest "
-                           f"{record.registration_digest}, but '{record.registration_id}' {why}")
+            foreign.append(
+                f"line {line}: record {record.record_id} names registration "
+                f"'{record.registration_id}' with digest "
+                f"{record.registration_digest}, but '{record.registration_id}' {why}"
+            )
     if foreign:
-        raise IntegrityError(f"{len(foreign)} record(s) do not belong to the registration they "
-                             "name; nothing was imported", file=str(path), details=foreign[:20])
+        raise IntegrityError(
+            f"{len(foreign)} record(s) do not belong to the registration they "
+            "name; nothing was imported",
+            file=str(path),
+            details=foreign[:20],
+        )
     store = RunStore(ws.runs)
     try:
         written = skipped = 0
@@ -136,18 +169,28 @@ def import_file(ws: Workspace, path: Path) -> dict[str, Any]:
             skipped += s
     finally:
         store.close()
-    return {"file": str(path), "records": len(rows), "imported": written,
-            "skipped_duplicates": skipped}
+    return {
+        "file": str(path),
+        "records": len(rows),
+        "imported": written,
+        "skipped_duplicates": skipped,
+    }
 
 
 def split_summary(ws: Workspace, name: str) -> dict[str, Any]:
     """Counts per split, intent and polarity of a workspace experiment."""
     folder = ws.experiments / name
     if not (folder / "experiment.yaml").is_file():
-        known = sorted(p.name for p in ws.experiments.iterdir() if p.is_dir()) \
-            if ws.experiments.is_dir() else []
-        raise BadInput(f"experiment '{name}' not found (expected {folder / 'experiment.yaml'}); "
-                       f"known: {', '.join(known) or 'none'}", field="experiment")
+        known = (
+            sorted(p.name for p in ws.experiments.iterdir() if p.is_dir())
+            if ws.experiments.is_dir()
+            else []
+        )
+        raise BadInput(
+            f"experiment '{name}' not found (expected {folder / 'experiment.yaml'}); "
+            f"known: {', '.join(known) or 'none'}",
+            field="experiment",
+        )
     experiment = load_experiment(folder_reader(folder), name)
     return describe_splits(experiment)
 
@@ -163,9 +206,16 @@ def describe_splits(experiment: Experiment) -> dict[str, Any]:
             "tasks": len(tasks),
             "clusters": len({t.cluster for t in tasks}),
             "polarity": dict(Counter(t.polarity for t in tasks)),
-            "intents": {intent: dict(by_intent[intent]) for intent in experiment.intents
-                        if intent in by_intent},
+            "intents": {
+                intent: dict(by_intent[intent])
+                for intent in experiment.intents
+                if intent in by_intent
+            },
         }
-    return {"experiment": experiment.name, "tasks": len(experiment.tasks),
-            "clusters": len({t.cluster for t in experiment.tasks}),
-            "intents": list(experiment.intents), "splits": splits}
+    return {
+        "experiment": experiment.name,
+        "tasks": len(experiment.tasks),
+        "clusters": len({t.cluster for t in experiment.tasks}),
+        "intents": list(experiment.intents),
+        "splits": splits,
+    }

@@ -27,23 +27,52 @@ from prereg.yamlio import format_loc
 
 Format = Literal["jsonl", "csv"]
 
-_BOOL = {"surfaced", "selected", "invoked", "executed", "completed", "oracle_final_state",
-         "oracle_no_mutation", "oracle_prohibited_operations", "oracle_confirmation",
-         "oracle_answer", "success", "batch"}
-_INT = {"repeat", "rotation", "tokens_input", "tokens_output", "tokens_reasoning",
-        "tokens_cached", "unnecessary_calls", "calls", "turns", "schema_version", "retries"}
+_BOOL = {
+    "surfaced",
+    "selected",
+    "invoked",
+    "executed",
+    "completed",
+    "oracle_final_state",
+    "oracle_no_mutation",
+    "oracle_prohibited_operations",
+    "oracle_confirmation",
+    "oracle_answer",
+    "success",
+    "batch",
+}
+_INT = {
+    "repeat",
+    "rotation",
+    "tokens_input",
+    "tokens_output",
+    "tokens_reasoning",
+    "tokens_cached",
+    "unnecessary_calls",
+    "calls",
+    "turns",
+    "schema_version",
+    "retries",
+}
 _FLOAT = {"latency_ms", "cost_usd", "selection_rate"}
 _JSON = {"selected_operations", "trace"}
-_JSON_OBJECT = {"offer"}   # JSON-encoded, empty for null
-_NULLABLE_STR = {"model_requested", "model_returned", "terminal_class", "terminal_flag",
-                 "first_unmet_obligation", "error"}
+_JSON_OBJECT = {"offer"}  # JSON-encoded, empty for null
+_NULLABLE_STR = {
+    "model_requested",
+    "model_returned",
+    "terminal_class",
+    "terminal_flag",
+    "first_unmet_obligation",
+    "error",
+}
 
 
 def to_row(record: RunRecord) -> dict[str, str]:
     """One CSV row: flat columns, empty string for null."""
     data = record.model_dump(mode="json")
-    flat: dict[str, Any] = {k: v for k, v in data.items()
-                            if k not in ("tokens", "funnel", "oracles")}
+    flat: dict[str, Any] = {
+        k: v for k, v in data.items() if k not in ("tokens", "funnel", "oracles")
+    }
     for key, value in data["tokens"].items():
         flat[f"tokens_{key}"] = value
     flat.update(data["funnel"])
@@ -125,8 +154,9 @@ def detect_format(path: Path) -> Format:
         return "jsonl"
     if suffix == ".csv":
         return "csv"
-    raise BadInput(f"cannot tell the format from the extension '{suffix}' (use .jsonl or .csv)",
-                   file=str(path))
+    raise BadInput(
+        f"cannot tell the format from the extension '{suffix}' (use .jsonl or .csv)", file=str(path)
+    )
 
 
 def _bad(path: Path, line: int, exc: Exception) -> BadInput:
@@ -160,8 +190,11 @@ def read_records(path: Path) -> list[tuple[int, RunRecord]]:
                 raise _bad(path, number, exc) from None
         return out
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    missing = [c for c in ("record_id", "registration_id", "registration_digest")
-               if c not in (reader.fieldnames or [])]
+    missing = [
+        c
+        for c in ("record_id", "registration_id", "registration_digest")
+        if c not in (reader.fieldnames or [])
+    ]
     if missing:
         raise BadInput(f"missing column(s) {missing}", file=f"{path}:1")
     for row in reader:

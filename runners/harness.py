@@ -51,15 +51,15 @@ class CallInfo:
 
     tool: str
     arguments: Any
-    role: Role | None            # None: the name matches no offered tool
+    role: Role | None  # None: the name matches no offered tool
     operations: tuple[str, ...]
-    valid: bool                  # the arguments validate against the input schema
-    ok: bool                     # ran without error
-    empty: bool                  # returned nothing (None, {}, [] or no items)
+    valid: bool  # the arguments validate against the input schema
+    ok: bool  # ran without error
+    empty: bool  # returned nothing (None, {}, [] or no items)
     error: str | None
     result: Any
-    server: str | None = None    # the offered integration's key (None: no such tool)
-    live: bool = False           # executed on the registered live server
+    server: str | None = None  # the offered integration's key (None: no such tool)
+    live: bool = False  # executed on the registered live server
 
 
 @dataclass
@@ -70,7 +70,7 @@ class EpisodeResult:
     turns: list[Turn] = field(default_factory=list)
     trace: list[TraceEvent] = field(default_factory=list)
     answer: str | None = None
-    stop: str | None = None                # completion_cap | episode_budget | call_limit | ...
+    stop: str | None = None  # completion_cap | episode_budget | call_limit | ...
     surfaced_before_first_call: set[str] | None = None
     searched: bool | None = None
     before: State = field(default_factory=dict)
@@ -78,7 +78,7 @@ class EpisodeResult:
     store: ServiceStore | None = None
     focal_tools: frozenset[str] = frozenset()
     offer: ArmOffer | None = None
-    servers: list[Server] = field(default_factory=list)   # as listed in this unit
+    servers: list[Server] = field(default_factory=list)  # as listed in this unit
     live_servers: frozenset[str] = frozenset()
 
 
@@ -124,9 +124,14 @@ def recorded_path(task: Task, surface: Surface) -> RecordedPath:
                 chosen = RecordedCall(tool=tool.name, arguments=arguments)
                 break
         if chosen is None:
-            return RecordedPath(calls=(), answer=None, problem=(
-                f"step {index} ({step.op}): surface '{surface.id}' has no tool that runs "
-                "exactly this operation with these arguments"))
+            return RecordedPath(
+                calls=(),
+                answer=None,
+                problem=(
+                    f"step {index} ({step.op}): surface '{surface.id}' has no tool that runs "
+                    "exactly this operation with these arguments"
+                ),
+            )
         calls.append(chosen)
     return RecordedPath(calls=tuple(calls), answer=task.solution.answer)
 
@@ -140,9 +145,16 @@ class Harness:
     :mod:`prereg.runners.live`); every other replay-only tool is refused.
     """
 
-    def __init__(self, experiment: Experiment, budgets: Budgets, model: str | None,
-                 params: dict[str, Any], rotations: int,
-                 offers: dict[str, ArmOffer] | None = None, live: Any = None) -> None:
+    def __init__(
+        self,
+        experiment: Experiment,
+        budgets: Budgets,
+        model: str | None,
+        params: dict[str, Any],
+        rotations: int,
+        offers: dict[str, ArmOffer] | None = None,
+        live: Any = None,
+    ) -> None:
         self.experiment = experiment
         self.budgets = budgets
         self.model = model
@@ -163,9 +175,11 @@ class Harness:
     def offer_of(self, unit: RunUnit) -> ArmOffer:
         """The unit's arm's offer: as given, else built from the unit's arm spec."""
         if unit.arm not in self.offers:
-            self.offers[unit.arm] = (plain_offer(self.experiment, unit.surface)
-                                     if unit.spec is None else
-                                     arm_offer(unit.spec, self.experiment, unit.design_seed))
+            self.offers[unit.arm] = (
+                plain_offer(self.experiment, unit.surface)
+                if unit.spec is None
+                else arm_offer(unit.spec, self.experiment, unit.design_seed)
+            )
         return self.offers[unit.arm]
 
     def listing(self, unit: RunUnit) -> tuple[list[Server], list[tuple[Tool, Role, Surface]]]:
@@ -180,25 +194,41 @@ class Harness:
         offered untransformed (a blinded or relabelled copy is never called live)."""
         if self.live is None:
             return frozenset()
-        return frozenset(s.key for s in servers
-                         if s.source == self.live.surface and s.surface.transform is None)
+        return frozenset(
+            s.key for s in servers if s.source == self.live.surface and s.surface.transform is None
+        )
 
-    def episode_for(self, unit: RunUnit, driver: Driver,
-                    offered: Sequence[tuple[Tool, Role, Surface]]) -> Episode:
-        tools = tuple(OfferedTool(name=t.name, title=t.title, description=t.description,
-                                  input_schema=t.input_schema, integration=s.name,
-                                  integration_description=s.description)
-                      for t, _, s in offered)
+    def episode_for(
+        self, unit: RunUnit, driver: Driver, offered: Sequence[tuple[Tool, Role, Surface]]
+    ) -> Episode:
+        tools = tuple(
+            OfferedTool(
+                name=t.name,
+                title=t.title,
+                description=t.description,
+                input_schema=t.input_schema,
+                integration=s.name,
+                integration_description=s.description,
+            )
+            for t, _, s in offered
+        )
         solution = None
         # only a replay driver may see the recorded path; a model-backed one never does
         if driver.sees_solution and driver.evidence_class == "replay":
             offer = self.offer_of(unit)
             focal = offer.clones[unit.cell & 1][0] if offer.clones else offer.servers[0]
             solution = recorded_path(unit.task, focal.surface)
-        return Episode(prompt=unit.task.prompt, tools=tools,
-                       completion_cap=self.budgets.completion_cap, model=self.model,
-                       params=self.params, seed=unit.seed, prompt_seed=unit.prompt_seed,
-                       label=unit.label, solution=solution)
+        return Episode(
+            prompt=unit.task.prompt,
+            tools=tools,
+            completion_cap=self.budgets.completion_cap,
+            model=self.model,
+            params=self.params,
+            seed=unit.seed,
+            prompt_seed=unit.prompt_seed,
+            label=unit.label,
+            solution=solution,
+        )
 
     async def run(self, unit: RunUnit, driver: Driver) -> EpisodeResult:
         """Play one episode; driver exceptions propagate (they are infrastructure failures)."""
@@ -207,10 +237,14 @@ class Harness:
         by_name = {t.name: (t, role) for t, role, _ in offered}
         episode = self.episode_for(unit, driver, offered)
         store = ServiceStore(self.experiment.service)
-        out = EpisodeResult(before=store.snapshot(), store=store,
-                            focal_tools=frozenset(t.name for t, r, _ in offered if r == "focal"),
-                            offer=self.offer_of(unit), servers=servers,
-                            live_servers=self._live_servers(servers))
+        out = EpisodeResult(
+            before=store.snapshot(),
+            store=store,
+            focal_tools=frozenset(t.name for t, r, _ in offered if r == "focal"),
+            offer=self.offer_of(unit),
+            servers=servers,
+            live_servers=self._live_servers(servers),
+        )
         history: list[Exchange] = []
         spent_tokens = 0
         b = self.budgets
@@ -224,19 +258,25 @@ class Harness:
             if turn.searched is not None:
                 out.searched = bool(out.searched) or turn.searched
             if turn.surfaced is not None:
-                out.trace.append(TraceEvent(kind="search", turn=index,
-                                            surfaced=list(turn.surfaced)))
+                out.trace.append(
+                    TraceEvent(kind="search", turn=index, surfaced=list(turn.surfaced))
+                )
                 if not out.calls:
-                    out.surfaced_before_first_call = (out.surfaced_before_first_call or set()
-                                                      ) | set(turn.surfaced)
+                    out.surfaced_before_first_call = (
+                        out.surfaced_before_first_call or set()
+                    ) | set(turn.surfaced)
                 out.searched = True if turn.searched is None else out.searched
             measured = _tokens_of(turn)
             spent_tokens += measured or 0
             action = turn.action
             common: dict[str, Any] = dict(
-                turn=index, latency_ms=turn.latency_ms, cost_usd=turn.cost_usd,
-                model_returned=turn.model_returned, retries=turn.retries,
-                usage=None if turn.usage is None else TokensModel(**vars(turn.usage)))
+                turn=index,
+                latency_ms=turn.latency_ms,
+                cost_usd=turn.cost_usd,
+                model_returned=turn.model_returned,
+                retries=turn.retries,
+                usage=None if turn.usage is None else TokensModel(**vars(turn.usage)),
+            )
             if isinstance(action, CutAtCap):
                 out.trace.append(TraceEvent(kind="cut", text=action.text, **common))
                 out.stop = "completion_cap"
@@ -253,8 +293,11 @@ class Harness:
                 result = ToolResult(None, True, "error: the tool call could not be parsed")
             else:
                 assert isinstance(action, ToolCall)
-                out.trace.append(TraceEvent(kind="tool_call", tool=action.name,
-                                            arguments=action.arguments, **common))
+                out.trace.append(
+                    TraceEvent(
+                        kind="tool_call", tool=action.name, arguments=action.arguments, **common
+                    )
+                )
                 if b.episode_tokens is not None and spent_tokens > b.episode_tokens:
                     out.stop = "episode_budget"
                     break
@@ -264,10 +307,18 @@ class Harness:
                 info, result = await self._call(action, by_name, store, out.live_servers)
                 out.calls.append(info)
                 out.trace[-1] = out.trace[-1].model_copy(
-                    update={"operations": list(info.operations)})
-                out.trace.append(TraceEvent(kind="tool_result", turn=index, tool=action.name,
-                                            result=result.content, is_error=result.is_error,
-                                            text=result.text if result.is_error else None))
+                    update={"operations": list(info.operations)}
+                )
+                out.trace.append(
+                    TraceEvent(
+                        kind="tool_result",
+                        turn=index,
+                        tool=action.name,
+                        result=result.content,
+                        is_error=result.is_error,
+                        text=result.text if result.is_error else None,
+                    )
+                )
                 infeasible = self._infeasible(task, out, store)
                 if infeasible:
                     out.trace.append(TraceEvent(kind="stop", turn=index, text=infeasible))
@@ -278,19 +329,26 @@ class Harness:
                 break
             history.append(Exchange(turn=turn, result=result))
         if out.stop is not None and out.stop != "infeasible":
-            out.trace.append(TraceEvent(kind="stop", turn=max(len(out.turns) - 1, 0),
-                                        text=out.stop))
+            out.trace.append(
+                TraceEvent(kind="stop", turn=max(len(out.turns) - 1, 0), text=out.stop)
+            )
         out.after = store.snapshot()
         return out
 
-    async def _call(self, call: ToolCall, by_name: dict[str, tuple[Tool, Role]],
-                    store: ServiceStore, live_servers: frozenset[str] = frozenset()
-                    ) -> tuple[CallInfo, ToolResult]:
+    async def _call(
+        self,
+        call: ToolCall,
+        by_name: dict[str, tuple[Tool, Role]],
+        store: ServiceStore,
+        live_servers: frozenset[str] = frozenset(),
+    ) -> tuple[CallInfo, ToolResult]:
         found = by_name.get(call.name)
         if found is None:
             msg = f"error: no tool named '{call.name}' is offered"
-            return (CallInfo(call.name, call.arguments, None, (), False, False, True, msg, None),
-                    ToolResult(None, True, msg))
+            return (
+                CallInfo(call.name, call.arguments, None, (), False, False, True, msg, None),
+                ToolResult(None, True, msg),
+            )
         tool, role = found
         server = tool.surface
         args = call.arguments
@@ -301,27 +359,59 @@ class Harness:
                 problem = next(iter(self._validator(tool).iter_errors(args)), None)
                 detail = problem.message if problem is not None else "invalid arguments"
             msg = f"error: the arguments do not match the input schema: {detail}"
-            return (CallInfo(tool.name, args, role, tool.operations, False, False, True, msg,
-                             None, server), ToolResult(None, True, msg))
+            return (
+                CallInfo(
+                    tool.name, args, role, tool.operations, False, False, True, msg, None, server
+                ),
+                ToolResult(None, True, msg),
+            )
         if server in live_servers:
             # the registered live integration: the call runs on its server (never the store)
             content, is_error, text, empty = await self.live.call(tool.name, args)
-            info = CallInfo(tool.name, args, role, (), True, not is_error, empty,
-                            text if is_error else None, None if is_error else content, server,
-                            live=True)
+            info = CallInfo(
+                tool.name,
+                args,
+                role,
+                (),
+                True,
+                not is_error,
+                empty,
+                text if is_error else None,
+                None if is_error else content,
+                server,
+                live=True,
+            )
             return info, ToolResult(None if is_error else content, is_error, text)
         try:
             content = execute_tool(tool, args, store)
         except ToolRefused as exc:
             msg = f"error: {exc}"
-            return (CallInfo(tool.name, args, role, tool.operations, True, False, True, msg,
-                             None, server), ToolResult(None, True, msg))
+            return (
+                CallInfo(
+                    tool.name, args, role, tool.operations, True, False, True, msg, None, server
+                ),
+                ToolResult(None, True, msg),
+            )
         except OperationError as exc:
             msg = f"error: {exc}"
-            return (CallInfo(tool.name, args, role, tool.operations, True, False, True, msg,
-                             None, server), ToolResult(None, True, msg))
-        info = CallInfo(tool.name, args, role, tool.operations, True, True, _is_empty(content),
-                        None, content, server)
+            return (
+                CallInfo(
+                    tool.name, args, role, tool.operations, True, False, True, msg, None, server
+                ),
+                ToolResult(None, True, msg),
+            )
+        info = CallInfo(
+            tool.name,
+            args,
+            role,
+            tool.operations,
+            True,
+            True,
+            _is_empty(content),
+            None,
+            content,
+            server,
+        )
         return info, ToolResult(content, False, render(content))
 
     @staticmethod

@@ -39,12 +39,17 @@ def check_live(plan: RunPlan, experiment: Experiment) -> None:
         return
     surface = experiment.surfaces.get(live.surface)
     if surface is None:
-        raise BadInput(f"host.live names '{live.surface}', which is not a surface of the "
-                       "experiment", field="host.live.surface")
+        raise BadInput(
+            f"host.live names '{live.surface}', which is not a surface of the experiment",
+            field="host.live.surface",
+        )
     if surface.source != "snapshot":
-        raise BadInput(f"host.live names '{live.surface}', which is a YAML surface: only an "
-                       "MCP snapshot surface has a live server (its calls are the only ones "
-                       "that do not run on the experiment's store)", field="host.live.surface")
+        raise BadInput(
+            f"host.live names '{live.surface}', which is a YAML surface: only an "
+            "MCP snapshot surface has a live server (its calls are the only ones "
+            "that do not run on the experiment's store)",
+            field="host.live.surface",
+        )
 
 
 class LiveSession:
@@ -72,8 +77,10 @@ class LiveSession:
         from mcp.client.stdio import stdio_client
 
         command = list(self.spec.command or ())
-        return stdio_client(StdioServerParameters(command=command[0], args=command[1:]),
-                            errlog=sys.__stderr__ or sys.stderr)
+        return stdio_client(
+            StdioServerParameters(command=command[0], args=command[1:]),
+            errlog=sys.__stderr__ or sys.stderr,
+        )
 
     async def verify(self, registered_digest: str | None) -> str:
         """Snapshot the live server and compare its digest with the registered one."""
@@ -86,7 +93,8 @@ class LiveSession:
             raise IntegrityError(
                 f"the live server of '{self.surface}' no longer serves the registered "
                 f"snapshot (registered {registered_digest}, live {digest}); nothing was run",
-                field="host.live")
+                field="host.live",
+            )
         return digest
 
     async def open(self) -> None:
@@ -95,14 +103,17 @@ class LiveSession:
         from prereg import __version__
 
         stack = AsyncExitStack()
-        client = Client(self._transport(), mode="legacy", cache=None,
-                        read_timeout_seconds=self.spec.timeout_s,
-                        client_info=Implementation(name="prereg-live", version=__version__))
+        client = Client(
+            self._transport(),
+            mode="legacy",
+            cache=None,
+            read_timeout_seconds=self.spec.timeout_s,
+            client_info=Implementation(name="prereg-live", version=__version__),
+        )
         self._client = await stack.enter_async_context(client)
         self._stack = stack
 
-    async def call(self, name: str, arguments: dict[str, Any]
-                   ) -> tuple[Any, bool, str, bool]:
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[Any, bool, str, bool]:
         """(content, is_error, text the host is shown, empty) of one call on the live server.
 
         Empty (so not Executed): no structured content and no content block with text or
@@ -114,12 +125,16 @@ class LiveSession:
         try:
             result = await self._client.call_tool(name, arguments)
         except Exception as exc:  # a transport or protocol failure is not the agent's
-            raise InfraError(f"live call to '{name}' failed: {type(exc).__name__}: "
-                             f"{exc}"[:500]) from None
-        blocks = [block.model_dump(mode="json", exclude_none=True, by_alias=True)
-                  for block in result.content]
-        content: Any = result.structured_content if result.structured_content is not None \
-            else blocks
+            raise InfraError(
+                f"live call to '{name}' failed: {type(exc).__name__}: {exc}"[:500]
+            ) from None
+        blocks = [
+            block.model_dump(mode="json", exclude_none=True, by_alias=True)
+            for block in result.content
+        ]
+        content: Any = (
+            result.structured_content if result.structured_content is not None else blocks
+        )
         text = json.dumps(content, ensure_ascii=False, default=str)
         if result.is_error:
             return content, True, f"error: {text}", True
@@ -140,9 +155,10 @@ def _empty(structured: Any, blocks: list[dict[str, Any]]) -> bool:
         if isinstance(structured, dict) and len(structured) == 1:
             return _blank(next(iter(structured.values())))
         return _blank(structured)
-    return not any(b.get("type") != "text" or str(b.get("text", "")).strip() not in ("", "[]",
-                                                                                      "{}")
-                   for b in blocks)
+    return not any(
+        b.get("type") != "text" or str(b.get("text", "")).strip() not in ("", "[]", "{}")
+        for b in blocks
+    )
 
 
 async def open_live(plan: RunPlan, experiment: Experiment) -> LiveSession | None:

@@ -23,8 +23,19 @@ from prereg.experiments.offers import ArmOffer, ArmSpec, Server, arm_offer, offe
 from prereg.experiments.surfaces import Role, Surface, Tool
 from prereg.runners.units import RunPlan, RunUnit
 
-__all__ = ["ArmOffer", "ArmSpec", "Server", "arm_offer", "arrange", "build_offers",
-           "listed_tools", "offered_items", "plain_offer", "rotate_single", "unit_servers"]
+__all__ = [
+    "ArmOffer",
+    "ArmSpec",
+    "Server",
+    "arm_offer",
+    "arrange",
+    "build_offers",
+    "listed_tools",
+    "offered_items",
+    "plain_offer",
+    "rotate_single",
+    "unit_servers",
+]
 
 
 def build_offers(plan: RunPlan, experiment: Experiment) -> dict[str, ArmOffer]:
@@ -52,8 +63,7 @@ def arrange(offer: ArmOffer, rotation: int, rotations: int, cell: int = 0) -> li
     return [server for block in ordered for server in block]
 
 
-def unit_servers(offers: Mapping[str, ArmOffer], unit: RunUnit, rotations: int
-                 ) -> list[Server]:
+def unit_servers(offers: Mapping[str, ArmOffer], unit: RunUnit, rotations: int) -> list[Server]:
     return arrange(offers[unit.arm], unit.rotation, rotations, unit.cell)
 
 
@@ -63,18 +73,21 @@ def listed_tools(servers: Sequence[Server]) -> list[tuple[Tool, Role, Surface]]:
     Without a pool, a single surface's *tools* rotate instead (there are no blocks);
     :func:`rotate_single` does that.
     """
-    return [(tool, server.role, server.surface) for server in servers
-            for tool in server.surface.tools]
+    return [
+        (tool, server.role, server.surface) for server in servers for tool in server.surface.tools
+    ]
 
 
-def rotate_single(items: list[tuple[Tool, Role, Surface]], rotation: int, rotations: int
-                  ) -> list[tuple[Tool, Role, Surface]]:
+def rotate_single(
+    items: list[tuple[Tool, Role, Surface]], rotation: int, rotations: int
+) -> list[tuple[Tool, Role, Surface]]:
     shift = (rotation * len(items)) // max(rotations, 1)
     return items[shift:] + items[:shift]
 
 
-def offered_items(offer: ArmOffer, rotation: int, rotations: int, cell: int = 0
-                  ) -> tuple[list[Server], list[tuple[Tool, Role, Surface]]]:
+def offered_items(
+    offer: ArmOffer, rotation: int, rotations: int, cell: int = 0
+) -> tuple[list[Server], list[tuple[Tool, Role, Surface]]]:
     """(listed servers, offered tools) of one unit.
 
     With one server and no clone pair the tools themselves rotate; otherwise the

@@ -46,15 +46,15 @@ class RunSummary:
     registration_digest: str
     driver: str
     evidence_class: str
-    planned: int                 # units in the registration's plan
-    skipped_existing: int        # already had an ok record before this run
-    completed: int               # ok records written by this run
-    failed: int                  # infra_error records written by this run
-    successes: int               # of the completed, how many succeeded
-    duplicates: int              # written meanwhile by another process
-    remaining: int               # units still without an ok record
-    spend_usd: float             # measured spend recorded under the digest
-    stopped: str | None          # None | "spend_cap" | "max_units"
+    planned: int  # units in the registration's plan
+    skipped_existing: int  # already had an ok record before this run
+    completed: int  # ok records written by this run
+    failed: int  # infra_error records written by this run
+    successes: int  # of the completed, how many succeeded
+    duplicates: int  # written meanwhile by another process
+    remaining: int  # units still without an ok record
+    spend_usd: float  # measured spend recorded under the digest
+    stopped: str | None  # None | "spend_cap" | "max_units"
     elapsed_s: float
     units_per_s: float
 
@@ -93,15 +93,22 @@ async def run_unit(plan: RunPlan, harness: Harness, unit: RunUnit, driver: Drive
         return infra_record(plan, unit, driver, message[:2000], started, _now(), result)
 
 
-async def run_plan(plan: RunPlan, experiment: Experiment, store: RunStore, driver: Driver, *,
-                   concurrency: int = 4, max_units: int | None = None,
-                   progress: Progress | None = None,
-                   clock: Callable[[], float] = time.perf_counter) -> RunSummary:
+async def run_plan(
+    plan: RunPlan,
+    experiment: Experiment,
+    store: RunStore,
+    driver: Driver,
+    *,
+    concurrency: int = 4,
+    max_units: int | None = None,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> RunSummary:
     """Run the plan's missing units against ``driver``; records go to ``store``."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     progress = progress or Progress()
-    offers = build_offers(plan, experiment)       # BadInput before anything runs
+    offers = build_offers(plan, experiment)  # BadInput before anything runs
     check_live(plan, experiment)
     units = expand_units(plan, experiment)
     done = store.completed_keys(plan.digest)
@@ -112,11 +119,24 @@ async def run_plan(plan: RunPlan, experiment: Experiment, store: RunStore, drive
         pending = pending[:max_units]
         stopped = "max_units"
     live = await open_live(plan, experiment) if pending else None
-    harness = Harness(experiment, plan.budgets, plan.model, dict(plan.params), plan.rotations,
-                      offers=offers, live=live)
+    harness = Harness(
+        experiment,
+        plan.budgets,
+        plan.model,
+        dict(plan.params),
+        plan.rotations,
+        offers=offers,
+        live=live,
+    )
     cap = plan.budgets.spend_usd
-    state = {"spent": store.spent_usd(plan.digest), "completed": 0, "failed": 0,
-             "successes": 0, "duplicates": 0, "capped": False}
+    state = {
+        "spent": store.spent_usd(plan.digest),
+        "completed": 0,
+        "failed": 0,
+        "successes": 0,
+        "duplicates": 0,
+        "capped": False,
+    }
     queue = iter(pending)
     start = clock()
     progress.start(len(pending), skipped)
@@ -144,8 +164,9 @@ async def run_plan(plan: RunPlan, experiment: Experiment, store: RunStore, drive
             progress.advance(record, float(state["spent"]))
 
     try:
-        workers = [asyncio.create_task(worker())
-                   for _ in range(max(1, min(concurrency, len(pending))))]
+        workers = [
+            asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(pending))))
+        ]
         await asyncio.gather(*workers)
     finally:
         progress.stop()
@@ -157,25 +178,47 @@ async def run_plan(plan: RunPlan, experiment: Experiment, store: RunStore, drive
     remaining = len(units) - len(store.completed_keys(plan.digest))
     attempted = state["completed"] + state["failed"]
     return RunSummary(
-        registration_id=plan.registration_id, registration_digest=plan.digest,
-        driver=driver.name, evidence_class=driver.evidence_class, planned=len(units),
-        skipped_existing=skipped, completed=int(state["completed"]),
-        failed=int(state["failed"]), successes=int(state["successes"]),
-        duplicates=int(state["duplicates"]), remaining=remaining,
-        spend_usd=round(float(state["spent"]), 6), stopped=stopped,
+        registration_id=plan.registration_id,
+        registration_digest=plan.digest,
+        driver=driver.name,
+        evidence_class=driver.evidence_class,
+        planned=len(units),
+        skipped_existing=skipped,
+        completed=int(state["completed"]),
+        failed=int(state["failed"]),
+        successes=int(state["successes"]),
+        duplicates=int(state["duplicates"]),
+        remaining=remaining,
+        spend_usd=round(float(state["spent"]), 6),
+        stopped=stopped,
         elapsed_s=round(elapsed, 4),
-        units_per_s=round(attempted / elapsed, 3) if elapsed > 0 else 0.0)
+        units_per_s=round(attempted / elapsed, 3) if elapsed > 0 else 0.0,
+    )
 
 
-def execute(plan: RunPlan, experiment: Experiment, store: RunStore, driver: Driver, *,
-            concurrency: int = 4, max_units: int | None = None,
-            progress: Progress | None = None) -> RunSummary:
+def execute(
+    plan: RunPlan,
+    experiment: Experiment,
+    store: RunStore,
+    driver: Driver,
+    *,
+    concurrency: int = 4,
+    max_units: int | None = None,
+    progress: Progress | None = None,
+) -> RunSummary:
     """Synchronous entry point: run the plan in a fresh event loop, close the driver."""
 
     async def main() -> RunSummary:
         try:
-            return await run_plan(plan, experiment, store, driver, concurrency=concurrency,
-                                  max_units=max_units, progress=progress)
+            return await run_plan(
+                plan,
+                experiment,
+                store,
+                driver,
+                concurrency=concurrency,
+                max_units=max_units,
+                progress=progress,
+            )
         finally:
             await driver.aclose()
 

@@ -31,18 +31,24 @@ class RichProgress(ProgressCallbacks):
 
     def start(self, total: int, already: int) -> None:
         self.bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(bar_width=24),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=24),
             MofNCompleteColumn(),
             TextColumn("success {task.fields[successes]}/{task.fields[done]}"),
             TextColumn("infra {task.fields[failed]}"),
             TextColumn("${task.fields[spend]}"),
             TextColumn("{task.fields[rate]}/s"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=self.console, transient=False)
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+        )
         self.bar.start()
         label = f"{self.label} (+{already} earlier)" if already else self.label
-        self.task = self.bar.add_task(label, total=total,
-                                      successes=0, done=0, failed=0, spend="0.00", rate="-")
+        self.task = self.bar.add_task(
+            label, total=total, successes=0, done=0, failed=0, spend="0.00", rate="-"
+        )
 
     def advance(self, record: RunRecord, spent: float) -> None:
         if self.bar is None or self.task is None:
@@ -55,8 +61,15 @@ class RichProgress(ProgressCallbacks):
         task = self.bar.tasks[0]
         elapsed = task.elapsed or 0.0
         rate = f"{(self.done + self.failed) / elapsed:.1f}" if elapsed > 0 else "-"
-        self.bar.update(self.task, advance=1, successes=self.successes, done=self.done,
-                        failed=self.failed, spend=f"{spent:.2f}", rate=rate)
+        self.bar.update(
+            self.task,
+            advance=1,
+            successes=self.successes,
+            done=self.done,
+            failed=self.failed,
+            spend=f"{spent:.2f}",
+            rate=rate,
+        )
 
     def stop(self) -> None:
         if self.bar is not None:

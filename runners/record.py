@@ -30,20 +30,41 @@ SplitName = Literal["dev", "validation", "test"]
 Polarity = Literal["positive", "negative", "optional"]
 
 #: Where the first external call went, or why there was none (InvokeRank, section 3.3).
-TerminalClass = Literal["focal", "competitor", "other_external", "searched_then_declined",
-                        "answered_without_search", "unresolved"]
+TerminalClass = Literal[
+    "focal",
+    "competitor",
+    "other_external",
+    "searched_then_declined",
+    "answered_without_search",
+    "unresolved",
+]
 TERMINAL_CLASSES: tuple[str, ...] = TerminalClass.__args__  # type: ignore[attr-defined]
 
 #: How a failed episode ended, in order of precedence (ToolBottleneckBench, section 3.4).
-TerminalFlag = Literal["completion_cap", "episode_budget", "call_limit", "turn_limit",
-                       "infeasible", "wrong_conclusion", "contract_break"]
+TerminalFlag = Literal[
+    "completion_cap",
+    "episode_budget",
+    "call_limit",
+    "turn_limit",
+    "infeasible",
+    "wrong_conclusion",
+    "contract_break",
+]
 TERMINAL_FLAGS: tuple[str, ...] = TerminalFlag.__args__  # type: ignore[attr-defined]
 
 #: The obligations checked, in check order; the first unmet one is recorded.
 #: no_tool: a negative task made no call; tool_use: a task with a recorded path made one;
 #: then the oracles; termination: the episode ended with an answer, not at a limit.
-OBLIGATIONS: tuple[str, ...] = ("no_tool", "tool_use", "prohibited_operations", "confirmation",
-                                "no_mutation", "final_state", "answer", "termination")
+OBLIGATIONS: tuple[str, ...] = (
+    "no_tool",
+    "tool_use",
+    "prohibited_operations",
+    "confirmation",
+    "no_mutation",
+    "final_state",
+    "answer",
+    "termination",
+)
 
 FUNNEL_STAGES: tuple[str, ...] = ("surfaced", "selected", "invoked", "executed", "completed")
 
@@ -95,8 +116,10 @@ def check_funnel(stages: dict[str, bool | None]) -> None:
             continue
         for j in range(i):
             if values[j] is False:
-                raise RecordingError(f"funnel stage '{FUNNEL_STAGES[i]}' is true but its parent "
-                                     f"'{FUNNEL_STAGES[j]}' is false")
+                raise RecordingError(
+                    f"funnel stage '{FUNNEL_STAGES[i]}' is true but its parent "
+                    f"'{FUNNEL_STAGES[j]}' is false"
+                )
 
 
 class Oracles(Strict):
@@ -109,8 +132,9 @@ class Oracles(Strict):
     answer: bool | None = None
 
 
-TraceKind = Literal["search", "tool_call", "tool_result", "malformed", "final", "cut", "stop",
-                    "error"]
+TraceKind = Literal[
+    "search", "tool_call", "tool_result", "malformed", "final", "cut", "stop", "error"
+]
 
 
 class TraceEvent(Strict):
@@ -142,15 +166,19 @@ OfferRole = Literal["focal", "competitor", "decoy"]
 class OfferedServer(Strict):
     """One integration as this unit listed it (untrusted server text is data here)."""
 
-    key: str = Field(description="the integration within the arm (a surface id; a clone "
-                                 "copy is '<surface>:a' or '<surface>:b')")
+    key: str = Field(
+        description="the integration within the arm (a surface id; a clone "
+        "copy is '<surface>:a' or '<surface>:b')"
+    )
     surface: str = Field(description="the experiment surface it comes from")
     role: OfferRole
     name: str = Field(description="the server name a host may be shown (a clone's label)")
-    digest: str = Field(description="sha256 of the surface as offered, after any control's "
-                                    "transformation")
-    snapshot_digest: str | None = Field(None, description="digest of the (derived) MCP "
-                                                          "snapshot, for snapshot surfaces")
+    digest: str = Field(
+        description="sha256 of the surface as offered, after any control's transformation"
+    )
+    snapshot_digest: str | None = Field(
+        None, description="digest of the (derived) MCP snapshot, for snapshot surfaces"
+    )
     transform: str | None = None
     tools: int = Field(ge=0)
     live: bool = False
@@ -207,7 +235,7 @@ class RunRecord(Strict):
     latency_ms: float | None = Field(None, ge=0)
     tokens: Tokens = Field(default_factory=Tokens)
     cost_usd: float | None = Field(None, ge=0)
-    retries: int | None = Field(None, ge=0)   # provider requests retried; null: no requests
+    retries: int | None = Field(None, ge=0)  # provider requests retried; null: no requests
     funnel: Funnel = Field(default_factory=Funnel)
     terminal_class: TerminalClass | None = None
     terminal_flag: TerminalFlag | None = None
@@ -233,8 +261,9 @@ class RunRecord(Strict):
             if not self.error:
                 raise RecordingError("an infra_error record needs an error message")
             if self.success is not None:
-                raise RecordingError("an infra_error record has no success verdict (it is "
-                                     "not an agent outcome)")
+                raise RecordingError(
+                    "an infra_error record has no success verdict (it is not an agent outcome)"
+                )
             return self
         if self.success is None:
             raise RecordingError("an ok record needs a success verdict")
@@ -242,18 +271,24 @@ class RunRecord(Strict):
             raise RecordingError("a successful episode has no terminal flag")
         if not self.success and self.terminal_flag is None:
             raise RecordingError("a failed episode needs a terminal flag")
-        if self.first_unmet_obligation is not None and \
-                self.first_unmet_obligation not in OBLIGATIONS:
+        if (
+            self.first_unmet_obligation is not None
+            and self.first_unmet_obligation not in OBLIGATIONS
+        ):
             raise RecordingError(f"unknown obligation '{self.first_unmet_obligation}'")
         if self.success == (self.first_unmet_obligation is not None):
-            raise RecordingError("a failed episode names its first unmet obligation; a "
-                                 "successful one has none")
-        if self.evidence_class == "replay" and (self.latency_ms is not None
-                                                or self.cost_usd is not None
-                                                or self.tokens.total is not None
-                                                or self.retries is not None):
-            raise RecordingError("replay records carry no latency, tokens, cost or retries "
-                                 "(not measured, so null)")
+            raise RecordingError(
+                "a failed episode names its first unmet obligation; a successful one has none"
+            )
+        if self.evidence_class == "replay" and (
+            self.latency_ms is not None
+            or self.cost_usd is not None
+            or self.tokens.total is not None
+            or self.retries is not None
+        ):
+            raise RecordingError(
+                "replay records carry no latency, tokens, cost or retries (not measured, so null)"
+            )
         return self
 
     @property
@@ -263,13 +298,55 @@ class RunRecord(Strict):
 
 #: Columns of the flat export (CSV), in order; nested values are JSON-encoded.
 EXPORT_COLUMNS: tuple[str, ...] = (
-    "record_id", "registration_id", "registration_digest", "experiment", "arm", "surface",
-    "task_id", "intent", "cluster", "split", "polarity", "repeat", "rotation", "driver",
-    "evidence_class", "model_requested", "model_returned", "started_at", "finished_at",
-    "latency_ms", "tokens_input", "tokens_output", "tokens_reasoning", "tokens_cached",
-    "cost_usd", "retries", "surfaced", "selected", "invoked", "executed", "completed",
-    "terminal_class", "terminal_flag", "first_unmet_obligation", "oracle_final_state",
-    "oracle_no_mutation", "oracle_prohibited_operations", "oracle_confirmation", "oracle_answer",
-    "selected_operations", "selection_rate", "unnecessary_calls", "calls", "turns", "success",
-    "status", "error", "batch", "trace", "offer", "schema_version",
+    "record_id",
+    "registration_id",
+    "registration_digest",
+    "experiment",
+    "arm",
+    "surface",
+    "task_id",
+    "intent",
+    "cluster",
+    "split",
+    "polarity",
+    "repeat",
+    "rotation",
+    "driver",
+    "evidence_class",
+    "model_requested",
+    "model_returned",
+    "started_at",
+    "finished_at",
+    "latency_ms",
+    "tokens_input",
+    "tokens_output",
+    "tokens_reasoning",
+    "tokens_cached",
+    "cost_usd",
+    "retries",
+    "surfaced",
+    "selected",
+    "invoked",
+    "executed",
+    "completed",
+    "terminal_class",
+    "terminal_flag",
+    "first_unmet_obligation",
+    "oracle_final_state",
+    "oracle_no_mutation",
+    "oracle_prohibited_operations",
+    "oracle_confirmation",
+    "oracle_answer",
+    "selected_operations",
+    "selection_rate",
+    "unnecessary_calls",
+    "calls",
+    "turns",
+    "success",
+    "status",
+    "error",
+    "batch",
+    "trace",
+    "offer",
+    "schema_version",
 )

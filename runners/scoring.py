@@ -84,8 +84,13 @@ def funnel(result: EpisodeResult, driver: Driver, success: bool) -> Funnel:
         # the oracles read the experiment's store; a live server's state is not theirs
         # to judge, so Completed is not measured (null), never guessed
         completed = None
-    return Funnel(surfaced=surfaced, selected=selected, invoked=invoked, executed=executed,
-                  completed=completed)
+    return Funnel(
+        surfaced=surfaced,
+        selected=selected,
+        invoked=invoked,
+        executed=executed,
+        completed=completed,
+    )
 
 
 def terminal_class(result: EpisodeResult) -> str:
@@ -104,19 +109,37 @@ def offer_record(unit: RunUnit, driver: Driver, result: EpisodeResult | None) ->
     if result is None or result.offer is None:
         return None
     offer = result.offer
-    servers = [OfferedServer(
-        key=s.key, surface=s.source, role=s.role, name=s.surface.name, digest=s.digest,
-        snapshot_digest=s.surface.snapshot_digest, transform=s.surface.transform,
-        tools=len(s.surface.tools), live=s.key in result.live_servers)
-        for s in result.servers]
+    servers = [
+        OfferedServer(
+            key=s.key,
+            surface=s.source,
+            role=s.role,
+            name=s.surface.name,
+            digest=s.digest,
+            snapshot_digest=s.surface.snapshot_digest,
+            transform=s.surface.transform,
+            tools=len(s.surface.tools),
+            live=s.key in result.live_servers,
+        )
+        for s in result.servers
+    ]
     clone = None
     if offer.clones and offer.labels is not None:
         a, b = offer.clones[unit.cell & 1]
-        clone = CloneCell(cell=unit.cell, label_a=a.surface.name, label_b=b.surface.name,
-                          first="b" if unit.cell & 2 else "a")
+        clone = CloneCell(
+            cell=unit.cell,
+            label_a=a.surface.name,
+            label_b=b.surface.name,
+            first="b" if unit.cell & 2 else "a",
+        )
     first = result.calls[0].server if result.calls else None
-    return Offer(control=offer.control, servers=servers, server_text=server_text(driver),
-                 first_server=first, clone=clone)
+    return Offer(
+        control=offer.control,
+        servers=servers,
+        server_text=server_text(driver),
+        first_server=first,
+        clone=clone,
+    )
 
 
 def obligations(unit: RunUnit, result: EpisodeResult, v: Verdicts) -> list[tuple[str, bool]]:
@@ -127,8 +150,7 @@ def obligations(unit: RunUnit, result: EpisodeResult, v: Verdicts) -> list[tuple
         out.append(("no_tool", not result.calls))
     if task.solution.steps:
         out.append(("tool_use", bool(result.calls)))
-    for name in ("prohibited_operations", "confirmation", "no_mutation", "final_state",
-                 "answer"):
+    for name in ("prohibited_operations", "confirmation", "no_mutation", "final_state", "answer"):
         verdict = getattr(v, name)
         if verdict is not None:
             out.append((name, bool(verdict)))
@@ -136,13 +158,18 @@ def obligations(unit: RunUnit, result: EpisodeResult, v: Verdicts) -> list[tuple
     return out
 
 
-def score(plan: RunPlan, unit: RunUnit, driver: Driver, result: EpisodeResult,
-          started_at: datetime, finished_at: datetime) -> RunRecord:
+def score(
+    plan: RunPlan,
+    unit: RunUnit,
+    driver: Driver,
+    result: EpisodeResult,
+    started_at: datetime,
+    finished_at: datetime,
+) -> RunRecord:
     task = unit.task
     assert result.store is not None
     reached = [op for call in result.calls for op in call.operations]
-    verdicts = judge(task, result.before, result.after, result.store.log, reached,
-                     result.answer)
+    verdicts = judge(task, result.before, result.after, result.store.log, reached, result.answer)
     checks = obligations(unit, result, verdicts)
     unmet = [name for name, met in checks if not met]
     success = not unmet
@@ -162,8 +189,9 @@ def score(plan: RunPlan, unit: RunUnit, driver: Driver, result: EpisodeResult,
             selected_ops.append(op)
     rate = None
     if task.rules_out_anything and result.calls:
-        good = sum(1 for c in result.calls
-                   if c.operations and all(task.allows(op) for op in c.operations))
+        good = sum(
+            1 for c in result.calls if c.operations and all(task.allows(op) for op in c.operations)
+        )
         rate = good / len(result.calls)
 
     seen: set[str] = set()
@@ -177,38 +205,85 @@ def score(plan: RunPlan, unit: RunUnit, driver: Driver, result: EpisodeResult,
 
     models = [t.model_returned for t in result.turns if t.model_returned]
     return RunRecord(
-        record_id=uuid.uuid4().hex, registration_id=plan.registration_id,
-        registration_digest=plan.digest, experiment=plan.experiment, arm=unit.arm,
-        surface=unit.surface, task_id=task.id, intent=task.intent, cluster=task.cluster,
-        split=unit.split, polarity=task.polarity, repeat=unit.repeat, rotation=unit.rotation,  # type: ignore[arg-type]
-        driver=driver.name, evidence_class=driver.evidence_class,
-        model_requested=plan.model, model_returned=models[-1] if models else None,
-        started_at=started_at, finished_at=finished_at,
+        record_id=uuid.uuid4().hex,
+        registration_id=plan.registration_id,
+        registration_digest=plan.digest,
+        experiment=plan.experiment,
+        arm=unit.arm,
+        surface=unit.surface,
+        task_id=task.id,
+        intent=task.intent,
+        cluster=task.cluster,
+        split=unit.split,
+        polarity=task.polarity,
+        repeat=unit.repeat,
+        rotation=unit.rotation,  # type: ignore[arg-type]
+        driver=driver.name,
+        evidence_class=driver.evidence_class,
+        model_requested=plan.model,
+        model_returned=models[-1] if models else None,
+        started_at=started_at,
+        finished_at=finished_at,
         latency_ms=_sum_or_none([t.latency_ms for t in result.turns]),
-        tokens=_tokens(result), cost_usd=_sum_or_none([t.cost_usd for t in result.turns]),
+        tokens=_tokens(result),
+        cost_usd=_sum_or_none([t.cost_usd for t in result.turns]),
         retries=_sum_or_none([t.retries for t in result.turns]),
-        funnel=funnel(result, driver, success), terminal_class=terminal_class(result),  # type: ignore[arg-type]
-        terminal_flag=flag, first_unmet_obligation=unmet[0] if unmet else None,  # type: ignore[arg-type]
-        oracles=Oracles(**verdicts.as_dict()), selected_operations=selected_ops,
-        selection_rate=rate, unnecessary_calls=unnecessary, calls=len(result.calls),
-        turns=len(result.turns), success=success, status="ok", error=None,
-        trace=result.trace, batch=plan.batch, offer=offer_record(unit, driver, result))
+        funnel=funnel(result, driver, success),
+        terminal_class=terminal_class(result),  # type: ignore[arg-type]
+        terminal_flag=flag,
+        first_unmet_obligation=unmet[0] if unmet else None,  # type: ignore[arg-type]
+        oracles=Oracles(**verdicts.as_dict()),
+        selected_operations=selected_ops,
+        selection_rate=rate,
+        unnecessary_calls=unnecessary,
+        calls=len(result.calls),
+        turns=len(result.turns),
+        success=success,
+        status="ok",
+        error=None,
+        trace=result.trace,
+        batch=plan.batch,
+        offer=offer_record(unit, driver, result),
+    )
 
 
-def infra_record(plan: RunPlan, unit: RunUnit, driver: Driver, error: str,
-                 started_at: datetime, finished_at: datetime,
-                 result: EpisodeResult | None = None) -> RunRecord:
+def infra_record(
+    plan: RunPlan,
+    unit: RunUnit,
+    driver: Driver,
+    error: str,
+    started_at: datetime,
+    finished_at: datetime,
+    result: EpisodeResult | None = None,
+) -> RunRecord:
     """A record of an infrastructure failure: kept, never scored, retried next run."""
     from prereg.runners.record import TraceEvent
 
     trace = list(result.trace) if result is not None else []
     trace.append(TraceEvent(kind="error", turn=len(result.turns) if result else 0, text=error))
     return RunRecord(
-        record_id=uuid.uuid4().hex, registration_id=plan.registration_id,
-        registration_digest=plan.digest, experiment=plan.experiment, arm=unit.arm,
-        surface=unit.surface, task_id=unit.task.id, intent=unit.task.intent,
-        cluster=unit.task.cluster, split=unit.split, polarity=unit.task.polarity,  # type: ignore[arg-type]
-        repeat=unit.repeat, rotation=unit.rotation, driver=driver.name,
-        evidence_class=driver.evidence_class, model_requested=plan.model,
-        started_at=started_at, finished_at=finished_at, success=None, status="infra_error",
-        error=error, trace=trace, batch=plan.batch, offer=offer_record(unit, driver, result))
+        record_id=uuid.uuid4().hex,
+        registration_id=plan.registration_id,
+        registration_digest=plan.digest,
+        experiment=plan.experiment,
+        arm=unit.arm,
+        surface=unit.surface,
+        task_id=unit.task.id,
+        intent=unit.task.intent,
+        cluster=unit.task.cluster,
+        split=unit.split,
+        polarity=unit.task.polarity,  # type: ignore[arg-type]
+        repeat=unit.repeat,
+        rotation=unit.rotation,
+        driver=driver.name,
+        evidence_class=driver.evidence_class,
+        model_requested=plan.model,
+        started_at=started_at,
+        finished_at=finished_at,
+        success=None,
+        status="infra_error",
+        error=error,
+        trace=trace,
+        batch=plan.batch,
+        offer=offer_record(unit, driver, result),
+    )

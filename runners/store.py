@@ -140,20 +140,32 @@ class RunStore(Database):
     def append(self, record: RunRecord) -> None:
         """Write one record in one transaction; DuplicateRecord if the unit is already ok."""
         body = record.model_dump_json()
-        row = (record.record_id, record.registration_digest, record.registration_id,
-               record.arm, record.task_id, record.repeat, record.status,
-               None if record.success is None else int(record.success), record.cost_usd,
-               datetime.now(UTC).isoformat(), body)
+        row = (
+            record.record_id,
+            record.registration_digest,
+            record.registration_id,
+            record.arm,
+            record.task_id,
+            record.repeat,
+            record.status,
+            None if record.success is None else int(record.success),
+            record.cost_usd,
+            datetime.now(UTC).isoformat(),
+            body,
+        )
         try:
             with self._tx() as conn:
                 conn.execute(
                     "INSERT INTO records (record_id, registration_digest, registration_id, arm,"
                     " task_id, repeat, status, success, cost_usd, written_at, body)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
         except sqlite3.IntegrityError as exc:
             raise DuplicateRecord(
                 f"{record.registration_id} {record.arm}/{record.task_id}/repeat "
-                f"{record.repeat}: {exc}") from None
+                f"{record.repeat}: {exc}"
+            ) from None
 
     def extend(self, records: Iterable[RunRecord]) -> tuple[int, int]:
         """Append each record in its own transaction; (written, skipped as duplicates)."""
@@ -175,13 +187,19 @@ class RunStore(Database):
                 return []
             return conn.execute(sql, params).fetchall()
 
-    def records(self, registration_digest: str | None = None,
-                registration_id: str | None = None, status: str | None = None
-                ) -> list[RunRecord]:
+    def records(
+        self,
+        registration_digest: str | None = None,
+        registration_id: str | None = None,
+        status: str | None = None,
+    ) -> list[RunRecord]:
         """Records in write order, optionally filtered by digest, registration id, status."""
         clauses, params = [], []
-        for column, value in (("registration_digest", registration_digest),
-                              ("registration_id", registration_id), ("status", status)):
+        for column, value in (
+            ("registration_digest", registration_digest),
+            ("registration_id", registration_id),
+            ("status", status),
+        ):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
@@ -191,14 +209,19 @@ class RunStore(Database):
 
     def completed_keys(self, digest: str) -> set[tuple[str, str, int]]:
         """(arm, task_id, repeat) of every unit with an ok record under ``digest``."""
-        rows = self._query("SELECT arm, task_id, repeat FROM records WHERE "
-                           "registration_digest = ? AND status = 'ok'", (digest,))
+        rows = self._query(
+            "SELECT arm, task_id, repeat FROM records WHERE "
+            "registration_digest = ? AND status = 'ok'",
+            (digest,),
+        )
         return {(str(a), str(t), int(r)) for a, t, r in rows}  # type: ignore[call-overload]
 
     def spent_usd(self, digest: str) -> float:
         """Measured spend already recorded under ``digest`` (null costs count as 0)."""
-        rows = self._query("SELECT COALESCE(SUM(cost_usd), 0) FROM records WHERE "
-                           "registration_digest = ?", (digest,))
+        rows = self._query(
+            "SELECT COALESCE(SUM(cost_usd), 0) FROM records WHERE registration_digest = ?",
+            (digest,),
+        )
         return float(rows[0][0]) if rows else 0.0  # type: ignore[arg-type]
 
     def has_record_id(self, record_id: str) -> bool:

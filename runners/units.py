@@ -62,7 +62,7 @@ class RunPlan:
     experiment: str
     kind: str
     split: str
-    arms: tuple[tuple[str, str], ...]              # (arm id, surface id)
+    arms: tuple[tuple[str, str], ...]  # (arm id, surface id)
     driver: str
     model: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -84,24 +84,47 @@ def plan_from_registration(registration: Any, digest: str) -> RunPlan:
     b = registration.budgets
     d = registration.design
     h = registration.host
-    specs = tuple(ArmSpec(a.id, a.surface, getattr(a, "control", None),
-                          registration.reference_of(a.id)
-                          if hasattr(registration, "reference_of") else None,
-                          getattr(a, "decoy", None)) for a in registration.arms)
+    specs = tuple(
+        ArmSpec(
+            a.id,
+            a.surface,
+            getattr(a, "control", None),
+            registration.reference_of(a.id) if hasattr(registration, "reference_of") else None,
+            getattr(a, "decoy", None),
+        )
+        for a in registration.arms
+    )
     live_reg = getattr(h, "live", None)
-    live = None if live_reg is None else LiveSpec(
-        surface=live_reg.surface,
-        command=None if live_reg.command is None else tuple(live_reg.command),
-        url=live_reg.url, timeout_s=live_reg.timeout_s)
+    live = (
+        None
+        if live_reg is None
+        else LiveSpec(
+            surface=live_reg.surface,
+            command=None if live_reg.command is None else tuple(live_reg.command),
+            url=live_reg.url,
+            timeout_s=live_reg.timeout_s,
+        )
+    )
     return RunPlan(
-        registration_id=registration.id, digest=digest, experiment=registration.experiment,
-        kind=registration.kind, split=registration.split,
+        registration_id=registration.id,
+        digest=digest,
+        experiment=registration.experiment,
+        kind=registration.kind,
+        split=registration.split,
         arms=tuple((a.id, a.surface) for a in registration.arms),
-        driver=h.driver, model=h.model, params=dict(h.params), batch=bool(getattr(h, "batch",
-                                                                                 False)),
-        budgets=Budgets(b.completion_cap, b.episode_tokens, b.call_limit, b.turn_limit,
-                        b.spend_usd),
-        repeats=d.repeats, rotations=d.rotations, seed=d.seed, arm_specs=specs, live=live)
+        driver=h.driver,
+        model=h.model,
+        params=dict(h.params),
+        batch=bool(getattr(h, "batch", False)),
+        budgets=Budgets(
+            b.completion_cap, b.episode_tokens, b.call_limit, b.turn_limit, b.spend_usd
+        ),
+        repeats=d.repeats,
+        rotations=d.rotations,
+        seed=d.seed,
+        arm_specs=specs,
+        live=live,
+    )
 
 
 @dataclass(frozen=True)
@@ -114,9 +137,9 @@ class RunUnit:
     rotation: int
     seed: int
     prompt_seed: int
-    cell: int = 0          # clone_swap's 2 x 2 cell (0..3), balanced like the rotations
-    spec: ArmSpec | None = None    # the arm with its control (None: a plain arm)
-    design_seed: int = 0           # the registered design seed (clone labels derive from it)
+    cell: int = 0  # clone_swap's 2 x 2 cell (0..3), balanced like the rotations
+    spec: ArmSpec | None = None  # the arm with its control (None: a plain arm)
+    design_seed: int = 0  # the registered design seed (clone labels derive from it)
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -154,16 +177,27 @@ def expand_units(plan: RunPlan, experiment: Experiment) -> list[RunUnit]:
             prompt_seed = derive_seed(plan.seed, "prompt", task.id)
             for spec in specs:
                 arm, surface = spec.id, spec.surface
-                units.append(RunUnit(
-                    arm=arm, surface=surface, task=task, split=plan.split, repeat=repeat,
-                    rotation=rotation,
-                    seed=derive_seed(plan.seed, "unit", arm, task.id, repeat),
-                    prompt_seed=prompt_seed, cell=cell, spec=spec, design_seed=plan.seed))
+                units.append(
+                    RunUnit(
+                        arm=arm,
+                        surface=surface,
+                        task=task,
+                        split=plan.split,
+                        repeat=repeat,
+                        rotation=rotation,
+                        seed=derive_seed(plan.seed, "unit", arm, task.id, repeat),
+                        prompt_seed=prompt_seed,
+                        cell=cell,
+                        spec=spec,
+                        design_seed=plan.seed,
+                    )
+                )
     return units
 
 
-def offered_tools(experiment: Experiment, focal: str, rotation: int, rotations: int
-                  ) -> list[tuple[Tool, Role, Surface]]:
+def offered_tools(
+    experiment: Experiment, focal: str, rotation: int, rotations: int
+) -> list[tuple[Tool, Role, Surface]]:
     """The tools offered in one unit of a plain arm on ``focal``, in its rotation's order.
 
     With a pool the integrations rotate as blocks (each keeps its own tool order);

@@ -23,8 +23,13 @@ def vector(values: Any, name: str, *, allow_empty: bool = False) -> NDArray[np.f
     return arr
 
 
-def probability(value: float, name: str, *, low_open: bool = True, high_open: bool = True,
-                ) -> float:
+def probability(
+    value: float,
+    name: str,
+    *,
+    low_open: bool = True,
+    high_open: bool = True,
+) -> float:
     """A float in (0, 1) (ends open or closed as asked), or ValueError."""
     v = float(value)
     ok_low = v > 0 if low_open else v >= 0

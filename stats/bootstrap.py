@@ -25,8 +25,13 @@ def _codes(labels: Any, n: int, name: str) -> tuple[NDArray[np.intp], int]:
     return codes.astype(np.intp).ravel(), int(codes.max()) + 1 if n else 0
 
 
-def _cells(values: NDArray[np.float64], prompt: NDArray[np.intp], run: NDArray[np.intp],
-           n_prompts: int, n_runs: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def _cells(
+    values: NDArray[np.float64],
+    prompt: NDArray[np.intp],
+    run: NDArray[np.intp],
+    n_prompts: int,
+    n_runs: int,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Sum and count of the outcomes in each (prompt, run) cell."""
     flat = prompt * n_runs + run
     size = n_prompts * n_runs
@@ -55,8 +60,9 @@ def _blocks(total: int, n_prompts: int) -> list[tuple[int, int]]:
     return [(i, min(i + step, total)) for i in range(0, total, step)]
 
 
-def _balanced_draws(rng: np.random.Generator, contrib: NDArray[np.float64],
-                    weights: NDArray[np.float64]) -> NDArray[np.float64]:
+def _balanced_draws(
+    rng: np.random.Generator, contrib: NDArray[np.float64], weights: NDArray[np.float64]
+) -> NDArray[np.float64]:
     """For each draw, the sum over resampled prompts of contrib[prompt] @ weights[draw].
 
     Few runs give few distinct run-weight vectors (10 per arm for 3 runs), so draws
@@ -75,7 +81,7 @@ def _balanced_draws(rng: np.random.Generator, contrib: NDArray[np.float64],
         order = np.argsort(inv, kind="stable")
         bounds = np.searchsorted(inv[order], np.arange(uniq.shape[0] + 1))
         for g in range(uniq.shape[0]):
-            rows = order[bounds[g]:bounds[g + 1]]
+            rows = order[bounds[g] : bounds[g + 1]]
             for lo, hi in _blocks(rows.size, n_prompts):
                 idx = rng.integers(0, n_prompts, size=(hi - lo, n_prompts))
                 out[rows[lo:hi]] = table[g][idx].sum(axis=1)
@@ -86,10 +92,15 @@ def _balanced_draws(rng: np.random.Generator, contrib: NDArray[np.float64],
     return out
 
 
-def _general_draws(rng: np.random.Generator, sc: NDArray[np.float64],
-                   nc: NDArray[np.float64], st: NDArray[np.float64],
-                   nt: NDArray[np.float64], wc: NDArray[np.float64],
-                   wt: NDArray[np.float64]) -> NDArray[np.float64]:
+def _general_draws(
+    rng: np.random.Generator,
+    sc: NDArray[np.float64],
+    nc: NDArray[np.float64],
+    st: NDArray[np.float64],
+    nt: NDArray[np.float64],
+    wc: NDArray[np.float64],
+    wt: NDArray[np.float64],
+) -> NDArray[np.float64]:
     """Draws when prompts have unequal rows across runs (missing or extra cells)."""
     n_prompts = sc.shape[0]
     draws = wc.shape[0]
@@ -108,8 +119,10 @@ def _general_draws(rng: np.random.Generator, sc: NDArray[np.float64],
     return out
 
 
-def _run_effects(sums: NDArray[np.float64], cnts: NDArray[np.float64],
-                 ) -> tuple[NDArray[np.float64], float]:
+def _run_effects(
+    sums: NDArray[np.float64],
+    cnts: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], float]:
     """Run effects of one arm, rescaled to the between-run variance, and that variance.
 
     Fits the additive two-way model cell_mean[p, r] = m_p + c_r + e_pr to the observed
@@ -140,16 +153,19 @@ def _run_effects(sums: NDArray[np.float64], cnts: NDArray[np.float64],
             break
     resid = w * (y - m[:, None] - c[None, :])
     df = float(w.sum()) - n_prompts - n_runs + 1
-    mse = float((resid ** 2).sum()) / df if df > 0 else 0.0
-    sc2 = float((c ** 2).sum()) / (n_runs - 1)
+    mse = float((resid**2).sum()) / df if df > 0 else 0.0
+    sc2 = float((c**2).sum()) / (n_runs - 1)
     inv_p = float(np.mean(1.0 / np.where(per_run > 0, per_run, np.inf)))
     su2 = max(0.0, sc2 - mse * inv_p)
     lam = math.sqrt(su2 * n_runs / (n_runs - 1) / sc2) if sc2 > 0 else 0.0
     return lam * c, su2
 
 
-def _prompt_draws(rng: np.random.Generator, diff: NDArray[np.float64], draws: int,
-                  ) -> NDArray[np.float64]:
+def _prompt_draws(
+    rng: np.random.Generator,
+    diff: NDArray[np.float64],
+    draws: int,
+) -> NDArray[np.float64]:
     """Means of ``diff`` over prompts resampled with replacement, ``draws`` times."""
     n_prompts = diff.size
     out = np.empty(draws)
@@ -159,11 +175,18 @@ def _prompt_draws(rng: np.random.Generator, diff: NDArray[np.float64], draws: in
     return out
 
 
-def paired_bootstrap(control: Any, treatment: Any, prompts: Any, runs_control: Any = None,
-                     runs_treatment: Any = None, draws: int = 10_000, level: float = 0.95,
-                     seed: int | None = 0, *,
-                     run_resampling: Literal["corrected", "raw"] = "corrected",
-                     ) -> BootstrapResult:
+def paired_bootstrap(
+    control: Any,
+    treatment: Any,
+    prompts: Any,
+    runs_control: Any = None,
+    runs_treatment: Any = None,
+    draws: int = 10_000,
+    level: float = 0.95,
+    seed: int | None = 0,
+    *,
+    run_resampling: Literal["corrected", "raw"] = "corrected",
+) -> BootstrapResult:
     """Paired prompt-and-run bootstrap of mean(treatment) - mean(control).
 
     Data are in long form, one row per (prompt, replicate): ``control[i]`` and
@@ -220,10 +243,16 @@ def paired_bootstrap(control: Any, treatment: Any, prompts: Any, runs_control: A
     if draws < 1:
         raise ValueError("draws must be at least 1")
     pcode, n_prompts = _codes(prompts, n_obs, "prompts")
-    rc, n_rc = (np.zeros(n_obs, np.intp), 1) if runs_control is None else \
-        _codes(runs_control, n_obs, "runs_control")
-    rt, n_rt = (np.zeros(n_obs, np.intp), 1) if runs_treatment is None else \
-        _codes(runs_treatment, n_obs, "runs_treatment")
+    rc, n_rc = (
+        (np.zeros(n_obs, np.intp), 1)
+        if runs_control is None
+        else _codes(runs_control, n_obs, "runs_control")
+    )
+    rt, n_rt = (
+        (np.zeros(n_obs, np.intp), 1)
+        if runs_treatment is None
+        else _codes(runs_treatment, n_obs, "runs_treatment")
+    )
     sc, nc = _cells(yc, pcode, rc, n_prompts, n_rc)
     st, nt = _cells(yt, pcode, rt, n_prompts, n_rt)
 
@@ -258,13 +287,23 @@ def paired_bootstrap(control: Any, treatment: Any, prompts: Any, runs_control: A
     else:
         low = high = se = pvalue = math.nan
     with_runs = runs_control is not None or runs_treatment is not None
-    resampled = (f"prompts and each arm's runs ({run_resampling})" if with_runs
-                 else "prompts")
+    resampled = f"prompts and each arm's runs ({run_resampling})" if with_runs else "prompts"
     return BootstrapResult(
-        estimate=estimate, low=low, high=high, level=level, se=se, pvalue=pvalue,
-        n=n_prompts, n_obs=n_obs, runs_control=n_rc if runs_control is not None else 0,
-        runs_treatment=n_rt if runs_treatment is not None else 0, draws=draws, seed=seed,
-        weighting="prompt", sigma_run_control=math.sqrt(su2_c),
+        estimate=estimate,
+        low=low,
+        high=high,
+        level=level,
+        se=se,
+        pvalue=pvalue,
+        n=n_prompts,
+        n_obs=n_obs,
+        runs_control=n_rc if runs_control is not None else 0,
+        runs_treatment=n_rt if runs_treatment is not None else 0,
+        draws=draws,
+        seed=seed,
+        weighting="prompt",
+        sigma_run_control=math.sqrt(su2_c),
         sigma_run_treatment=math.sqrt(su2_t),
         method=f"paired bootstrap resampling {resampled}, percentile interval",
-        distribution=out)
+        distribution=out,
+    )

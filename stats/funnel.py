@@ -59,8 +59,12 @@ def pass_hat_k(c: Any, n: Any, k: int) -> Any:
         raise ValueError("k must be non-negative")
     ca = np.asarray(c, dtype=np.float64)
     na = np.asarray(n, dtype=np.float64)
-    if np.any(ca < 0) or np.any(ca > na) or np.any(ca != np.floor(ca)) or \
-            np.any(na != np.floor(na)):
+    if (
+        np.any(ca < 0)
+        or np.any(ca > na)
+        or np.any(ca != np.floor(ca))
+        or np.any(na != np.floor(na))
+    ):
         raise ValueError("c and n must be integers with 0 <= c <= n")
     ca, na = np.broadcast_arrays(ca, na)
     out = np.ones(ca.shape)

@@ -13,8 +13,9 @@ from prereg.stats.results import ProportionInterval
 __all__ = ["jeffreys_interval"]
 
 
-def jeffreys_interval(successes: Any, trials: Any, level: float = 0.90,
-                      deff: Any = 1.0) -> ProportionInterval:
+def jeffreys_interval(
+    successes: Any, trials: Any, level: float = 0.90, deff: Any = 1.0
+) -> ProportionInterval:
     """Equal-tailed Jeffreys interval on counts deflated by a design effect.
 
     With effective counts x = successes / deff and m = trials / deff, the interval is
@@ -48,9 +49,15 @@ def jeffreys_interval(successes: Any, trials: Any, level: float = 0.90,
     with np.errstate(invalid="ignore", divide="ignore"):
         est = np.where(n > 0, x / np.where(n > 0, n, 1.0), np.nan)
     return ProportionInterval(
-        estimate=scalar_or_array(est), low=scalar_or_array(low), high=scalar_or_array(high),
-        level=level, successes=scalar_or_array(x), trials=scalar_or_array(n),
-        deff=scalar_or_array(de), effective_successes=scalar_or_array(xe),
+        estimate=scalar_or_array(est),
+        low=scalar_or_array(low),
+        high=scalar_or_array(high),
+        level=level,
+        successes=scalar_or_array(x),
+        trials=scalar_or_array(n),
+        deff=scalar_or_array(de),
+        effective_successes=scalar_or_array(xe),
         effective_trials=scalar_or_array(ne),
         method="Jeffreys equal-tailed (boundary-corrected), counts deflated by deff",
-        n=int(np.sum(n)))
+        n=int(np.sum(n)),
+    )

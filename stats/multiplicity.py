@@ -33,9 +33,15 @@ def benjamini_hochberg(pvalues: Any, q: float = 0.10) -> MultipleTestResult:
     p = _pvalues(pvalues)
     m = p.size
     if m == 0:
-        return MultipleTestResult(reject=np.zeros(0, bool), adjusted=np.zeros(0), level=q,
-                                  n=0, n_rejected=0, threshold=0.0,
-                                  method="Benjamini-Hochberg")
+        return MultipleTestResult(
+            reject=np.zeros(0, bool),
+            adjusted=np.zeros(0),
+            level=q,
+            n=0,
+            n_rejected=0,
+            threshold=0.0,
+            method="Benjamini-Hochberg",
+        )
     order = np.argsort(p, kind="mergesort")
     ps = p[order]
     rank = np.arange(1, m + 1)
@@ -48,8 +54,15 @@ def benjamini_hochberg(pvalues: Any, q: float = 0.10) -> MultipleTestResult:
     reject[order] = reject_sorted
     adjusted = np.empty(m)
     adjusted[order] = adj_sorted
-    return MultipleTestResult(reject=reject, adjusted=adjusted, level=q, n=m, n_rejected=k,
-                              threshold=k * q / m, method="Benjamini-Hochberg")
+    return MultipleTestResult(
+        reject=reject,
+        adjusted=adjusted,
+        level=q,
+        n=m,
+        n_rejected=k,
+        threshold=k * q / m,
+        method="Benjamini-Hochberg",
+    )
 
 
 def holm(pvalues: Any, alpha: float = 0.05) -> MultipleTestResult:
@@ -63,9 +76,15 @@ def holm(pvalues: Any, alpha: float = 0.05) -> MultipleTestResult:
     p = _pvalues(pvalues)
     m = p.size
     if m == 0:
-        return MultipleTestResult(reject=np.zeros(0, bool), adjusted=np.zeros(0),
-                                  level=alpha, n=0, n_rejected=0, threshold=0.0,
-                                  method="Holm")
+        return MultipleTestResult(
+            reject=np.zeros(0, bool),
+            adjusted=np.zeros(0),
+            level=alpha,
+            n=0,
+            n_rejected=0,
+            threshold=0.0,
+            method="Holm",
+        )
     order = np.argsort(p, kind="mergesort")
     ps = p[order]
     factors = np.arange(m, 0, -1)
@@ -78,8 +97,15 @@ def holm(pvalues: Any, alpha: float = 0.05) -> MultipleTestResult:
     adjusted = np.empty(m)
     adjusted[order] = adj_sorted
     threshold = alpha / (m - k + 1) if k > 0 else 0.0
-    return MultipleTestResult(reject=reject, adjusted=adjusted, level=alpha, n=m,
-                              n_rejected=k, threshold=threshold, method="Holm")
+    return MultipleTestResult(
+        reject=reject,
+        adjusted=adjusted,
+        level=alpha,
+        n=m,
+        n_rejected=k,
+        threshold=threshold,
+        method="Holm",
+    )
 
 
 def e_bh(evalues: Any, q: float = 0.10) -> MultipleTestResult:
@@ -103,8 +129,15 @@ def e_bh(evalues: Any, q: float = 0.10) -> MultipleTestResult:
         raise ValueError("e-values must be non-negative (no nan)")
     m = e.size
     if m == 0:
-        return MultipleTestResult(reject=np.zeros(0, bool), adjusted=np.zeros(0), level=q,
-                                  n=0, n_rejected=0, threshold=math.inf, method="e-BH")
+        return MultipleTestResult(
+            reject=np.zeros(0, bool),
+            adjusted=np.zeros(0),
+            level=q,
+            n=0,
+            n_rejected=0,
+            threshold=math.inf,
+            method="e-BH",
+        )
     order = np.argsort(-e, kind="mergesort")
     es = e[order]
     rank = np.arange(1, m + 1)
@@ -119,5 +152,12 @@ def e_bh(evalues: Any, q: float = 0.10) -> MultipleTestResult:
     adjusted = np.empty(m)
     adjusted[order] = adj_sorted
     threshold = m / (k * q) if k > 0 else math.inf
-    return MultipleTestResult(reject=reject, adjusted=adjusted, level=q, n=m, n_rejected=k,
-                              threshold=threshold, method="e-BH")
+    return MultipleTestResult(
+        reject=reject,
+        adjusted=adjusted,
+        level=q,
+        n=m,
+        n_rejected=k,
+        threshold=threshold,
+        method="e-BH",
+    )

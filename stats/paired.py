@@ -33,17 +33,32 @@ def mcnemar_exact(b: int, c: int) -> McNemarResult:
     c = count(c, "c")
     m = b + c
     if m == 0:
-        return McNemarResult(statistic=0.0, pvalue=1.0, estimate=math.nan, b=0, c=0, n=0,
-                             method="McNemar exact (conditional binomial), two-sided")
+        return McNemarResult(
+            statistic=0.0,
+            pvalue=1.0,
+            estimate=math.nan,
+            b=0,
+            c=0,
+            n=0,
+            method="McNemar exact (conditional binomial), two-sided",
+        )
     k = min(b, c)
     p = min(1.0, 2.0 * float(sps.binom.cdf(k, m, 0.5)))
-    return McNemarResult(statistic=float(k), pvalue=p, estimate=b / m, b=b, c=c, n=m,
-                         method="McNemar exact (conditional binomial), two-sided")
+    return McNemarResult(
+        statistic=float(k),
+        pvalue=p,
+        estimate=b / m,
+        b=b,
+        c=c,
+        n=m,
+        method="McNemar exact (conditional binomial), two-sided",
+    )
 
 
 # ---------------------------------------------------------------------------
 # Tango's score statistic for a difference of paired proportions
 # ---------------------------------------------------------------------------
+
 
 def _tango_z(b: int, c: int, n: int, delta0: float) -> float:
     """Tango's (1998) score statistic for H0: delta = delta0.
@@ -82,8 +97,14 @@ def _tango_bounds(b: int, c: int, n: int, z: float) -> tuple[float, float]:
         if _tango_z(b, c, n, lo_end) - z <= 0.0:
             low = -1.0
         else:
-            low = optimize.brentq(lambda d: _tango_z(b, c, n, d) - z, lo_end, est,
-                                  xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
+            low = optimize.brentq(
+                lambda d: _tango_z(b, c, n, d) - z,
+                lo_end,
+                est,
+                xtol=1e-14,
+                rtol=4 * np.finfo(float).eps,
+                maxiter=500,
+            )
     if est >= 1.0:
         high = 1.0
     else:
@@ -91,8 +112,14 @@ def _tango_bounds(b: int, c: int, n: int, z: float) -> tuple[float, float]:
         if _tango_z(b, c, n, hi_end) + z >= 0.0:
             high = 1.0
         else:
-            high = optimize.brentq(lambda d: _tango_z(b, c, n, d) + z, est, hi_end,
-                                   xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
+            high = optimize.brentq(
+                lambda d: _tango_z(b, c, n, d) + z,
+                est,
+                hi_end,
+                xtol=1e-14,
+                rtol=4 * np.finfo(float).eps,
+                maxiter=500,
+            )
     return float(low), float(high)
 
 
@@ -116,8 +143,16 @@ def tango_interval(b: int, c: int, n: int, level: float = 0.95) -> DifferenceInt
         raise ValueError(f"b + c = {b + c} exceeds n = {n}")
     z = float(sps.norm.ppf(0.5 + level / 2.0))
     low, high = _tango_bounds(b, c, n, z)
-    return DifferenceInterval(estimate=(b - c) / n, low=low, high=high, level=level, b=b, c=c,
-                              n=n, method="Tango score interval (paired proportions)")
+    return DifferenceInterval(
+        estimate=(b - c) / n,
+        low=low,
+        high=high,
+        level=level,
+        b=b,
+        c=c,
+        n=n,
+        method="Tango score interval (paired proportions)",
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -141,8 +176,9 @@ def _resolve_method(d: np.ndarray[Any, Any], method: str) -> str:
     return method
 
 
-def tost_paired(differences: Any, margin: float, alpha: float = 0.05,
-                method: Method = "auto") -> TOSTResult:
+def tost_paired(
+    differences: Any, margin: float, alpha: float = 0.05, method: Method = "auto"
+) -> TOSTResult:
     """Two one-sided tests (Schuirmann 1987) for equivalence within (-margin, +margin).
 
     H0: delta <= -margin or delta >= +margin against H1: |delta| < margin, delta the mean
@@ -183,8 +219,10 @@ def tost_paired(differences: Any, margin: float, alpha: float = 0.05,
         low, high = _tango_bounds(b, c, n, z)
         note = ""
         if b + c == 0:
-            note = ("no discordant pairs: Tango's variance is taken at the null boundary, "
-                    f"so equivalence holds for margins >= z^2/(n+z^2) = {max(-low, high):.4g}")
+            note = (
+                "no discordant pairs: Tango's variance is taken at the null boundary, "
+                f"so equivalence holds for margins >= z^2/(n+z^2) = {max(-low, high):.4g}"
+            )
         if margin >= 1.0:
             # |delta| <= 1 always; H0 |delta| >= margin only possible at delta = +-1
             zl = zu = math.nan
@@ -197,26 +235,59 @@ def tost_paired(differences: Any, margin: float, alpha: float = 0.05,
             pl = float(sps.norm.sf(zl))
             pu = float(sps.norm.cdf(zu))
         p = max(pl, pu)
-        return TOSTResult(estimate=est, low=low, high=high, level=level, margin=margin,
-                          alpha=alpha, statistic_lower=zl, statistic_upper=zu,
-                          pvalue_lower=pl, pvalue_upper=pu, pvalue=p,
-                          equivalent=bool(p <= alpha), min_margin=max(-low, high), n=n,
-                          b=b, c=c, method="TOST, Tango score tests (paired proportions)",
-                          note=note)
+        return TOSTResult(
+            estimate=est,
+            low=low,
+            high=high,
+            level=level,
+            margin=margin,
+            alpha=alpha,
+            statistic_lower=zl,
+            statistic_upper=zu,
+            pvalue_lower=pl,
+            pvalue_upper=pu,
+            pvalue=p,
+            equivalent=bool(p <= alpha),
+            min_margin=max(-low, high),
+            n=n,
+            b=b,
+            c=c,
+            method="TOST, Tango score tests (paired proportions)",
+            note=note,
+        )
     # t-based
     sd = float(d.std(ddof=1)) if n >= 2 else math.nan
     if n < 2 or sd == 0.0:
-        why = ("fewer than two differences" if n < 2 else
-               "all differences are equal (zero standard deviation)")
-        note = (f"t-based TOST undefined: {why}; no estimate of sampling error, so "
-                "equivalence is not declared (for paired binary outcomes use "
-                "method='tango')")
-        return TOSTResult(estimate=est, low=math.nan, high=math.nan, level=level,
-                          margin=margin, alpha=alpha, statistic_lower=math.nan,
-                          statistic_upper=math.nan, pvalue_lower=math.nan,
-                          pvalue_upper=math.nan, pvalue=math.nan, equivalent=False,
-                          min_margin=math.nan, n=n, b=None, c=None,
-                          method="TOST, paired t", note=note)
+        why = (
+            "fewer than two differences"
+            if n < 2
+            else "all differences are equal (zero standard deviation)"
+        )
+        note = (
+            f"t-based TOST undefined: {why}; no estimate of sampling error, so "
+            "equivalence is not declared (for paired binary outcomes use "
+            "method='tango')"
+        )
+        return TOSTResult(
+            estimate=est,
+            low=math.nan,
+            high=math.nan,
+            level=level,
+            margin=margin,
+            alpha=alpha,
+            statistic_lower=math.nan,
+            statistic_upper=math.nan,
+            pvalue_lower=math.nan,
+            pvalue_upper=math.nan,
+            pvalue=math.nan,
+            equivalent=False,
+            min_margin=math.nan,
+            n=n,
+            b=None,
+            c=None,
+            method="TOST, paired t",
+            note=note,
+        )
     se = sd / math.sqrt(n)
     df = n - 1
     tl = (est + margin) / se
@@ -226,11 +297,26 @@ def tost_paired(differences: Any, margin: float, alpha: float = 0.05,
     tcrit = float(sps.t.ppf(1.0 - alpha, df))
     low, high = est - tcrit * se, est + tcrit * se
     p = max(pl, pu)
-    return TOSTResult(estimate=est, low=low, high=high, level=level, margin=margin,
-                      alpha=alpha, statistic_lower=tl, statistic_upper=tu, pvalue_lower=pl,
-                      pvalue_upper=pu, pvalue=p, equivalent=bool(p <= alpha),
-                      min_margin=abs(est) + tcrit * se, n=n, b=None, c=None,
-                      method="TOST, paired t", note="")
+    return TOSTResult(
+        estimate=est,
+        low=low,
+        high=high,
+        level=level,
+        margin=margin,
+        alpha=alpha,
+        statistic_lower=tl,
+        statistic_upper=tu,
+        pvalue_lower=pl,
+        pvalue_upper=pu,
+        pvalue=p,
+        equivalent=bool(p <= alpha),
+        min_margin=abs(est) + tcrit * se,
+        n=n,
+        b=None,
+        c=None,
+        method="TOST, paired t",
+        note="",
+    )
 
 
 def equivalence_margin(differences: Any, alpha: float = 0.05, method: Method = "auto") -> float:
@@ -261,4 +347,3 @@ def equivalence_margin(differences: Any, alpha: float = 0.05, method: Method = "
     if sd == 0.0:
         return math.nan
     return abs(float(d.mean())) + float(sps.t.ppf(1.0 - alpha, n - 1)) * sd / math.sqrt(n)
-

@@ -38,10 +38,15 @@ def _count_tail(stats: NDArray[np.float64], obs: float, alt: str, tol: float) ->
     return int(np.count_nonzero(np.abs(stats) >= abs(obs) - tol))
 
 
-def exact_permutation_test(x: Any, y: Any, alternative: str = "two-sided", *,
-                           max_exact: int = MAX_EXACT_RELABELINGS,
-                           draws: int = DEFAULT_DRAWS, seed: int | None = 0,
-                           ) -> PermutationResult:
+def exact_permutation_test(
+    x: Any,
+    y: Any,
+    alternative: str = "two-sided",
+    *,
+    max_exact: int = MAX_EXACT_RELABELINGS,
+    draws: int = DEFAULT_DRAWS,
+    seed: int | None = 0,
+) -> PermutationResult:
     """Two-sample permutation test of mean(x) - mean(y), exact over all relabelings.
 
     The pooled values are split in every one of the C(n_x + n_y, n_x) ways into groups
@@ -71,18 +76,25 @@ def exact_permutation_test(x: Any, y: Any, alternative: str = "two-sided", *,
         hits = 0
         chunk = max(1, 200_000 // k)
         while True:
-            flat = np.fromiter(itertools.chain.from_iterable(itertools.islice(combos, chunk)),
-                               dtype=np.intp)
+            flat = np.fromiter(
+                itertools.chain.from_iterable(itertools.islice(combos, chunk)), dtype=np.intp
+            )
             if flat.size == 0:
                 break
             sums = pooled[flat.reshape(-1, k)].sum(axis=1)
             sx = sums if small_is_x else total - sums
             stats = sx / nx - (total - sx) / ny
             hits += _count_tail(stats, obs, alt, tol)
-        return PermutationResult(statistic=obs, pvalue=min(1.0, hits / n_relabel),
-                                 estimate=obs, alternative=alt, n=n, n_resamples=n_relabel,
-                                 exact=True,
-                                 method="two-sample permutation test, exact enumeration")
+        return PermutationResult(
+            statistic=obs,
+            pvalue=min(1.0, hits / n_relabel),
+            estimate=obs,
+            alternative=alt,
+            n=n,
+            n_resamples=n_relabel,
+            exact=True,
+            method="two-sample permutation test, exact enumeration",
+        )
     rng = np.random.default_rng(seed)
     hits = 0
     chunk = max(1, 2_000_000 // n)
@@ -94,15 +106,22 @@ def exact_permutation_test(x: Any, y: Any, alternative: str = "two-sided", *,
         stats = sx / nx - (total - sx) / ny
         hits += _count_tail(stats, obs, alt, tol)
         done += size
-    return PermutationResult(statistic=obs, pvalue=min(1.0, (1 + hits) / (1 + draws)),
-                             estimate=obs, alternative=alt, n=n, n_resamples=int(draws),
-                             exact=False,
-                             method=f"two-sample permutation test, Monte Carlo ({draws} draws)")
+    return PermutationResult(
+        statistic=obs,
+        pvalue=min(1.0, (1 + hits) / (1 + draws)),
+        estimate=obs,
+        alternative=alt,
+        n=n,
+        n_resamples=int(draws),
+        exact=False,
+        method=f"two-sample permutation test, Monte Carlo ({draws} draws)",
+    )
 
 
 # ---------------------------------------------------------------------------
 # sign flips
 # ---------------------------------------------------------------------------
+
 
 def _subset_sums(values: NDArray[np.float64]) -> NDArray[np.float64]:
     """All 2^k sums of +-values (k small), as a flat array."""
@@ -112,8 +131,9 @@ def _subset_sums(values: NDArray[np.float64]) -> NDArray[np.float64]:
     return sums
 
 
-def _count_pairs(sa: NDArray[np.float64], sb_sorted: NDArray[np.float64], obs: float,
-                 alt: str, tol: float) -> int:
+def _count_pairs(
+    sa: NDArray[np.float64], sb_sorted: NDArray[np.float64], obs: float, alt: str, tol: float
+) -> int:
     """Number of (i, j) with sa[i] + sb[j] in the tail defined by ``obs``."""
     nb = sb_sorted.size
     if alt == "greater":
@@ -161,8 +181,13 @@ def _lattice_distribution(a: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDAr
     return support, dist
 
 
-def sign_flip_test(differences: Any, alternative: str = "two-sided", *,
-                   draws: int = DEFAULT_DRAWS, seed: int | None = 0) -> PermutationResult:
+def sign_flip_test(
+    differences: Any,
+    alternative: str = "two-sided",
+    *,
+    draws: int = DEFAULT_DRAWS,
+    seed: int | None = 0,
+) -> PermutationResult:
     """Paired sign-flip (randomisation) test of mean(differences), exact over 2^n flips.
 
     Under H0 each paired difference is symmetric about zero, so every one of the 2^n
@@ -189,11 +214,18 @@ def sign_flip_test(differences: Any, alternative: str = "two-sided", *,
     obs = float(d.mean())
     nz = d[d != 0.0]
     k = nz.size
-    total_patterns = 2 ** n
+    total_patterns = 2**n
     if k == 0:
-        return PermutationResult(statistic=obs, pvalue=1.0, estimate=obs, alternative=alt,
-                                 n=n, n_resamples=total_patterns, exact=True,
-                                 method="sign-flip test, exact (all differences zero)")
+        return PermutationResult(
+            statistic=obs,
+            pvalue=1.0,
+            estimate=obs,
+            alternative=alt,
+            n=n,
+            n_resamples=total_patterns,
+            exact=True,
+            method="sign-flip test, exact (all differences zero)",
+        )
     obs_sum = float(nz.sum())
     tol = _tol(nz)
     if k <= MAX_EXACT_SIGN_FLIPS:
@@ -201,10 +233,17 @@ def sign_flip_test(differences: Any, alternative: str = "two-sided", *,
         sa = _subset_sums(nz[:half])
         sb = np.sort(_subset_sums(nz[half:]))
         hits = _count_pairs(sa, sb, obs_sum, alt, tol)
-        p = hits / float(2 ** k)
-        return PermutationResult(statistic=obs, pvalue=min(1.0, p), estimate=obs,
-                                 alternative=alt, n=n, n_resamples=total_patterns, exact=True,
-                                 method="sign-flip test, exact enumeration")
+        p = hits / float(2**k)
+        return PermutationResult(
+            statistic=obs,
+            pvalue=min(1.0, p),
+            estimate=obs,
+            alternative=alt,
+            n=n,
+            n_resamples=total_patterns,
+            exact=True,
+            method="sign-flip test, exact enumeration",
+        )
     signed = _lattice(nz)
     if signed is not None:
         s_obs = int(signed.sum())
@@ -215,9 +254,16 @@ def sign_flip_test(differences: Any, alternative: str = "two-sided", *,
             p = float(prob[support <= s_obs].sum())
         else:
             p = float(prob[np.abs(support) >= abs(s_obs)].sum())
-        return PermutationResult(statistic=obs, pvalue=min(1.0, p), estimate=obs,
-                                 alternative=alt, n=n, n_resamples=total_patterns, exact=True,
-                                 method="sign-flip test, exact (lattice convolution)")
+        return PermutationResult(
+            statistic=obs,
+            pvalue=min(1.0, p),
+            estimate=obs,
+            alternative=alt,
+            n=n,
+            n_resamples=total_patterns,
+            exact=True,
+            method="sign-flip test, exact (lattice convolution)",
+        )
     rng = np.random.default_rng(seed)
     hits = 0
     done = 0
@@ -228,7 +274,13 @@ def sign_flip_test(differences: Any, alternative: str = "two-sided", *,
         sums = signs @ nz
         hits += _count_tail(sums, obs_sum, alt, tol)
         done += size
-    return PermutationResult(statistic=obs, pvalue=min(1.0, (1 + hits) / (1 + draws)),
-                             estimate=obs, alternative=alt, n=n, n_resamples=int(draws),
-                             exact=False,
-                             method=f"sign-flip test, Monte Carlo ({draws} draws)")
+    return PermutationResult(
+        statistic=obs,
+        pvalue=min(1.0, (1 + hits) / (1 + draws)),
+        estimate=obs,
+        alternative=alt,
+        n=n,
+        n_resamples=int(draws),
+        exact=False,
+        method=f"sign-flip test, Monte Carlo ({draws} draws)",
+    )

@@ -12,8 +12,13 @@ from prereg.stats._validate import positive, probability
 from prereg.stats.results import MonitorExact, MonitorSimulation
 from prereg.stats.sequential import _log_evalue, _prior
 
-__all__ = ["mde_paired", "prompts_for_mde", "mcnemar_sample_size", "min_discordant",
-           "simulate_sequential_monitor"]
+__all__ = [
+    "mde_paired",
+    "prompts_for_mde",
+    "mcnemar_sample_size",
+    "min_discordant",
+    "simulate_sequential_monitor",
+]
 
 
 def _z_sum(alpha: float, power: float, sides: int = 2) -> float:
@@ -29,8 +34,14 @@ def _ceil(x: float) -> int:
     return int(math.ceil(x - 1e-9 * max(1.0, abs(x))))
 
 
-def mde_paired(sigma_d: float, prompts: int, alpha: float = 0.05, power: float = 0.8,
-               sigma_run: float = 0.0, runs_per_arm: int = 1) -> float:
+def mde_paired(
+    sigma_d: float,
+    prompts: int,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    sigma_run: float = 0.0,
+    runs_per_arm: int = 1,
+) -> float:
     """Minimum detectable paired difference (two-sided test, normal approximation).
 
         MDE = (z_{1-alpha/2} + z_power) sqrt(sigma_d^2 / prompts + 2 sigma_run^2 / R)
@@ -48,11 +59,17 @@ def mde_paired(sigma_d: float, prompts: int, alpha: float = 0.05, power: float =
     if int(runs_per_arm) != runs_per_arm or runs_per_arm < 1:
         raise ValueError(f"runs_per_arm must be a positive integer, got {runs_per_arm!r}")
     z = _z_sum(alpha, power)
-    return z * math.sqrt(sigma_d ** 2 / prompts + 2.0 * sigma_run ** 2 / runs_per_arm)
+    return z * math.sqrt(sigma_d**2 / prompts + 2.0 * sigma_run**2 / runs_per_arm)
 
 
-def prompts_for_mde(sigma_d: float, mde: float, alpha: float = 0.05, power: float = 0.8,
-                    sigma_run: float = 0.0, runs_per_arm: int = 1) -> float:
+def prompts_for_mde(
+    sigma_d: float,
+    mde: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    sigma_run: float = 0.0,
+    runs_per_arm: int = 1,
+) -> float:
     """Fewest prompts whose :func:`mde_paired` is at most ``mde`` (the inverse, rounded up).
 
         prompts = ceil( sigma_d^2 / ((mde / z)^2 - 2 sigma_run^2 / R) ),
@@ -68,14 +85,15 @@ def prompts_for_mde(sigma_d: float, mde: float, alpha: float = 0.05, power: floa
     if int(runs_per_arm) != runs_per_arm or runs_per_arm < 1:
         raise ValueError(f"runs_per_arm must be a positive integer, got {runs_per_arm!r}")
     z = _z_sum(alpha, power)
-    room = (mde / z) ** 2 - 2.0 * sigma_run ** 2 / runs_per_arm
+    room = (mde / z) ** 2 - 2.0 * sigma_run**2 / runs_per_arm
     if room <= 0.0:
         return math.inf
-    return max(1, _ceil(sigma_d ** 2 / room))
+    return max(1, _ceil(sigma_d**2 / room))
 
 
-def mcnemar_sample_size(p01: float, p10: float, alpha: float = 0.05, power: float = 0.8,
-                        sides: int = 2) -> float:
+def mcnemar_sample_size(
+    p01: float, p10: float, alpha: float = 0.05, power: float = 0.8, sides: int = 2
+) -> float:
     """Number of pairs for McNemar's test to reach ``power`` (Connor 1987).
 
     With discordant probabilities p10 (first arm only succeeds) and p01 (second arm
@@ -101,7 +119,7 @@ def mcnemar_sample_size(p01: float, p10: float, alpha: float = 0.05, power: floa
         return math.inf
     za = float(sps.norm.ppf(1.0 - alpha / sides))
     zb = float(sps.norm.ppf(power))
-    n = (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta ** 2, 0.0))) ** 2 / delta ** 2
+    n = (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta**2, 0.0))) ** 2 / delta**2
     return _ceil(n)
 
 
@@ -118,13 +136,14 @@ def min_discordant(alpha: float = 0.05, sides: int = 2) -> int:
     if sides not in (1, 2):
         raise ValueError(f"sides must be 1 or 2, got {sides!r}")
     m = max(0, math.ceil(math.log2(sides / alpha)) - 1)
-    while min(1.0, sides * 0.5 ** m) > alpha:
+    while min(1.0, sides * 0.5**m) > alpha:
         m += 1
     return m
 
 
-def _monitor_inputs(p01: float, p10: float, max_prompts: int, min_prompts: int,
-                    threshold: float) -> tuple[float, float, float]:
+def _monitor_inputs(
+    p01: float, p10: float, max_prompts: int, min_prompts: int, threshold: float
+) -> tuple[float, float, float]:
     """Validated (p01, p10, threshold) of a monitor's operating characteristics."""
     p01 = probability(p01, "p01", low_open=False, high_open=False)
     p10 = probability(p10, "p10", low_open=False, high_open=False)
@@ -140,10 +159,16 @@ def _monitor_inputs(p01: float, p10: float, max_prompts: int, min_prompts: int,
     return p01, p10, thr
 
 
-def simulate_sequential_monitor(p01: float, p10: float, max_prompts: int,
-                                threshold: float = 20.0, min_prompts: int = 40,
-                                prior: tuple[float, float] = (1.0, 1.0), sims: int = 10_000,
-                                seed: int | None = 0) -> MonitorSimulation:
+def simulate_sequential_monitor(
+    p01: float,
+    p10: float,
+    max_prompts: int,
+    threshold: float = 20.0,
+    min_prompts: int = 40,
+    prior: tuple[float, float] = (1.0, 1.0),
+    sims: int = 10_000,
+    seed: int | None = 0,
+) -> MonitorSimulation:
     """Simulate the beta-mixture sequential monitor's operating characteristics.
 
     Each prompt is independently discordant in favour of the first arm with
@@ -177,8 +202,8 @@ def simulate_sequential_monitor(p01: float, p10: float, max_prompts: int,
         size = min(block, sims - done)
         u = rng.random((size, n_max))
         if first_valid >= n_max:  # the monitor may never stop within max_prompts
-            stops[done:done + size] = n_max
-            rejected[done:done + size] = False
+            stops[done : done + size] = n_max
+            rejected[done : done + size] = False
             done += size
             continue
         bpath = np.cumsum(u < p10, axis=1)
@@ -187,24 +212,39 @@ def simulate_sequential_monitor(p01: float, p10: float, max_prompts: int,
         hit = loge[:, first_valid:] >= log_thr
         any_hit = hit.any(axis=1)
         when = np.where(any_hit, np.argmax(hit, axis=1) + first_valid + 1, n_max)
-        stops[done:done + size] = when
-        rejected[done:done + size] = any_hit
+        stops[done : done + size] = when
+        rejected[done : done + size] = any_hit
         done += size
     rate = float(rejected.mean())
     return MonitorSimulation(
-        rejection_rate=rate, rejection_se=math.sqrt(rate * (1.0 - rate) / sims),
+        rejection_rate=rate,
+        rejection_se=math.sqrt(rate * (1.0 - rate) / sims),
         expected_prompts=float(stops.mean()),
         expected_prompts_se=float(stops.std(ddof=1) / math.sqrt(sims)) if sims > 1 else 0.0,
-        median_prompts=float(np.median(stops)), p01=p01, p10=p10, max_prompts=n_max,
-        threshold=thr, min_prompts=int(min_prompts), prior=(a, b0), sims=sims, seed=seed,
-        method=("simulated beta-mixture monitor: stop when E >= threshold after "
-                "min_prompts prompts, capped at max_prompts"))
+        median_prompts=float(np.median(stops)),
+        p01=p01,
+        p10=p10,
+        max_prompts=n_max,
+        threshold=thr,
+        min_prompts=int(min_prompts),
+        prior=(a, b0),
+        sims=sims,
+        seed=seed,
+        method=(
+            "simulated beta-mixture monitor: stop when E >= threshold after "
+            "min_prompts prompts, capped at max_prompts"
+        ),
+    )
 
 
-
-def sequential_monitor_exact(p01: float, p10: float, max_prompts: int,
-                             threshold: float = 20.0, min_prompts: int = 40,
-                             prior: tuple[float, float] = (1.0, 1.0)) -> MonitorExact:
+def sequential_monitor_exact(
+    p01: float,
+    p10: float,
+    max_prompts: int,
+    threshold: float = 20.0,
+    min_prompts: int = 40,
+    prior: tuple[float, float] = (1.0, 1.0),
+) -> MonitorExact:
     """Exact stopping probability and expected prompts of the beta-mixture monitor.
 
     The monitor's state after t prompts is the pair of discordant counts (b, c);
@@ -226,7 +266,7 @@ def sequential_monitor_exact(p01: float, p10: float, max_prompts: int,
     stopped = expected = 0.0
     stay = 1.0 - p01 - p10
     for t in range(1, n_max + 1):
-        expected += float(prob.sum())          # P(still running before prompt t)
+        expected += float(prob.sum())  # P(still running before prompt t)
         new = prob * stay
         new[1:, :] += prob[:-1, :] * p10
         new[:, 1:] += prob[:, :-1] * p01
@@ -234,6 +274,12 @@ def sequential_monitor_exact(p01: float, p10: float, max_prompts: int,
             stopped += float(new[crossed].sum())
             new[crossed] = 0.0
         prob = new
-    return MonitorExact(rejection_rate=min(1.0, stopped), expected_prompts=expected,
-                        p01=p01, p10=p10, max_prompts=n_max, threshold=thr,
-                        min_prompts=int(min_prompts))
+    return MonitorExact(
+        rejection_rate=min(1.0, stopped),
+        expected_prompts=expected,
+        p01=p01,
+        p10=p10,
+        max_prompts=n_max,
+        threshold=thr,
+        min_prompts=int(min_prompts),
+    )

@@ -28,12 +28,14 @@ def _log_evalue(b: Any, c: Any, a: float, beta: float) -> Any:
     """log of 2^(b+c) B(a + b, beta + c) / B(a, beta) (broadcasts)."""
     b = np.asarray(b, dtype=np.float64)
     c = np.asarray(c, dtype=np.float64)
-    return ((b + c) * math.log(2.0) + special.betaln(a + b, beta + c)
-            - special.betaln(a, beta))
+    return (b + c) * math.log(2.0) + special.betaln(a + b, beta + c) - special.betaln(a, beta)
 
 
-def beta_mixture_evalue(b: Any, c: Any, prior: tuple[float, float] = (1.0, 1.0),
-                        ) -> EValueResult:
+def beta_mixture_evalue(
+    b: Any,
+    c: Any,
+    prior: tuple[float, float] = (1.0, 1.0),
+) -> EValueResult:
     """Beta-mixture likelihood ratio of the discordant pairs against p = 1/2.
 
     Each discordant pair favours the first arm with probability p; H0: p = 1/2. Mixing
@@ -60,12 +62,16 @@ def beta_mixture_evalue(b: Any, c: Any, prior: tuple[float, float] = (1.0, 1.0),
     with np.errstate(invalid="ignore", divide="ignore"):
         est = np.where(m > 0, bb / np.where(m > 0, m, 1), np.nan)
     return EValueResult(
-        evalue=scalar_or_array(e), log_evalue=scalar_or_array(loge),
+        evalue=scalar_or_array(e),
+        log_evalue=scalar_or_array(loge),
         pvalue=scalar_or_array(np.minimum(1.0, np.exp(-loge))),
         estimate=scalar_or_array(est),
-        b=int(bb) if bb.ndim == 0 else bb, c=int(cc) if cc.ndim == 0 else cc,
-        n=int(m) if m.ndim == 0 else m, prior=(a, b0),
-        method=f"beta-mixture e-value, Beta({a:g}, {b0:g}) prior, H0 p = 1/2")
+        b=int(bb) if bb.ndim == 0 else bb,
+        c=int(cc) if cc.ndim == 0 else cc,
+        n=int(m) if m.ndim == 0 else m,
+        prior=(a, b0),
+        method=f"beta-mixture e-value, Beta({a:g}, {b0:g}) prior, H0 p = 1/2",
+    )
 
 
 def _binary(values: Any, name: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
@@ -75,9 +81,13 @@ def _binary(values: Any, name: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
     return arr.astype(bool)
 
 
-def sequential_monitor(first: Any, second: Any, threshold: float = 20.0,
-                       min_prompts: int = 40, prior: tuple[float, float] = (1.0, 1.0),
-                       ) -> MonitorResult:
+def sequential_monitor(
+    first: Any,
+    second: Any,
+    threshold: float = 20.0,
+    min_prompts: int = 40,
+    prior: tuple[float, float] = (1.0, 1.0),
+) -> MonitorResult:
     """Monitor a stream of paired binary outcomes with the beta-mixture e-process.
 
     ``first[t]`` and ``second[t]`` are the two arms' outcomes on the t-th prompt, in
@@ -117,9 +127,22 @@ def sequential_monitor(first: Any, second: Any, threshold: float = 20.0,
         emax = max(1.0, float(evalues[:n].max()))
     est = b_at / (b_at + c_at) if b_at + c_at else math.nan
     return MonitorResult(
-        stopped=stopped, stop_at=n if stopped else None, evalue=e_at, max_evalue=emax,
-        pvalue=min(1.0, 1.0 / emax), estimate=est, b=b_at, c=c_at, n=n, n_stream=int(f.size),
-        threshold=thr, min_prompts=min_prompts, prior=(a, b0),
-        method=(f"beta-mixture e-process, Beta({a:g}, {b0:g}) prior; stop when E >= {thr:g} "
-                f"after >= {min_prompts} prompts"),
-        evalues=evalues)
+        stopped=stopped,
+        stop_at=n if stopped else None,
+        evalue=e_at,
+        max_evalue=emax,
+        pvalue=min(1.0, 1.0 / emax),
+        estimate=est,
+        b=b_at,
+        c=c_at,
+        n=n,
+        n_stream=int(f.size),
+        threshold=thr,
+        min_prompts=min_prompts,
+        prior=(a, b0),
+        method=(
+            f"beta-mixture e-process, Beta({a:g}, {b0:g}) prior; stop when E >= {thr:g} "
+            f"after >= {min_prompts} prompts"
+        ),
+        evalues=evalues,
+    )

@@ -44,8 +44,11 @@ def tree_digest(root: Path) -> dict[str, str]:
     """Path -> sha256 of every file under ``root`` (byte-identity checks)."""
     if not root.exists():
         return {}
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture

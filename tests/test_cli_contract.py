@@ -22,12 +22,14 @@ def _one_document(stdout: str) -> object:
     return value
 
 
-def test_every_reporting_command_prints_one_json_document(ws: Path, cli, tmp_path: Path
-                                                          ) -> None:
+def test_every_reporting_command_prints_one_json_document(ws: Path, cli, tmp_path: Path) -> None:
     second = ws / "drafts" / "pilot-b.yaml"
-    second.write_text((ws / PILOT).read_text().replace("id: music-library-pilot",
-                                                       "id: pilot-b").replace("seed: 7",
-                                                                              "seed: 8"))
+    second.write_text(
+        (ws / PILOT)
+        .read_text()
+        .replace("id: music-library-pilot", "id: pilot-b")
+        .replace("seed: 7", "seed: 8")
+    )
     export = tmp_path / "runs.jsonl"
     commands = [
         ["init", ws],
@@ -52,15 +54,19 @@ def test_every_reporting_command_prints_one_json_document(ws: Path, cli, tmp_pat
         assert isinstance(document, dict), args
 
 
-@pytest.mark.parametrize("args", [
-    ["show", "no-such-registration"],
-    ["register", "drafts/absent.yaml"],
-    ["analyse", "no-such-registration"],
-    ["run", "no-such-registration"],
-    ["plan", "--sigma-d", "-1", "--prompts", "10"],
-])
-def test_errors_under_json_are_one_document_with_the_exit_code(ws: Path, cli,
-                                                                args: list[str]) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", "no-such-registration"],
+        ["register", "drafts/absent.yaml"],
+        ["analyse", "no-such-registration"],
+        ["run", "no-such-registration"],
+        ["plan", "--sigma-d", "-1", "--prompts", "10"],
+    ],
+)
+def test_errors_under_json_are_one_document_with_the_exit_code(
+    ws: Path, cli, args: list[str]
+) -> None:
     result = cli("-w", ws, *args, "--json")
     assert result.code == 2, (args, result.stdout, result.stderr)
     document = _one_document(result.stdout)

@@ -8,8 +8,14 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAPPED = {"prereg": "prereg", "registry": "prereg.registry", "experiments": "prereg.experiments",
-          "runners": "prereg.runners", "stats": "prereg.stats", "reports": "prereg.reports"}
+MAPPED = {
+    "prereg": "prereg",
+    "registry": "prereg.registry",
+    "experiments": "prereg.experiments",
+    "runners": "prereg.runners",
+    "stats": "prereg.stats",
+    "reports": "prereg.reports",
+}
 
 
 def test_every_package_folder_is_listed_in_pyproject() -> None:
@@ -26,8 +32,9 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
 
 
 def test_cli_entry_point_runs() -> None:
-    out = subprocess.run([sys.executable, "-m", "prereg", "--version"], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "prereg", "--version"], capture_output=True, text=True, check=True
+    )
     assert out.stdout.startswith("prereg ")
 
 
@@ -42,6 +49,7 @@ def test_no_generic_top_level_names_installed() -> None:
 
 def test_usage_errors_exit_2() -> None:
     for args in (["register"], ["no-such-command"], ["show"]):
-        out = subprocess.run([sys.executable, "-m", "prereg", *args], capture_output=True,
-                             text=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "prereg", *args], capture_output=True, text=True
+        )
         assert out.returncode == 2, (args, out.stderr)

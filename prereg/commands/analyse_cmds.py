@@ -29,8 +29,7 @@ def _analyse(ws: Workspace, reg_id: str, options: Any) -> tuple[dict[str, Any], 
     out = write_report(ws, report)
     data = report.to_json()
     data["report_dir"] = str(out)
-    data["files"] = {name: str(out / name) for name in ("report.json", "report.md",
-                                                          "report.html")}
+    data["files"] = {name: str(out / name) for name in ("report.json", "report.md", "report.html")}
     return data, report, out
 
 
@@ -39,12 +38,22 @@ def register(app: typer.Typer) -> None:
     def analyse_cmd(
         ctx: typer.Context,
         reg_id: Annotated[str, typer.Argument(metavar="ID", help="Registration id.")],
-        allow_incomplete: Annotated[bool, typer.Option(
-            "--allow-incomplete", help="Analyse an incomplete run set; the report is then "
-            "exploratory and the verdict 'incomplete'.")] = False,
-        explore: Annotated[bool, typer.Option(
-            "--explore", help="Label the whole report exploratory. The verdict field is "
-            "computed exactly as without it; it is not a confirmatory claim.")] = False,
+        allow_incomplete: Annotated[
+            bool,
+            typer.Option(
+                "--allow-incomplete",
+                help="Analyse an incomplete run set; the report is then "
+                "exploratory and the verdict 'incomplete'.",
+            ),
+        ] = False,
+        explore: Annotated[
+            bool,
+            typer.Option(
+                "--explore",
+                help="Label the whole report exploratory. The verdict field is "
+                "computed exactly as without it; it is not a confirmatory claim.",
+            ),
+        ] = False,
         as_json: JsonOpt = False,
     ) -> None:
         """The registered analysis and its mechanical verdict, written to reports/ID/.
@@ -57,13 +66,20 @@ def register(app: typer.Typer) -> None:
         from prereg.reports import Options, render_terminal
 
         ws = workspace(ctx)
-        flags = [f for f, on in (("--allow-incomplete", allow_incomplete),
-                                 ("--explore", explore)) if on]
-        options = Options(allow_incomplete=allow_incomplete, explore=explore,
-                          command=" ".join(["prereg analyse", reg_id, *flags]))
+        flags = [
+            f for f, on in (("--allow-incomplete", allow_incomplete), ("--explore", explore)) if on
+        ]
+        options = Options(
+            allow_incomplete=allow_incomplete,
+            explore=explore,
+            command=" ".join(["prereg analyse", reg_id, *flags]),
+        )
         data, report, out = _analyse(ws, reg_id, options)
-        emit(data, as_json,
-             lambda: render_terminal.render(report, console, ws.relative(out / "report.html")))
+        emit(
+            data,
+            as_json,
+            lambda: render_terminal.render(report, console, ws.relative(out / "report.html")),
+        )
 
     @app.command("compare")
     def compare_cmd(
@@ -90,9 +106,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("demo")
     def demo_cmd(
-        directory: Annotated[Path | None, typer.Option(
-            "--dir", help="Workspace folder for the demo (default: $PREREG_DEMO_DIR, else "
-            "./prereg-demo).", show_default=False)] = None,
+        directory: Annotated[
+            Path | None,
+            typer.Option(
+                "--dir",
+                help="Workspace folder for the demo (default: $PREREG_DEMO_DIR, else "
+                "./prereg-demo).",
+                show_default=False,
+            ),
+        ] = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Init a workspace, register the bundled pilot, run it on the local host, analyse it.
@@ -108,13 +130,20 @@ def register(app: typer.Typer) -> None:
         started = time.monotonic()
         init_workspace(root)
         ws = Workspace(root.resolve())
-        entry = Registry(ws.registry).register(ws.drafts / DEMO_DRAFT, ws.experiments,
-                                               display=f"drafts/{DEMO_DRAFT}").entry
+        entry = (
+            Registry(ws.registry)
+            .register(ws.drafts / DEMO_DRAFT, ws.experiments, display=f"drafts/{DEMO_DRAFT}")
+            .entry
+        )
         run_summary = _run_local(ws, entry.id, quiet=as_json)
-        data, report, out = _analyse(ws, entry.id, Options(command=f"prereg demo (analyse "
-                                                                   f"{entry.id})"))
-        data["demo"] = {"workspace": str(ws.root), "run": run_summary,
-                        "seconds": round(time.monotonic() - started, 2)}
+        data, report, out = _analyse(
+            ws, entry.id, Options(command=f"prereg demo (analyse {entry.id})")
+        )
+        data["demo"] = {
+            "workspace": str(ws.root),
+            "run": run_summary,
+            "seconds": round(time.monotonic() - started, 2),
+        }
 
         def human() -> None:
             render_terminal.render(report, console)

@@ -66,15 +66,26 @@ def register(root: typer.Typer) -> None:
 @app.command("snapshot", help=SNAPSHOT_HELP)
 def snapshot_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Snapshot file to write.")],
-    command: Annotated[list[str] | None, typer.Argument(
-        help="The server's command and arguments, after '--'.", metavar="COMMAND",
-        show_default=False)] = None,
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The server's command and arguments, after '--'.",
+            metavar="COMMAND",
+            show_default=False,
+        ),
+    ] = None,
     url: Annotated[str | None, typer.Option("--url", help="Streamable HTTP endpoint.")] = None,
-    env: Annotated[list[str] | None, typer.Option(
-        "--env", help="Pass this environment variable to a stdio server (repeatable); "
-        "only a minimal environment is passed otherwise.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=1.0,
-                                           help="Seconds for the whole capture.")] = 60.0,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            help="Pass this environment variable to a stdio server (repeatable); "
+            "only a minimal environment is passed otherwise.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1.0, help="Seconds for the whole capture.")
+    ] = 60.0,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -92,8 +103,11 @@ def snapshot_cmd(
     else:
         raise BadInput("give the server's command after '--', or --url", field="command")
     if out.exists() and not force:
-        raise BadInput("exists; snapshots are evidence, pass --force to overwrite",
-                       file=str(out), field="--out")
+        raise BadInput(
+            "exists; snapshots are evidence, pass --force to overwrite",
+            file=str(out),
+            field="--out",
+        )
     if not out.parent.is_dir():
         raise BadInput("the folder does not exist", file=str(out), field="--out")
 
@@ -105,13 +119,17 @@ def snapshot_cmd(
 
 @app.command("serve", help=SERVE_HELP)
 def serve_cmd(
-    snapshots: Annotated[list[Path], typer.Argument(help="Snapshot files.", metavar="SNAPSHOT",
-                                                    show_default=False)],
+    snapshots: Annotated[
+        list[Path], typer.Argument(help="Snapshot files.", metavar="SNAPSHOT", show_default=False)
+    ],
     http: Annotated[bool, typer.Option("--http", help="Serve over streamable HTTP.")] = False,
-    host: Annotated[str, typer.Option("--host", help="Address to bind (with --http).")]
-    = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535,
-                                      help="Port (with --http); 0 picks a free one.")] = 0,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (with --http).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option("--port", min=0, max=65535, help="Port (with --http); 0 picks a free one."),
+    ] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     from prereg.runners.mcp.replay import ReplayServer
@@ -119,11 +137,15 @@ def serve_cmd(
     servers = [ReplayServer(read_snapshot(path)) for path in snapshots]
     if not http:
         if len(servers) != 1:
-            raise BadInput(f"stdio serves one snapshot, got {len(servers)}: start one process "
-                           "per server, or serve the pool with --http", field="SNAPSHOT")
+            raise BadInput(
+                f"stdio serves one snapshot, got {len(servers)}: start one process "
+                "per server, or serve the pool with --http",
+                field="SNAPSHOT",
+            )
         if as_json:
-            raise BadInput("--json needs --http: over stdio, stdout is the protocol channel",
-                           field="--json")
+            raise BadInput(
+                "--json needs --http: over stdio, stdout is the protocol channel", field="--json"
+            )
         from prereg.runners.mcp.serve_stdio import serve_stdio
 
         serve_stdio(servers[0])
@@ -134,14 +156,22 @@ def serve_cmd(
     try:
         sock = bind(host, port)
     except OSError as exc:
-        raise BadInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                       field="--port") from None
+        raise BadInput(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="--port"
+        ) from None
     base = base_url(sock)
-    data = {"base_url": base, "transport": "streamable-http",
-            "servers": [e.describe(base) for e in endpoints(servers)]}
+    data = {
+        "base_url": base,
+        "transport": "streamable-http",
+        "servers": [e.describe(base) for e in endpoints(servers)],
+    }
     if host not in ("127.0.0.1", "localhost", "::1"):
-        err_console.print(f"warning: listening on {host}, beyond this machine", style="yellow",
-                          markup=False, highlight=False)
+        err_console.print(
+            f"warning: listening on {host}, beyond this machine",
+            style="yellow",
+            markup=False,
+            highlight=False,
+        )
     emit(data, as_json, lambda: _serve_human(data, servers))
     serve_http(servers, sock, host)
 
@@ -185,8 +215,7 @@ def _summary(snap: Snapshot, file: str) -> dict[str, Any]:
         if recording.error is not None:
             lists[method] = {"error": recording.error.model_dump(exclude_none=True)}
         else:
-            lists[method] = {"items": len(snap.items(method)),
-                             "pages": len(recording.pages or [])}
+            lists[method] = {"items": len(snap.items(method)), "pages": len(recording.pages or [])}
     return {
         "file": file,
         "digest": snapshot_digest(snap),
@@ -201,8 +230,9 @@ def _show_human(snap: Snapshot, data: dict[str, Any]) -> None:
     ident = snap.identity()
     head = Text()
     head.append(display_text(ident["name"]), style="bold")
-    head.append(f" {display_text(ident['version'])}  "
-                f"protocol {display_text(snap.protocol_version)}")
+    head.append(
+        f" {display_text(ident['version'])}  protocol {display_text(snap.protocol_version)}"
+    )
     console.print(head)
     for label in ("title", "description", "instructions"):
         if ident[label]:
@@ -210,9 +240,11 @@ def _show_human(snap: Snapshot, data: dict[str, Any]) -> None:
     console.print(Text(f"digest {data['digest']}"))
     table = Table("tool", "title", "description", title=Text(f"{data['file']}"))
     for tool in snap.tools():
-        table.add_row(Text(display_text(tool.get("name"), 80)),
-                      Text(display_text(tool.get("title"), 60)),
-                      Text(display_text(tool.get("description"), 160)))
+        table.add_row(
+            Text(display_text(tool.get("name"), 80)),
+            Text(display_text(tool.get("title"), 60)),
+            Text(display_text(tool.get("description"), 160)),
+        )
     console.print(table)
     for method in LIST_ITEMS:
         entry = data["lists"].get(method)

@@ -125,62 +125,87 @@ def validate(opts: PlanOptions) -> None:
     _open_unit(opts.alpha, "--alpha", "alpha")
     _open_unit(opts.power, "--power", "power")
     if opts.sigma_d is not None and not (_finite(opts.sigma_d, "--sigma-d") > 0):
-        raise BadInput(f"the SD of per-prompt differences must be > 0, got {opts.sigma_d!r}",
-                       field="--sigma-d")
+        raise BadInput(
+            f"the SD of per-prompt differences must be > 0, got {opts.sigma_d!r}", field="--sigma-d"
+        )
     if opts.sigma_run is not None and not (_finite(opts.sigma_run, "--sigma-run") >= 0):
-        raise BadInput(f"the between-run SD must be >= 0, got {opts.sigma_run!r}",
-                       field="--sigma-run")
+        raise BadInput(
+            f"the between-run SD must be >= 0, got {opts.sigma_run!r}", field="--sigma-run"
+        )
     if opts.runs_per_arm is not None and opts.runs_per_arm < 1:
-        raise BadInput(f"must be a positive integer, got {opts.runs_per_arm!r}",
-                       field="--runs-per-arm")
+        raise BadInput(
+            f"must be a positive integer, got {opts.runs_per_arm!r}", field="--runs-per-arm"
+        )
     if opts.prompts is not None and opts.prompts < 1:
         raise BadInput(f"must be a positive integer, got {opts.prompts!r}", field="--prompts")
     if opts.mde is not None:
         _finite(opts.mde, "--mde")
         if not 0.0 < opts.mde < 1.0:
-            hint = (f" ({opts.mde:g} points is {opts.mde / 100:g})"
-                    if 1.0 <= opts.mde < 100.0 else "")
-            raise BadInput(f"the MDE is a proportion strictly between 0 and 1, got "
-                           f"{opts.mde!r}{hint}", field="--mde")
+            hint = (
+                f" ({opts.mde:g} points is {opts.mde / 100:g})" if 1.0 <= opts.mde < 100.0 else ""
+            )
+            raise BadInput(
+                f"the MDE is a proportion strictly between 0 and 1, got {opts.mde!r}{hint}",
+                field="--mde",
+            )
     if opts.prompts is not None and opts.mde is not None:
-        raise BadInput("give either --prompts (to get the MDE) or --mde (to get the prompts), "
-                       "not both", field="--prompts/--mde")
+        raise BadInput(
+            "give either --prompts (to get the MDE) or --mde (to get the prompts), not both",
+            field="--prompts/--mde",
+        )
     if (opts.p01 is None) != (opts.p10 is None):
         missing = "--p10" if opts.p10 is None else "--p01"
-        raise BadInput("the McNemar plan needs both discordance rates --p01 and --p10",
-                       field=missing)
+        raise BadInput(
+            "the McNemar plan needs both discordance rates --p01 and --p10", field=missing
+        )
     if opts.p01 is not None and opts.p10 is not None:
         for name, value in (("--p01", opts.p01), ("--p10", opts.p10)):
             _finite(value, name)
             if not 0.0 <= value <= 1.0:
-                raise BadInput(f"a discordance rate must be in [0, 1], got {value!r}",
-                               field=name)
+                raise BadInput(f"a discordance rate must be in [0, 1], got {value!r}", field=name)
         if opts.p01 + opts.p10 > 1.0 + 1e-12:
-            raise BadInput(f"p01 + p10 is the share of discordant prompts and cannot exceed "
-                           f"1, got {opts.p01 + opts.p10:g}", field="--p01/--p10")
+            raise BadInput(
+                f"p01 + p10 is the share of discordant prompts and cannot exceed "
+                f"1, got {opts.p01 + opts.p10:g}",
+                field="--p01/--p10",
+            )
     if opts.stopping_threshold is not None and not (
-            _finite(opts.stopping_threshold, "--stopping-threshold") > 1.0):
-        raise BadInput(f"the e-value threshold must be > 1 (20 is the registered default), "
-                       f"got {opts.stopping_threshold!r}", field="--stopping-threshold")
+        _finite(opts.stopping_threshold, "--stopping-threshold") > 1.0
+    ):
+        raise BadInput(
+            f"the e-value threshold must be > 1 (20 is the registered default), "
+            f"got {opts.stopping_threshold!r}",
+            field="--stopping-threshold",
+        )
     if opts.min_prompts is not None and opts.min_prompts < 0:
-        raise BadInput(f"must be a non-negative integer, got {opts.min_prompts!r}",
-                       field="--min-prompts")
+        raise BadInput(
+            f"must be a non-negative integer, got {opts.min_prompts!r}", field="--min-prompts"
+        )
     if opts.max_prompts is not None and opts.max_prompts < 1:
-        raise BadInput(f"must be a positive integer, got {opts.max_prompts!r}",
-                       field="--max-prompts")
+        raise BadInput(
+            f"must be a positive integer, got {opts.max_prompts!r}", field="--max-prompts"
+        )
     if opts.sims < 0:
-        raise BadInput(f"must be >= 0 (0 skips the simulation), got {opts.sims!r}",
-                       field="--sims")
+        raise BadInput(f"must be >= 0 (0 skips the simulation), got {opts.sims!r}", field="--sims")
     if opts.from_runs is None:
         if opts.sigma_d is None and (opts.prompts is not None or opts.mde is not None):
-            raise BadInput("--prompts and --mde plan a paired design and need --sigma-d (the "
-                           "SD of per-prompt differences) or --from-runs ID", field="--sigma-d")
+            raise BadInput(
+                "--prompts and --mde plan a paired design and need --sigma-d (the "
+                "SD of per-prompt differences) or --from-runs ID",
+                field="--sigma-d",
+            )
         if opts.sigma_d is not None and opts.prompts is None and opts.mde is None:
-            raise BadInput("give one of --prompts N (to get the MDE) or --mde D (to get the "
-                           "prompts) with --sigma-d", field="--prompts/--mde")
+            raise BadInput(
+                "give one of --prompts N (to get the MDE) or --mde D (to get the "
+                "prompts) with --sigma-d",
+                field="--prompts/--mde",
+            )
         if opts.sigma_d is None and opts.p01 is None:
-            raise BadInput("nothing to plan: give --sigma-d with --prompts or --mde, or --p01 "
-                           "and --p10, or --from-runs ID", field="--sigma-d")
+            raise BadInput(
+                "nothing to plan: give --sigma-d with --prompts or --mde, or --p01 "
+                "and --p10, or --from-runs ID",
+                field="--sigma-d",
+            )
 
 
 # ---- the plan ---------------------------------------------------------------------------------
@@ -196,69 +221,102 @@ def _floor(sigma_d: float, alpha: float, power: float, sigma_run: float, runs: i
 
     if sigma_run == 0.0:
         return 0.0
-    return mde_paired(sigma_d, 10 ** 300, alpha=alpha, power=power, sigma_run=sigma_run,
-                      runs_per_arm=runs)
+    return mde_paired(
+        sigma_d, 10**300, alpha=alpha, power=power, sigma_run=sigma_run, runs_per_arm=runs
+    )
 
 
-def _runs_needed(sigma_d: float, mde: float, alpha: float, power: float,
-                 sigma_run: float) -> tuple[int, int] | None:
+def _runs_needed(
+    sigma_d: float, mde: float, alpha: float, power: float, sigma_run: float
+) -> tuple[int, int] | None:
     """Fewest runs per arm that bring ``mde`` within reach, and the prompts it then needs."""
     from prereg.stats import prompts_for_mde
 
     for runs in range(1, MAX_RUNS_SEARCH + 1):
-        n = prompts_for_mde(sigma_d, mde, alpha=alpha, power=power, sigma_run=sigma_run,
-                            runs_per_arm=runs)
+        n = prompts_for_mde(
+            sigma_d, mde, alpha=alpha, power=power, sigma_run=sigma_run, runs_per_arm=runs
+        )
         if math.isfinite(n):
             return runs, int(n)
     return None
 
 
-def mde_grid(sigma_d: float, alpha: float, power: float, sigma_run: float, runs: int,
-             planned: int | None) -> list[dict[str, Any]]:
+def mde_grid(
+    sigma_d: float, alpha: float, power: float, sigma_run: float, runs: int, planned: int | None
+) -> list[dict[str, Any]]:
     """MDE by prompts and alpha, without and with the run component (Figure 9's layout)."""
     from prereg.stats import mde_paired
 
     prompts = sorted(set(GRID_PROMPTS) | ({planned} if planned else set()))
     alphas = sorted(set(GRID_ALPHAS) | {alpha})
-    return [{
-        "prompts": n, "alpha": a, "planned": n == planned and a == alpha,
-        "mde": mde_paired(sigma_d, n, alpha=a, power=power),
-        "mde_with_runs": mde_paired(sigma_d, n, alpha=a, power=power, sigma_run=sigma_run,
-                                    runs_per_arm=runs),
-    } for a in alphas for n in prompts]
+    return [
+        {
+            "prompts": n,
+            "alpha": a,
+            "planned": n == planned and a == alpha,
+            "mde": mde_paired(sigma_d, n, alpha=a, power=power),
+            "mde_with_runs": mde_paired(
+                sigma_d, n, alpha=a, power=power, sigma_run=sigma_run, runs_per_arm=runs
+            ),
+        }
+        for a in alphas
+        for n in prompts
+    ]
 
 
-def _paired(sigma_d: float, opts: PlanOptions, prompts: int | None, sigma_run: float,
-            runs: int) -> dict[str, Any]:
+def _paired(
+    sigma_d: float, opts: PlanOptions, prompts: int | None, sigma_run: float, runs: int
+) -> dict[str, Any]:
     from prereg.stats import mde_paired, prompts_for_mde
 
-    out: dict[str, Any] = {"sigma_d": sigma_d, "sigma_run": sigma_run, "runs_per_arm": runs,
-                           "method": "two-sided normal approximation, InvokeRank 7.8"}
+    out: dict[str, Any] = {
+        "sigma_d": sigma_d,
+        "sigma_run": sigma_run,
+        "runs_per_arm": runs,
+        "method": "two-sided normal approximation, InvokeRank 7.8",
+    }
     if opts.mde is not None:
-        n = prompts_for_mde(sigma_d, opts.mde, alpha=opts.alpha, power=opts.power,
-                            sigma_run=sigma_run, runs_per_arm=runs)
+        n = prompts_for_mde(
+            sigma_d,
+            opts.mde,
+            alpha=opts.alpha,
+            power=opts.power,
+            sigma_run=sigma_run,
+            runs_per_arm=runs,
+        )
         reachable = math.isfinite(n)
-        out.update(solved_for="prompts", mde=opts.mde, prompts=int(n) if reachable else None,
-                   reachable=reachable)
+        out.update(
+            solved_for="prompts",
+            mde=opts.mde,
+            prompts=int(n) if reachable else None,
+            reachable=reachable,
+        )
     else:
         assert prompts is not None
-        m = mde_paired(sigma_d, prompts, alpha=opts.alpha, power=opts.power,
-                       sigma_run=sigma_run, runs_per_arm=runs)
+        m = mde_paired(
+            sigma_d,
+            prompts,
+            alpha=opts.alpha,
+            power=opts.power,
+            sigma_run=sigma_run,
+            runs_per_arm=runs,
+        )
         out.update(solved_for="mde", mde=m, prompts=prompts, reachable=True)
     floor = _floor(sigma_d, opts.alpha, opts.power, sigma_run, runs)
     out["floor_mde"] = floor
     out["message"] = None
     if opts.mde is not None and not out["reachable"]:
         need = _runs_needed(sigma_d, opts.mde, opts.alpha, opts.power, sigma_run)
-        text = (f"the requested MDE {opts.mde:.3f} is at or below the between-run floor "
-                f"{floor:.3f} (sigma_run {sigma_run:g}, {runs} run(s) per arm): no number of "
-                "prompts reaches it")
+        text = (
+            f"the requested MDE {opts.mde:.3f} is at or below the between-run floor "
+            f"{floor:.3f} (sigma_run {sigma_run:g}, {runs} run(s) per arm): no number of "
+            "prompts reaches it"
+        )
         if need is not None:
-            text += (f"; {need[0]} runs per arm would, with {need[1]} prompts")
+            text += f"; {need[0]} runs per arm would, with {need[1]} prompts"
             out["runs_per_arm_needed"] = {"runs_per_arm": need[0], "prompts": need[1]}
         out["message"] = text
-    out["table"] = mde_grid(sigma_d, opts.alpha, opts.power, sigma_run, runs,
-                            out["prompts"])
+    out["table"] = mde_grid(sigma_d, opts.alpha, opts.power, sigma_run, runs, out["prompts"])
     return out
 
 
@@ -267,9 +325,15 @@ def _mcnemar(p01: float, p10: float, opts: PlanOptions) -> dict[str, Any]:
 
     n = mcnemar_sample_size(p01, p10, alpha=opts.alpha, power=opts.power, sides=2)
     return {
-        "prompts": int(n) if math.isfinite(n) else None, "p01": p01, "p10": p10,
-        "psi": p01 + p10, "difference": p01 - p10, "alpha": opts.alpha, "power": opts.power,
-        "sides": 2, "method": "Connor (1987), Biometrics 43:207-211",
+        "prompts": int(n) if math.isfinite(n) else None,
+        "p01": p01,
+        "p10": p10,
+        "psi": p01 + p10,
+        "difference": p01 - p10,
+        "alpha": opts.alpha,
+        "power": opts.power,
+        "sides": 2,
+        "method": "Connor (1987), Biometrics 43:207-211",
         "note": None if math.isfinite(n) else "p01 = p10: no difference to detect",
     }
 
@@ -277,22 +341,36 @@ def _mcnemar(p01: float, p10: float, opts: PlanOptions) -> dict[str, Any]:
 EXACT_HORIZON = 600
 
 
-def _sequential(p01: float, p10: float, opts: PlanOptions, horizon: int,
-                threshold: float, min_prompts: int, prior: tuple[float, float],
-                ) -> dict[str, Any]:
+def _sequential(
+    p01: float,
+    p10: float,
+    opts: PlanOptions,
+    horizon: int,
+    threshold: float,
+    min_prompts: int,
+    prior: tuple[float, float],
+) -> dict[str, Any]:
     from prereg.stats import sequential_monitor_exact, simulate_sequential_monitor
 
     def exact(a: float, b: float) -> Any:
         # O(horizon^3): exact figures beside the simulation up to a horizon that stays quick
         if horizon > EXACT_HORIZON:
             return None
-        return sequential_monitor_exact(a, b, horizon, threshold=threshold,
-                                        min_prompts=min_prompts, prior=prior)
+        return sequential_monitor_exact(
+            a, b, horizon, threshold=threshold, min_prompts=min_prompts, prior=prior
+        )
 
     def sim(a: float, b: float) -> Any:
-        return simulate_sequential_monitor(a, b, horizon, threshold=threshold,
-                                           min_prompts=min_prompts, prior=prior,
-                                           sims=opts.sims, seed=opts.seed)
+        return simulate_sequential_monitor(
+            a,
+            b,
+            horizon,
+            threshold=threshold,
+            min_prompts=min_prompts,
+            prior=prior,
+            sims=opts.sims,
+            seed=opts.seed,
+        )
 
     alt = sim(p01, p10)
     half = (p01 + p10) / 2.0
@@ -302,22 +380,31 @@ def _sequential(p01: float, p10: float, opts: PlanOptions, horizon: int,
         "power_exact": None if alt_exact is None else alt_exact.rejection_rate,
         "expected_prompts_exact": None if alt_exact is None else alt_exact.expected_prompts,
         "type_i_error_exact": None if null_exact is None else null_exact.rejection_rate,
-        "expected_prompts_null_exact": None if null_exact is None
-        else null_exact.expected_prompts,
-        "threshold": threshold, "min_prompts": min_prompts, "max_prompts": horizon,
-        "prior": list(prior), "sims": opts.sims, "seed": opts.seed,
-        "power": alt.rejection_rate, "power_se": alt.rejection_se,
-        "expected_prompts": alt.expected_prompts, "expected_prompts_se":
-            alt.expected_prompts_se, "median_prompts": alt.median_prompts,
-        "type_i_error": null.rejection_rate, "type_i_error_se": null.rejection_se,
+        "expected_prompts_null_exact": None if null_exact is None else null_exact.expected_prompts,
+        "threshold": threshold,
+        "min_prompts": min_prompts,
+        "max_prompts": horizon,
+        "prior": list(prior),
+        "sims": opts.sims,
+        "seed": opts.seed,
+        "power": alt.rejection_rate,
+        "power_se": alt.rejection_se,
+        "expected_prompts": alt.expected_prompts,
+        "expected_prompts_se": alt.expected_prompts_se,
+        "median_prompts": alt.median_prompts,
+        "type_i_error": null.rejection_rate,
+        "type_i_error_se": null.rejection_se,
         "type_i_bound": 1.0 / threshold,
         "expected_prompts_null": null.expected_prompts,
-        "null_p01": half, "null_p10": half, "method": alt.method,
+        "null_p01": half,
+        "null_p10": half,
+        "method": alt.method,
     }
 
 
-def _pilot(ctx: typer.Context, reg_id: str, runs: int, seed: int) -> tuple[dict[str, Any],
-                                                                           Any, Any]:
+def _pilot(
+    ctx: typer.Context, reg_id: str, runs: int, seed: int
+) -> tuple[dict[str, Any], Any, Any]:
     """Estimates from a registration's runs: (pilot JSON, estimate, registration)."""
     from prereg.registry.registry import Registry
     from prereg.reports.pilot import estimate_pilot, load_pilot
@@ -326,13 +413,20 @@ def _pilot(ctx: typer.Context, reg_id: str, runs: int, seed: int) -> tuple[dict[
     entry = Registry(ws.registry).get(reg_id)
     reg = entry.registration
     control, treatment = reg.compared_arms()
-    data = load_pilot(ws.runs, entry.id, [control, treatment], digest=entry.digest,
-                      outcome=reg.outcome)
+    data = load_pilot(
+        ws.runs, entry.id, [control, treatment], digest=entry.digest, outcome=reg.outcome
+    )
     est = estimate_pilot(data, control, treatment, seed=seed)
     info = est.to_json()
-    info.update(registration=entry.id, digest=entry.digest, kind=reg.kind, split=reg.split,
-                outcome=reg.outcome, sigma_d_planned=est.sigma_d.at(runs),
-                effective_runs_planned=est.icc.effective(runs))
+    info.update(
+        registration=entry.id,
+        digest=entry.digest,
+        kind=reg.kind,
+        split=reg.split,
+        outcome=reg.outcome,
+        sigma_d_planned=est.sigma_d.at(runs),
+        effective_runs_planned=est.icc.effective(runs),
+    )
     return info, est, reg
 
 
@@ -351,38 +445,50 @@ def build_plan(opts: PlanOptions, ctx: typer.Context | None = None) -> dict[str,
     min_prompts = opts.min_prompts
     prior: tuple[float, float] = (1.0, 1.0)
     pilot: dict[str, Any] | None = None
-    sources = {"sigma_d": "option" if sigma_d is not None else None,
-               "sigma_run": "option" if sigma_run is not None else "default",
-               "p01_p10": "option" if p01 is not None else None}
+    sources = {
+        "sigma_d": "option" if sigma_d is not None else None,
+        "sigma_run": "option" if sigma_run is not None else "default",
+        "p01_p10": "option" if p01 is not None else None,
+    }
 
     if opts.from_runs is not None:
         assert ctx is not None
         pilot, est, reg = _pilot(ctx, opts.from_runs, runs, opts.seed)
         if reg.kind != "exploratory":
-            notes.append(f"'{opts.from_runs}' is {reg.kind}; plans are normally made from an "
-                         "exploratory pilot")
+            notes.append(
+                f"'{opts.from_runs}' is {reg.kind}; plans are normally made from an "
+                "exploratory pilot"
+            )
         if sigma_d is None:
             sigma_d = est.sigma_d.at(runs)
             sources["sigma_d"] = "pilot"
             if not math.isfinite(sigma_d):
-                raise BadInput(f"the pilot has {est.sigma_d.prompts} prompt(s) with outcomes "
-                               "in both arms; sigma_d needs at least two (or give --sigma-d)",
-                               field="--from-runs")
+                raise BadInput(
+                    f"the pilot has {est.sigma_d.prompts} prompt(s) with outcomes "
+                    "in both arms; sigma_d needs at least two (or give --sigma-d)",
+                    field="--from-runs",
+                )
             if sigma_d == 0.0:
-                raise BadInput("every prompt of the pilot had the same paired difference "
-                               "(sigma_d = 0), which plans nothing; give --sigma-d",
-                               field="--from-runs")
+                raise BadInput(
+                    "every prompt of the pilot had the same paired difference "
+                    "(sigma_d = 0), which plans nothing; give --sigma-d",
+                    field="--from-runs",
+                )
             if runs != est.repeats and math.isfinite(est.sigma_d.omega2):
-                notes.append(f"sigma_d rescaled from the pilot's {est.repeats} repeat(s) to "
-                             f"{runs} run(s) per arm: {est.sigma_d.sigma_d:.3f} -> "
-                             f"{sigma_d:.3f}")
+                notes.append(
+                    f"sigma_d rescaled from the pilot's {est.repeats} repeat(s) to "
+                    f"{runs} run(s) per arm: {est.sigma_d.sigma_d:.3f} -> "
+                    f"{sigma_d:.3f}"
+                )
         if sigma_run is None:
             if math.isfinite(est.between_run.sigma_run):
                 sigma_run = est.between_run.sigma_run
                 sources["sigma_run"] = "pilot"
             else:
-                notes.append("the between-run SD is not estimable (the pilot has one run per "
-                             "arm); planned with sigma_run = 0")
+                notes.append(
+                    "the between-run SD is not estimable (the pilot has one run per "
+                    "arm); planned with sigma_run = 0"
+                )
         if p01 is None and est.discordance.pairs > 0:
             p01, p10 = est.discordance.p01, est.discordance.p10
             sources["p01_p10"] = "pilot"
@@ -415,8 +521,9 @@ def build_plan(opts: PlanOptions, ctx: typer.Context | None = None) -> dict[str,
         else:
             base = top_prompts if top_prompts is not None else DEFAULT_HORIZON
             horizon = min(max(base, min_prompts), MAX_DEFAULT_HORIZON)
-            notes.append(f"sequential monitor simulated up to {horizon} prompts "
-                         "(--max-prompts to change)")
+            notes.append(
+                f"sequential monitor simulated up to {horizon} prompts (--max-prompts to change)"
+            )
         sequential = _sequential(p01, p10, opts, horizon, threshold, min_prompts, prior)
 
     floor = paired["floor_mde"] if paired is not None else 0.0
@@ -437,12 +544,21 @@ def build_plan(opts: PlanOptions, ctx: typer.Context | None = None) -> dict[str,
         "message": paired["message"] if paired else mcnemar and mcnemar["note"],
         "sources": sources,
         "inputs": {
-            "sigma_d": opts.sigma_d, "prompts": opts.prompts, "mde": opts.mde,
-            "alpha": opts.alpha, "power": opts.power, "sigma_run": opts.sigma_run,
-            "runs_per_arm": opts.runs_per_arm, "p01": opts.p01, "p10": opts.p10,
-            "from_runs": opts.from_runs, "stopping_threshold": opts.stopping_threshold,
-            "min_prompts": opts.min_prompts, "max_prompts": opts.max_prompts,
-            "sims": opts.sims, "seed": opts.seed,
+            "sigma_d": opts.sigma_d,
+            "prompts": opts.prompts,
+            "mde": opts.mde,
+            "alpha": opts.alpha,
+            "power": opts.power,
+            "sigma_run": opts.sigma_run,
+            "runs_per_arm": opts.runs_per_arm,
+            "p01": opts.p01,
+            "p10": opts.p10,
+            "from_runs": opts.from_runs,
+            "stopping_threshold": opts.stopping_threshold,
+            "min_prompts": opts.min_prompts,
+            "max_prompts": opts.max_prompts,
+            "sims": opts.sims,
+            "seed": opts.seed,
         },
         "paired": None if paired is None else {k: v for k, v in paired.items() if k != "table"},
         "table": paired["table"] if paired else [],
@@ -471,82 +587,144 @@ def render(plan: dict[str, Any]) -> None:
     if plan["pilot"] is not None:
         _render_pilot(plan["pilot"])
     if paired is not None:
-        runs = (f", sigma_run {plan['sigma_run']:.3g} with {plan['runs_per_arm']} run(s) per "
-                "arm" if plan["sigma_run"] else "")
-        console.print(f"[bold]Paired design[/]: sigma_d {plan['sigma_d']:.3g}, alpha {alpha:g}"
-                      f", power {power:g}{runs}")
+        runs = (
+            f", sigma_run {plan['sigma_run']:.3g} with {plan['runs_per_arm']} run(s) per arm"
+            if plan["sigma_run"]
+            else ""
+        )
+        console.print(
+            f"[bold]Paired design[/]: sigma_d {plan['sigma_d']:.3g}, alpha {alpha:g}"
+            f", power {power:g}{runs}"
+        )
         if paired["solved_for"] == "mde":
-            console.print(f"  {paired['prompts']} prompts detect [bold]{_pts(paired['mde'])} "
-                          f"points[/] (mde {paired['mde']:.3f})")
+            console.print(
+                f"  {paired['prompts']} prompts detect [bold]{_pts(paired['mde'])} "
+                f"points[/] (mde {paired['mde']:.3f})"
+            )
         elif paired["reachable"]:
-            console.print(f"  [bold]{paired['prompts']} prompts[/] detect "
-                          f"{_pts(paired['mde'])} points (mde {paired['mde']:.3f})")
+            console.print(
+                f"  [bold]{paired['prompts']} prompts[/] detect "
+                f"{_pts(paired['mde'])} points (mde {paired['mde']:.3f})"
+            )
         if paired["floor_mde"]:
-            console.print(f"  between-run floor: {_pts(paired['floor_mde'])} points, whatever "
-                          "the number of prompts")
+            console.print(
+                f"  between-run floor: {_pts(paired['floor_mde'])} points, whatever "
+                "the number of prompts"
+            )
         if paired["message"]:
             console.print(f"  [bold yellow]{paired['message']}[/]", highlight=False)
-        table = Table("prompts", "alpha", "MDE (points)", "MDE with run component (points)",
-                      title=f"MDE by prompts and alpha (power {power:g})",
-                      caption=f"run component: sigma_run {plan['sigma_run']:.3g}, "
-                              f"{plan['runs_per_arm']} run(s) per arm; floor "
-                              f"{_pts(paired['floor_mde'])} points. Bold: this plan.",
-                      title_justify="left", caption_justify="left")
+        table = Table(
+            "prompts",
+            "alpha",
+            "MDE (points)",
+            "MDE with run component (points)",
+            title=f"MDE by prompts and alpha (power {power:g})",
+            caption=f"run component: sigma_run {plan['sigma_run']:.3g}, "
+            f"{plan['runs_per_arm']} run(s) per arm; floor "
+            f"{_pts(paired['floor_mde'])} points. Bold: this plan.",
+            title_justify="left",
+            caption_justify="left",
+        )
         for row in plan["table"]:
             style = "bold" if row["planned"] else None
-            table.add_row(str(row["prompts"]), f"{row['alpha']:g}", _pts(row["mde"]),
-                          _pts(row["mde_with_runs"]), style=style)
+            table.add_row(
+                str(row["prompts"]),
+                f"{row['alpha']:g}",
+                _pts(row["mde"]),
+                _pts(row["mde_with_runs"]),
+                style=style,
+            )
         console.print(table)
     mc = plan["mcnemar"]
     if mc is not None:
         size = f"[bold]{mc['prompts']} pairs[/]" if mc["prompts"] is not None else "no size"
-        console.print(f"[bold]McNemar[/] (Connor 1987): p01 {mc['p01']:.3g}, p10 "
-                      f"{mc['p10']:.3g} -> {size} at alpha {alpha:g}, power {power:g}"
-                      + (f" ({mc['note']})" if mc["note"] else ""))
-    console.print(f"[bold]Minimum discordant pairs[/]: the exact two-sided McNemar test needs "
-                  f"at least {plan['min_discordant']} discordant pairs, all one way, to reject "
-                  f"at alpha {alpha:g}; fewer is inconclusive whatever the split")
+        console.print(
+            f"[bold]McNemar[/] (Connor 1987): p01 {mc['p01']:.3g}, p10 "
+            f"{mc['p10']:.3g} -> {size} at alpha {alpha:g}, power {power:g}"
+            + (f" ({mc['note']})" if mc["note"] else "")
+        )
+    console.print(
+        f"[bold]Minimum discordant pairs[/]: the exact two-sided McNemar test needs "
+        f"at least {plan['min_discordant']} discordant pairs, all one way, to reject "
+        f"at alpha {alpha:g}; fewer is inconclusive whatever the split"
+    )
     seq = plan["sequential"]
     if seq is not None:
-        table = Table("scenario", "p01", "p10", "rejects", "expected prompts",
-                      title=f"Anytime-valid monitor: e-value >= {seq['threshold']:g} after "
-                            f"{seq['min_prompts']} prompts, at most {seq['max_prompts']} "
-                            f"({seq['sims']} simulations, seed {seq['seed']})",
-                      title_justify="left")
-        table.add_row("alternative (power)", _num(plan["p01"]), _num(plan["p10"]),
-                      f"{seq['power']:.3f} ± {seq['power_se']:.3f}",
-                      f"{seq['expected_prompts']:.1f} (median {seq['median_prompts']:.0f})")
-        table.add_row("null (type I error)", _num(seq["null_p01"]), _num(seq["null_p10"]),
-                      f"{seq['type_i_error']:.3f} ± {seq['type_i_error_se']:.3f} "
-                      f"(bound {seq['type_i_bound']:.3f})",
-                      f"{seq['expected_prompts_null']:.1f}")
+        table = Table(
+            "scenario",
+            "p01",
+            "p10",
+            "rejects",
+            "expected prompts",
+            title=f"Anytime-valid monitor: e-value >= {seq['threshold']:g} after "
+            f"{seq['min_prompts']} prompts, at most {seq['max_prompts']} "
+            f"({seq['sims']} simulations, seed {seq['seed']})",
+            title_justify="left",
+        )
+        table.add_row(
+            "alternative (power)",
+            _num(plan["p01"]),
+            _num(plan["p10"]),
+            f"{seq['power']:.3f} ± {seq['power_se']:.3f}",
+            f"{seq['expected_prompts']:.1f} (median {seq['median_prompts']:.0f})",
+        )
+        table.add_row(
+            "null (type I error)",
+            _num(seq["null_p01"]),
+            _num(seq["null_p10"]),
+            f"{seq['type_i_error']:.3f} ± {seq['type_i_error_se']:.3f} "
+            f"(bound {seq['type_i_bound']:.3f})",
+            f"{seq['expected_prompts_null']:.1f}",
+        )
         console.print(table)
         if seq["power_exact"] is not None:
-            console.print(f"exact (dynamic programme): power {seq['power_exact']:.4f}, "
-                          f"type I error {seq['type_i_error_exact']:.4f}, expected prompts "
-                          f"{seq['expected_prompts_exact']:.1f}", highlight=False)
+            console.print(
+                f"exact (dynamic programme): power {seq['power_exact']:.4f}, "
+                f"type I error {seq['type_i_error_exact']:.4f}, expected prompts "
+                f"{seq['expected_prompts_exact']:.1f}",
+                highlight=False,
+            )
     for note in plan["notes"]:
         console.print(f"[dim]note: {note}[/]", highlight=False)
 
 
 def _render_pilot(p: dict[str, Any]) -> None:
-    table = Table("estimate", "value", "how", title=f"Pilot {p['registration']} "
-                  f"({p['kind']}, split {p['split']}): {p['prompts']} prompts x "
-                  f"{p['repeats']} repeat(s), {p['control']} vs {p['treatment']}",
-                  title_justify="left")
+    table = Table(
+        "estimate",
+        "value",
+        "how",
+        title=f"Pilot {p['registration']} "
+        f"({p['kind']}, split {p['split']}): {p['prompts']} prompts x "
+        f"{p['repeats']} repeat(s), {p['control']} vs {p['treatment']}",
+        title_justify="left",
+    )
     sd, icc, br, dis = p["sigma_d"], p["icc"], p["between_run"], p["discordance"]
-    table.add_row("sigma_d", _num(sd["sigma_d"]),
-                  f"SD of per-prompt differences of arm means over {p['repeats']} repeat(s)")
-    table.add_row("sigma_d planned", _num(p["sigma_d_planned"]),
-                  "rescaled to the planned runs per arm: sqrt(tau^2 + omega^2 / K)")
-    table.add_row("rho (repeats)", _num(icc["rho"]),
-                  f"design effect {_num(icc['design_effect'], '.2f')}: {icc['repeats']} "
-                  f"repeats carry {_num(icc['effective_runs'], '.2f')} runs of information")
-    table.add_row("sigma_run", _num(br["sigma_run"]),
-                  f"variance ratio {_num(br['variance_ratio'], '.2f')}, permutation p "
-                  f"{_num(br['pvalue'])}")
-    table.add_row("p01 / p10", f"{_num(dis['p01'])} / {_num(dis['p10'])}",
-                  f"{dis['pairs']} repeat-matched pairs")
+    table.add_row(
+        "sigma_d",
+        _num(sd["sigma_d"]),
+        f"SD of per-prompt differences of arm means over {p['repeats']} repeat(s)",
+    )
+    table.add_row(
+        "sigma_d planned",
+        _num(p["sigma_d_planned"]),
+        "rescaled to the planned runs per arm: sqrt(tau^2 + omega^2 / K)",
+    )
+    table.add_row(
+        "rho (repeats)",
+        _num(icc["rho"]),
+        f"design effect {_num(icc['design_effect'], '.2f')}: {icc['repeats']} "
+        f"repeats carry {_num(icc['effective_runs'], '.2f')} runs of information",
+    )
+    table.add_row(
+        "sigma_run",
+        _num(br["sigma_run"]),
+        f"variance ratio {_num(br['variance_ratio'], '.2f')}, permutation p {_num(br['pvalue'])}",
+    )
+    table.add_row(
+        "p01 / p10",
+        f"{_num(dis['p01'])} / {_num(dis['p10'])}",
+        f"{dis['pairs']} repeat-matched pairs",
+    )
     console.print(table)
 
 
@@ -556,52 +734,121 @@ def register(app: typer.Typer) -> None:
     @app.command("plan", help=PLAN_HELP)
     def plan_cmd(
         ctx: typer.Context,
-        sigma_d: Annotated[float | None, typer.Option(
-            "--sigma-d", help="SD over prompts of the per-prompt paired difference.",
-            show_default=False)] = None,
-        prompts: Annotated[int | None, typer.Option(
-            "--prompts", help="Prompts (paired units) in the design: gives the MDE.",
-            show_default=False)] = None,
-        mde: Annotated[float | None, typer.Option(
-            "--mde", help="Effect to detect, a proportion (0.10 = 10 points): gives the "
-            "prompts.", show_default=False)] = None,
+        sigma_d: Annotated[
+            float | None,
+            typer.Option(
+                "--sigma-d",
+                help="SD over prompts of the per-prompt paired difference.",
+                show_default=False,
+            ),
+        ] = None,
+        prompts: Annotated[
+            int | None,
+            typer.Option(
+                "--prompts",
+                help="Prompts (paired units) in the design: gives the MDE.",
+                show_default=False,
+            ),
+        ] = None,
+        mde: Annotated[
+            float | None,
+            typer.Option(
+                "--mde",
+                help="Effect to detect, a proportion (0.10 = 10 points): gives the prompts.",
+                show_default=False,
+            ),
+        ] = None,
         alpha: Annotated[float, typer.Option("--alpha", help="Two-sided level.")] = 0.05,
         power: Annotated[float, typer.Option("--power", help="Power to reach.")] = 0.8,
-        sigma_run: Annotated[float | None, typer.Option(
-            "--sigma-run", help="Between-run SD of a run's rate (default 0, or the "
-            "pilot's estimate).", show_default=False)] = None,
-        runs_per_arm: Annotated[int | None, typer.Option(
-            "--runs-per-arm", help="Replicate runs per arm (default 1).",
-            show_default=False)] = None,
-        p01: Annotated[float | None, typer.Option(
-            "--p01", help="Share of prompts where only the treatment (second arm) succeeds.",
-            show_default=False)] = None,
-        p10: Annotated[float | None, typer.Option(
-            "--p10", help="Share of prompts where only the control (first arm) succeeds.",
-            show_default=False)] = None,
-        from_runs: Annotated[str | None, typer.Option(
-            "--from-runs", metavar="ID", help="Estimate the inputs from this registration's "
-            "runs.", show_default=False)] = None,
-        stopping_threshold: Annotated[float | None, typer.Option(
-            "--stopping-threshold", help="Monitor's e-value threshold (default 20, or the "
-            "registration's).", show_default=False)] = None,
-        min_prompts: Annotated[int | None, typer.Option(
-            "--min-prompts", help="Prompts before the monitor may stop (default 40, or the "
-            "registration's).", show_default=False)] = None,
-        max_prompts: Annotated[int | None, typer.Option(
-            "--max-prompts", help="Horizon of the simulated monitor (default: the planned "
-            "prompts, at least --min-prompts).", show_default=False)] = None,
-        sims: Annotated[int, typer.Option(
-            "--sims", help="Simulated streams for the monitor (0 skips it).")] = 2000,
-        seed: Annotated[int, typer.Option(
-            "--seed", help="Seed of the simulation and the permutation test.")] = 0,
+        sigma_run: Annotated[
+            float | None,
+            typer.Option(
+                "--sigma-run",
+                help="Between-run SD of a run's rate (default 0, or the pilot's estimate).",
+                show_default=False,
+            ),
+        ] = None,
+        runs_per_arm: Annotated[
+            int | None,
+            typer.Option(
+                "--runs-per-arm", help="Replicate runs per arm (default 1).", show_default=False
+            ),
+        ] = None,
+        p01: Annotated[
+            float | None,
+            typer.Option(
+                "--p01",
+                help="Share of prompts where only the treatment (second arm) succeeds.",
+                show_default=False,
+            ),
+        ] = None,
+        p10: Annotated[
+            float | None,
+            typer.Option(
+                "--p10",
+                help="Share of prompts where only the control (first arm) succeeds.",
+                show_default=False,
+            ),
+        ] = None,
+        from_runs: Annotated[
+            str | None,
+            typer.Option(
+                "--from-runs",
+                metavar="ID",
+                help="Estimate the inputs from this registration's runs.",
+                show_default=False,
+            ),
+        ] = None,
+        stopping_threshold: Annotated[
+            float | None,
+            typer.Option(
+                "--stopping-threshold",
+                help="Monitor's e-value threshold (default 20, or the registration's).",
+                show_default=False,
+            ),
+        ] = None,
+        min_prompts: Annotated[
+            int | None,
+            typer.Option(
+                "--min-prompts",
+                help="Prompts before the monitor may stop (default 40, or the registration's).",
+                show_default=False,
+            ),
+        ] = None,
+        max_prompts: Annotated[
+            int | None,
+            typer.Option(
+                "--max-prompts",
+                help="Horizon of the simulated monitor (default: the planned "
+                "prompts, at least --min-prompts).",
+                show_default=False,
+            ),
+        ] = None,
+        sims: Annotated[
+            int, typer.Option("--sims", help="Simulated streams for the monitor (0 skips it).")
+        ] = 2000,
+        seed: Annotated[
+            int, typer.Option("--seed", help="Seed of the simulation and the permutation test.")
+        ] = 0,
         as_json: JsonOpt = False,
     ) -> None:
         opts = PlanOptions(
-            sigma_d=sigma_d, prompts=prompts, mde=mde, alpha=alpha, power=power,
-            sigma_run=sigma_run, runs_per_arm=runs_per_arm, p01=p01, p10=p10,
-            from_runs=from_runs, stopping_threshold=stopping_threshold,
-            min_prompts=min_prompts, max_prompts=max_prompts, sims=sims, seed=seed)
+            sigma_d=sigma_d,
+            prompts=prompts,
+            mde=mde,
+            alpha=alpha,
+            power=power,
+            sigma_run=sigma_run,
+            runs_per_arm=runs_per_arm,
+            p01=p01,
+            p10=p10,
+            from_runs=from_runs,
+            stopping_threshold=stopping_threshold,
+            min_prompts=min_prompts,
+            max_prompts=max_prompts,
+            sims=sims,
+            seed=seed,
+        )
         if as_json:
             plan = build_plan(opts, ctx)
         else:

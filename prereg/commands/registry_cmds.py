@@ -69,8 +69,9 @@ def _bundled(package: str, folder: str) -> Any:
     return resources.files(package) / folder
 
 
-def _copy_tree(source: Any, target: Path, written: list[str], skipped: list[str],
-               ws: Workspace) -> None:
+def _copy_tree(
+    source: Any, target: Path, written: list[str], skipped: list[str], ws: Workspace
+) -> None:
     for item in source.iterdir():
         if item.name.startswith((".", "__")):
             continue
@@ -103,16 +104,23 @@ def init_workspace(root: Path) -> dict[str, Any]:
     _copy_tree(_bundled("prereg.registry", "drafts"), ws.drafts, written, skipped, ws)
     experiments = sorted(p.name for p in ws.experiments.iterdir() if p.is_dir())
     drafts = sorted(p.name for p in ws.drafts.glob("*.yaml"))
-    return {"workspace": str(ws.root), "experiments": experiments, "drafts": drafts,
-            "written": written, "skipped_existing": skipped}
+    return {
+        "workspace": str(ws.root),
+        "experiments": experiments,
+        "drafts": drafts,
+        "written": written,
+        "skipped_existing": skipped,
+    }
 
 
 def register(app: typer.Typer) -> None:
     @app.command("init")
     def init_cmd(
         ctx: typer.Context,
-        directory: Annotated[Path | None, typer.Argument(
-            help="Folder to create (default: the workspace).", show_default=False)] = None,
+        directory: Annotated[
+            Path | None,
+            typer.Argument(help="Folder to create (default: the workspace).", show_default=False),
+        ] = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Create a workspace: experiments/, registry/, runs/, reports/, drafts/.
@@ -128,8 +136,10 @@ def register(app: typer.Typer) -> None:
             console.print(f"workspace [bold]{result['workspace']}[/]")
             console.print(f"  experiments: {', '.join(result['experiments']) or 'none'}")
             console.print(f"  drafts:      {', '.join(result['drafts'])}")
-            console.print(f"  {len(result['written'])} file(s) written, "
-                          f"{len(result['skipped_existing'])} existing left untouched")
+            console.print(
+                f"  {len(result['written'])} file(s) written, "
+                f"{len(result['skipped_existing'])} existing left untouched"
+            )
             first = result["drafts"][0] if result["drafts"] else "FILE.yaml"
             console.print(f"next: prereg -w {result['workspace']} register drafts/{first}")
 
@@ -151,8 +161,7 @@ def register(app: typer.Typer) -> None:
 
         def human() -> None:
             verb = "registered" if result.created else "already registered (identical content)"
-            console.print(f"{verb} [bold]{data['id']}[/] ({data['kind']}, split "
-                          f"{data['split']})")
+            console.print(f"{verb} [bold]{data['id']}[/] ({data['kind']}, split {data['split']})")
             console.print(f"  digest  {data['digest']}")
             console.print(f"  frozen  {data['frozen_path']}")
             if data["supersedes"]:
@@ -160,8 +169,10 @@ def register(app: typer.Typer) -> None:
             if not data["runnable"]:
                 reason = (data["feasibility"] or {}).get("reason", "")
                 console.print(f"  [bold yellow]NOT RUNNABLE[/]: {reason}")
-                console.print("  recorded as registered; `prereg run` will refuse it and "
-                              "`prereg analyse` will report the verdict not_runnable")
+                console.print(
+                    "  recorded as registered; `prereg run` will refuse it and "
+                    "`prereg analyse` will report the verdict not_runnable"
+                )
 
         emit(data, as_json, human)
 
@@ -178,15 +189,19 @@ def register(app: typer.Typer) -> None:
 
         def human() -> None:
             for problem in report.problems:
-                console.print(f"[red]PROBLEM[/] {problem.entry}: {problem.message} "
-                              f"[dim]({problem.kind})[/]")
+                console.print(
+                    f"[red]PROBLEM[/] {problem.entry}: {problem.message} [dim]({problem.kind})[/]"
+                )
             for note in report.info:
                 console.print(f"[yellow]info[/] {note.entry}: {note.message}")
-            state = "[green]intact[/]" if report.ok else \
-                f"[red]{len(report.problems)} problem(s)[/]"
-            console.print(f"registry {state}: {report.registrations} registration(s), "
-                          f"{report.ledger_lines} ledger line(s), {report.objects} object(s); "
-                          f"head seq {report.head['seq']} {report.head['hash']}")
+            state = (
+                "[green]intact[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
+            )
+            console.print(
+                f"registry {state}: {report.registrations} registration(s), "
+                f"{report.ledger_lines} ledger line(s), {report.objects} object(s); "
+                f"head seq {report.head['seq']} {report.head['hash']}"
+            )
 
         emit(data, as_json, human)
         if not report.ok:
@@ -209,8 +224,15 @@ def register(app: typer.Typer) -> None:
                     status.append(f"superseded by {e.superseded_by}")
                 if e.claims:
                     status.append("claimed locked split")
-                table.add_row(e.id, e.registration.kind, e.experiment, e.registration.split,
-                              e.digest[:19] + "…", e.registered_at[:19], ", ".join(status))
+                table.add_row(
+                    e.id,
+                    e.registration.kind,
+                    e.experiment,
+                    e.registration.split,
+                    e.digest[:19] + "…",
+                    e.registered_at[:19],
+                    ", ".join(status),
+                )
             console.print(table if entries else "no registrations yet")
 
         emit(data, as_json, human)
@@ -232,8 +254,16 @@ def register(app: typer.Typer) -> None:
             console.print(f"[bold]{entry.id}[/]: {entry.registration.title}")
             if entry.superseded_by:
                 console.print(f"[yellow]superseded by {entry.superseded_by}[/]")
-            for key in ("digest", "kind", "experiment", "split", "registered_at",
-                        "frozen_path", "supersedes", "runnable"):
+            for key in (
+                "digest",
+                "kind",
+                "experiment",
+                "split",
+                "registered_at",
+                "frozen_path",
+                "supersedes",
+                "runnable",
+            ):
                 console.print(f"  {key:<14}{data[key]}")
             console.print("  hypothesis    ", entry.registration.hypothesis, markup=False)
             console.print("  falsification ", entry.registration.falsification, markup=False)

@@ -11,30 +11,45 @@ from rich.table import Table
 from prereg.commands._common import JsonOpt, workspace
 from prereg.output import console, emit
 
-split_app = typer.Typer(help="Splits of an experiment (dev / validation / test).",
-                        no_args_is_help=True)
+split_app = typer.Typer(
+    help="Splits of an experiment (dev / validation / test).", no_args_is_help=True
+)
 
 
 def run(
     ctx: typer.Context,
-    registration_id: Annotated[str, typer.Argument(help="The registration to run.",
-                                                   metavar="ID")],
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1,
-                                             help="Units run at once (asyncio).")] = 4,
-    max_units: Annotated[int | None, typer.Option("--max-units", min=0,
-                                                  help="Run at most N missing units.")] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress",
-                                              help="Do not draw the progress bar.")] = False,
+    registration_id: Annotated[str, typer.Argument(help="The registration to run.", metavar="ID")],
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, help="Units run at once (asyncio).")
+    ] = 4,
+    max_units: Annotated[
+        int | None, typer.Option("--max-units", min=0, help="Run at most N missing units.")
+    ] = None,
+    no_progress: Annotated[
+        bool, typer.Option("--no-progress", help="Do not draw the progress bar.")
+    ] = False,
     as_json: JsonOpt = False,
     # -- provider options (issue 7); handled in prereg.runners.providers.cli
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print units, expected requests and an upper bound on spend from "
-        "the budgets and the price table; send and write nothing.")] = False,
-    batch: Annotated[bool, typer.Option(
-        "--batch", help="Single-turn runs through the provider's batch API (anthropic, "
-        "openai); a pending batch is resumed, never resubmitted.")] = False,
-    prices: Annotated[Path | None, typer.Option(
-        "--prices", help="Price table file (YAML/JSON) overriding the packaged one.")] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print units, expected requests and an upper bound on spend from "
+            "the budgets and the price table; send and write nothing.",
+        ),
+    ] = False,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Single-turn runs through the provider's batch API (anthropic, "
+            "openai); a pending batch is resumed, never resubmitted.",
+        ),
+    ] = False,
+    prices: Annotated[
+        Path | None,
+        typer.Option("--prices", help="Price table file (YAML/JSON) overriding the packaged one."),
+    ] = None,
 ) -> None:
     """Run a registration's units (resuming: units already recorded are skipped).
 
@@ -52,30 +67,46 @@ def run(
         from prereg.runners.providers.cli import dry_run_report, provider_summary
 
         if dry_run:
-            dry_run_report(ws, registration_id, batch=batch, max_units=max_units,
-                           prices=prices, as_json=as_json)
+            dry_run_report(
+                ws,
+                registration_id,
+                batch=batch,
+                max_units=max_units,
+                prices=prices,
+                as_json=as_json,
+            )
             return
-        summary, extra = provider_summary(ws, registration_id, batch=batch, prices=prices,
-                                          concurrency=concurrency, max_units=max_units,
-                                          progress=progress, as_json=as_json)
+        summary, extra = provider_summary(
+            ws,
+            registration_id,
+            batch=batch,
+            prices=prices,
+            concurrency=concurrency,
+            max_units=max_units,
+            progress=progress,
+            as_json=as_json,
+        )
     else:
-        summary = run_registration(ws, registration_id, concurrency=concurrency,
-                                   max_units=max_units, progress=progress)
+        summary = run_registration(
+            ws, registration_id, concurrency=concurrency, max_units=max_units, progress=progress
+        )
     data = {**summary.to_json(), **extra}
 
     def human() -> None:
         table = Table(title=f"run {summary.registration_id}", show_header=False)
         table.add_column("", style="bold")
         table.add_column("", overflow="fold")
-        rows = [("digest", summary.registration_digest),
-                ("driver", f"{summary.driver} (evidence class {summary.evidence_class})"),
-                ("planned units", str(summary.planned)),
-                ("skipped (already recorded)", str(summary.skipped_existing)),
-                ("completed this run", f"{summary.completed} ({summary.successes} succeeded)"),
-                ("infra failures (retried next run)", str(summary.failed)),
-                ("remaining", str(summary.remaining)),
-                ("spend (measured)", f"${summary.spend_usd:.4f}"),
-                ("rate", f"{summary.units_per_s} units/s in {summary.elapsed_s:.2f}s")]
+        rows = [
+            ("digest", summary.registration_digest),
+            ("driver", f"{summary.driver} (evidence class {summary.evidence_class})"),
+            ("planned units", str(summary.planned)),
+            ("skipped (already recorded)", str(summary.skipped_existing)),
+            ("completed this run", f"{summary.completed} ({summary.successes} succeeded)"),
+            ("infra failures (retried next run)", str(summary.failed)),
+            ("remaining", str(summary.remaining)),
+            ("spend (measured)", f"${summary.spend_usd:.4f}"),
+            ("rate", f"{summary.units_per_s} units/s in {summary.elapsed_s:.2f}s"),
+        ]
         if summary.duplicates:
             rows.append(("written meanwhile elsewhere", str(summary.duplicates)))
         if summary.stopped:
@@ -103,8 +134,13 @@ def export(
         raise BadInput(f"unknown format '{fmt}' (use jsonl or csv)", field="format")
     chosen: Literal["jsonl", "csv"] = "jsonl" if fmt == "jsonl" else "csv"
     result = export_registration(workspace(ctx), registration_id, chosen, out)
-    emit(result, as_json, lambda: console.print(
-        f"wrote {result['records']} record(s) of {registration_id} to {out} ({fmt})"))
+    emit(
+        result,
+        as_json,
+        lambda: console.print(
+            f"wrote {result['records']} record(s) of {registration_id} to {out} ({fmt})"
+        ),
+    )
 
 
 def import_(
@@ -116,9 +152,14 @@ def import_(
     from prereg.runners.api import import_file
 
     result = import_file(workspace(ctx), file)
-    emit(result, as_json, lambda: console.print(
-        f"imported {result['imported']} record(s) from {file}; skipped "
-        f"{result['skipped_duplicates']} already stored"))
+    emit(
+        result,
+        as_json,
+        lambda: console.print(
+            f"imported {result['imported']} record(s) from {file}; skipped "
+            f"{result['skipped_duplicates']} already stored"
+        ),
+    )
 
 
 @split_app.command("show")
@@ -134,8 +175,9 @@ def split_show(
 
     def human() -> None:
         polarities = ("positive", "negative", "optional")
-        table = Table(title=f"{data['experiment']}: {data['tasks']} tasks in "
-                            f"{data['clusters']} clusters")
+        table = Table(
+            title=f"{data['experiment']}: {data['tasks']} tasks in {data['clusters']} clusters"
+        )
         table.add_column("split")
         table.add_column("intent")
         for p in polarities:
@@ -143,11 +185,19 @@ def split_show(
         table.add_column("tasks", justify="right")
         for split, info in data["splits"].items():
             for intent, counts in info["intents"].items():
-                table.add_row(split, intent, *(str(counts.get(p, 0)) for p in polarities),
-                              str(sum(counts.values())))
-            table.add_row(f"[bold]{split}[/]", f"[bold]all ({info['clusters']} clusters)[/]",
-                          *(str(info["polarity"].get(p, 0)) for p in polarities),
-                          f"[bold]{info['tasks']}[/]", end_section=True)
+                table.add_row(
+                    split,
+                    intent,
+                    *(str(counts.get(p, 0)) for p in polarities),
+                    str(sum(counts.values())),
+                )
+            table.add_row(
+                f"[bold]{split}[/]",
+                f"[bold]all ({info['clusters']} clusters)[/]",
+                *(str(info["polarity"].get(p, 0)) for p in polarities),
+                f"[bold]{info['tasks']}[/]",
+                end_section=True,
+            )
         console.print(table)
 
     emit(data, as_json, human)

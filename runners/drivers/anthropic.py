@@ -80,10 +80,15 @@ def token_split(usage: Any) -> TokenSplit | None:
     details = _get(usage, "output_tokens_details")
     thinking = _get(details, "thinking_tokens") if details is not None else None
     reasoning = None if thinking is None else min(int(thinking), out)
-    recorded = Usage(input=uncached + read + written,
-                     output=out - (reasoning or 0), reasoning=reasoning, cached=read)
-    return TokenSplit(recorded, Priced(uncached, read, written, out),
-                      uncached + read + written + out)
+    recorded = Usage(
+        input=uncached + read + written,
+        output=out - (reasoning or 0),
+        reasoning=reasoning,
+        cached=read,
+    )
+    return TokenSplit(
+        recorded, Priced(uncached, read, written, out), uncached + read + written + out
+    )
 
 
 class AnthropicDriver(ModelDriver):
@@ -91,15 +96,20 @@ class AnthropicDriver(ModelDriver):
     #: the Claude API path has no field for server metadata: only tools are sent
     server_text = "none"
     reserved_params: ClassVar[frozenset[str]] = frozenset(
-        {"model", "max_tokens", "messages", "tools", "tool_choice", "stream"})
+        {"model", "max_tokens", "messages", "tools", "tool_choice", "stream"}
+    )
 
     def _make_client(self) -> Any:
         import anthropic
 
         return anthropic.AsyncAnthropic(
-            api_key=api_key("anthropic"), base_url=base_url("anthropic"), max_retries=0,
-            timeout=self.settings.timeout_s, open_telemetry=False,
-            http_client=self._http_client())
+            api_key=api_key("anthropic"),
+            base_url=base_url("anthropic"),
+            max_retries=0,
+            timeout=self.settings.timeout_s,
+            open_telemetry=False,
+            http_client=self._http_client(),
+        )
 
     # ---- request --------------------------------------------------------------------------
 
@@ -107,8 +117,11 @@ class AnthropicDriver(ModelDriver):
         """The arm's tools as Anthropic client tools (no server name or description)."""
         out: list[dict[str, Any]] = []
         for tool in episode.tools:
-            spec: dict[str, Any] = {"name": tool.name, "description": tool.description,
-                                    "input_schema": dict(tool.input_schema)}
+            spec: dict[str, Any] = {
+                "name": tool.name,
+                "description": tool.description,
+                "input_schema": dict(tool.input_schema),
+            }
             if self.tool_search:
                 spec["defer_loading"] = True
             out.append(spec)
@@ -116,26 +129,46 @@ class AnthropicDriver(ModelDriver):
             out.append(dict(TOOL_SEARCH_TOOLS[self.settings.tool_search_variant]))
         return out
 
-    def build_request(self, episode: Episode, history: Sequence[Exchange],
-                      transcript: Sequence[Stored] | None = None) -> dict[str, Any]:
+    def build_request(
+        self,
+        episode: Episode,
+        history: Sequence[Exchange],
+        transcript: Sequence[Stored] | None = None,
+    ) -> dict[str, Any]:
         if episode.completion_cap is None:
-            raise InfraError("the anthropic driver needs a completion cap (budgets."
-                             "completion_cap): max_tokens is required by the Messages API")
+            raise InfraError(
+                "the anthropic driver needs a completion cap (budgets."
+                "completion_cap): max_tokens is required by the Messages API"
+            )
         messages: list[dict[str, Any]] = [{"role": "user", "content": episode.prompt}]
         for index, exchange in enumerate(history):
-            stored = transcript[index] if transcript is not None else _synthesised(
-                exchange.turn, index)
+            stored = (
+                transcript[index] if transcript is not None else _synthesised(exchange.turn, index)
+            )
             messages.append({"role": "assistant", "content": stored.items})
             if exchange.result is None:
                 continue
             if stored.call_id is not None:
-                messages.append({"role": "user", "content": [{
-                    "type": "tool_result", "tool_use_id": stored.call_id,
-                    "content": exchange.result.text, "is_error": exchange.result.is_error}]})
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": stored.call_id,
+                                "content": exchange.result.text,
+                                "is_error": exchange.result.is_error,
+                            }
+                        ],
+                    }
+                )
             else:  # no call id to answer (a rebuilt malformed turn): the result as text
                 messages.append({"role": "user", "content": exchange.result.text})
-        body: dict[str, Any] = {"model": self.model, "max_tokens": episode.completion_cap,
-                                "messages": messages}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": episode.completion_cap,
+            "messages": messages,
+        }
         tools = self.tools(episode)
         if tools:
             body["tools"] = tools
@@ -192,34 +225,46 @@ class AnthropicDriver(ModelDriver):
 
         call_id: str | None = None
         if stop == "max_tokens":
-            action: Any = CutAtCap(text=text if call is None else
-                                   text + json.dumps(call.get("input"), default=str))
+            action: Any = CutAtCap(
+                text=text if call is None else text + json.dumps(call.get("input"), default=str)
+            )
         elif stop == "pause_turn":
             action = FinalAnswer(text=text)
         elif stop == "model_context_window_exceeded":
-            raise InfraError("anthropic: the request exceeded the model's context window "
-                             "(stop_reason model_context_window_exceeded)")
+            raise InfraError(
+                "anthropic: the request exceeded the model's context window "
+                "(stop_reason model_context_window_exceeded)"
+            )
         elif call is not None:
             call_id = str(call.get("id") or "")
             arguments = call.get("input")
             if isinstance(arguments, dict):
-                action = ToolCall(name=str(call.get("name")), arguments=arguments,
-                                  call_id=call_id)
+                action = ToolCall(name=str(call.get("name")), arguments=arguments, call_id=call_id)
             else:
-                raw = arguments if isinstance(arguments, str) else json.dumps(arguments,
-                                                                             default=str)
+                raw = (
+                    arguments if isinstance(arguments, str) else json.dumps(arguments, default=str)
+                )
                 action = Malformed(text=raw)
                 # the transcript must stay a valid request: the unparsable input is sent
                 # back as an empty object next to the harness's parse error
                 kept = [dict(b, input={}) if b is call else b for b in kept]
         else:
             action = FinalAnswer(text=text)
-        turn = Turn(action=action, usage=usage, model_returned=model_returned,
-                    latency_ms=None, cost_usd=cost,
-                    surfaced=tuple(surfaced) if self.tool_search else None,
-                    searched=searched if self.tool_search else None)
-        return Parsed(turn, Stored(kept, call_id), None if split is None else split.total,
-                      paused=stop == "pause_turn")
+        turn = Turn(
+            action=action,
+            usage=usage,
+            model_returned=model_returned,
+            latency_ms=None,
+            cost_usd=cost,
+            surfaced=tuple(surfaced) if self.tool_search else None,
+            searched=searched if self.tool_search else None,
+        )
+        return Parsed(
+            turn,
+            Stored(kept, call_id),
+            None if split is None else split.total,
+            paused=stop == "pause_turn",
+        )
 
     # ---- batches --------------------------------------------------------------------------
 
@@ -234,9 +279,17 @@ def _synthesised(turn: Turn, index: int) -> Stored:
     action = turn.action
     call_id = f"toolu_prereg_{index:04d}"
     if isinstance(action, ToolCall):
-        return Stored([{"type": "tool_use", "id": action.call_id or call_id,
-                        "name": action.name, "input": action.arguments}],
-                      action.call_id or call_id)
+        return Stored(
+            [
+                {
+                    "type": "tool_use",
+                    "id": action.call_id or call_id,
+                    "name": action.name,
+                    "input": action.arguments,
+                }
+            ],
+            action.call_id or call_id,
+        )
     if isinstance(action, Malformed):
         return Stored([{"type": "text", "text": action.text}], None)
     text = getattr(action, "text", "")
@@ -252,14 +305,17 @@ def _create_keywords(client: Any) -> frozenset[str]:
     if kind not in _KEYWORDS:
         signature = inspect.signature(client.messages.create)
         _KEYWORDS[kind] = frozenset(
-            name for name, p in signature.parameters.items()
+            name
+            for name, p in signature.parameters.items()
             if p.kind is inspect.Parameter.KEYWORD_ONLY
-            and name not in {"extra_headers", "extra_query", "extra_body", "timeout"})
+            and name not in {"extra_headers", "extra_query", "extra_body", "timeout"}
+        )
     return _KEYWORDS[kind]
 
 
-def create(model: str | None = None, params: Mapping[str, Any] | None = None,
-           **options: Any) -> AnthropicDriver:
+def create(
+    model: str | None = None, params: Mapping[str, Any] | None = None, **options: Any
+) -> AnthropicDriver:
     """The Anthropic driver; ``options``: tool_search, allow_sampling, settings, spend,
     prices, http_client_factory (see :class:`ModelDriver`)."""
     return AnthropicDriver(model, params, **options)

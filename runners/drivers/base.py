@@ -221,8 +221,10 @@ def server_text(driver: object) -> ServerText:
     """The driver's declared server-text capability; ``"none"`` when undeclared."""
     value = getattr(driver, "server_text", "none")
     if value not in SERVER_TEXT_VALUES:
-        raise ValueError(f"driver {getattr(driver, 'name', driver)!r} declares an unknown "
-                         f"server_text {value!r} (expected one of {SERVER_TEXT_VALUES})")
+        raise ValueError(
+            f"driver {getattr(driver, 'name', driver)!r} declares an unknown "
+            f"server_text {value!r} (expected one of {SERVER_TEXT_VALUES})"
+        )
     return cast(ServerText, value)
 
 
@@ -237,8 +239,7 @@ def resolve_recorded(arguments: Mapping[str, Any], results: Sequence[Any]) -> di
 
     out: dict[str, Any] = {}
     for key, value in arguments.items():
-        out[key] = lookup(results[value.step], value.path) if isinstance(value, StepRef) \
-            else value
+        out[key] = lookup(results[value.step], value.path) if isinstance(value, StepRef) else value
     return out
 
 

@@ -70,13 +70,26 @@ from prereg.runners.drivers.base import (
 from prereg.runners.units import derive_seed
 
 #: Imperative and question words that start requests; never part of a name.
-LEAD_WORDS = frozenset("""
+LEAD_WORDS = frozenset(
+    """
 add put show make create start give rate take remove delete rename change set find list
 search count lower raise empty clear get tell explain can could would will which what who
 how when where is are do does did play open bump drop please hey suggest any
-""".split())
-NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-                "eight": 8, "nine": 9, "ten": 10, "zero": 0}
+""".split()
+)
+NUMBER_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "zero": 0,
+}
 CONJUNCTIONS = (" and ", " with ", " then ", " also ")
 CONNECTORS = frozenset({"and", "of", "the", "&", "a", "on", "in", "de", "la"})
 NAME_CUES = {"called": 3.0, "named": 3.0, "titled": 3.0, "to": 2.0, "as": 1.0}
@@ -152,9 +165,9 @@ class BM25:
 @dataclass(frozen=True)
 class Phrase:
     text: str
-    before: str            # nearest preceding word that is not a stopword ("" if none)
+    before: str  # nearest preceding word that is not a stopword ("" if none)
     context: frozenset[str]  # stemmed words just before and after
-    tail: bool = False     # the text after a colon
+    tail: bool = False  # the text after a colon
 
 
 def phrases(prompt: str) -> list[Phrase]:
@@ -175,8 +188,11 @@ def phrases(prompt: str) -> list[Phrase]:
                 nxt = tokens[j]
                 if nxt[:1].isupper():
                     j += 1
-                elif (nxt.lower() in CONNECTORS and j + 1 < len(tokens)
-                      and tokens[j + 1][:1].isupper()):
+                elif (
+                    nxt.lower() in CONNECTORS
+                    and j + 1 < len(tokens)
+                    and tokens[j + 1][:1].isupper()
+                ):
                     j += 2
                 else:
                     break
@@ -184,7 +200,7 @@ def phrases(prompt: str) -> list[Phrase]:
             if span.lower() not in STOPWORDS and span.lower() not in seen:
                 prev = [t.lower() for t in tokens[:i] if t[:1].isalnum()]
                 before = next((w for w in reversed(prev) if w not in STOPWORDS), "")
-                around = prev[-2:] + [t.lower() for t in tokens[j:j + 2] if t[:1].isalnum()]
+                around = prev[-2:] + [t.lower() for t in tokens[j : j + 2] if t[:1].isalnum()]
                 out.append(Phrase(span, before, frozenset(stem(w) for w in around)))
                 seen.add(span.lower())
             i = j
@@ -238,28 +254,45 @@ class LocalHost:
     async def next_turn(self, episode: Episode, history: Sequence[Exchange]) -> Turn:
         start = time.perf_counter()
         action, surfaced, searched = _Episode(self.params, episode, history).decide()
-        seen_text = episode.prompt + " " + " ".join(
-            ex.result.text for ex in history if ex.result is not None)
+        seen_text = (
+            episode.prompt
+            + " "
+            + " ".join(ex.result.text for ex in history if ex.result is not None)
+        )
         shown = [t for t in episode.tools if surfaced is None or t.name in surfaced]
         if history or surfaced is not None:
-            seen_text += " " + " ".join(f"{t.name} {t.title} {t.description} "
-                                        f"{render(t.input_schema)}" for t in shown)
+            seen_text += " " + " ".join(
+                f"{t.name} {t.title} {t.description} {render(t.input_schema)}" for t in shown
+            )
             if self.params.server_text:
-                servers = dict.fromkeys((t.integration, t.integration_description)
-                                        for t in shown)
+                servers = dict.fromkeys((t.integration, t.integration_description) for t in shown)
                 seen_text += " " + " ".join(f"{n} {d}" for n, d in servers)
-        written = action.text if isinstance(action, FinalAnswer) else render(
-            {"name": getattr(action, "name", ""), "arguments": getattr(action, "arguments", {})})
+        written = (
+            action.text
+            if isinstance(action, FinalAnswer)
+            else render(
+                {"name": getattr(action, "name", ""), "arguments": getattr(action, "arguments", {})}
+            )
+        )
         out_tokens = len(words(written))
-        if (episode.completion_cap is not None and out_tokens > episode.completion_cap
-                and isinstance(action, FinalAnswer)):
-            action = CutAtCap(" ".join(written.split()[:episode.completion_cap]))
+        if (
+            episode.completion_cap is not None
+            and out_tokens > episode.completion_cap
+            and isinstance(action, FinalAnswer)
+        ):
+            action = CutAtCap(" ".join(written.split()[: episode.completion_cap]))
             out_tokens = episode.completion_cap
-        usage = Usage(input=len(words(seen_text)), output=out_tokens, reasoning=None,
-                      cached=None)
+        usage = Usage(input=len(words(seen_text)), output=out_tokens, reasoning=None, cached=None)
         latency = (time.perf_counter() - start) * 1000.0
-        return Turn(action=action, usage=usage, model_returned=None, latency_ms=latency,
-                    cost_usd=None, surfaced=surfaced, searched=searched)
+        return Turn(
+            action=action,
+            usage=usage,
+            model_returned=None,
+            latency_ms=latency,
+            cost_usd=None,
+            surfaced=surfaced,
+            searched=searched,
+        )
 
     async def aclose(self) -> None:
         return None
@@ -274,9 +307,13 @@ class _Episode:
         self.history = history
         self.tools = list(episode.tools)
         self.by_name = {t.name: t for t in self.tools}
-        self.docs = [terms(f"{t.name} {t.title} {t.description}"
-                           + (f" {t.integration} {t.integration_description}"
-                              if params.server_text else "")) for t in self.tools]
+        self.docs = [
+            terms(
+                f"{t.name} {t.title} {t.description}"
+                + (f" {t.integration} {t.integration_description}" if params.server_text else "")
+            )
+            for t in self.tools
+        ]
         self.index = BM25(self.docs)
         self.query = terms(episode.prompt)
         self.phrases = phrases(episode.prompt)
@@ -288,21 +325,27 @@ class _Episode:
 
     # ---- search and decision --------------------------------------------------------------
 
-    def _search(self, query: Sequence[str], exclude: set[str] = frozenset()  # type: ignore[assignment]
-                ) -> list[tuple[OfferedTool, float]]:
+    def _search(
+        self,
+        query: Sequence[str],
+        exclude: set[str] = frozenset(),  # type: ignore[assignment]
+    ) -> list[tuple[OfferedTool, float]]:
         scores = self.index.scores(query)
         order = sorted(range(len(self.tools)), key=lambda i: (-scores[i], i))
-        hits = [(self.tools[i], scores[i]) for i in order
-                if scores[i] > 0 and self.tools[i].name not in exclude]
-        return hits[:self.p.search_k]
+        hits = [
+            (self.tools[i], scores[i])
+            for i in order
+            if scores[i] > 0 and self.tools[i].name not in exclude
+        ]
+        return hits[: self.p.search_k]
 
     def _plan(self) -> tuple[bool, list[str], list[tuple[OfferedTool, float]]]:
         """(use a tool?, goal tool names, surfaced tools with scores); same on every turn."""
         surfaced = self._search(self.query)
         best = surfaced[0][1] if surfaced else 0.0
         z_prompt = NormalDist().inv_cdf(
-            min(max(random.Random(derive_seed(self.ep.prompt_seed, "z")).random(), 1e-9),
-                1 - 1e-9))
+            min(max(random.Random(derive_seed(self.ep.prompt_seed, "z")).random(), 1e-9), 1 - 1e-9)
+        )
         logit = self.p.sharpness * (best - self.p.threshold) + self.p.prompt_sd * z_prompt
         p_tool = 1.0 / (1.0 + math.exp(-logit))
         rng = random.Random(derive_seed(self.ep.seed, "decide"))
@@ -321,8 +364,11 @@ class _Episode:
         text = f" {self.ep.prompt.lower()} "
         if any(c in text for c in CONJUNCTIONS):
             goal_score = dict((t.name, s) for t, s in surfaced)[goal.name]
-            others = [(t, s) for t, s in surfaced
-                      if t.name != goal.name and s >= self.p.second_goal_ratio * goal_score]
+            others = [
+                (t, s)
+                for t, s in surfaced
+                if t.name != goal.name and s >= self.p.second_goal_ratio * goal_score
+            ]
             if others:
                 goals.append(others[0][0].name)
         return True, goals, surfaced
@@ -332,8 +378,11 @@ class _Episode:
         names = tuple(t.name for t, _ in surfaced)
         first = not self.history
         if not use:
-            return (FinalAnswer("I can answer this directly without using a tool."),
-                    names if first else None, True if first else None)
+            return (
+                FinalAnswer("I can answer this directly without using a tool."),
+                names if first else None,
+                True if first else None,
+            )
         action, lookup_surfaced = self._act(goals, [t.name for t, _ in surfaced])
         if first:
             return action, names + tuple(n for n in lookup_surfaced or () if n not in names), True
@@ -357,12 +406,12 @@ class _Episode:
                 # switch once to the next-best surfaced tool, then give up
                 alternatives = [n for n in surfaced if n not in goals and n not in failed]
                 if len(failed) >= 2 or not alternatives:
-                    return FinalAnswer("I could not complete that: "
-                                       f"{self.calls[-1][1].text}"), None
+                    return FinalAnswer(f"I could not complete that: {self.calls[-1][1].text}"), None
                 goals = [alternatives[0] if g == last_call else g for g in goals]
             elif failed.count(last_call) >= 2:
-                return FinalAnswer("I could not find what I needed: "
-                                   f"{self.calls[-1][1].text}"), None
+                return FinalAnswer(
+                    f"I could not find what I needed: {self.calls[-1][1].text}"
+                ), None
         if len(failed) >= 3:
             return FinalAnswer("I could not complete that."), None
         pending = [g for g in goals if g not in done]
@@ -433,15 +482,15 @@ class _Episode:
                         break
         return args, None
 
-    def _assign_strings(self, tool: OfferedTool, names: list[str], used: set[str],
-                        taken: set[str]) -> dict[str, str]:
+    def _assign_strings(
+        self, tool: OfferedTool, names: list[str], used: set[str], taken: set[str]
+    ) -> dict[str, str]:
         props: Mapping[str, Any] = tool.input_schema.get("properties") or {}
         scored: list[tuple[float, int, str, Phrase]] = []
         for name in names:
             pwords = set(terms(name + " " + str((props.get(name) or {}).get("description", ""))))
             is_text = bool(pwords & {"description", "about"})
-            is_name = bool(pwords & {"name", "title"}) and not (pwords & {"song", "track",
-                                                                         "album"})
+            is_name = bool(pwords & {"name", "title"}) and not (pwords & {"song", "track", "album"})
             for k, ph in enumerate(self.phrases):
                 if ph.tail != is_text:
                     continue
@@ -470,8 +519,11 @@ class _Episode:
     def _fallback_query(self, tool: OfferedTool) -> str:
         """Content words of the prompt that are not the tools' own vocabulary."""
         vocab = {w for doc in self.docs for w in doc}
-        kept = [w for w in words(self.ep.prompt)
-                if w not in STOPWORDS and w not in LEAD_WORDS and stem(w) not in vocab]
+        kept = [
+            w
+            for w in words(self.ep.prompt)
+            if w not in STOPWORDS and w not in LEAD_WORDS and stem(w) not in vocab
+        ]
         return " ".join(kept)
 
     def _number(self, spec: Mapping[str, Any]) -> int | None:
@@ -482,8 +534,7 @@ class _Episode:
                 return n
         return None
 
-    def _best_record(self, entity: str, param: str, known: list[Known]
-                     ) -> dict[str, Any] | None:
+    def _best_record(self, entity: str, param: str, known: list[Known]) -> dict[str, Any] | None:
         target = stem(entity.split("_")[-1])
         prompt_terms = set(self.query)
         best: tuple[int, int, dict[str, Any], Any] | None = None
@@ -495,8 +546,11 @@ class _Episode:
                 value = rec.get("id")
             else:
                 continue
-            text = " ".join(str(v) for k, v in rec.items()
-                            if isinstance(v, str) and k != "id" and not k.endswith("_id"))
+            text = " ".join(
+                str(v)
+                for k, v in rec.items()
+                if isinstance(v, str) and k != "id" and not k.endswith("_id")
+            )
             overlap = len(prompt_terms & set(terms(text)))
             if overlap == 0:
                 continue
@@ -506,13 +560,13 @@ class _Episode:
             return None
         return {"record": best[2], "value": best[3]}
 
-    def _lookup(self, entity: str, goal: OfferedTool
-                ) -> tuple[Any, tuple[str, ...] | None] | None:
+    def _lookup(self, entity: str, goal: OfferedTool) -> tuple[Any, tuple[str, ...] | None] | None:
         """A call that finds the entity, from a second search."""
         tried = [c.name for c, _ in self.calls]
         target = stem(entity.split("_")[-1])
-        if any(c.name in tried and not r.is_error for c, r in self.calls
-               if target in terms(c.name)) and not [p for p in self.phrases if not p.tail]:
+        if any(
+            c.name in tried and not r.is_error for c, r in self.calls if target in terms(c.name)
+        ) and not [p for p in self.phrases if not p.tail]:
             # the entity was listed and the prompt names nothing to pick: show the list
             last = next(r for _, r in reversed(self.calls) if not r.is_error)
             return FinalAnswer(f"Here is what I found: {last.text}"), None
@@ -536,8 +590,13 @@ class _Episode:
         target = stem(entity.split("_")[-1])
         candidates = [ph for ph in self.phrases if not ph.tail]
         used = self._used_values()
-        ranked = sorted(enumerate(candidates), key=lambda kp: (
-            -(2 * (target in kp[1].context) + (kp[1].text.lower() not in used)), kp[0]))
+        ranked = sorted(
+            enumerate(candidates),
+            key=lambda kp: (
+                -(2 * (target in kp[1].context) + (kp[1].text.lower() not in used)),
+                kp[0],
+            ),
+        )
         args: dict[str, Any] = {}
         for name, spec in props.items():
             if (spec or {}).get("type") != "string" or _is_id(name):

@@ -63,8 +63,9 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 def _item_dict(item: Any) -> dict[str, Any]:
     if isinstance(item, dict):
         return dict(item)
-    dumped: dict[str, Any] = item.model_dump(mode="json", exclude_none=True, by_alias=True,
-                                             warnings=False)
+    dumped: dict[str, Any] = item.model_dump(
+        mode="json", exclude_none=True, by_alias=True, warnings=False
+    )
     return dumped
 
 
@@ -93,10 +94,12 @@ def token_split(usage: Any) -> TokenSplit | None:
     out_details = _get(usage, "output_tokens_details")
     raw_reasoning = _get(out_details, "reasoning_tokens") if out_details is not None else None
     reasoning = None if raw_reasoning is None else min(int(raw_reasoning), out)
-    recorded = Usage(input=total_in, output=out - (reasoning or 0), reasoning=reasoning,
-                     cached=cached)
-    return TokenSplit(recorded, Priced(total_in - cached - written, cached, written, out),
-                      total_in + out)
+    recorded = Usage(
+        input=total_in, output=out - (reasoning or 0), reasoning=reasoning, cached=cached
+    )
+    return TokenSplit(
+        recorded, Priced(total_in - cached - written, cached, written, out), total_in + out
+    )
 
 
 class OpenAIDriver(ModelDriver):
@@ -104,22 +107,41 @@ class OpenAIDriver(ModelDriver):
     #: the host path transmits each MCP server's name and description (a namespace)
     server_text = "name_and_description"
     reserved_params: ClassVar[frozenset[str]] = frozenset(
-        {"model", "input", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
-         "stream", "background", "previous_response_id", "conversation"})
+        {
+            "model",
+            "input",
+            "tools",
+            "tool_choice",
+            "parallel_tool_calls",
+            "max_output_tokens",
+            "stream",
+            "background",
+            "previous_response_id",
+            "conversation",
+        }
+    )
 
     def _make_client(self) -> Any:
         import openai
 
         return openai.AsyncOpenAI(
-            api_key=api_key("openai"), base_url=base_url("openai"), max_retries=0,
-            timeout=self.settings.timeout_s, http_client=self._http_client())
+            api_key=api_key("openai"),
+            base_url=base_url("openai"),
+            max_retries=0,
+            timeout=self.settings.timeout_s,
+            http_client=self._http_client(),
+        )
 
     # ---- request --------------------------------------------------------------------------
 
     def _function(self, tool: OfferedTool) -> dict[str, Any]:
-        spec: dict[str, Any] = {"type": "function", "name": tool.name,
-                                "description": tool.description,
-                                "parameters": dict(tool.input_schema), "strict": False}
+        spec: dict[str, Any] = {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": dict(tool.input_schema),
+            "strict": False,
+        }
         if self.tool_search:
             spec["defer_loading"] = True
         return spec
@@ -134,25 +156,40 @@ class OpenAIDriver(ModelDriver):
         taken: set[str] = set()
         out: list[dict[str, Any]] = []
         for integration, members in groups.items():
-            out.append({"type": "namespace", "name": namespace_name(integration, taken),
-                        "description": descriptions[integration] or integration,
-                        "tools": [self._function(t) for t in members]})
+            out.append(
+                {
+                    "type": "namespace",
+                    "name": namespace_name(integration, taken),
+                    "description": descriptions[integration] or integration,
+                    "tools": [self._function(t) for t in members],
+                }
+            )
         if self.tool_search and out:
             out.append({"type": "tool_search"})
         return out
 
-    def build_request(self, episode: Episode, history: Sequence[Exchange],
-                      transcript: Sequence[Stored] | None = None) -> dict[str, Any]:
+    def build_request(
+        self,
+        episode: Episode,
+        history: Sequence[Exchange],
+        transcript: Sequence[Stored] | None = None,
+    ) -> dict[str, Any]:
         items: list[dict[str, Any]] = [{"role": "user", "content": episode.prompt}]
         for index, exchange in enumerate(history):
-            stored = transcript[index] if transcript is not None else _synthesised(
-                exchange.turn, index)
+            stored = (
+                transcript[index] if transcript is not None else _synthesised(exchange.turn, index)
+            )
             items.extend(stored.items)
             if exchange.result is None:
                 continue
             if stored.call_id is not None:
-                items.append({"type": "function_call_output", "call_id": stored.call_id,
-                              "output": exchange.result.text})
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": stored.call_id,
+                        "output": exchange.result.text,
+                    }
+                )
             else:
                 items.append({"role": "user", "content": exchange.result.text})
         body: dict[str, Any] = {"model": self.model, "input": items}
@@ -171,9 +208,11 @@ class OpenAIDriver(ModelDriver):
         # SDK rejects unknown keywords, so anything else rides in extra_body
         import inspect
 
-        names = {n for n, p in inspect.signature(client.responses.create).parameters.items()
-                 if p.kind is inspect.Parameter.KEYWORD_ONLY} - {
-                     "extra_headers", "extra_query", "extra_body", "timeout", "stream"}
+        names = {
+            n
+            for n, p in inspect.signature(client.responses.create).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        } - {"extra_headers", "extra_query", "extra_body", "timeout", "stream"}
         kwargs = {k: v for k, v in body.items() if k in names}
         extra = {k: v for k, v in body.items() if k not in names}
         return await client.responses.create(**kwargs, extra_body=extra or None)
@@ -203,8 +242,11 @@ class OpenAIDriver(ModelDriver):
                 searched = True
             elif kind == "tool_search_output":
                 for loaded in item.get("tools") or []:
-                    names = ([t.get("name") for t in loaded.get("tools") or []]
-                             if loaded.get("type") == "namespace" else [loaded.get("name")])
+                    names = (
+                        [t.get("name") for t in loaded.get("tools") or []]
+                        if loaded.get("type") == "namespace"
+                        else [loaded.get("name")]
+                    )
                     for name in names:
                         if isinstance(name, str) and name not in surfaced:
                             surfaced.append(name)
@@ -226,8 +268,9 @@ class OpenAIDriver(ModelDriver):
         reason = _get(details, "reason") if details is not None else None
         call_id: str | None = None
         if status == "incomplete" and reason == "max_output_tokens":
-            action: Any = CutAtCap(text=text if call is None
-                                   else text + str(call.get("arguments", "")))
+            action: Any = CutAtCap(
+                text=text if call is None else text + str(call.get("arguments", ""))
+            )
         elif status == "incomplete" and reason != "content_filter":
             raise InfraError(f"openai: the response is incomplete (reason {reason!r})")
         elif call is not None:
@@ -238,14 +281,18 @@ class OpenAIDriver(ModelDriver):
             except json.JSONDecodeError:
                 action = Malformed(text=str(raw))
             else:
-                action = ToolCall(name=str(call.get("name")), arguments=arguments,
-                                  call_id=call_id)
+                action = ToolCall(name=str(call.get("name")), arguments=arguments, call_id=call_id)
         else:
             action = FinalAnswer(text=text)
-        turn = Turn(action=action, usage=usage, model_returned=model_returned,
-                    latency_ms=None, cost_usd=cost,
-                    surfaced=tuple(surfaced) if self.tool_search else None,
-                    searched=searched if self.tool_search else None)
+        turn = Turn(
+            action=action,
+            usage=usage,
+            model_returned=model_returned,
+            latency_ms=None,
+            cost_usd=cost,
+            surfaced=tuple(surfaced) if self.tool_search else None,
+            searched=searched if self.tool_search else None,
+        )
         return Parsed(turn, Stored(kept, call_id), None if split is None else split.total)
 
     # ---- batches --------------------------------------------------------------------------
@@ -261,14 +308,24 @@ def _synthesised(turn: Turn, index: int) -> Stored:
     action = turn.action
     if isinstance(action, ToolCall):
         call_id = action.call_id or f"call_prereg_{index:04d}"
-        return Stored([{"type": "function_call", "call_id": call_id, "name": action.name,
-                        "arguments": json.dumps(action.arguments)}], call_id)
+        return Stored(
+            [
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": action.name,
+                    "arguments": json.dumps(action.arguments),
+                }
+            ],
+            call_id,
+        )
     text = getattr(action, "text", "")
     return Stored([{"role": "assistant", "content": text}] if text else [], None)
 
 
-def create(model: str | None = None, params: Mapping[str, Any] | None = None,
-           **options: Any) -> OpenAIDriver:
+def create(
+    model: str | None = None, params: Mapping[str, Any] | None = None, **options: Any
+) -> OpenAIDriver:
     """The OpenAI driver; ``options``: tool_search, allow_sampling, settings, spend,
     prices, http_client_factory (see :class:`ModelDriver`)."""
     return OpenAIDriver(model, params, **options)

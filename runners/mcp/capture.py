@@ -65,8 +65,9 @@ class HttpTarget:
 Target = StdioTarget | HttpTarget
 
 
-def capture_snapshot(target: Target, *, timeout: float = 60.0,
-                     errlog: TextIO | None = None) -> Snapshot:
+def capture_snapshot(
+    target: Target, *, timeout: float = 60.0, errlog: TextIO | None = None
+) -> Snapshot:
     """Record ``target``'s identity, capabilities and complete listings (blocking).
 
     ``timeout`` bounds the whole capture, start-up included. Raises :class:`BadInput`
@@ -76,8 +77,9 @@ def capture_snapshot(target: Target, *, timeout: float = 60.0,
     return anyio.run(_capture, target, timeout, errlog or sys.stderr)
 
 
-async def capture_snapshot_async(target: Target, *, timeout: float = 60.0,
-                                 errlog: TextIO | None = None) -> Snapshot:
+async def capture_snapshot_async(
+    target: Target, *, timeout: float = 60.0, errlog: TextIO | None = None
+) -> Snapshot:
     return await _capture(target, timeout, errlog or sys.stderr)
 
 
@@ -88,8 +90,9 @@ async def _capture(target: Target, timeout: float, errlog: TextIO) -> Snapshot:
         with anyio.fail_after(timeout):
             return await _record(target, errlog)
     except TimeoutError:
-        raise CaptureError(f"the server did not answer completely within {timeout:g} s",
-                           field=_where(target)) from None
+        raise CaptureError(
+            f"the server did not answer completely within {timeout:g} s", field=_where(target)
+        ) from None
     except BaseExceptionGroup as group:  # anyio task groups wrap what the transports raise
         raise _translate(_first_leaf(group), target) from None
     except (PreregError, KeyboardInterrupt):
@@ -116,14 +119,16 @@ async def _record(target: Target, errlog: TextIO) -> Snapshot:
                 lists[method] = ListRecording(pages=await _pages(client, method, tape))
             except MCPError as exc:
                 if method == TOOLS_LIST:
-                    raise CaptureError(f"tools/list failed: {exc.error.code} {exc.error.message}",
-                                       field=TOOLS_LIST) from None
+                    raise CaptureError(
+                        f"tools/list failed: {exc.error.code} {exc.error.message}", field=TOOLS_LIST
+                    ) from None
                 lists[method] = ListRecording(error=RecordedError(**tape.last_error(method)))
     try:
         served = ServedContent(initialize=initialize, lists=lists)
     except ValidationError as exc:
-        raise CaptureError("the server's answers cannot be recorded",
-                           details=[str(e["msg"]) for e in exc.errors()]) from None
+        raise CaptureError(
+            "the server's answers cannot be recorded", details=[str(e["msg"]) for e in exc.errors()]
+        ) from None
     return Snapshot(server=served, capture=_provenance(target))
 
 
@@ -142,9 +147,11 @@ async def _pages(client: Any, method: str, tape: _Tape) -> list[dict[str, Any]]:
         try:
             await fetch(cursor=cursor, cache_mode="bypass")
         except ValidationError as exc:
-            raise CaptureError(f"{method} page {len(pages)} is not valid MCP",
-                               field=method, details=[str(e["msg"]) for e in exc.errors()[:5]]
-                               ) from None
+            raise CaptureError(
+                f"{method} page {len(pages)} is not valid MCP",
+                field=method,
+                details=[str(e["msg"]) for e in exc.errors()[:5]],
+            ) from None
         page = tape.last_result(method)
         pages.append(page)
         cursor = page.get("nextCursor")
@@ -164,8 +171,12 @@ def _transport(target: Target, errlog: TextIO) -> Any:
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=target.command[0], args=list(target.command[1:]),
-                                   env=dict(target.env) or None, cwd=target.cwd)
+    params = StdioServerParameters(
+        command=target.command[0],
+        args=list(target.command[1:]),
+        env=dict(target.env) or None,
+        cwd=target.cwd,
+    )
     return stdio_client(params, errlog=_with_fileno(errlog))
 
 
@@ -187,8 +198,9 @@ def _provenance(target: Target) -> CaptureInfo:
         "sdk": f"mcp {version('mcp')}",
     }
     if isinstance(target, HttpTarget):
-        return CaptureInfo(transport="streamable-http", url=_strip_credentials(target.url),
-                           **common)
+        return CaptureInfo(
+            transport="streamable-http", url=_strip_credentials(target.url), **common
+        )
     return CaptureInfo(transport="stdio", command=list(target.command), **common)
 
 
@@ -333,16 +345,21 @@ def _translate(exc: BaseException, target: Target) -> PreregError:
         return exc
     where = _where(target)
     if isinstance(target, StdioTarget) and isinstance(exc, (FileNotFoundError, PermissionError)):
-        return BadInput(f"cannot start {target.command[0]!r}: {exc.strerror or exc}",
-                        field="command")
+        return BadInput(
+            f"cannot start {target.command[0]!r}: {exc.strerror or exc}", field="command"
+        )
     from mcp.shared.exceptions import MCPError
 
     if isinstance(exc, MCPError):
-        return CaptureError(f"the server answered with an error: {exc.error.code} "
-                            f"{exc.error.message}", field=where)
+        return CaptureError(
+            f"the server answered with an error: {exc.error.code} {exc.error.message}", field=where
+        )
     if isinstance(exc, ValidationError):
-        return CaptureError("the server's answer is not valid MCP", field=where,
-                            details=[str(e["msg"]) for e in exc.errors()[:5]])
+        return CaptureError(
+            "the server's answer is not valid MCP",
+            field=where,
+            details=[str(e["msg"]) for e in exc.errors()[:5]],
+        )
     return CaptureError(f"{type(exc).__name__}: {exc}", field=where)
 
 

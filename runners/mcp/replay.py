@@ -35,8 +35,9 @@ INVALID_PARAMS = -32602
 REFUSED = -32010  # implementation-defined band: a replay never reads or executes anything
 
 REFUSAL_META_KEY = "prereg/replay"
-REFUSAL_TEXT = ("This server is a recorded replay (prereg): tool calls are refused and "
-                "nothing was executed.")
+REFUSAL_TEXT = (
+    "This server is a recorded replay (prereg): tool calls are refused and nothing was executed."
+)
 
 Json = Any
 
@@ -67,7 +68,8 @@ class ReplayServer:
             pages = snapshot.pages(method) or []
             self._pages[method] = pages
             self._cursor_index[method] = {
-                page["nextCursor"]: i + 1 for i, page in enumerate(pages[:-1])}
+                page["nextCursor"]: i + 1 for i, page in enumerate(pages[:-1])
+            }
 
     # -- entry points ---------------------------------------------------------------------
     def handle_bytes(self, data: bytes) -> bytes | None:
@@ -100,8 +102,10 @@ class ReplayServer:
         if "id" not in message:
             return None  # notifications (initialized, cancelled, ...) need no answer
         request_id = message["id"]
-        if not (isinstance(request_id, str) or
-                (isinstance(request_id, int) and not isinstance(request_id, bool))):
+        if not (
+            isinstance(request_id, str)
+            or (isinstance(request_id, int) and not isinstance(request_id, bool))
+        ):
             return _error(None, INVALID_REQUEST, "Invalid Request")
         params = message.get("params")
         if params is not None and not isinstance(params, dict):
@@ -121,10 +125,18 @@ class ReplayServer:
             return self._list_page(request_id, method, params)
         if method == "tools/call":
             return self._refuse_call(request_id, params)
-        if method in ("prompts/get", "resources/read", "completion/complete",
-                      "resources/subscribe", "resources/unsubscribe"):
-            return _error(request_id, REFUSED,
-                          "Refused: this server is a recorded replay and serves only its listings")
+        if method in (
+            "prompts/get",
+            "resources/read",
+            "completion/complete",
+            "resources/subscribe",
+            "resources/unsubscribe",
+        ):
+            return _error(
+                request_id,
+                REFUSED,
+                "Refused: this server is a recorded replay and serves only its listings",
+            )
         return _error(request_id, METHOD_NOT_FOUND, "Method not found")
 
     def _list_page(self, request_id: Json, method: str, params: dict[str, Any]) -> Json:
@@ -141,20 +153,27 @@ class ReplayServer:
         name = params.get("name")
         if not isinstance(name, str) or name not in self._tool_names:
             return _error(request_id, INVALID_PARAMS, "Unknown tool")
-        return _result(request_id, {
-            "content": [{"type": "text", "text": REFUSAL_TEXT}],
-            "isError": True,
-            "_meta": {REFUSAL_META_KEY: {"refused": True, "executed": False,
-                                         "snapshot": self.digest}},
-        })
+        return _result(
+            request_id,
+            {
+                "content": [{"type": "text", "text": REFUSAL_TEXT}],
+                "isError": True,
+                "_meta": {
+                    REFUSAL_META_KEY: {"refused": True, "executed": False, "snapshot": self.digest}
+                },
+            },
+        )
 
 
 def is_refusal(result: dict[str, Any]) -> bool:
     """Whether a ``tools/call`` result is this replay server's refusal (for harnesses)."""
     meta = result.get("_meta") or result.get("meta") or {}
     marker = meta.get(REFUSAL_META_KEY) if isinstance(meta, dict) else None
-    return bool(result.get("isError") or result.get("is_error")) and isinstance(marker, dict) \
+    return (
+        bool(result.get("isError") or result.get("is_error"))
+        and isinstance(marker, dict)
         and marker.get("refused") is True
+    )
 
 
 def _result(request_id: Json, result: dict[str, Any]) -> dict[str, Any]:

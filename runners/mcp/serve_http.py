@@ -36,9 +36,15 @@ class Endpoint:
 
     def describe(self, base: str) -> dict[str, Any]:
         snap = self.server.snapshot
-        return {"index": self.index, "url": base + self.path, "path": self.path,
-                "name": snap.server_name, "version": snap.server_version,
-                "digest": self.server.digest, "tools": len(snap.tool_names())}
+        return {
+            "index": self.index,
+            "url": base + self.path,
+            "path": self.path,
+            "name": snap.server_name,
+            "version": snap.server_version,
+            "digest": self.server.digest,
+            "tools": len(snap.tool_names()),
+        }
 
 
 def endpoints(servers: list[ReplayServer]) -> list[Endpoint]:
@@ -108,8 +114,9 @@ def serve_http(servers: list[ReplayServer], sock: socket.socket, host: str) -> N
     """Serve until interrupted (SIGINT or SIGTERM end it cleanly)."""
     import uvicorn
 
-    config = uvicorn.Config(build_app(servers, host), log_level="warning", lifespan="off",
-                            access_log=False)
+    config = uvicorn.Config(
+        build_app(servers, host), log_level="warning", lifespan="off", access_log=False
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 

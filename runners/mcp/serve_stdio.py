@@ -13,8 +13,9 @@ from typing import BinaryIO
 from prereg.runners.mcp.replay import ReplayServer
 
 
-def serve_stdio(server: ReplayServer, stdin: BinaryIO | None = None,
-                stdout: BinaryIO | None = None) -> None:
+def serve_stdio(
+    server: ReplayServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+) -> None:
     """Answer each line on ``stdin`` until end of input."""
     reader = stdin if stdin is not None else sys.stdin.buffer
     writer = stdout if stdout is not None else sys.stdout.buffer

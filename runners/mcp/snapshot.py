@@ -87,9 +87,11 @@ class ServedContent(_Strict):
 
     initialize: dict[str, Any] = Field(
         description="The raw InitializeResult: protocolVersion, capabilities, serverInfo, "
-        "instructions and _meta, exactly as the server sent them.")
+        "instructions and _meta, exactly as the server sent them."
+    )
     lists: dict[str, ListRecording] = Field(
-        description="Raw result pages per list method ('tools/list' is always present).")
+        description="Raw result pages per list method ('tools/list' is always present)."
+    )
 
     @field_validator("initialize")
     @classmethod
@@ -108,8 +110,9 @@ class ServedContent(_Strict):
     def _lists_shape(cls, value: dict[str, ListRecording]) -> dict[str, ListRecording]:
         unknown = sorted(set(value) - set(LIST_ITEMS))
         if unknown:
-            raise ValueError(f"unknown list method(s) {unknown}; expected some of "
-                             f"{sorted(LIST_ITEMS)}")
+            raise ValueError(
+                f"unknown list method(s) {unknown}; expected some of {sorted(LIST_ITEMS)}"
+            )
         if TOOLS_LIST not in value or value[TOOLS_LIST].pages is None:
             raise ValueError("'tools/list' must be recorded with its pages")
         for method, recording in value.items():
@@ -219,8 +222,13 @@ class Snapshot(_Strict):
             return None
         return copy.deepcopy(recording.pages)
 
-    def derive(self, *, initialize: dict[str, Any] | None = None,
-               tools: list[dict[str, Any]] | None = None, derivation: str) -> Snapshot:
+    def derive(
+        self,
+        *,
+        initialize: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        derivation: str,
+    ) -> Snapshot:
         """A new, validated snapshot serving ``initialize`` and/or ``tools`` instead.
 
         For transformations of a recorded server (blinded metadata, relabelled clones):
@@ -239,13 +247,14 @@ class Snapshot(_Strict):
                 start = 0
                 for page in pages:
                     count = len(page["tools"])
-                    page["tools"], start = new[start:start + count], start + count
+                    page["tools"], start = new[start : start + count], start + count
             else:
                 served["lists"][TOOLS_LIST] = {"pages": [{"tools": new}]}
         capture = self.capture.model_dump(mode="json", exclude_none=True)
         capture.update(derived_from=snapshot_digest(self), derivation=derivation)
-        return Snapshot.model_validate({"format": self.format, "server": served,
-                                        "capture": capture})
+        return Snapshot.model_validate(
+            {"format": self.format, "server": served, "capture": capture}
+        )
 
     def to_json_bytes(self) -> bytes:
         """The file form: pretty JSON, keys in the order recorded (not sorted), UTF-8."""
@@ -311,28 +320,33 @@ def load_snapshot(data: bytes, filename: str) -> Snapshot:
     except UnicodeDecodeError as exc:
         raise BadInput(f"not UTF-8 (byte {exc.start})", file=filename, field="(file)") from None
     try:
-        document = json.loads(text, object_pairs_hook=_no_duplicates,
-                              parse_constant=_no_constants)
+        document = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
-        raise BadInput(f"malformed JSON: {exc.msg}", file=filename,
-                       field=f"(line {exc.lineno}, column {exc.colno})") from None
+        raise BadInput(
+            f"malformed JSON: {exc.msg}",
+            file=filename,
+            field=f"(line {exc.lineno}, column {exc.colno})",
+        ) from None
     except _DuplicateKey as exc:
-        raise BadInput(f"duplicate key {exc.key!r} in an object", file=filename,
-                       field=exc.key) from None
+        raise BadInput(
+            f"duplicate key {exc.key!r} in an object", file=filename, field=exc.key
+        ) from None
     except _BadConstant as exc:
         raise BadInput(f"{exc.constant} is not JSON", file=filename, field="(value)") from None
     if not isinstance(document, dict):
         raise BadInput("expected a JSON object (a snapshot)", file=filename, field="(root)")
     if document.get("format") != FORMAT:
-        raise BadInput(f"expected {FORMAT!r}, got {document.get('format')!r}", file=filename,
-                       field="format")
+        raise BadInput(
+            f"expected {FORMAT!r}, got {document.get('format')!r}", file=filename, field="format"
+        )
     try:
         return Snapshot.model_validate(document)
     except ValidationError as exc:
         first, *rest = exc.errors()
         details = [f"{format_loc(e['loc'])}: {_error_message(e)}" for e in rest]
-        raise BadInput(_error_message(first), file=filename, field=format_loc(first["loc"]),
-                       details=details) from None
+        raise BadInput(
+            _error_message(first), file=filename, field=format_loc(first["loc"]), details=details
+        ) from None
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
@@ -343,8 +357,9 @@ def read_snapshot(path: str | Path) -> Snapshot:
     except FileNotFoundError:
         raise BadInput("no such file", file=str(path), field="(file)") from None
     except IsADirectoryError:
-        raise BadInput("is a directory, expected a snapshot file", file=str(path),
-                       field="(file)") from None
+        raise BadInput(
+            "is a directory, expected a snapshot file", file=str(path), field="(file)"
+        ) from None
     except OSError as exc:
         raise BadInput(f"cannot read: {exc.strerror}", file=str(path), field="(file)") from None
     return load_snapshot(data, str(path))

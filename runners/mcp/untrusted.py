@@ -13,8 +13,20 @@ from __future__ import annotations
 import unicodedata
 
 # Characters that reorder or hide text: bidi embeddings, overrides and isolates.
-_BIDI = {0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069,
-         0x200E, 0x200F, 0x061C}
+_BIDI = {
+    0x202A,
+    0x202B,
+    0x202C,
+    0x202D,
+    0x202E,
+    0x2066,
+    0x2067,
+    0x2068,
+    0x2069,
+    0x200E,
+    0x200F,
+    0x061C,
+}
 
 
 def display_text(value: object, limit: int = 240) -> str:

@@ -97,8 +97,9 @@ def custom_id(digest: str, key: UnitKey) -> str:
 
 
 async def _retrying(driver: ModelDriver, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
-    return await with_retries(call, driver.settings.retry, stats=driver.stats,
-                              what=f"{driver.provider} batch: {what}")
+    return await with_retries(
+        call, driver.settings.retry, stats=driver.stats, what=f"{driver.provider} batch: {what}"
+    )
 
 
 # ---- Anthropic ------------------------------------------------------------------------------
@@ -116,29 +117,39 @@ class AnthropicBatches:
     async def submit(self, requests: Sequence[BatchRequest]) -> tuple[str, str | None]:
         client = self.driver._client_for_loop()
         payload = [{"custom_id": r.custom_id, "params": r.body} for r in requests]
-        batch = await _retrying(self.driver, "create",
-                                lambda: client.messages.batches.create(requests=payload))
+        batch = await _retrying(
+            self.driver, "create", lambda: client.messages.batches.create(requests=payload)
+        )
         return str(batch.id), None
 
     async def status(self, batch_id: str) -> BatchStatus:
         client = self.driver._client_for_loop()
-        batch = await _retrying(self.driver, "retrieve",
-                                lambda: client.messages.batches.retrieve(batch_id))
+        batch = await _retrying(
+            self.driver, "retrieve", lambda: client.messages.batches.retrieve(batch_id)
+        )
         counts = batch.request_counts
         done = counts.succeeded + counts.errored + counts.canceled + counts.expired
         total = done + counts.processing
-        return BatchStatus(batch_id, batch.processing_status == "ended",
-                           str(batch.processing_status), done, total,
-                           results_url=batch.results_url)
+        return BatchStatus(
+            batch_id,
+            batch.processing_status == "ended",
+            str(batch.processing_status),
+            done,
+            total,
+            results_url=batch.results_url,
+        )
 
     async def results(self, status: BatchStatus) -> dict[str, BatchOutcome]:
         if not status.results_url:
             raise InfraError(f"anthropic batch {status.batch_id} ended without a results_url")
         base = effective_base_url("anthropic")
         if not same_origin(status.results_url, base):
-            raise InfraError(redact(
-                f"anthropic batch {status.batch_id}: results_url {status.results_url} is not "
-                f"on the API's origin ({base}); refusing to send the key there"))
+            raise InfraError(
+                redact(
+                    f"anthropic batch {status.batch_id}: results_url {status.results_url} is not "
+                    f"on the API's origin ({base}); refusing to send the key there"
+                )
+            )
         client = self.driver._client_for_loop()
         out: dict[str, BatchOutcome] = {}
 
@@ -172,31 +183,49 @@ class OpenAIBatches:
 
     async def submit(self, requests: Sequence[BatchRequest]) -> tuple[str, str | None]:
         client = self.driver._client_for_loop()
-        lines = [json.dumps({"custom_id": r.custom_id, "method": "POST", "url": self.endpoint,
-                             "body": r.body}, ensure_ascii=False) for r in requests]
+        lines = [
+            json.dumps(
+                {"custom_id": r.custom_id, "method": "POST", "url": self.endpoint, "body": r.body},
+                ensure_ascii=False,
+            )
+            for r in requests
+        ]
         data = ("\n".join(lines) + "\n").encode("utf-8")
-        uploaded = await _retrying(self.driver, "upload", lambda: client.files.create(
-            file=("prereg-batch.jsonl", io.BytesIO(data), "application/jsonl"),
-            purpose="batch"))
-        batch = await _retrying(self.driver, "create", lambda: client.batches.create(
-            input_file_id=uploaded.id, endpoint=self.endpoint, completion_window="24h"))
+        uploaded = await _retrying(
+            self.driver,
+            "upload",
+            lambda: client.files.create(
+                file=("prereg-batch.jsonl", io.BytesIO(data), "application/jsonl"), purpose="batch"
+            ),
+        )
+        batch = await _retrying(
+            self.driver,
+            "create",
+            lambda: client.batches.create(
+                input_file_id=uploaded.id, endpoint=self.endpoint, completion_window="24h"
+            ),
+        )
         return str(batch.id), str(uploaded.id)
 
     async def status(self, batch_id: str) -> BatchStatus:
         client = self.driver._client_for_loop()
-        batch = await _retrying(self.driver, "retrieve",
-                                lambda: client.batches.retrieve(batch_id))
+        batch = await _retrying(self.driver, "retrieve", lambda: client.batches.retrieve(batch_id))
         counts = batch.request_counts
         done = 0 if counts is None else counts.completed + counts.failed
         total = 0 if counts is None else counts.total
-        return BatchStatus(batch_id, batch.status in _OPENAI_ENDED, str(batch.status), done,
-                           total, output_file_id=batch.output_file_id,
-                           error_file_id=batch.error_file_id)
+        return BatchStatus(
+            batch_id,
+            batch.status in _OPENAI_ENDED,
+            str(batch.status),
+            done,
+            total,
+            output_file_id=batch.output_file_id,
+            error_file_id=batch.error_file_id,
+        )
 
     async def _lines(self, file_id: str) -> list[dict[str, Any]]:
         client = self.driver._client_for_loop()
-        content = await _retrying(self.driver, "download",
-                                  lambda: client.files.content(file_id))
+        content = await _retrying(self.driver, "download", lambda: client.files.content(file_id))
         text = content.text if hasattr(content, "text") else content.read().decode()
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
@@ -236,8 +265,13 @@ class BatchReport:
     polls: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"submitted": self.submitted, "resumed": self.resumed, "primed": self.primed,
-                "failed": self.failed, "polls": self.polls}
+        return {
+            "submitted": self.submitted,
+            "resumed": self.resumed,
+            "primed": self.primed,
+            "failed": self.failed,
+            "polls": self.polls,
+        }
 
 
 ProgressFn = Callable[[BatchStatus], None]
@@ -250,10 +284,17 @@ class _PrimedError:
         self.message = message
 
 
-async def wait_for(backend: BatchBackend, batch_id: str, *, poll_s: float, timeout_s: float,
-                   report: BatchReport, progress: ProgressFn | None = None,
-                   sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                   clock: Callable[[], float] = time.monotonic) -> BatchStatus:
+async def wait_for(
+    backend: BatchBackend,
+    batch_id: str,
+    *,
+    poll_s: float,
+    timeout_s: float,
+    report: BatchReport,
+    progress: ProgressFn | None = None,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> BatchStatus:
     """Poll until the batch ends; BatchPending after ``timeout_s``."""
     start = clock()
     while True:
@@ -267,15 +308,21 @@ async def wait_for(backend: BatchBackend, batch_id: str, *, poll_s: float, timeo
             raise BatchPending(
                 f"batch {batch_id} is still {status.status} ({status.done}/{status.total} "
                 "requests done); its id is stored: run `prereg run --batch` again to resume "
-                "without resubmitting")
+                "without resubmitting"
+            )
         await sleep(poll_s)
 
 
-async def prefetch_first_turns(driver: ModelDriver, episodes: Sequence[tuple[UnitKey, Episode]],
-                               *, digest: str, batches: BatchStore,
-                               progress: ProgressFn | None = None,
-                               sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                               clock: Callable[[], float] = time.monotonic) -> BatchReport:
+async def prefetch_first_turns(
+    driver: ModelDriver,
+    episodes: Sequence[tuple[UnitKey, Episode]],
+    *,
+    digest: str,
+    batches: BatchStore,
+    progress: ProgressFn | None = None,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> BatchReport:
     """Submit (or resume) and collect the first turn of every episode; prime the driver.
 
     Returns after every batch involved has ended and been read. Batches are marked
@@ -295,16 +342,29 @@ async def prefetch_first_turns(driver: ModelDriver, episodes: Sequence[tuple[Uni
     if fresh:
         requests = [BatchRequest(cid, driver.build_request(by_id[cid], [], [])) for cid in fresh]
         batch_id, file_id = await backend.submit(requests)
-        batches.record(batch_id, provider=driver.provider, digest=digest, model=driver.model,
-                       custom_ids=fresh, input_file_id=file_id)
+        batches.record(
+            batch_id,
+            provider=driver.provider,
+            digest=digest,
+            model=driver.model,
+            custom_ids=fresh,
+            input_file_id=file_id,
+        )
         report.submitted.append(batch_id)
         waiting.append(batch_id)
         for cid in fresh:
             covering[cid] = batch_id
     for batch_id in waiting:
-        status = await wait_for(backend, batch_id, poll_s=driver.settings.batch_poll_s,
-                                timeout_s=driver.settings.batch_timeout_s, report=report,
-                                progress=progress, sleep=sleep, clock=clock)
+        status = await wait_for(
+            backend,
+            batch_id,
+            poll_s=driver.settings.batch_poll_s,
+            timeout_s=driver.settings.batch_timeout_s,
+            report=report,
+            progress=progress,
+            sleep=sleep,
+            clock=clock,
+        )
         outcomes = await backend.results(status)
         ended_note = outcomes.pop("__batch__", None)
         for cid, owner in covering.items():
@@ -322,14 +382,18 @@ async def prefetch_first_turns(driver: ModelDriver, episodes: Sequence[tuple[Uni
                     parsed = _PrimedError(str(exc))
                 if isinstance(parsed, Parsed) and parsed.paused:
                     # a paused turn needs a follow-up request, which a batch cannot make
-                    parsed = _PrimedError("the provider paused the turn (pause_turn); it "
-                                          "cannot be continued from a batch result")
+                    parsed = _PrimedError(
+                        "the provider paused the turn (pause_turn); it "
+                        "cannot be continued from a batch result"
+                    )
             else:
                 parsed = _PrimedError(f"{outcome.error}")
             if isinstance(parsed, _PrimedError):
                 report.failed += 1
-                driver.prime_error(episode, InfraError(redact(
-                    f"{driver.provider} batch {batch_id}: {parsed.message}")))
+                driver.prime_error(
+                    episode,
+                    InfraError(redact(f"{driver.provider} batch {batch_id}: {parsed.message}")),
+                )
             else:
                 report.primed += 1
                 driver.prime(episode, parsed)

@@ -63,8 +63,16 @@ class BatchStore(Database):
             self._conn = connect_wal(self.path, _SCHEMA)
         return self._conn
 
-    def record(self, batch_id: str, *, provider: str, digest: str, model: str,
-               custom_ids: list[str], input_file_id: str | None = None) -> None:
+    def record(
+        self,
+        batch_id: str,
+        *,
+        provider: str,
+        digest: str,
+        model: str,
+        custom_ids: list[str],
+        input_file_id: str | None = None,
+    ) -> None:
         """Remember a submitted batch (committed before anyone waits for it)."""
         now = datetime.now(UTC).isoformat()
         with self._lock:
@@ -73,20 +81,38 @@ class BatchStore(Database):
                 "INSERT INTO provider_batches (batch_id, provider, registration_digest, model,"
                 " custom_ids, input_file_id, state, submitted_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, 'submitted', ?, ?)",
-                (batch_id, provider, digest, model, json.dumps(custom_ids), input_file_id,
-                 now, now))
+                (
+                    batch_id,
+                    provider,
+                    digest,
+                    model,
+                    json.dumps(custom_ids),
+                    input_file_id,
+                    now,
+                    now,
+                ),
+            )
 
     def mark_collected(self, batch_id: str) -> None:
         with self._lock:
             self._connect().execute(
                 "UPDATE provider_batches SET state = 'collected', updated_at = ? "
-                "WHERE batch_id = ?", (datetime.now(UTC).isoformat(), batch_id))
+                "WHERE batch_id = ?",
+                (datetime.now(UTC).isoformat(), batch_id),
+            )
 
-    def batches(self, digest: str | None = None, provider: str | None = None,
-                state: BatchState | None = None) -> list[StoredBatch]:
+    def batches(
+        self,
+        digest: str | None = None,
+        provider: str | None = None,
+        state: BatchState | None = None,
+    ) -> list[StoredBatch]:
         clauses, params = [], []
-        for column, value in (("registration_digest", digest), ("provider", provider),
-                              ("state", state)):
+        for column, value in (
+            ("registration_digest", digest),
+            ("provider", provider),
+            ("state", state),
+        ):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
@@ -94,9 +120,26 @@ class BatchStore(Database):
         with self._lock:
             if self._conn is None and not self.path.exists():
                 return []
-            rows = self._connect().execute(
-                "SELECT batch_id, provider, registration_digest, model, custom_ids, "
-                f"input_file_id, state, submitted_at FROM provider_batches{where} "
-                "ORDER BY submitted_at, batch_id", tuple(params)).fetchall()
-        return [StoredBatch(str(r[0]), str(r[1]), str(r[2]), str(r[3]),
-                            tuple(json.loads(r[4])), r[5], r[6], str(r[7])) for r in rows]
+            rows = (
+                self._connect()
+                .execute(
+                    "SELECT batch_id, provider, registration_digest, model, custom_ids, "
+                    f"input_file_id, state, submitted_at FROM provider_batches{where} "
+                    "ORDER BY submitted_at, batch_id",
+                    tuple(params),
+                )
+                .fetchall()
+            )
+        return [
+            StoredBatch(
+                str(r[0]),
+                str(r[1]),
+                str(r[2]),
+                str(r[3]),
+                tuple(json.loads(r[4])),
+                r[5],
+                r[6],
+                str(r[7]),
+            )
+            for r in rows
+        ]

@@ -29,16 +29,24 @@ from prereg.runners.drivers.base import InfraError
 Provider = Literal["anthropic", "openai"]
 
 KEY_VARIABLES: dict[str, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-BASE_URL_VARIABLES: dict[str, str] = {"anthropic": "ANTHROPIC_BASE_URL",
-                                      "openai": "OPENAI_BASE_URL"}
-DEFAULT_BASE_URLS: dict[str, str] = {"anthropic": "https://api.anthropic.com",
-                                     "openai": "https://api.openai.com/v1"}
+BASE_URL_VARIABLES: dict[str, str] = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+}
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+}
 
 #: Variables whose values are secrets even though prereg never reads them for
 #: authentication; their values are redacted all the same.
 SECRET_VARIABLES: tuple[str, ...] = (
-    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_ADMIN_KEY",
-    "OPENAI_WEBHOOK_SECRET", "ANTHROPIC_WEBHOOK_SIGNING_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "OPENAI_ADMIN_KEY",
+    "OPENAI_WEBHOOK_SECRET",
+    "ANTHROPIC_WEBHOOK_SIGNING_KEY",
 )
 
 REDACTED = "[REDACTED]"
@@ -49,8 +57,10 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{8,}"),
     re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"),
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}"),
-    re.compile(r"(?i)((?:x-api-key|api[_-]?key|authorization)[\"']?\s*[:=]\s*[\"']?)"
-               r"[^\s\"',}]{8,}"),
+    re.compile(
+        r"(?i)((?:x-api-key|api[_-]?key|authorization)[\"']?\s*[:=]\s*[\"']?)"
+        r"[^\s\"',}]{8,}"
+    ),
 )
 
 #: Shortest secret value redacted verbatim (shorter values would redact common words).
@@ -66,8 +76,10 @@ def api_key(provider: Provider) -> str:
     variable = KEY_VARIABLES[provider]
     value = os.environ.get(variable, "").strip()
     if not value:
-        raise MissingKey(f"{variable} is not set: export it to run against the {provider} "
-                         "API (prereg reads the key from this variable only)")
+        raise MissingKey(
+            f"{variable} is not set: export it to run against the {provider} "
+            "API (prereg reads the key from this variable only)"
+        )
     return value
 
 

@@ -59,8 +59,19 @@ from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
 
 #: Host parameters that change sampling (kept in step with the registry's list).
-SAMPLING_PARAMS = frozenset({"temperature", "top_p", "top_k", "seed", "frequency_penalty",
-                             "presence_penalty", "min_p", "typical_p", "repetition_penalty"})
+SAMPLING_PARAMS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "min_p",
+        "typical_p",
+        "repetition_penalty",
+    }
+)
 
 _MAX_TRANSCRIPTS = 4096
 _MAX_CONTINUATIONS = 4
@@ -125,9 +136,11 @@ def _redacted_turn(turn: Turn) -> Turn:
         action = replace(action, arguments=redact_obj(action.arguments))
     elif isinstance(action, Malformed | FinalAnswer | CutAtCap):
         action = replace(action, text=redact(action.text))
-    return replace(turn, action=action,
-                   model_returned=None if turn.model_returned is None
-                   else redact(turn.model_returned))
+    return replace(
+        turn,
+        action=action,
+        model_returned=None if turn.model_returned is None else redact(turn.model_returned),
+    )
 
 
 @dataclass
@@ -157,23 +170,37 @@ class ModelDriver(ABC):
     evidence_class: EvidenceClass = "api"
     sees_solution = False
 
-    def __init__(self, model: str | None, params: Mapping[str, Any] | None = None, *,
-                 tool_search: bool = False, allow_sampling: bool | None = None,
-                 settings: ProviderSettings | None = None, spend: SpendMeter | None = None,
-                 prices: PriceTable | None = None, http_client_factory: Any = None) -> None:
+    def __init__(
+        self,
+        model: str | None,
+        params: Mapping[str, Any] | None = None,
+        *,
+        tool_search: bool = False,
+        allow_sampling: bool | None = None,
+        settings: ProviderSettings | None = None,
+        spend: SpendMeter | None = None,
+        prices: PriceTable | None = None,
+        http_client_factory: Any = None,
+    ) -> None:
         if not model:
-            raise BadInput(f"driver '{self.provider}' needs a model (host.model)",
-                           field="host.model")
+            raise BadInput(
+                f"driver '{self.provider}' needs a model (host.model)", field="host.model"
+            )
         params = dict(params or {})
         reserved = sorted(self.reserved_params & set(params))
         if reserved:
-            raise BadInput(f"host.params may not set {', '.join(reserved)}: the "
-                           f"{self.provider} driver sets these from the registration "
-                           "(model, budgets, tools)", field="host.params")
+            raise BadInput(
+                f"host.params may not set {', '.join(reserved)}: the "
+                f"{self.provider} driver sets these from the registration "
+                "(model, budgets, tools)",
+                field="host.params",
+            )
         sampling = sorted(SAMPLING_PARAMS & set(params))
         if sampling and allow_sampling is False:
-            raise BadInput(f"sampling parameter(s) {', '.join(sampling)} need "
-                           "host.allow_sampling: true", field="host.params")
+            raise BadInput(
+                f"sampling parameter(s) {', '.join(sampling)} need host.allow_sampling: true",
+                field="host.params",
+            )
         self.name: str = self.provider
         self.model: str = model
         self.params: dict[str, Any] = params
@@ -198,8 +225,12 @@ class ModelDriver(ABC):
         """The provider's SDK client (key and base URL from the environment)."""
 
     @abstractmethod
-    def build_request(self, episode: Episode, history: Sequence[Exchange],
-                      transcript: Sequence[Stored] | None = None) -> dict[str, Any]:
+    def build_request(
+        self,
+        episode: Episode,
+        history: Sequence[Exchange],
+        transcript: Sequence[Stored] | None = None,
+    ) -> dict[str, Any]:
         """The request body for the next turn (also the body of a batch request)."""
 
     @abstractmethod
@@ -269,8 +300,9 @@ class ModelDriver(ABC):
                 transcript.append(primed.stored)
                 return _redacted_turn(primed.turn)
             if self.batch_only:
-                raise InfraError("no batch result for this unit (batch mode sends no "
-                                 "synchronous request)")
+                raise InfraError(
+                    "no batch result for this unit (batch mode sends no synchronous request)"
+                )
         stored = self._transcripts.get(key, len(history))
         body = self.build_request(episode, history, stored)
         parsed, latency, retries = await self._request(body)
@@ -285,8 +317,9 @@ class ModelDriver(ABC):
             merged_latency = _add(merged_latency, more_latency)
         else:
             if merged.paused:
-                raise InfraError(f"{self.provider} kept pausing the turn "
-                                 f"({_MAX_CONTINUATIONS} continuations)")
+                raise InfraError(
+                    f"{self.provider} kept pausing the turn ({_MAX_CONTINUATIONS} continuations)"
+                )
         if stored is not None:
             stored.append(merged.stored)
         turn = replace(merged.turn, latency_ms=merged_latency, retries=retries)
@@ -303,8 +336,11 @@ class ModelDriver(ABC):
         max_out = int(body.get("max_tokens") or body.get("max_output_tokens") or 0)
         price = self.price
         worst = None if price is None else worst_case_usd(price, prompt_tokens, max_out)
-        hold = self.spend.reserve(worst) if (self.spend.cap_usd is not None
-                                             or worst is not None) else None
+        hold = (
+            self.spend.reserve(worst)
+            if (self.spend.cap_usd is not None or worst is not None)
+            else None
+        )
         latency: list[float | None] = [None]
         parsed_box: list[Parsed] = []
         attempts = [0]
@@ -326,8 +362,12 @@ class ModelDriver(ABC):
             return response
 
         try:
-            await with_retries(attempt, self.settings.retry, stats=self.stats,
-                               what=f"{self.provider} request (model {self.model})")
+            await with_retries(
+                attempt,
+                self.settings.retry,
+                stats=self.stats,
+                what=f"{self.provider} request (model {self.model})",
+            )
         except BaseException:
             if hold is not None:
                 self.spend.release(hold)
@@ -345,18 +385,28 @@ def _add(a: float | int | None, b: float | int | None) -> Any:
 def _merge(first: Parsed, second: Parsed) -> Parsed:
     """A paused turn and its continuation as one turn (usage and cost added)."""
     u1, u2 = first.turn.usage, second.turn.usage
-    usage = None if u1 is None or u2 is None else Usage(
-        input=_add(u1.input, u2.input), output=_add(u1.output, u2.output),
-        reasoning=_add(u1.reasoning, u2.reasoning), cached=_add(u1.cached, u2.cached))
+    usage = (
+        None
+        if u1 is None or u2 is None
+        else Usage(
+            input=_add(u1.input, u2.input),
+            output=_add(u1.output, u2.output),
+            reasoning=_add(u1.reasoning, u2.reasoning),
+            cached=_add(u1.cached, u2.cached),
+        )
+    )
     surfaced: tuple[str, ...] | None = None
     if first.turn.surfaced is not None or second.turn.surfaced is not None:
-        surfaced = tuple(dict.fromkeys((first.turn.surfaced or ()) + (second.turn.surfaced
-                                                                        or ())))
+        surfaced = tuple(dict.fromkeys((first.turn.surfaced or ()) + (second.turn.surfaced or ())))
     searched = None
     if first.turn.searched is not None or second.turn.searched is not None:
         searched = bool(first.turn.searched) or bool(second.turn.searched)
-    turn = replace(second.turn, usage=usage,
-                   cost_usd=_add(first.turn.cost_usd, second.turn.cost_usd),
-                   surfaced=surfaced, searched=searched)
+    turn = replace(
+        second.turn,
+        usage=usage,
+        cost_usd=_add(first.turn.cost_usd, second.turn.cost_usd),
+        surfaced=surfaced,
+        searched=searched,
+    )
     stored = Stored(first.stored.items + second.stored.items, second.stored.call_id)
     return Parsed(turn, stored, _add(first.total_tokens, second.total_tokens), second.paused)

@@ -36,10 +36,15 @@ def spent_so_far(runs: Path, digest: str) -> float:
         store.close()
 
 
-def create_run_driver(plan: RunPlan, registration: Any, ws: Any, *,
-                      prices: Path | str | None = None,
-                      settings: dict[str, Any] | None = None, for_batch: bool = False
-                      ) -> Driver:
+def create_run_driver(
+    plan: RunPlan,
+    registration: Any,
+    ws: Any,
+    *,
+    prices: Path | str | None = None,
+    settings: dict[str, Any] | None = None,
+    for_batch: bool = False,
+) -> Driver:
     """The driver for ``plan``; provider drivers get tool search, sampling rule, spend.
 
     A registration with ``host.batch: true`` is refused on the synchronous path
@@ -49,8 +54,11 @@ def create_run_driver(plan: RunPlan, registration: Any, ws: Any, *,
     if plan.driver not in PROVIDER_DRIVERS:
         return create_driver(plan.driver, plan.model, plan.params)
     if plan.batch and not for_batch:
-        raise BadInput("this registration runs through the provider's batch API (host.batch: "
-                       "true): run it with `prereg run --batch`", field="host.batch")
+        raise BadInput(
+            "this registration runs through the provider's batch API (host.batch: "
+            "true): run it with `prereg run --batch`",
+            field="host.batch",
+        )
     host = registration.host
     try:
         api_key(plan.driver)  # fail before anything is written, not once per unit
@@ -61,17 +69,25 @@ def create_run_driver(plan: RunPlan, registration: Any, ws: Any, *,
         chosen = chosen.with_overrides({"prices_path": str(prices)})
     table: PriceTable = load_prices(chosen.prices_path)
     if plan.budgets.spend_usd is not None and table.price(plan.driver, plan.model) is None:
-        raise BadInput(f"budgets.spend_usd is set but the price table ({table.version}, "
-                       f"{table.origin}) has no price for {plan.driver} model '{plan.model}': "
-                       "the cap could not be enforced; add the model with --prices FILE or "
-                       "PREREG_PRICES", field="host.model")
+        raise BadInput(
+            f"budgets.spend_usd is set but the price table ({table.version}, "
+            f"{table.origin}) has no price for {plan.driver} model '{plan.model}': "
+            "the cap could not be enforced; add the model with --prices FILE or "
+            "PREREG_PRICES",
+            field="host.model",
+        )
     spend = SpendMeter(plan.budgets.spend_usd, spent_so_far(ws.runs, plan.digest))
     if plan.driver == "anthropic":
         from prereg.runners.drivers import anthropic as module
     else:
         from prereg.runners.drivers import openai as module  # type: ignore[no-redef]
     driver: Driver = module.create(
-        plan.model, dict(plan.params), tool_search=bool(getattr(host, "tool_search", False)),
-        allow_sampling=bool(getattr(host, "allow_sampling", False)), settings=chosen,
-        spend=spend, prices=table)
+        plan.model,
+        dict(plan.params),
+        tool_search=bool(getattr(host, "tool_search", False)),
+        allow_sampling=bool(getattr(host, "allow_sampling", False)),
+        settings=chosen,
+        spend=spend,
+        prices=table,
+    )
     return driver

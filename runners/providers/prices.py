@@ -71,7 +71,7 @@ class PriceTable(_Strict):
             return table.models[model]
         best: str | None = None
         for name in table.models:
-            if model.startswith(name) and _SNAPSHOT_SUFFIX.match(model[len(name):]):
+            if model.startswith(name) and _SNAPSHOT_SUFFIX.match(model[len(name) :]):
                 if best is None or len(name) > len(best):
                     best = name
         return table.models[best] if best is not None else None
@@ -88,23 +88,27 @@ class Priced:
     uncached_input: int
     cached_input: int
     cache_write: int
-    output: int                 # every generated token, reasoning included
+    output: int  # every generated token, reasoning included
 
 
-def cost_usd(price: ModelPrice | None, tokens: Priced, *, discount: float = 1.0
-             ) -> float | None:
+def cost_usd(price: ModelPrice | None, tokens: Priced, *, discount: float = 1.0) -> float | None:
     """Cost of one request; None if the model is unpriced (not measured, not guessed)."""
     if price is None:
         return None
     cached_rate = price.cached_input if price.cached_input is not None else price.input
     write_rate = price.cache_write if price.cache_write is not None else price.input
-    total = (tokens.uncached_input * price.input + tokens.cached_input * cached_rate
-             + tokens.cache_write * write_rate + tokens.output * price.output) / _PER
+    total = (
+        tokens.uncached_input * price.input
+        + tokens.cached_input * cached_rate
+        + tokens.cache_write * write_rate
+        + tokens.output * price.output
+    ) / _PER
     return round(total * discount, 10)
 
 
-def worst_case_usd(price: ModelPrice, input_tokens: int, output_tokens: int, *,
-                   discount: float = 1.0) -> float:
+def worst_case_usd(
+    price: ModelPrice, input_tokens: int, output_tokens: int, *, discount: float = 1.0
+) -> float:
     """An upper bound: every input token uncached (or cache-written, if dearer)."""
     input_rate = max(price.input, price.cache_write or 0.0)
     return (input_tokens * input_rate + output_tokens * price.output) / _PER * discount
@@ -112,21 +116,24 @@ def worst_case_usd(price: ModelPrice, input_tokens: int, output_tokens: int, *,
 
 def _parse(data: Any, origin: str) -> PriceTable:
     if not isinstance(data, dict):
-        raise BadInput("a price table is a mapping with version, date and providers",
-                       file=origin)
+        raise BadInput("a price table is a mapping with version, date and providers", file=origin)
     try:
         return PriceTable.model_validate({**data, "origin": origin})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise BadInput(f"invalid price table: {first['msg']}", file=origin,
-                       field=where or None) from None
+        raise BadInput(
+            f"invalid price table: {first['msg']}", file=origin, field=where or None
+        ) from None
 
 
 @lru_cache(maxsize=1)
 def packaged_prices() -> PriceTable:
-    text = resources.files("prereg.runners.providers").joinpath("prices.yaml").read_text(
-        encoding="utf-8")
+    text = (
+        resources.files("prereg.runners.providers")
+        .joinpath("prices.yaml")
+        .read_text(encoding="utf-8")
+    )
     return _parse(yaml.safe_load(text), "packaged")
 
 

@@ -41,9 +41,14 @@ class Reservation:
 class RateLimiter:
     """Admit requests under ``rpm`` requests and ``tpm`` tokens per minute (None: no limit)."""
 
-    def __init__(self, rpm: int | None = None, tpm: int | None = None, *,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
         if rpm is not None and rpm <= 0:
             raise ValueError("rpm must be positive")
         if tpm is not None and tpm <= 0:

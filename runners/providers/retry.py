@@ -64,8 +64,13 @@ class RetryStats:
     by_cause: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"requests": self.requests, "attempts": self.attempts, "retries": self.retries,
-                "failures": self.failures, "by_cause": dict(self.by_cause)}
+        return {
+            "requests": self.requests,
+            "attempts": self.attempts,
+            "retries": self.retries,
+            "failures": self.failures,
+            "by_cause": dict(self.by_cause),
+        }
 
 
 class ProviderError(InfraError):
@@ -86,14 +91,13 @@ class Failure:
     """What went wrong with one attempt, as far as retrying is concerned."""
 
     retryable: bool
-    cause: str                      # "429", "500", "timeout", "connection", ...
+    cause: str  # "429", "500", "timeout", "connection", ...
     status: int | None
     retry_after: float | None
     message: str
 
 
-def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None
-                      ) -> float | None:
+def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date)."""
     if not headers:
         return None
@@ -158,22 +162,29 @@ def classify(exc: BaseException) -> Failure | None:
     return None
 
 
-def backoff_delay(attempt: int, policy: RetryPolicy, retry_after: float | None,
-                  rng: random.Random | None = None) -> float:
+def backoff_delay(
+    attempt: int, policy: RetryPolicy, retry_after: float | None, rng: random.Random | None = None
+) -> float:
     """Delay before retry number ``attempt`` (0-based): retry-after if given, else jitter."""
     if retry_after is not None:
         return retry_after
-    ceiling = min(policy.max_delay, policy.base_delay * (2 ** attempt))
+    ceiling = min(policy.max_delay, policy.base_delay * (2**attempt))
     return (rng or random).uniform(0.0, ceiling)
 
 
 Sleep = Callable[[float], Awaitable[Any]]
 
 
-async def with_retries(send: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
-                       what: str, stats: RetryStats | None = None,
-                       sleep: Sleep = asyncio.sleep, rng: random.Random | None = None,
-                       on_retry: Callable[[Failure, float], None] | None = None) -> T:
+async def with_retries(
+    send: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    what: str,
+    stats: RetryStats | None = None,
+    sleep: Sleep = asyncio.sleep,
+    rng: random.Random | None = None,
+    on_retry: Callable[[Failure, float], None] | None = None,
+) -> T:
     """Await ``send()`` until it succeeds or the policy gives up.
 
     Raises :class:`ProviderError` (not retryable) or :class:`RetriesExhausted`;
@@ -193,19 +204,24 @@ async def with_retries(send: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
         stats.by_cause[failure.cause] += 1
         if not failure.retryable:
             stats.failures += 1
-            raise ProviderError(f"{what} failed: {failure.message}", status=failure.status,
-                                attempts=attempt + 1) from None
+            raise ProviderError(
+                f"{what} failed: {failure.message}", status=failure.status, attempts=attempt + 1
+            ) from None
         if attempt + 1 >= policy.max_attempts:
             stats.failures += 1
             raise RetriesExhausted(
                 f"{what} failed after {attempt + 1} attempts: {failure.message}",
-                status=failure.status, attempts=attempt + 1) from None
+                status=failure.status,
+                attempts=attempt + 1,
+            ) from None
         if failure.retry_after is not None and failure.retry_after > policy.max_retry_after:
             stats.failures += 1
             raise RetriesExhausted(
                 f"{what} failed: the server asked to retry after {failure.retry_after:.0f} s, "
                 f"longer than the {policy.max_retry_after:.0f} s allowed: {failure.message}",
-                status=failure.status, attempts=attempt + 1) from None
+                status=failure.status,
+                attempts=attempt + 1,
+            ) from None
         delay = backoff_delay(attempt, policy, failure.retry_after, rng)
         stats.retries += 1
         if on_retry is not None:

@@ -45,12 +45,14 @@ from prereg.runners.providers.factory import PROVIDER_DRIVERS, create_run_driver
 from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
 
-ASSUMPTION = ("no single request's prompt is longer than the episode token budget "
-              "(budgets.episode_tokens)")
+ASSUMPTION = (
+    "no single request's prompt is longer than the episode token budget (budgets.episode_tokens)"
+)
 
 
-def _pending(plan: Any, experiment: Any, runs: Path, max_units: int | None
-             ) -> tuple[int, int, list[Any]]:
+def _pending(
+    plan: Any, experiment: Any, runs: Path, max_units: int | None
+) -> tuple[int, int, list[Any]]:
     """(units planned, units with an ok record, the units to run)."""
     from prereg.runners.store import RunStore
     from prereg.runners.units import expand_units
@@ -68,20 +70,28 @@ def _pending(plan: Any, experiment: Any, runs: Path, max_units: int | None
     return len(units), recorded, pending
 
 
-def unit_bounds(turn_limit: int | None, completion_cap: int | None,
-                episode_tokens: int | None) -> dict[str, int | None]:
+def unit_bounds(
+    turn_limit: int | None, completion_cap: int | None, episode_tokens: int | None
+) -> dict[str, int | None]:
     """Per-unit maxima of requests, input and output tokens (None: unbounded)."""
     if turn_limit is None or completion_cap is None or episode_tokens is None:
         return {"requests": turn_limit, "input_tokens": None, "output_tokens": None}
     before_output = min(episode_tokens, (turn_limit - 1) * completion_cap)
-    return {"requests": turn_limit,
-            "input_tokens": episode_tokens * (1 if turn_limit == 1 else 2),
-            "output_tokens": before_output + completion_cap}
+    return {
+        "requests": turn_limit,
+        "input_tokens": episode_tokens * (1 if turn_limit == 1 else 2),
+        "output_tokens": before_output + completion_cap,
+    }
 
 
-def estimate_run(ws: Any, registration_id: str, *, batch: bool = False,
-                 max_units: int | None = None, prices: Path | str | None = None
-                 ) -> dict[str, Any]:
+def estimate_run(
+    ws: Any,
+    registration_id: str,
+    *,
+    batch: bool = False,
+    max_units: int | None = None,
+    prices: Path | str | None = None,
+) -> dict[str, Any]:
     """The dry-run report (see the module docstring); sends and writes nothing."""
     from prereg.runners.api import prepare
 
@@ -92,19 +102,35 @@ def estimate_run(ws: Any, registration_id: str, *, batch: bool = False,
     n = len(pending)
     batch = batch or plan.batch
     out: dict[str, Any] = {
-        "registration_id": plan.registration_id, "registration_digest": plan.digest,
-        "driver": plan.driver, "model": plan.model, "batch": batch,
+        "registration_id": plan.registration_id,
+        "registration_digest": plan.digest,
+        "driver": plan.driver,
+        "model": plan.model,
+        "batch": batch,
         "tool_search": bool(getattr(entry.registration.host, "tool_search", False)),
-        "units_planned": planned, "units_recorded": recorded,
+        "units_planned": planned,
+        "units_recorded": recorded,
         "units_to_run": n,
-        "requests": {"min": n, "max": None if bounds["requests"] is None
-                     else n * bounds["requests"]},
-        "per_unit_max": bounds, "budgets": {
-            "completion_cap": b.completion_cap, "episode_tokens": b.episode_tokens,
-            "call_limit": b.call_limit, "turn_limit": b.turn_limit, "spend_usd": b.spend_usd},
-        "price_table": None, "price": None, "spend_upper_bound_usd": None,
-        "spent_usd": spent_so_far(ws.runs, plan.digest), "spend_cap_usd": b.spend_usd,
-        "assumptions": [ASSUMPTION], "notes": []}
+        "requests": {
+            "min": n,
+            "max": None if bounds["requests"] is None else n * bounds["requests"],
+        },
+        "per_unit_max": bounds,
+        "budgets": {
+            "completion_cap": b.completion_cap,
+            "episode_tokens": b.episode_tokens,
+            "call_limit": b.call_limit,
+            "turn_limit": b.turn_limit,
+            "spend_usd": b.spend_usd,
+        },
+        "price_table": None,
+        "price": None,
+        "spend_upper_bound_usd": None,
+        "spent_usd": spent_so_far(ws.runs, plan.digest),
+        "spend_cap_usd": b.spend_usd,
+        "assumptions": [ASSUMPTION],
+        "notes": [],
+    }
     if plan.driver not in PROVIDER_DRIVERS:
         out["spend_upper_bound_usd"] = 0.0
         out["notes"].append(f"driver '{plan.driver}' makes no paid requests (cost null)")
@@ -114,29 +140,40 @@ def estimate_run(ws: Any, registration_id: str, *, batch: bool = False,
     out["price_table"] = {"version": table.version, "date": table.date, "origin": table.origin}
     price = table.price(plan.driver, plan.model)
     if price is None:
-        out["notes"].append(f"model '{plan.model}' is not in the price table: no spend bound "
-                            "(add it with --prices FILE)")
+        out["notes"].append(
+            f"model '{plan.model}' is not in the price table: no spend bound "
+            "(add it with --prices FILE)"
+        )
         return out
     out["price"] = price.model_dump()
     discount = table.batch_discount(plan.driver) if batch else 1.0
     if bounds["input_tokens"] is None or bounds["output_tokens"] is None:
         out["notes"].append("a budget is unlimited: no spend bound")
         return out
-    per_unit = worst_case_usd(price, bounds["input_tokens"], bounds["output_tokens"],
-                              discount=discount)
+    per_unit = worst_case_usd(
+        price, bounds["input_tokens"], bounds["output_tokens"], discount=discount
+    )
     out["per_unit_max"] = {**bounds, "usd": round(per_unit, 6)}
     out["spend_upper_bound_usd"] = round(per_unit * n, 6)
     if b.spend_usd is not None:
         remaining = max(b.spend_usd - out["spent_usd"], 0.0)
-        out["notes"].append(f"the registered spend cap leaves ${remaining:.4f}; the run stops "
-                            "there whatever the bound")
+        out["notes"].append(
+            f"the registered spend cap leaves ${remaining:.4f}; the run stops "
+            "there whatever the bound"
+        )
     return out
 
 
-def run_batched(ws: Any, registration_id: str, *, concurrency: int = 4,
-                max_units: int | None = None, progress: Any = None,
-                on_poll: Callable[[BatchStatus], None] | None = None,
-                prices: Path | str | None = None) -> tuple[Any, BatchReport]:
+def run_batched(
+    ws: Any,
+    registration_id: str,
+    *,
+    concurrency: int = 4,
+    max_units: int | None = None,
+    progress: Any = None,
+    on_poll: Callable[[BatchStatus], None] | None = None,
+    prices: Path | str | None = None,
+) -> tuple[Any, BatchReport]:
     """Run a single-turn registration's missing units through the provider's batch API."""
     from prereg.runners.api import LOCKED_SPLIT, prepare
     from prereg.runners.harness import Harness
@@ -147,15 +184,20 @@ def run_batched(ws: Any, registration_id: str, *, concurrency: int = 4,
         raise BadInput("--concurrency must be at least 1", field="concurrency")
     registry, entry, plan, experiment = prepare(ws, registration_id)
     if plan.driver not in PROVIDER_DRIVERS:
-        raise BadInput(f"--batch needs an anthropic or openai host (this registration's "
-                       f"driver is '{plan.driver}')", field="host.driver")
+        raise BadInput(
+            f"--batch needs an anthropic or openai host (this registration's "
+            f"driver is '{plan.driver}')",
+            field="host.driver",
+        )
     if plan.budgets.turn_limit != 1:
-        raise BadInput("--batch runs single-turn units only (selection runs): register "
-                       f"budgets.turn_limit: 1 (this registration has "
-                       f"{plan.budgets.turn_limit})", field="budgets.turn_limit")
+        raise BadInput(
+            "--batch runs single-turn units only (selection runs): register "
+            f"budgets.turn_limit: 1 (this registration has "
+            f"{plan.budgets.turn_limit})",
+            field="budgets.turn_limit",
+        )
     plan = replace(plan, batch=True)
-    driver: Any = create_run_driver(plan, entry.registration, ws, prices=prices,
-                                    for_batch=True)
+    driver: Any = create_run_driver(plan, entry.registration, ws, prices=prices, for_batch=True)
     _, _, pending = _pending(plan, experiment, ws.runs, max_units)
     if plan.split == LOCKED_SPLIT:
         registry.claim_locked_split(entry)
@@ -168,11 +210,18 @@ def run_batched(ws: Any, registration_id: str, *, concurrency: int = 4,
         try:
             report = BatchReport()
             if episodes:
-                report = await prefetch_first_turns(driver, episodes, digest=plan.digest,
-                                                    batches=batches, progress=on_poll)
-            summary = await run_plan(plan, experiment, store, driver,
-                                     concurrency=concurrency, max_units=max_units,
-                                     progress=progress)
+                report = await prefetch_first_turns(
+                    driver, episodes, digest=plan.digest, batches=batches, progress=on_poll
+                )
+            summary = await run_plan(
+                plan,
+                experiment,
+                store,
+                driver,
+                concurrency=concurrency,
+                max_units=max_units,
+                progress=progress,
+            )
             return summary, report, driver.primed_count()
         finally:
             await driver.aclose()

@@ -40,8 +40,9 @@ class ProviderSettings:
     tool_search_variant: ToolSearchVariant = "bm25"
 
     @classmethod
-    def from_env(cls, provider: str, overrides: Mapping[str, Any] | None = None
-                 ) -> ProviderSettings:
+    def from_env(
+        cls, provider: str, overrides: Mapping[str, Any] | None = None
+    ) -> ProviderSettings:
         """Settings from ``PREREG_*`` variables, then ``overrides`` (e.g. CLI options)."""
         env = os.environ
 
@@ -56,8 +57,7 @@ class ProviderSettings:
             try:
                 value = kind(raw)
             except ValueError:
-                raise BadInput(f"expected a number, got {raw!r}",
-                               field=f"PREREG_{name}") from None
+                raise BadInput(f"expected a number, got {raw!r}", field=f"PREREG_{name}") from None
             if value <= 0:
                 raise BadInput("must be positive", field=f"PREREG_{name}")
             return value
@@ -67,18 +67,28 @@ class ProviderSettings:
         attempts = number("MAX_ATTEMPTS", int)
         retry_base = number("RETRY_BASE_S", float)
         retry_max = number("RETRY_MAX_S", float)
-        retry = replace(retry, **{k: v for k, v in (("max_attempts", attempts),
-                                                   ("base_delay", retry_base),
-                                                   ("max_delay", retry_max)) if v is not None})
+        retry = replace(
+            retry,
+            **{
+                k: v
+                for k, v in (
+                    ("max_attempts", attempts),
+                    ("base_delay", retry_base),
+                    ("max_delay", retry_max),
+                )
+                if v is not None
+            },
+        )
         values: dict[str, Any] = {
-            "rpm": number("RPM", int), "tpm": number("TPM", int),
-            "timeout_s": number("TIMEOUT_S", float), "prices_path": read("PRICES"),
+            "rpm": number("RPM", int),
+            "tpm": number("TPM", int),
+            "timeout_s": number("TIMEOUT_S", float),
+            "prices_path": read("PRICES"),
             "batch_poll_s": number("BATCH_POLL_S", float),
             "batch_timeout_s": number("BATCH_TIMEOUT_S", float),
             "tool_search_variant": read("TOOL_SEARCH"),
         }
-        settings = replace(base, retry=retry,
-                           **{k: v for k, v in values.items() if v is not None})
+        settings = replace(base, retry=retry, **{k: v for k, v in values.items() if v is not None})
         return settings.with_overrides(overrides or {})
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> ProviderSettings:
@@ -88,10 +98,12 @@ class ProviderSettings:
             raise BadInput(f"unknown provider setting(s): {', '.join(unknown)}")
         values = {k: v for k, v in overrides.items() if v is not None}
         if "max_attempts" in values:
-            values["retry"] = replace(values.get("retry", self.retry),
-                                      max_attempts=int(values.pop("max_attempts")))
+            values["retry"] = replace(
+                values.get("retry", self.retry), max_attempts=int(values.pop("max_attempts"))
+            )
         out = replace(self, **values)
         if out.tool_search_variant not in ("bm25", "regex"):
-            raise BadInput("tool search variant must be 'bm25' or 'regex'",
-                           field="PREREG_TOOL_SEARCH")
+            raise BadInput(
+                "tool search variant must be 'bm25' or 'regex'", field="PREREG_TOOL_SEARCH"
+            )
         return out

@@ -48,13 +48,15 @@ class SpendMeter:
                 if worst_case_usd is None:
                     raise SpendCapReached(
                         "the registration has a spend cap but this request cannot be priced "
-                        "(the model is not in the price table)")
+                        "(the model is not in the price table)"
+                    )
                 total = self.spent_usd + self.reserved_usd + amount
                 if total > self.cap_usd:
                     raise SpendCapReached(
                         f"spend cap ${self.cap_usd:.4f} would be exceeded: spent "
                         f"${self.spent_usd:.4f}, in flight ${self.reserved_usd:.4f}, this "
-                        f"request up to ${amount:.4f}")
+                        f"request up to ${amount:.4f}"
+                    )
             self.reserved_usd += amount
             return Hold(amount)
 

@@ -35,9 +35,15 @@ def copy_podcast(dest: Path, edit: Callable[[str], str] | None = None) -> Path:
 
 
 REG_BASE: dict[str, Any] = {
-    "id": "ctl", "title": "controls", "hypothesis": "h", "falsification": "f",
-    "experiment": "podcast-selection", "kind": "exploratory", "split": "dev",
-    "host": {"driver": "local"}, "outcome": "selected",
+    "id": "ctl",
+    "title": "controls",
+    "hypothesis": "h",
+    "falsification": "f",
+    "experiment": "podcast-selection",
+    "kind": "exploratory",
+    "split": "dev",
+    "host": {"driver": "local"},
+    "outcome": "selected",
     "primary": {"test": "paired_bootstrap", "compare": ["reference", "placebo"]},
 }
 ARMS: list[dict[str, Any]] = [
@@ -65,17 +71,37 @@ def record(**over: Any) -> dict[str, Any]:
     """A run record as a mapping (what the analysis reads), ok and successful by default."""
     now = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
     base: dict[str, Any] = dict(
-        record_id=uuid.uuid4().hex, registration_id="ctl", registration_digest=DIGEST,
-        experiment="podcast-selection", arm="reference", surface="focal", task_id="t1",
-        intent="i", cluster="c", split="dev", polarity="positive", repeat=0, rotation=0,
-        driver="local", evidence_class="local", started_at=now, finished_at=now,
-        success=True, status="ok", funnel={"surfaced": True, "selected": True},
-        terminal_class="focal", offer=None)
+        record_id=uuid.uuid4().hex,
+        registration_id="ctl",
+        registration_digest=DIGEST,
+        experiment="podcast-selection",
+        arm="reference",
+        surface="focal",
+        task_id="t1",
+        intent="i",
+        cluster="c",
+        split="dev",
+        polarity="positive",
+        repeat=0,
+        rotation=0,
+        driver="local",
+        evidence_class="local",
+        started_at=now,
+        finished_at=now,
+        success=True,
+        status="ok",
+        funnel={"surfaced": True, "selected": True},
+        terminal_class="focal",
+        offer=None,
+    )
     base.update(over)
     return base
 
 
 def single(surface: str, **over: Any) -> Registration:
     """A registration whose arm 'arm' is on ``surface`` (plus a second plain arm 'other')."""
-    return registration([{"id": "arm", "surface": surface}, {"id": "other", "surface": "focal"}],
-                        primary={"test": "mcnemar_exact"}, **over)
+    return registration(
+        [{"id": "arm", "surface": surface}, {"id": "other", "surface": "focal"}],
+        primary={"test": "mcnemar_exact"},
+        **over,
+    )

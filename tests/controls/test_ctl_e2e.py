@@ -30,12 +30,17 @@ def test_the_draft_runs_and_reports_every_control_with_its_rule(ws: Path, cli, a
     assert report["runs"]["evidence_class"] == "local"
     controls = {c["arm"]: c for c in report["controls"]}
     assert list(controls) == ["placebo", "blinded", "decoy", "clone-swap"]
-    assert {c["control"] for c in controls.values()} == {"placebo", "blinded", "decoy",
-                                                         "clone_swap"}
+    assert {c["control"] for c in controls.values()} == {
+        "placebo",
+        "blinded",
+        "decoy",
+        "clone_swap",
+    }
     assert all(c["reference"] == "reference" for c in controls.values())
     assert controls["placebo"]["rule"] == "95% interval of the difference covers 0"
-    assert controls["decoy"]["rule"] == "fails only if the lower bound of the 90% interval " \
-                                        "exceeds 2%"
+    assert (
+        controls["decoy"]["rule"] == "fails only if the lower bound of the 90% interval exceeds 2%"
+    )
     assert all(c["verdict"] in ("pass", "fail") for c in controls.values())
     # what the local host does, by its documented mechanics: it reads tool metadata (blinded
     # selection collapses) and never surfaces a server that shares no word with the prompts
@@ -48,8 +53,9 @@ def test_the_draft_runs_and_reports_every_control_with_its_rule(ws: Path, cli, a
     blinded = controls["blinded"]["surfaces"]
     assert blinded["blinded"][0]["transform"] == "blinded"
     assert blinded["blinded"][0]["digest"] != blinded["reference"][0]["digest"]
-    assert controls["placebo"]["surfaces"]["placebo"] == \
-        controls["placebo"]["surfaces"]["reference"]
+    assert (
+        controls["placebo"]["surfaces"]["placebo"] == controls["placebo"]["surfaces"]["reference"]
+    )
     by_arm = {s["arm"]: s for s in report["surfaces"]}
     assert by_arm["decoy"]["servers"][-1]["key"] == "tidewatch"
     assert by_arm["decoy"]["servers"][-1]["snapshot_digest"].startswith("sha256:")
@@ -66,8 +72,9 @@ def test_the_draft_runs_and_reports_every_control_with_its_rule(ws: Path, cli, a
     assert terminal.code == 0 and "instrument controls" in terminal.stdout
 
 
-def test_every_record_carries_its_offer_and_survives_export(ws: Path, cli, analysed,
-                                                            tmp_path: Path) -> None:
+def test_every_record_carries_its_offer_and_survives_export(
+    ws: Path, cli, analysed, tmp_path: Path
+) -> None:
     out = tmp_path / "runs.csv"
     assert cli("-w", ws, "export", DRAFT, "--out", out, "--format", "csv").code == 0
     records = [r for _, r in read_records(out)]

@@ -22,8 +22,7 @@ TIDEWATCH = (sys.executable, str(SERVERS / "tidewatch.py"))
 
 
 def _run(tmp_path: Path, live: LiveSpec, surface: str = "podcatch", **call) -> list:
-    p = replace(plan(single(surface, design={"repeats": 1, "rotations": 1, "seed": 1})),
-                live=live)
+    p = replace(plan(single(surface, design={"repeats": 1, "rotations": 1, "seed": 1})), live=live)
     store = RunStore(tmp_path / "runs")
     driver = CallFirst("podcatch_search", call or {"query": "astronomy"})
     try:
@@ -41,7 +40,7 @@ def test_live_calls_execute_on_the_live_server_and_completed_is_not_measured(tmp
         podcatch = next(s for s in r.offer.servers if s.key == "podcatch")
         assert podcatch.live is True and podcatch.role == "focal"
         assert r.funnel.selected and r.funnel.invoked and r.funnel.executed
-        assert r.funnel.completed is None         # the store's oracles cannot judge it
+        assert r.funnel.completed is None  # the store's oracles cannot judge it
         result = next(e for e in r.trace if e.kind == "tool_result")
         assert result.is_error is False and "Orbit Notes" in json.dumps(result.result)
     # the other arm does not offer podcatch: the same call names no offered tool
@@ -51,8 +50,9 @@ def test_live_calls_execute_on_the_live_server_and_completed_is_not_measured(tmp
 
 
 def test_an_empty_live_result_is_not_executed(tmp_path) -> None:
-    records = _run(tmp_path, LiveSpec(surface="podcatch", command=PODCATCH),
-                   query="nothing matches")
+    records = _run(
+        tmp_path, LiveSpec(surface="podcatch", command=PODCATCH), query="nothing matches"
+    )
     live = [r for r in records if r.arm == "arm"]
     assert live and all(r.funnel.invoked and r.funnel.executed is False for r in live)
 
@@ -62,7 +62,7 @@ def test_a_live_server_that_no_longer_serves_the_snapshot_is_refused(tmp_path) -
         _run(tmp_path, LiveSpec(surface="podcatch", command=TIDEWATCH))
     store = RunStore(tmp_path / "runs")
     try:
-        assert store.records(registration_id="ctl") == []      # nothing was written
+        assert store.records(registration_id="ctl") == []  # nothing was written
     finally:
         store.close()
 
@@ -77,9 +77,11 @@ def test_only_a_snapshot_surface_can_be_live(tmp_path) -> None:
 def test_host_live_is_registered_and_validated(ws: Path, cli) -> None:
     draft = (ws / "drafts" / "podcast-selection-controls.yaml").read_text()
     base = draft.replace("id: podcast-selection-controls", "id: live-one").replace(
-        "host: {driver: local}", "host:\n  driver: local\n  live: LIVE")
-    both = base.replace("LIVE", "{surface: podcatch, command: [python, x.py], "
-                                "url: 'http://127.0.0.1:1/mcp'}")
+        "host: {driver: local}", "host:\n  driver: local\n  live: LIVE"
+    )
+    both = base.replace(
+        "LIVE", "{surface: podcatch, command: [python, x.py], url: 'http://127.0.0.1:1/mcp'}"
+    )
     (ws / "drafts" / "both.yaml").write_text(both)
     result = cli("-w", ws, "register", ws / "drafts" / "both.yaml", "--json")
     assert result.code == 2 and "exactly one of" in result.stdout
@@ -88,4 +90,4 @@ def test_host_live_is_registered_and_validated(ws: Path, cli) -> None:
     result = cli("-w", ws, "register", ws / "drafts" / "good.yaml", "--json")
     assert result.code == 0, result.stdout
     shown = cli("-w", ws, "show", "live-one", "--json").json()
-    assert "podcatch.py" in json.dumps(shown)        # the command is in the digested document
+    assert "podcatch.py" in json.dumps(shown)  # the command is in the digested document

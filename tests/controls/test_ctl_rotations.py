@@ -56,8 +56,11 @@ def test_each_rotation_and_each_position_is_used_equally_often_in_every_arm(arms
     every rotation is used TASKS times per arm and every block sits in every position
     TASKS times. (The decoy arm lists one more block than the others, so positions are
     exact for it at R = 5 and for the others at R = 4.)"""
-    reg = registration(arms, design={"repeats": blocks, "rotations": blocks, "seed": 11},
-                       primary={"test": "mcnemar_exact"})
+    reg = registration(
+        arms,
+        design={"repeats": blocks, "rotations": blocks, "seed": 11},
+        primary={"test": "mcnemar_exact"},
+    )
     p = plan(reg)
     units = expand_units(p, EXP)
     offers = build_offers(p, EXP)
@@ -78,8 +81,9 @@ def test_each_rotation_and_each_position_is_used_equally_often_in_every_arm(arms
 
 
 def test_rotations_stay_balanced_when_they_cannot_be_exact() -> None:
-    reg = registration(design={"repeats": 3, "rotations": 5, "seed": 2},
-                       primary={"test": "mcnemar_exact"})
+    reg = registration(
+        design={"repeats": 3, "rotations": 5, "seed": 2}, primary={"test": "mcnemar_exact"}
+    )
     units = expand_units(plan(reg), EXP)
     for arm in {a["id"] for a in ARMS}:
         for repeat in range(3):
@@ -93,14 +97,17 @@ def test_rotations_stay_balanced_when_they_cannot_be_exact() -> None:
 
 
 def test_clone_cells_cross_labels_and_order_in_a_balanced_two_by_two() -> None:
-    reg = registration(design={"repeats": 4, "rotations": 4, "seed": 5},
-                       primary={"test": "mcnemar_exact"})
+    reg = registration(
+        design={"repeats": 4, "rotations": 4, "seed": 5}, primary={"test": "mcnemar_exact"}
+    )
     p = plan(reg)
     offers = build_offers(p, EXP)
     clone = [u for u in expand_units(p, EXP) if u.arm == "clone"]
     assert Counter(u.cell for u in clone) == {c: TASKS for c in range(4)}
-    assert all(sorted(u.cell for u in clone if u.task.id == t) == [0, 1, 2, 3]
-               for t in {u.task.id for u in clone})
+    assert all(
+        sorted(u.cell for u in clone if u.task.id == t) == [0, 1, 2, 3]
+        for t in {u.task.id for u in clone}
+    )
     crossed: Counter[tuple[str, str]] = Counter()
     for u in clone:
         listed = arrange(offers["clone"], u.rotation, p.rotations, u.cell)
@@ -113,8 +120,9 @@ def test_clone_cells_cross_labels_and_order_in_a_balanced_two_by_two() -> None:
 
 
 def test_the_driver_is_offered_the_units_rotation_and_the_record_says_so() -> None:
-    reg = registration(design={"repeats": 4, "rotations": 4, "seed": 9},
-                       primary={"test": "mcnemar_exact"})
+    reg = registration(
+        design={"repeats": 4, "rotations": 4, "seed": 9}, primary={"test": "mcnemar_exact"}
+    )
     p = plan(reg)
     driver = Recorder()
     records = _play(p, driver)
@@ -125,10 +133,10 @@ def test_the_driver_is_offered_the_units_rotation_and_the_record_says_so() -> No
         unit = units[f"{rec.arm}/{rec.task_id}/{rec.repeat}"]
         listed = arrange(offers[rec.arm], unit.rotation, p.rotations, unit.cell)
         episode = driver.seen[unit.label]
-        assert [t.name for t in episode.tools] == \
-            [t.name for s in listed for t in s.surface.tools]
-        assert [t.integration for t in episode.tools] == \
-            [s.surface.name for s in listed for _ in s.surface.tools]
+        assert [t.name for t in episode.tools] == [t.name for s in listed for t in s.surface.tools]
+        assert [t.integration for t in episode.tools] == [
+            s.surface.name for s in listed for _ in s.surface.tools
+        ]
         assert rec.rotation == unit.rotation
         assert rec.offer is not None
         assert [s.key for s in rec.offer.servers] == [s.key for s in listed]
@@ -140,5 +148,6 @@ def test_the_driver_is_offered_the_units_rotation_and_the_record_says_so() -> No
             assert rec.offer.clone.first == ("b" if unit.cell & 2 else "a")
     # the rotation moves the focal integration through every position of the listing
     focal_positions = Counter(
-        [s.key for s in r.offer.servers].index("focal") for r in records if r.arm == "reference")
+        [s.key for s in r.offer.servers].index("focal") for r in records if r.arm == "reference"
+    )
     assert focal_positions == {i: TASKS for i in range(4)}

@@ -24,14 +24,23 @@ def _judge(records: list[dict[str, Any]], tasks: int) -> dict[str, Any]:
 
 
 def _selected(arm: str, task: int, repeat: int, selected: bool, **over: Any) -> dict[str, Any]:
-    return record(arm=arm, task_id=f"t{task}", repeat=repeat,
-                  funnel={"surfaced": True, "selected": selected},
-                  terminal_class="focal" if selected else "competitor", **over)
+    return record(
+        arm=arm,
+        task_id=f"t{task}",
+        repeat=repeat,
+        funnel={"surfaced": True, "selected": selected},
+        terminal_class="focal" if selected else "competitor",
+        **over,
+    )
 
 
-def _paired(reference: Callable[[int, int], bool], other_arm: str,
-            other: Callable[[int, int], bool], tasks: int = 20, repeats: int = 2
-            ) -> list[dict[str, Any]]:
+def _paired(
+    reference: Callable[[int, int], bool],
+    other_arm: str,
+    other: Callable[[int, int], bool],
+    tasks: int = 20,
+    repeats: int = 2,
+) -> list[dict[str, Any]]:
     out = []
     for j in range(tasks):
         for k in range(repeats):
@@ -58,8 +67,7 @@ def test_placebo_passes_when_the_interval_covers_zero() -> None:
 
 
 def test_placebo_fails_when_identical_arms_differ() -> None:
-    report = _verdict(_paired(lambda j, k: j % 4 == 0, "placebo", lambda j, k: True),
-                      "placebo")
+    report = _verdict(_paired(lambda j, k: j % 4 == 0, "placebo", lambda j, k: True), "placebo")
     assert report.verdict == "fail" and report.estimate == pytest.approx(0.75)
     assert report.interval.low > 0 and "excludes 0" in report.reason
 
@@ -78,33 +86,39 @@ def test_blinded_passes_when_selection_falls_by_half_and_the_upper_bound_is_belo
 
 def test_blinded_fails_when_selection_falls_by_less_than_half() -> None:
     report = _verdict(_paired(lambda j, k: j < 16, "blinded", lambda j, k: j < 10), "blinded")
-    assert report.interval.high < 0            # a clear fall, but not by half
+    assert report.interval.high < 0  # a clear fall, but not by half
     assert report.verdict == "fail" and "by less than half" in report.reason
 
 
 def test_blinded_fails_when_the_upper_bound_is_not_below_zero() -> None:
     records = _paired(lambda j, k: j == 0, "blinded", lambda j, k: False, tasks=3)
     report = _verdict(records, "blinded", tasks=3)
-    assert report.details["blinded_rate"] == 0.0          # fell by more than half...
-    assert report.interval.high >= 0                       # ...on too few prompts to tell
+    assert report.details["blinded_rate"] == 0.0  # fell by more than half...
+    assert report.interval.high >= 0  # ...on too few prompts to tell
     assert report.verdict == "fail" and "is not below 0" in report.reason
 
 
 # ---- decoy ----------------------------------------------------------------------------------
 
 
-def _decoy_runs(tasks: int, repeats: int, picked: Callable[[int, int], bool],
-                negatives: int = 0) -> list[dict[str, Any]]:
+def _decoy_runs(
+    tasks: int, repeats: int, picked: Callable[[int, int], bool], negatives: int = 0
+) -> list[dict[str, Any]]:
     out = []
     for j in range(tasks):
         for k in range(repeats):
             pick = picked(j, k)
-            out.append(record(
-                arm="decoy", task_id=f"t{j}", repeat=k,
-                polarity="negative" if j < negatives else "positive",
-                funnel={"surfaced": True, "selected": False},
-                terminal_class="other_external" if pick else "competitor",
-                offer={"control": "decoy", "first_server": "tidewatch" if pick else "earbud"}))
+            out.append(
+                record(
+                    arm="decoy",
+                    task_id=f"t{j}",
+                    repeat=k,
+                    polarity="negative" if j < negatives else "positive",
+                    funnel={"surfaced": True, "selected": False},
+                    terminal_class="other_external" if pick else "competitor",
+                    offer={"control": "decoy", "first_server": "tidewatch" if pick else "earbud"},
+                )
+            )
     return out
 
 
@@ -114,7 +128,7 @@ def test_decoy_passes_with_no_pick_and_reports_upper_bounds_by_polarity() -> Non
     assert report.interval.level == 0.90 and report.interval.low == 0.0
     pos, neg = report.details["positive"], report.details["negative"]
     assert (pos["trials"], neg["trials"], pos["prompts"], neg["prompts"]) == (30, 10, 15, 5)
-    assert 0 < pos["high"] < neg["high"] < 1           # fewer negatives: a weaker floor
+    assert 0 < pos["high"] < neg["high"] < 1  # fewer negatives: a weaker floor
     assert "upper 90% bounds" in report.summary
 
 
@@ -138,29 +152,45 @@ def test_decoy_without_recorded_offers_is_not_measured() -> None:
 # ---- clone_swap -----------------------------------------------------------------------------
 
 
-def _clone_runs(choose: Callable[[str, str, str], str], tasks: int = 16,
-                repeats: int = 4) -> list[dict[str, Any]]:
+def _clone_runs(
+    choose: Callable[[str, str, str], str], tasks: int = 16, repeats: int = 4
+) -> list[dict[str, Any]]:
     """Runs of the clone arm over the balanced 2 x 2; ``choose(label_a, label_b, first)``
     returns the copy picked ('a' or 'b')."""
     out = []
     for j in range(tasks):
         for k in range(repeats):
             cell = (j + k) % 4
-            label_a, label_b = (LABELS if not cell & 1 else LABELS[::-1])
+            label_a, label_b = LABELS if not cell & 1 else LABELS[::-1]
             first = "b" if cell & 2 else "a"
             pick = choose(label_a, label_b, first)
-            out.append(record(
-                arm="clone", task_id=f"t{j}", repeat=k,
-                offer={"control": "clone_swap", "first_server": f"focal:{pick}",
-                       "clone": {"cell": cell, "label_a": label_a, "label_b": label_b,
-                                 "first": first}}))
+            out.append(
+                record(
+                    arm="clone",
+                    task_id=f"t{j}",
+                    repeat=k,
+                    offer={
+                        "control": "clone_swap",
+                        "first_server": f"focal:{pick}",
+                        "clone": {
+                            "cell": cell,
+                            "label_a": label_a,
+                            "label_b": label_b,
+                            "first": first,
+                        },
+                    },
+                )
+            )
     return out
 
 
 def test_clone_swap_passes_when_identical_copies_split_the_picks() -> None:
     # a over the 2 x 2: copy a in cells 0 and 3, copy b in cells 1 and 2
-    report = _verdict(_clone_runs(lambda la, lb, first: "a" if (la == LABELS[0]) == (
-        first == "a") else "b"), "clone", tasks=16)
+    report = _verdict(
+        _clone_runs(lambda la, lb, first: "a" if (la == LABELS[0]) == (first == "a") else "b"),
+        "clone",
+        tasks=16,
+    )
     assert report.verdict == "pass"
     assert report.details["label_bias"]["estimate"] == pytest.approx(0.5)
     assert report.details["position_bias"]["estimate"] == pytest.approx(0.5)
@@ -180,8 +210,9 @@ def test_clone_swap_fails_when_the_host_tells_identical_copies_apart() -> None:
 
 
 def test_clone_swap_separates_label_bias_from_position_bias() -> None:
-    by_label = _verdict(_clone_runs(lambda la, lb, first: "a" if la == LABELS[0] else "b"),
-                        "clone", tasks=16)
+    by_label = _verdict(
+        _clone_runs(lambda la, lb, first: "a" if la == LABELS[0] else "b"), "clone", tasks=16
+    )
     assert by_label.verdict == "pass" and by_label.estimate == pytest.approx(0.5)
     assert by_label.details["label_bias"]["estimate"] == 1.0
     assert by_label.details["label_bias"]["label"] == LABELS[0]
@@ -205,5 +236,5 @@ def test_clone_swap_counts_only_picks_of_the_pair() -> None:
 def test_controls_never_change_the_verdict_and_are_listed_in_order() -> None:
     reports = _judge(_paired(lambda j, k: True, "placebo", lambda j, k: True), 20)
     assert list(reports) == ["placebo", "blinded", "decoy", "clone"]
-    assert reports["blinded"].verdict == "not_measured"      # no blinded runs at all
+    assert reports["blinded"].verdict == "not_measured"  # no blinded runs at all
     assert reports["clone"].verdict == "not_measured"

@@ -39,19 +39,24 @@ POOLED = "    - {id: podcatch, role: competitor, surface: snapshots/podcatch.jso
 def _pooled(text: str) -> str:
     """The bundled experiment with the podcatch snapshot as a pool member, not a surface."""
     text = text.replace("  podcatch: snapshots/podcatch.json\n", "")
-    return text.replace("    - {id: weather, role: decoy, surface: surfaces/weather.yaml}\n",
-                        "    - {id: weather, role: decoy, surface: surfaces/weather.yaml}\n"
-                        + POOLED)
+    return text.replace(
+        "    - {id: weather, role: decoy, surface: surfaces/weather.yaml}\n",
+        "    - {id: weather, role: decoy, surface: surfaces/weather.yaml}\n" + POOLED,
+    )
 
 
 def test_a_snapshot_pool_member_offers_the_recorded_tools_and_server_text(tmp_path) -> None:
     folder = copy_podcast(tmp_path, _pooled)
     exp = load_experiment(folder_reader(folder), "podcast-selection")
-    assert "snapshots/podcatch.json" in exp.files          # resolved into the digest
+    assert "snapshots/podcatch.json" in exp.files  # resolved into the digest
     offered = exp.offered("focal")
     assert [(s.id, role) for s, role in offered] == [
-        ("focal", "focal"), ("castaway", "competitor"), ("earbud", "competitor"),
-        ("weather", "decoy"), ("podcatch", "competitor")]
+        ("focal", "focal"),
+        ("castaway", "competitor"),
+        ("earbud", "competitor"),
+        ("weather", "decoy"),
+        ("podcatch", "competitor"),
+    ]
     pc = exp.surfaces["podcatch"]
     recorded = json.loads((folder / "snapshots/podcatch.json").read_text())
     tools = recorded["server"]["lists"]["tools/list"]["pages"][0]["tools"]
@@ -83,16 +88,28 @@ def test_snapshot_server_text_reaches_the_openai_path_but_not_the_anthropic_path
     assert namespace["description"] == description
     assert [f["name"] for f in namespace["tools"]] == ["podcatch_search", "podcatch_follow"]
     body = an.build_request(episode, [])
-    assert description not in json.dumps(body)                 # no field for it on this path
+    assert description not in json.dumps(body)  # no field for it on this path
     assert {"podcatch_search", "podcatch_follow"} <= {t["name"] for t in body["tools"]}
 
 
 def test_the_local_host_reads_server_text_only_when_its_capability_says_so() -> None:
-    tool = OfferedTool(name="lookup", title="Lookup", description="Look something up.",
-                       input_schema={"type": "object", "properties": {}},
-                       integration="zephyrcast", integration_description="Zephyr forecasts.")
-    episode = Episode(prompt="zephyr forecasts please", tools=(tool,), completion_cap=100,
-                      model=None, params={}, seed=1, prompt_seed=2)
+    tool = OfferedTool(
+        name="lookup",
+        title="Lookup",
+        description="Look something up.",
+        input_schema={"type": "object", "properties": {}},
+        integration="zephyrcast",
+        integration_description="Zephyr forecasts.",
+    )
+    episode = Episode(
+        prompt="zephyr forecasts please",
+        tools=(tool,),
+        completion_cap=100,
+        model=None,
+        params={},
+        seed=1,
+        prompt_seed=2,
+    )
     plain = LocalHost(LocalParams())
     reads = LocalHost(LocalParams.from_params({"server_text": True}))
     assert (plain.server_text, reads.server_text) == ("none", "name_and_description")
@@ -102,8 +119,10 @@ def test_the_local_host_reads_server_text_only_when_its_capability_says_so() -> 
         LocalParams.from_params({"server_text": "yes"})
 
 
-@pytest.mark.parametrize(("driver", "expected"), [
-    (Recorder(), "none"), (Recorder("name_and_description"), "name_and_description")])
+@pytest.mark.parametrize(
+    ("driver", "expected"),
+    [(Recorder(), "none"), (Recorder("name_and_description"), "name_and_description")],
+)
 def test_the_record_says_what_server_text_the_host_could_read(driver, expected) -> None:
     p = plan(single("focal"))
     exp = podcast()
@@ -135,18 +154,21 @@ class CallFirst:
         return None
 
 
-@pytest.mark.parametrize(("arm_surface", "role", "selected"), [
-    ("focal", "competitor", False), ("podcatch", "focal", True)])
-def test_calls_to_snapshot_tools_are_refused_never_executed(tmp_path, arm_surface, role,
-                                                            selected) -> None:
+@pytest.mark.parametrize(
+    ("arm_surface", "role", "selected"),
+    [("focal", "competitor", False), ("podcatch", "focal", True)],
+)
+def test_calls_to_snapshot_tools_are_refused_never_executed(
+    tmp_path, arm_surface, role, selected
+) -> None:
     folder = copy_podcast(tmp_path, _pooled) if role == "competitor" else PODCAST
     exp = load_experiment(folder_reader(folder), "podcast-selection")
     p = plan(single(arm_surface))
-    unit = next(u for u in expand_units(p, exp)
-                if u.task.polarity == "positive" and u.arm == "arm")
+    unit = next(u for u in expand_units(p, exp) if u.task.polarity == "positive" and u.arm == "arm")
     harness = Harness(exp, p.budgets, None, {}, p.rotations, offers=build_offers(p, exp))
-    rec = asyncio.run(run_unit(p, harness, unit,
-                               CallFirst("podcatch_search", {"query": "astronomy"})))
+    rec = asyncio.run(
+        run_unit(p, harness, unit, CallFirst("podcatch_search", {"query": "astronomy"}))
+    )
     assert rec.status == "ok"
     assert rec.terminal_class == ("focal" if selected else "competitor")
     assert rec.funnel.selected is selected
@@ -154,21 +176,42 @@ def test_calls_to_snapshot_tools_are_refused_never_executed(tmp_path, arm_surfac
     result = next(e for e in rec.trace if e.kind == "tool_result")
     assert result.is_error and "not run" in (result.text or "") and result.result is None
     assert rec.offer.first_server == "podcatch"
-    assert next(s for s in rec.offer.servers if s.key == "podcatch").snapshot_digest == \
-        exp.surfaces["podcatch"].snapshot_digest
+    assert (
+        next(s for s in rec.offer.servers if s.key == "podcatch").snapshot_digest
+        == exp.surfaces["podcatch"].snapshot_digest
+    )
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d.update(format="nope"), "prereg-mcp-snapshot/1"),
-    (lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0]["inputSchema"]
-     .update({"$ref": "https://example.invalid/schema.json"}), "points outside the schema"),
-    (lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][1]
-     .update(name="podcatch_search"), "duplicate tool name"),
-    (lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0]
-     .update(name="bad name!"), "cannot be offered"),
-    (lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0]["inputSchema"]
-     .update(type="string"), "type 'object'"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(format="nope"), "prereg-mcp-snapshot/1"),
+        (
+            lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0][
+                "inputSchema"
+            ].update({"$ref": "https://example.invalid/schema.json"}),
+            "points outside the schema",
+        ),
+        (
+            lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][1].update(
+                name="podcatch_search"
+            ),
+            "duplicate tool name",
+        ),
+        (
+            lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0].update(
+                name="bad name!"
+            ),
+            "cannot be offered",
+        ),
+        (
+            lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0][
+                "inputSchema"
+            ].update(type="string"),
+            "type 'object'",
+        ),
+    ],
+)
 def test_a_bad_snapshot_is_bad_input_naming_the_file(tmp_path, mutate, message) -> None:
     folder = copy_podcast(tmp_path)
     path = folder / "snapshots" / "podcatch.json"
@@ -191,8 +234,10 @@ def test_one_byte_of_a_snapshot_changes_the_registration_digest(tmp_path) -> Non
     path.write_text(path.read_text().replace("Tide times", "Tide Times", 1))
     second = resolve(draft, experiments)
     assert first.digest != second.digest
-    assert first.document["experiment"]["files"]["snapshots/tidewatch.json"] != \
-        second.document["experiment"]["files"]["snapshots/tidewatch.json"]
+    assert (
+        first.document["experiment"]["files"]["snapshots/tidewatch.json"]
+        != second.document["experiment"]["files"]["snapshots/tidewatch.json"]
+    )
 
 
 @pytest.mark.parametrize("name", ["tidewatch", "podcatch"])
@@ -201,10 +246,27 @@ def test_the_bundled_snapshots_are_snapshots_of_the_test_servers(tmp_path, name)
     from prereg.runners.mcp import read_snapshot, snapshot_digest
 
     out = tmp_path / f"{name}.json"
-    done = subprocess.run([sys.executable, "-m", "prereg", "mcp", "snapshot", "--out", str(out),
-                           "--json", "--timeout", "30", "--", sys.executable, f"{name}.py"],
-                          cwd=SERVERS, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "prereg",
+            "mcp",
+            "snapshot",
+            "--out",
+            str(out),
+            "--json",
+            "--timeout",
+            "30",
+            "--",
+            sys.executable,
+            f"{name}.py",
+        ],
+        cwd=SERVERS,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     bundled = read_snapshot(PODCAST / "snapshots" / f"{name}.json")
     assert json.loads(done.stdout)["digest"] == snapshot_digest(bundled)
-

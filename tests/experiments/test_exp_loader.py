@@ -13,8 +13,9 @@ from prereg.experiments import load_experiment
 BUNDLED = Path(__file__).resolve().parents[2] / "experiments" / "bundled"
 
 
-def folder_reader(root: Path, overrides: dict[str, bytes] | None = None,
-                  missing: set[str] | None = None) -> Callable[[str], bytes]:
+def folder_reader(
+    root: Path, overrides: dict[str, bytes] | None = None, missing: set[str] | None = None
+) -> Callable[[str], bytes]:
     def read(rel: str) -> bytes:
         if missing and rel in missing:
             raise FileNotFoundError(rel)
@@ -39,8 +40,13 @@ def test_music_library_loads_with_its_contract() -> None:
     exp = load_experiment(folder_reader(BUNDLED / "music-library"), "music-library")
     assert exp.name == "music-library"
     assert exp.files[0] == "experiment.yaml"
-    assert set(exp.files) == {"experiment.yaml", "service.yaml", "corpus.yaml",
-                              "surfaces/baseline.yaml", "surfaces/semantic.yaml"}
+    assert set(exp.files) == {
+        "experiment.yaml",
+        "service.yaml",
+        "corpus.yaml",
+        "surfaces/baseline.yaml",
+        "surfaces/semantic.yaml",
+    }
     assert exp.surface_ids == frozenset({"baseline", "semantic"})
     assert exp.split_names == ("dev", "validation", "test")
     tasks = [t for s in exp.split_names for t in exp.tasks_in_split(s)]
@@ -87,8 +93,12 @@ def test_name_must_match() -> None:
 
 
 def test_unknown_field_in_corpus_names_line_and_field() -> None:
-    read = patched("music-library", "corpus.yaml", "    cluster: c02\n    prompt: Find me",
-                   "    cluster: c02\n    promt: x\n    prompt: Find me")
+    read = patched(
+        "music-library",
+        "corpus.yaml",
+        "    cluster: c02\n    prompt: Find me",
+        "    cluster: c02\n    promt: x\n    prompt: Find me",
+    )
     with pytest.raises(BadInput) as info:
         load_experiment(read, "music-library")
     err = info.value
@@ -101,8 +111,12 @@ def test_unknown_field_in_corpus_names_line_and_field() -> None:
 
 
 def test_task_naming_unknown_operation() -> None:
-    read = patched("music-library", "corpus.yaml", "permits: [list_playlists, get_playlist, "
-                   "rename_playlist]", "permits: [list_playlists, get_playlist, rename_playlst]")
+    read = patched(
+        "music-library",
+        "corpus.yaml",
+        "permits: [list_playlists, get_playlist, rename_playlist]",
+        "permits: [list_playlists, get_playlist, rename_playlst]",
+    )
     with pytest.raises(BadInput) as info:
         load_experiment(read, "music-library")
     assert info.value.field is not None and info.value.field.endswith(".permits[2]")
@@ -110,9 +124,12 @@ def test_task_naming_unknown_operation() -> None:
 
 
 def test_tool_mapping_to_unknown_parameter() -> None:
-    read = patched("music-library", "surfaces/semantic.yaml",
-                   "args: {query: {arg: text}, genre: {arg: genre}}",
-                   "args: {query: {arg: text}, genere: {arg: genre}}")
+    read = patched(
+        "music-library",
+        "surfaces/semantic.yaml",
+        "args: {query: {arg: text}, genre: {arg: genre}}",
+        "args: {query: {arg: text}, genere: {arg: genre}}",
+    )
     with pytest.raises(BadInput) as info:
         load_experiment(read, "music-library")
     assert info.value.file is not None and info.value.file.startswith("surfaces/semantic.yaml:")
@@ -120,17 +137,24 @@ def test_tool_mapping_to_unknown_parameter() -> None:
 
 
 def test_invalid_json_schema_is_refused() -> None:
-    read = patched("music-library", "surfaces/baseline.yaml",
-                   "query: {type: string, description: Words to search for}",
-                   "query: {type: strin, description: Words to search for}")
+    read = patched(
+        "music-library",
+        "surfaces/baseline.yaml",
+        "query: {type: string, description: Words to search for}",
+        "query: {type: strin, description: Words to search for}",
+    )
     with pytest.raises(BadInput) as info:
         load_experiment(read, "music-library")
     assert info.value.field == "tools[0].input_schema"
 
 
 def test_cluster_mixing_intents_is_refused() -> None:
-    read = patched("music-library", "corpus.yaml", "intent: track-details\n    cluster: c05",
-                   "intent: track-details\n    cluster: c01")
+    read = patched(
+        "music-library",
+        "corpus.yaml",
+        "intent: track-details\n    cluster: c05",
+        "intent: track-details\n    cluster: c01",
+    )
     with pytest.raises(BadInput) as info:
         load_experiment(read, "music-library")
     assert info.value.field is not None and info.value.field.endswith(".cluster")
@@ -138,17 +162,22 @@ def test_cluster_mixing_intents_is_refused() -> None:
 
 
 def test_destructive_operation_needs_confirmation() -> None:
-    read = patched("music-library", "service.yaml",
-                   "    destructive: true\n    confirmation: {param: confirm, equals_field: name}\n"
-                   "  delete_playlist:", "    destructive: true\n  delete_playlist:")
+    read = patched(
+        "music-library",
+        "service.yaml",
+        "    destructive: true\n    confirmation: {param: confirm, equals_field: name}\n"
+        "  delete_playlist:",
+        "    destructive: true\n  delete_playlist:",
+    )
     with pytest.raises(BadInput) as info:
         load_experiment(read, "music-library")
     assert info.value.field == "operations.clear_playlist.confirmation"
 
 
 def test_path_escaping_the_folder_is_refused() -> None:
-    read = patched("music-library", "experiment.yaml", "corpus: corpus.yaml",
-                   "corpus: ../other/corpus.yaml")
+    read = patched(
+        "music-library", "experiment.yaml", "corpus: corpus.yaml", "corpus: ../other/corpus.yaml"
+    )
     with pytest.raises(BadInput) as info:
         load_experiment(read, "music-library")
     assert info.value.field == "corpus"

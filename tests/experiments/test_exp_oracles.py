@@ -11,8 +11,10 @@ from prereg.experiments.oracles import answer_ok, diff_states, final_state_ok, j
 from prereg.experiments.service import OpEvent
 
 BEFORE: dict[str, dict[str, dict[str, Any]]] = {
-    "playlists": {"pl-001": {"id": "pl-001", "name": "A", "track_ids": ["t1"]},
-                  "pl-002": {"id": "pl-002", "name": "B", "track_ids": []}},
+    "playlists": {
+        "pl-001": {"id": "pl-001", "name": "A", "track_ids": ["t1"]},
+        "pl-002": {"id": "pl-002", "name": "B", "track_ids": []},
+    },
     "tracks": {"t1": {"id": "t1", "title": "One", "rating": None}},
 }
 
@@ -28,8 +30,9 @@ def state(**changes: Any) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def task(**goal: Any) -> Task:
-    return Task.model_validate({"id": "x", "intent": "i", "cluster": "c", "prompt": "p",
-                                "goal": goal})
+    return Task.model_validate(
+        {"id": "x", "intent": "i", "cluster": "c", "prompt": "p", "goal": goal}
+    )
 
 
 def test_diff_states() -> None:
@@ -56,11 +59,11 @@ def test_final_state_accepts_exactly_the_goal() -> None:
 
 
 def test_created_records_match_one_to_one() -> None:
-    goal = task(created=[{"collection": "playlists", "fields": {"name": "N", "track_ids": []}}]
-                ).goal
+    goal = task(
+        created=[{"collection": "playlists", "fields": {"name": "N", "track_ids": []}}]
+    ).goal
     one = state()
-    one["playlists"]["pl-009"] = {"id": "pl-009", "name": "N", "track_ids": [],
-                                  "description": None}
+    one["playlists"]["pl-009"] = {"id": "pl-009", "name": "N", "track_ids": [], "description": None}
     assert final_state_ok(goal, diff_states(BEFORE, one))
     two = state()
     two["playlists"]["pl-009"] = {"id": "pl-009", "name": "N", "track_ids": []}
@@ -68,44 +71,68 @@ def test_created_records_match_one_to_one() -> None:
     assert not final_state_ok(goal, diff_states(BEFORE, two))
 
 
-@pytest.mark.parametrize("required, answer, ok", [
-    (["Glass Harbor"], "You have glass   harbor and more", True),
-    (["4"], '{"id": "trk-004", "rating": 5}', False),      # digits inside an id do not count
-    (["4"], '{"rating": 4}', True),
-    (["Road Trip"], "Road Trips", False),
-    (["Ferryman's Daughter"], "Ferryman's Daughter", True),
-    (["x"], None, False),
-])
+@pytest.mark.parametrize(
+    "required, answer, ok",
+    [
+        (["Glass Harbor"], "You have glass   harbor and more", True),
+        (["4"], '{"id": "trk-004", "rating": 5}', False),  # digits inside an id do not count
+        (["4"], '{"rating": 4}', True),
+        (["Road Trip"], "Road Trips", False),
+        (["Ferryman's Daughter"], "Ferryman's Daughter", True),
+        (["x"], None, False),
+    ],
+)
 def test_answer_matches_whole_words(required: list[str], answer: str | None, ok: bool) -> None:
     assert answer_ok(required, answer) is ok
 
 
-def ev(op: str, *, destructive: bool = False, confirmed: bool | None = None,
-       ok: bool = True) -> OpEvent:
+def ev(
+    op: str, *, destructive: bool = False, confirmed: bool | None = None, ok: bool = True
+) -> OpEvent:
     return OpEvent(op, {}, ok, None, False, destructive, confirmed)
 
 
 def test_judge_applies_only_relevant_oracles() -> None:
-    read = Task.model_validate({"id": "r", "intent": "i", "cluster": "c", "prompt": "p",
-                                "permits": ["get_playlist"],
-                                "goal": {"answer_includes": ["One"]}})
+    read = Task.model_validate(
+        {
+            "id": "r",
+            "intent": "i",
+            "cluster": "c",
+            "prompt": "p",
+            "permits": ["get_playlist"],
+            "goal": {"answer_includes": ["One"]},
+        }
+    )
     v = judge(read, BEFORE, BEFORE, [ev("get_playlist")], ["get_playlist"], "One two")
-    assert v.as_dict() == {"final_state": None, "no_mutation": True,
-                           "prohibited_operations": True, "confirmation": None,
-                           "answer": True}
+    assert v.as_dict() == {
+        "final_state": None,
+        "no_mutation": True,
+        "prohibited_operations": True,
+        "confirmation": None,
+        "answer": True,
+    }
     mutated = state(tracks__t1__rating=1)
     v = judge(read, BEFORE, mutated, [ev("rate_track")], ["rate_track"], "One")
     assert v.no_mutation is False and v.prohibited_operations is False
 
 
 def test_prohibited_and_confirmation() -> None:
-    t = Task.model_validate({"id": "d", "intent": "i", "cluster": "c", "prompt": "p",
-                             "prohibits": ["clear_playlist"],
-                             "goal": {"deleted": [{"collection": "playlists", "id": "pl-002"}]}})
+    t = Task.model_validate(
+        {
+            "id": "d",
+            "intent": "i",
+            "cluster": "c",
+            "prompt": "p",
+            "prohibits": ["clear_playlist"],
+            "goal": {"deleted": [{"collection": "playlists", "id": "pl-002"}]},
+        }
+    )
     after = state()
     del after["playlists"]["pl-002"]
-    log = [ev("delete_playlist", destructive=True, confirmed=False, ok=False),
-           ev("delete_playlist", destructive=True, confirmed=True)]
+    log = [
+        ev("delete_playlist", destructive=True, confirmed=False, ok=False),
+        ev("delete_playlist", destructive=True, confirmed=True),
+    ]
     v = judge(t, BEFORE, after, log, ["delete_playlist", "delete_playlist"], "done")
     assert v.final_state is True and v.prohibited_operations is True
     assert v.confirmation is False  # one destructive attempt lacked the confirmation

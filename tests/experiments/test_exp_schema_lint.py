@@ -21,6 +21,7 @@ def _reader(overrides: dict[str, bytes]):
         if not path.is_file():
             raise FileNotFoundError(rel)
         return path.read_bytes()
+
     return read
 
 
@@ -38,14 +39,24 @@ def test_flow_mapping_split_at_a_comma_is_caught() -> None:
 
 
 def test_unknown_keywords_walks_nested_schemas() -> None:
-    schema = {"type": "object", "x-vendor": 1,
-              "properties": {"a": {"type": "array", "items": {"type": "string", "colour": 1}},
-                             "b": {"anyOf": [{"type": "string"}, {"typo": True}]}},
-              "$defs": {"d": {"maximun": 3}}}
+    schema = {
+        "type": "object",
+        "x-vendor": 1,
+        "properties": {
+            "a": {"type": "array", "items": {"type": "string", "colour": 1}},
+            "b": {"anyOf": [{"type": "string"}, {"typo": True}]},
+        },
+        "$defs": {"d": {"maximun": 3}},
+    }
     found = sorted(unknown_keywords(schema), key=str)
-    assert found == sorted([(("properties", "a", "items"), "colour"),
-                            (("properties", "b", "anyOf", 1), "typo"),
-                            (("$defs", "d"), "maximun")], key=str)
+    assert found == sorted(
+        [
+            (("properties", "a", "items"), "colour"),
+            (("properties", "b", "anyOf", 1), "typo"),
+            (("$defs", "d"), "maximun"),
+        ],
+        key=str,
+    )
 
 
 def test_bundled_surfaces_are_clean() -> None:

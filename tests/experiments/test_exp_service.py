@@ -48,14 +48,16 @@ def test_search_ranks_by_matched_words(store: ServiceStore) -> None:
 
 def test_get_expands_references(store: ServiceStore) -> None:
     album = store.call("get_album", {"album_id": "alb-004"})
-    assert [t["title"] for t in album["tracks"]] == ["Ferryman's Daughter", "Woodsmoke Letters",
-                                                     "Barley Fields"]
+    assert [t["title"] for t in album["tracks"]] == [
+        "Ferryman's Daughter",
+        "Woodsmoke Letters",
+        "Barley Fields",
+    ]
 
 
 def test_create_update_append_remove(store: ServiceStore) -> None:
     created = store.call("create_playlist", {"name": "Focus Flow"})
-    assert created == {"id": "pl-006", "name": "Focus Flow", "description": None,
-                       "track_ids": []}
+    assert created == {"id": "pl-006", "name": "Focus Flow", "description": None, "track_ids": []}
     store.call("add_track_to_playlist", {"playlist_id": "pl-006", "track_id": "trk-002"})
     with pytest.raises(OperationError, match="already"):
         store.call("add_track_to_playlist", {"playlist_id": "pl-006", "track_id": "trk-002"})
@@ -65,13 +67,16 @@ def test_create_update_append_remove(store: ServiceStore) -> None:
     assert store.state["tracks"]["trk-021"]["rating"] == 5
 
 
-@pytest.mark.parametrize("args, message", [
-    ({"track_id": "trk-021", "rating": 6}, "<= 5"),
-    ({"track_id": "trk-021", "rating": "5"}, "type integer"),
-    ({"track_id": "trk-999", "rating": 3}, "no tracks record"),
-    ({"track_id": "trk-021"}, "missing required parameter 'rating'"),
-    ({"track_id": "trk-021", "rating": 3, "stars": 3}, "unknown parameter 'stars'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"track_id": "trk-021", "rating": 6}, "<= 5"),
+        ({"track_id": "trk-021", "rating": "5"}, "type integer"),
+        ({"track_id": "trk-999", "rating": 3}, "no tracks record"),
+        ({"track_id": "trk-021"}, "missing required parameter 'rating'"),
+        ({"track_id": "trk-021", "rating": 3, "stars": 3}, "unknown parameter 'stars'"),
+    ],
+)
 def test_typed_parameters(store: ServiceStore, args: dict[str, object], message: str) -> None:
     before = copy.deepcopy(store.state)
     with pytest.raises(OperationError, match=message):
@@ -96,17 +101,23 @@ def test_destructive_operations_need_the_exact_name(store: ServiceStore) -> None
 
 def test_clear_keeps_the_playlist(store: ServiceStore) -> None:
     store.call("clear_playlist", {"playlist_id": "pl-003", "confirm": "Gym Mix"})
-    assert store.state["playlists"]["pl-003"] == {"id": "pl-003", "name": "Gym Mix",
-                                                  "description": "Loud and fast",
-                                                  "track_ids": []}
+    assert store.state["playlists"]["pl-003"] == {
+        "id": "pl-003",
+        "name": "Gym Mix",
+        "description": "Loud and fast",
+        "track_ids": [],
+    }
 
 
 def test_composite_tool_is_all_or_nothing() -> None:
     exp = load_experiment(folder_reader(BUNDLED / "music-library"), "music-library")
     store = ServiceStore(exp.service)
     tool = exp.surfaces["semantic"].tool("new_playlist_with_song")
-    assert tool is not None and tool.operations == ("create_playlist", "search_tracks",
-                                                    "add_track_to_playlist")
+    assert tool is not None and tool.operations == (
+        "create_playlist",
+        "search_tracks",
+        "add_track_to_playlist",
+    )
     before = copy.deepcopy(store.state)
     with pytest.raises(OperationError, match="out of range"):
         execute_tool(tool, {"title": "X", "song": "no such words zzz"}, store)

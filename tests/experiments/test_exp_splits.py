@@ -19,11 +19,17 @@ FRACTIONS = {"dev": 0.5, "validation": 0.25, "test": 0.25}
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.text("abcdefgh", min_size=1, max_size=6),
-                          st.sampled_from(["i1", "i2", "i3"])), min_size=1, max_size=60),
-       st.integers(0, 2**31))
-def test_assignment_is_a_function_of_seed_and_clusters(pairs: list[tuple[str, str]],
-                                                       seed: int) -> None:
+@given(
+    st.lists(
+        st.tuples(st.text("abcdefgh", min_size=1, max_size=6), st.sampled_from(["i1", "i2", "i3"])),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(0, 2**31),
+)
+def test_assignment_is_a_function_of_seed_and_clusters(
+    pairs: list[tuple[str, str]], seed: int
+) -> None:
     # a cluster keeps one intent (the loader enforces it); keep the first one seen
     intent_of: dict[str, str] = {}
     for cluster, intent in pairs:
@@ -31,8 +37,8 @@ def test_assignment_is_a_function_of_seed_and_clusters(pairs: list[tuple[str, st
     clean = list(intent_of.items())
     a = assign_by_fractions(clean, seed, FRACTIONS)
     b = assign_by_fractions(list(reversed(clean)), seed, FRACTIONS)
-    assert a == b                                  # order of appearance does not matter
-    assert set(a) == set(intent_of)                # every cluster is assigned exactly once
+    assert a == b  # order of appearance does not matter
+    assert set(a) == set(intent_of)  # every cluster is assigned exactly once
     for intent in set(intent_of.values()):
         members = [c for c, i in clean if i == intent]
         counts = Counter(a[c] for c in members)
@@ -43,8 +49,9 @@ def test_assignment_is_a_function_of_seed_and_clusters(pairs: list[tuple[str, st
 
 def test_seed_changes_the_assignment() -> None:
     clusters = [(f"c{i}", "i") for i in range(40)]
-    assert assign_by_fractions(clusters, 1, FRACTIONS) != assign_by_fractions(clusters, 2,
-                                                                              FRACTIONS)
+    assert assign_by_fractions(clusters, 1, FRACTIONS) != assign_by_fractions(
+        clusters, 2, FRACTIONS
+    )
 
 
 def test_paraphrases_never_straddle_splits() -> None:
@@ -66,22 +73,27 @@ def _with_splits(text: str) -> dict[str, bytes]:
 
 def test_explicit_assignment() -> None:
     clusters = [f"c{i:02d}" for i in range(1, 40)]
-    text = ("splits:\n  assign:\n    dev: [" + ", ".join(clusters[:30]) + "]\n"
-            "    validation: [" + ", ".join(clusters[30:35]) + "]\n"
-            "    test: [" + ", ".join(clusters[35:]) + "]\n")
+    text = (
+        "splits:\n  assign:\n    dev: [" + ", ".join(clusters[:30]) + "]\n"
+        "    validation: [" + ", ".join(clusters[30:35]) + "]\n"
+        "    test: [" + ", ".join(clusters[35:]) + "]\n"
+    )
     read = folder_reader(BUNDLED / "music-library")
     over = _with_splits(text)
     exp = load_experiment(lambda p: over.get(p) or read(p), "music-library")
     assert {t.cluster for t in exp.tasks_in_split("test")} == set(clusters[35:])
 
 
-@pytest.mark.parametrize("text, message", [
-    ("splits:\n  assign:\n    dev: [c01, c01]\n", "already in split"),
-    ("splits:\n  assign:\n    dev: [c99]\n", "unknown cluster 'c99'"),
-    ("splits:\n  assign:\n    dev: [c01]\n", "not assigned"),
-    ("splits:\n  fractions: {dev: 0.5, validation: 0.3, test: 0.3}\n", "sum to 1"),
-    ("splits:\n  seed: 1\n", "exactly one of"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("splits:\n  assign:\n    dev: [c01, c01]\n", "already in split"),
+        ("splits:\n  assign:\n    dev: [c99]\n", "unknown cluster 'c99'"),
+        ("splits:\n  assign:\n    dev: [c01]\n", "not assigned"),
+        ("splits:\n  fractions: {dev: 0.5, validation: 0.3, test: 0.3}\n", "sum to 1"),
+        ("splits:\n  seed: 1\n", "exactly one of"),
+    ],
+)
 def test_bad_split_specs(text: str, message: str) -> None:
     read = folder_reader(BUNDLED / "music-library")
     over = _with_splits(text)
@@ -92,8 +104,15 @@ def test_bad_split_specs(text: str, message: str) -> None:
 
 def test_selection_experiment_loads_with_its_pool() -> None:
     exp = load_experiment(folder_reader(BUNDLED / "podcast-selection"), "podcast-selection")
-    assert exp.surface_ids == {"focal", "focal-neutral", "tidewatch", "podcatch", "castaway",
-                               "earbud", "weather"}
+    assert exp.surface_ids == {
+        "focal",
+        "focal-neutral",
+        "tidewatch",
+        "podcatch",
+        "castaway",
+        "earbud",
+        "weather",
+    }
     roles = [role for _, role in exp.offered("focal")]
     assert roles == ["focal", "competitor", "competitor", "decoy"]
     assert all(s.replay_only for s, role in exp.offered("focal") if role != "focal")

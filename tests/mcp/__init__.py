@@ -28,16 +28,30 @@ STEP_TIMEOUT = 30.0
 
 
 def handshake(request_id: int = 1) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "raw-test", "version": "0"}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "0"},
+        },
+    }
 
 
-def raw_stdio(command: list[str], messages: list[dict[str, Any]],
-              env: dict[str, str] | None = None) -> list[bytes]:
+def raw_stdio(
+    command: list[str], messages: list[dict[str, Any]], env: dict[str, str] | None = None
+) -> list[bytes]:
     """Send messages one per line; return the raw response line (bytes) of each request."""
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                            stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        bufsize=0,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
     assert proc.stdin is not None and proc.stdout is not None
     lines: list[bytes] = []
     try:
@@ -69,9 +83,12 @@ def _readline(stream: Any, timeout: float) -> bytes:
 @contextmanager
 def http_replay(*snapshots: Path) -> Iterator[dict[str, Any]]:
     """``prereg mcp serve ... --http --port 0 --json``; yields its start-up document."""
-    proc = subprocess.Popen([*PREREG, "mcp", "serve", *map(str, snapshots), "--http",
-                             "--port", "0", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    proc = subprocess.Popen(
+        [*PREREG, "mcp", "serve", *map(str, snapshots), "--http", "--port", "0", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
     assert proc.stdout is not None
     try:
         text = ""
@@ -99,11 +116,19 @@ def http_replay(*snapshots: Path) -> Iterator[dict[str, Any]]:
             proc.wait(5)
 
 
-def http_post(url: str, body: bytes, headers: dict[str, str] | None = None
-              ) -> tuple[int, bytes, dict[str, str]]:
-    request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-        **(headers or {})})
+def http_post(
+    url: str, body: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, bytes, dict[str, str]]:
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **(headers or {}),
+        },
+    )
     return _open(request)
 
 
@@ -132,8 +157,11 @@ async def _client_view(server: Any, mode: str, call: bool) -> dict[str, Any]:
     from mcp import Client, StdioServerParameters
     from mcp.shared.exceptions import MCPError
 
-    target = server if isinstance(server, str) else StdioServerParameters(
-        command=server[0], args=server[1:], env=dict(os.environ))
+    target = (
+        server
+        if isinstance(server, str)
+        else StdioServerParameters(command=server[0], args=server[1:], env=dict(os.environ))
+    )
     with anyio.fail_after(STEP_TIMEOUT):
         async with Client(target, mode=mode, cache=None) as client:
             info = client.server_info
@@ -141,8 +169,9 @@ async def _client_view(server: Any, mode: str, call: bool) -> dict[str, Any]:
             cursor = None
             while True:
                 page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-                tools += [t.model_dump(by_alias=True, mode="json", exclude_none=True)
-                          for t in page.tools]
+                tools += [
+                    t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in page.tools
+                ]
                 cursor = page.next_cursor
                 if cursor is None:
                     break
@@ -150,8 +179,9 @@ async def _client_view(server: Any, mode: str, call: bool) -> dict[str, Any]:
             if call:
                 for tool in tools:
                     result = await client.call_tool(tool["name"], {})
-                    calls[tool["name"]] = result.model_dump(by_alias=True, mode="json",
-                                                            exclude_none=True)
+                    calls[tool["name"]] = result.model_dump(
+                        by_alias=True, mode="json", exclude_none=True
+                    )
                 try:
                     await client.call_tool("no_such_tool_xyz", {})
                     calls["<unknown>"] = "answered"
@@ -159,11 +189,13 @@ async def _client_view(server: Any, mode: str, call: bool) -> dict[str, Any]:
                     calls["<unknown>"] = exc.error.code
             return {
                 "protocol_version": client.protocol_version,
-                "server_info": None if info is None else info.model_dump(
-                    by_alias=True, mode="json", exclude_none=True),
+                "server_info": None
+                if info is None
+                else info.model_dump(by_alias=True, mode="json", exclude_none=True),
                 "instructions": client.instructions,
                 "capabilities": client.server_capabilities.model_dump(
-                    by_alias=True, mode="json", exclude_none=True),
+                    by_alias=True, mode="json", exclude_none=True
+                ),
                 "tools": tools,
                 "calls": calls,
             }

@@ -94,8 +94,18 @@ def test_snapshot_usage_errors_write_nothing(cli: Cli, tmp_path: Path, good: Pat
 
 def test_snapshot_of_a_server_that_exits_is_a_capture_error(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
-    result = cli("mcp", "snapshot", "--out", out, "--timeout", "20", "--", sys.executable,
-                 "-c", "import sys; sys.exit(0)")
+    result = cli(
+        "mcp",
+        "snapshot",
+        "--out",
+        out,
+        "--timeout",
+        "20",
+        "--",
+        sys.executable,
+        "-c",
+        "import sys; sys.exit(0)",
+    )
     assert result.code == 1
     assert not out.exists()
 

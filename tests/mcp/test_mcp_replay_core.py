@@ -12,25 +12,37 @@ from prereg.runners.mcp import ReplayServer, is_refusal, load_snapshot
 from prereg.runners.mcp.replay import REFUSAL_META_KEY, encode
 from prereg.runners.mcp.serve_stdio import serve_stdio
 
-INIT = {"serverInfo": {"name": "demo", "version": "1", "x-kept": True},
-        "protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "prompts": {}},
-        "_meta": {"k": "v"}}
-PAGES = [{"tools": [{"name": "a", "inputSchema": {"type": "object"}}], "nextCursor": "c1"},
-         {"tools": [{"inputSchema": {}, "name": "b", "x": None}]}]
+INIT = {
+    "serverInfo": {"name": "demo", "version": "1", "x-kept": True},
+    "protocolVersion": "2025-11-25",
+    "capabilities": {"tools": {}, "prompts": {}},
+    "_meta": {"k": "v"},
+}
+PAGES = [
+    {"tools": [{"name": "a", "inputSchema": {"type": "object"}}], "nextCursor": "c1"},
+    {"tools": [{"inputSchema": {}, "name": "b", "x": None}]},
+]
 
 
 @pytest.fixture
 def server() -> ReplayServer:
-    doc = {"format": "prereg-mcp-snapshot/1",
-           "server": {"initialize": INIT, "lists": {
-               "tools/list": {"pages": PAGES},
-               "prompts/list": {"error": {"code": -32603, "message": "boom"}}}},
-           "capture": {"taken_at": "2026-10-03T10:00:00Z", "transport": "stdio"}}
+    doc = {
+        "format": "prereg-mcp-snapshot/1",
+        "server": {
+            "initialize": INIT,
+            "lists": {
+                "tools/list": {"pages": PAGES},
+                "prompts/list": {"error": {"code": -32603, "message": "boom"}},
+            },
+        },
+        "capture": {"taken_at": "2026-10-03T10:00:00Z", "transport": "stdio"},
+    }
     return ReplayServer(load_snapshot(json.dumps(doc).encode(), "demo.json"))
 
 
-def ask(server: ReplayServer, method: str, params: dict[str, Any] | None = None,
-        request_id: Any = 1) -> Any:
+def ask(
+    server: ReplayServer, method: str, params: dict[str, Any] | None = None, request_id: Any = 1
+) -> Any:
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
     if params is not None:
         message["params"] = params
@@ -43,8 +55,7 @@ def test_initialize_and_pages_are_the_recorded_objects(server: ReplayServer) -> 
     assert encode(ask(server, "tools/list")["result"]) == encode(PAGES[0])
     assert encode(ask(server, "tools/list", {"cursor": "c1"})["result"]) == encode(PAGES[1])
     assert ask(server, "tools/list", {"cursor": "forged"})["error"]["code"] == -32602
-    assert ask(server, "ping", request_id="s-1") == {"jsonrpc": "2.0", "id": "s-1",
-                                                     "result": {}}
+    assert ask(server, "ping", request_id="s-1") == {"jsonrpc": "2.0", "id": "s-1", "result": {}}
 
 
 def test_recorded_list_errors_are_replayed(server: ReplayServer) -> None:
@@ -73,20 +84,29 @@ def test_json_rpc_edges(server: ReplayServer) -> None:
     assert server.handle({"jsonrpc": "2.0", "id": 5, "result": {}}) is None
     assert server.handle({"id": 1, "method": "ping"})["error"]["code"] == -32600
     assert server.handle({"jsonrpc": "2.0", "id": True, "method": "ping"})["id"] is None
-    assert server.handle({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}
-                         )["error"]["code"] == -32602
+    assert (
+        server.handle({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]})["error"]["code"]
+        == -32602
+    )
     assert json.loads(server.handle_bytes(b"{nope") or b"")["error"]["code"] == -32700
     assert json.loads(server.handle_bytes(b"\xff") or b"")["error"]["code"] == -32700
-    batch = server.handle([{"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                           {"jsonrpc": "2.0", "method": "notifications/initialized"}])
+    batch = server.handle(
+        [
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        ]
+    )
     assert batch == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
     assert server.handle([])["error"]["code"] == -32600
 
 
 def test_stdio_loop_answers_each_request_on_its_own_line(server: ReplayServer) -> None:
-    lines = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
-             "", json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-             json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+        "",
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ]
     out = io.BytesIO()
     serve_stdio(server, io.BytesIO(("\n".join(lines) + "\n").encode()), out)
     answers = out.getvalue().split(b"\n")

@@ -24,15 +24,33 @@ def document(**changes: Any) -> dict[str, Any]:
                 "serverInfo": {"name": "demo", "version": "1.0.0", "description": "A demo"},
                 "instructions": "Be brief.",
             },
-            "lists": {"tools/list": {"pages": [
-                {"tools": [{"name": "a", "description": "first",
-                            "inputSchema": {"type": "object"}}],
-                 "nextCursor": "opaque-1"},
-                {"tools": [{"name": "b", "inputSchema": {"type": "object", "maximum": 2**63}}]},
-            ]}},
+            "lists": {
+                "tools/list": {
+                    "pages": [
+                        {
+                            "tools": [
+                                {
+                                    "name": "a",
+                                    "description": "first",
+                                    "inputSchema": {"type": "object"},
+                                }
+                            ],
+                            "nextCursor": "opaque-1",
+                        },
+                        {
+                            "tools": [
+                                {"name": "b", "inputSchema": {"type": "object", "maximum": 2**63}}
+                            ]
+                        },
+                    ]
+                }
+            },
         },
-        "capture": {"taken_at": "2026-10-03T10:00:00Z", "transport": "stdio",
-                    "command": ["demo-server"]},
+        "capture": {
+            "taken_at": "2026-10-03T10:00:00Z",
+            "transport": "stdio",
+            "command": ["demo-server"],
+        },
     }
     doc.update(changes)
     return doc
@@ -55,8 +73,13 @@ def test_round_trip_keeps_bytes_order_and_digest() -> None:
 
 def test_digest_covers_what_is_served_not_when_or_how() -> None:
     base = snapshot_digest(load(document()))
-    later = document(capture={"taken_at": "2027-01-01T00:00:00Z", "transport": "streamable-http",
-                              "url": "http://127.0.0.1:1/mcp"})
+    later = document(
+        capture={
+            "taken_at": "2027-01-01T00:00:00Z",
+            "transport": "streamable-http",
+            "url": "http://127.0.0.1:1/mcp",
+        }
+    )
     assert snapshot_digest(load(later)) == base
     recursor = document()
     recursor["server"]["lists"]["tools/list"]["pages"][0]["nextCursor"] = "other-token"
@@ -64,22 +87,35 @@ def test_digest_covers_what_is_served_not_when_or_how() -> None:
     reordered = document()
     tool = reordered["server"]["lists"]["tools/list"]["pages"][0]["tools"][0]
     reordered["server"]["lists"]["tools/list"]["pages"][0]["tools"][0] = dict(
-        reversed(list(tool.items())))
+        reversed(list(tool.items()))
+    )
     assert snapshot_digest(load(reordered)) == base  # key order is not content (RFC 8785)
 
 
-@pytest.mark.parametrize("edit", [
-    lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0].update(
-        description="first."),
-    lambda d: d["server"]["initialize"]["serverInfo"].update(version="1.0.1"),
-    lambda d: d["server"]["initialize"].update(instructions="Be brief"),
-    lambda d: d["server"]["initialize"]["capabilities"].update(logging={}),
-    lambda d: d["server"]["lists"]["tools/list"]["pages"][1]["tools"][0]["inputSchema"].update(
-        maximum=2**63 + 1),
-    lambda d: d["server"]["lists"]["tools/list"].update(pages=[{"tools": [
-        d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0],
-        d["server"]["lists"]["tools/list"]["pages"][1]["tools"][0]]}]),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0].update(
+            description="first."
+        ),
+        lambda d: d["server"]["initialize"]["serverInfo"].update(version="1.0.1"),
+        lambda d: d["server"]["initialize"].update(instructions="Be brief"),
+        lambda d: d["server"]["initialize"]["capabilities"].update(logging={}),
+        lambda d: d["server"]["lists"]["tools/list"]["pages"][1]["tools"][0]["inputSchema"].update(
+            maximum=2**63 + 1
+        ),
+        lambda d: d["server"]["lists"]["tools/list"].update(
+            pages=[
+                {
+                    "tools": [
+                        d["server"]["lists"]["tools/list"]["pages"][0]["tools"][0],
+                        d["server"]["lists"]["tools/list"]["pages"][1]["tools"][0],
+                    ]
+                }
+            ]
+        ),
+    ],
+)
 def test_any_served_change_changes_the_digest(edit: Any) -> None:
     doc = document()
     edit(doc)
@@ -110,13 +146,18 @@ def test_malformed_json_names_file_and_position() -> None:
     assert "malformed JSON" in error.message
 
 
-@pytest.mark.parametrize(("where", "field"), [
-    (lambda d: d.update(extra=1), "extra"),
-    (lambda d: d["capture"].update(operator="me"), "capture.operator"),
-    (lambda d: d["server"].update(tools=[]), "server.tools"),
-    (lambda d: d["server"]["lists"]["tools/list"].update(items=[]),
-     "server.lists.tools/list.items"),
-])
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        (lambda d: d.update(extra=1), "extra"),
+        (lambda d: d["capture"].update(operator="me"), "capture.operator"),
+        (lambda d: d["server"].update(tools=[]), "server.tools"),
+        (
+            lambda d: d["server"]["lists"]["tools/list"].update(items=[]),
+            "server.lists.tools/list.items",
+        ),
+    ],
+)
 def test_unknown_fields_are_named(where: Any, field: str) -> None:
     doc = document()
     where(doc)
@@ -134,19 +175,34 @@ def test_recorded_objects_may_carry_fields_the_model_does_not_know() -> None:
     assert snap.tools()[0]["x-extra"] == 1
 
 
-@pytest.mark.parametrize(("edit", "field", "text"), [
-    (lambda d: d["server"]["initialize"]["serverInfo"].pop("name"), "server.initialize",
-     "serverInfo.name"),
-    (lambda d: d["server"]["lists"].pop("tools/list"), "server.lists", "tools/list"),
-    (lambda d: d["server"]["lists"]["tools/list"]["pages"][0].pop("nextCursor"),
-     "server.lists", "nextCursor"),
-    (lambda d: d["server"]["lists"]["tools/list"]["pages"][1]["tools"][0].pop("name"),
-     "server.lists", "tool 0 needs a string 'name'"),
-    (lambda d: d["server"]["lists"].update({"tools/call": {"pages": [{}]}}), "server.lists",
-     "unknown list method"),
-    (lambda d: d["capture"].update(transport="pigeon"), "capture.transport", "stdio"),
-    (lambda d: d.update(format="other/1"), "format", "prereg-mcp-snapshot/1"),
-])
+@pytest.mark.parametrize(
+    ("edit", "field", "text"),
+    [
+        (
+            lambda d: d["server"]["initialize"]["serverInfo"].pop("name"),
+            "server.initialize",
+            "serverInfo.name",
+        ),
+        (lambda d: d["server"]["lists"].pop("tools/list"), "server.lists", "tools/list"),
+        (
+            lambda d: d["server"]["lists"]["tools/list"]["pages"][0].pop("nextCursor"),
+            "server.lists",
+            "nextCursor",
+        ),
+        (
+            lambda d: d["server"]["lists"]["tools/list"]["pages"][1]["tools"][0].pop("name"),
+            "server.lists",
+            "tool 0 needs a string 'name'",
+        ),
+        (
+            lambda d: d["server"]["lists"].update({"tools/call": {"pages": [{}]}}),
+            "server.lists",
+            "unknown list method",
+        ),
+        (lambda d: d["capture"].update(transport="pigeon"), "capture.transport", "stdio"),
+        (lambda d: d.update(format="other/1"), "format", "prereg-mcp-snapshot/1"),
+    ],
+)
 def test_invalid_content_names_the_field(edit: Any, field: str, text: str) -> None:
     doc = document()
     edit(doc)

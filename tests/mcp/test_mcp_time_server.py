@@ -33,9 +33,12 @@ SNAP_TIMEOUT = 60
 def _snapshot_cli(out: Path, *source: str) -> dict[str, Any]:
     import subprocess
 
-    done = subprocess.run([*PREREG, "mcp", "snapshot", "--out", str(out), "--json",
-                           "--timeout", "30", *source], capture_output=True, text=True,
-                          timeout=SNAP_TIMEOUT)
+    done = subprocess.run(
+        [*PREREG, "mcp", "snapshot", "--out", str(out), "--json", "--timeout", "30", *source],
+        capture_output=True,
+        text=True,
+        timeout=SNAP_TIMEOUT,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -66,18 +69,25 @@ def test_two_snapshots_of_an_unchanged_server_share_a_digest(snaps: dict[str, An
 def test_snapshot_records_the_live_wire_bytes(snaps: dict[str, Any]) -> None:
     """The recorded objects re-encode to exactly the bytes the live server sends."""
     snap = read_snapshot(snaps["a"])
-    lines = raw_stdio(TIME_SERVER, [handshake(1), {"jsonrpc": "2.0", "id": 2,
-                                                   "method": "tools/list", "params": {}}])
-    assert lines[0].rstrip(b"\n") == encode({"jsonrpc": "2.0", "id": 1,
-                                             "result": snap.initialize_result()})
-    assert lines[1].rstrip(b"\n") == encode({"jsonrpc": "2.0", "id": 2,
-                                             "result": snap.pages("tools/list")[0]})
+    lines = raw_stdio(
+        TIME_SERVER,
+        [handshake(1), {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}],
+    )
+    assert lines[0].rstrip(b"\n") == encode(
+        {"jsonrpc": "2.0", "id": 1, "result": snap.initialize_result()}
+    )
+    assert lines[1].rstrip(b"\n") == encode(
+        {"jsonrpc": "2.0", "id": 2, "result": snap.pages("tools/list")[0]}
+    )
 
 
 def test_stdio_replay_answers_byte_for_byte_like_the_live_server(snaps: dict[str, Any]) -> None:
-    conversation = [handshake(1), {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
-                    {"jsonrpc": "2.0", "id": 3, "method": "ping"}]
+    conversation = [
+        handshake(1),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+    ]
     live_lines = raw_stdio(TIME_SERVER, conversation)
     replay_lines = raw_stdio([*PREREG, "mcp", "serve", str(snaps["a"])], conversation)
     assert replay_lines == live_lines
@@ -85,14 +95,16 @@ def test_stdio_replay_answers_byte_for_byte_like_the_live_server(snaps: dict[str
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_sdk_client_sees_the_live_server_over_stdio_replay(
-        snaps: dict[str, Any], live: dict[str, Any], mode: str) -> None:
+    snaps: dict[str, Any], live: dict[str, Any], mode: str
+) -> None:
     seen = client_view([*PREREG, "mcp", "serve", str(snaps["a"])], mode=mode)
     _assert_same_server(seen, live)
     _assert_every_call_refused(seen)
 
 
 def test_sdk_client_sees_the_live_server_over_http_replay(
-        snaps: dict[str, Any], live: dict[str, Any]) -> None:
+    snaps: dict[str, Any], live: dict[str, Any]
+) -> None:
     with http_replay(snaps["a"]) as started:
         [entry] = started["servers"]
         assert entry["url"].startswith("http://127.0.0.1:")
@@ -105,8 +117,10 @@ def test_sdk_client_sees_the_live_server_over_http_replay(
         # a snapshot of the replay is the snapshot it replays
         again = _snapshot_cli(snaps["a"].parent / "of-replay.json", "--url", entry["url"])
         assert again["digest"] == snaps["first"]["digest"]
-        assert read_snapshot(snaps["a"].parent / "of-replay.json").server == \
-            read_snapshot(snaps["a"]).server
+        assert (
+            read_snapshot(snaps["a"].parent / "of-replay.json").server
+            == read_snapshot(snaps["a"]).server
+        )
 
 
 def test_http_replay_wire_details(snaps: dict[str, Any]) -> None:
@@ -122,10 +136,14 @@ def test_http_replay_wire_details(snaps: dict[str, Any]) -> None:
         assert http_call(url, "GET")[0] == 405
         assert http_call(url, "DELETE")[0] == 405
         assert http_post(url, b"{not json")[0] == 400
-        assert http_post(url, json.dumps(handshake()).encode(),
-                         {"Origin": "http://evil.example"})[0] == 403
-        assert http_post(url, json.dumps(handshake()).encode(),
-                         {"Origin": "http://localhost:3000"})[0] == 200
+        assert (
+            http_post(url, json.dumps(handshake()).encode(), {"Origin": "http://evil.example"})[0]
+            == 403
+        )
+        assert (
+            http_post(url, json.dumps(handshake()).encode(), {"Origin": "http://localhost:3000"})[0]
+            == 200
+        )
 
 
 def _assert_same_server(seen: dict[str, Any], live: dict[str, Any]) -> None:

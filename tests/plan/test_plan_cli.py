@@ -22,8 +22,15 @@ def test_json_contract(cli) -> None:
     assert data["prompts"] == 58
     assert round(data["mde"], 3) == 0.103  # a proportion, not points
     assert data["min_discordant"] == 6
-    for key, value in {"sigma_d": 0.28, "alpha": 0.05, "power": 0.8, "sigma_run": 0.0,
-                       "runs_per_arm": 1, "p01": None, "p10": None}.items():
+    for key, value in {
+        "sigma_d": 0.28,
+        "alpha": 0.05,
+        "power": 0.8,
+        "sigma_run": 0.0,
+        "runs_per_arm": 1,
+        "p01": None,
+        "p10": None,
+    }.items():
         assert data[key] == value, key
     assert data["inputs"]["sigma_d"] == 0.28 and data["inputs"]["prompts"] == 58
     assert data["inputs"]["mde"] is None
@@ -33,8 +40,9 @@ def test_json_contract(cli) -> None:
 
 
 def test_json_mde_mode_and_floor_message(cli) -> None:
-    data = cli("plan", "--sigma-d", "0.23", "--mde", "0.08", "--sigma-run", "0.025",
-               "--json").json()
+    data = cli(
+        "plan", "--sigma-d", "0.23", "--mde", "0.08", "--sigma-run", "0.025", "--json"
+    ).json()
     assert data["prompts"] is None and data["mde"] == 0.08
     assert data["reachable"] is False and data["floor_mde"] > 0.08
     assert "below the between-run floor" in data["message"]
@@ -56,9 +64,23 @@ def test_human_output_is_a_figure_9_table(cli) -> None:
 def test_help_documents_the_command(cli) -> None:
     result = cli("plan", "--help")
     assert result.code == 0
-    for fragment in ("--sigma-d", "--prompts", "--mde", "--sigma-run", "--runs-per-arm",
-                     "--p01", "--p10", "--from-runs", "--stopping-threshold", "--min-prompts",
-                     "--sims", "--seed", "Connor", "floor", "min_discordant"):
+    for fragment in (
+        "--sigma-d",
+        "--prompts",
+        "--mde",
+        "--sigma-run",
+        "--runs-per-arm",
+        "--p01",
+        "--p10",
+        "--from-runs",
+        "--stopping-threshold",
+        "--min-prompts",
+        "--sims",
+        "--seed",
+        "Connor",
+        "floor",
+        "min_discordant",
+    ):
         assert fragment in result.stdout, fragment
 
 
@@ -87,8 +109,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("args", "option"), BAD, ids=[" ".join(a) or "nothing" for a, _ in BAD])
-def test_bad_input_exits_2_naming_the_option(ws: Path, cli, args: list[str],
-                                             option: str) -> None:
+def test_bad_input_exits_2_naming_the_option(ws: Path, cli, args: list[str], option: str) -> None:
     before = tree_digest(ws)
     result = cli("-w", ws, "plan", *args)
     assert result.code == 2, (result.stdout, result.stderr)
@@ -111,8 +132,20 @@ def test_non_numeric_option_is_a_usage_error(cli) -> None:
 
 
 def test_sequential_monitor_simulation(cli) -> None:
-    args = ("plan", "--p01", "0.25", "--p10", "0.05", "--max-prompts", "200", "--sims", "2000",
-            "--seed", "3", "--json")
+    args = (
+        "plan",
+        "--p01",
+        "0.25",
+        "--p10",
+        "0.05",
+        "--max-prompts",
+        "200",
+        "--sims",
+        "2000",
+        "--seed",
+        "3",
+        "--json",
+    )
     data = cli(*args).json()
     seq = data["sequential"]
     assert seq["threshold"] == 20.0 and seq["min_prompts"] == 40 and seq["max_prompts"] == 200
@@ -123,12 +156,26 @@ def test_sequential_monitor_simulation(cli) -> None:
     assert 40 <= seq["expected_prompts"] < 200
     assert seq["expected_prompts"] < seq["expected_prompts_null"]
     assert cli(*args).json() == data  # seeded: reproducible to the last digit
-    custom = cli("plan", "--p01", "0.25", "--p10", "0.05", "--stopping-threshold", "40",
-                 "--min-prompts", "60", "--sims", "500", "--json").json()["sequential"]
+    custom = cli(
+        "plan",
+        "--p01",
+        "0.25",
+        "--p10",
+        "0.05",
+        "--stopping-threshold",
+        "40",
+        "--min-prompts",
+        "60",
+        "--sims",
+        "500",
+        "--json",
+    ).json()["sequential"]
     assert custom["threshold"] == 40 and custom["min_prompts"] == 60
     assert custom["max_prompts"] >= 60  # default horizon: the plan, at least min_prompts
-    assert cli("plan", "--p01", "0.25", "--p10", "0.05", "--sims", "0",
-               "--json").json()["sequential"] is None
+    assert (
+        cli("plan", "--p01", "0.25", "--p10", "0.05", "--sims", "0", "--json").json()["sequential"]
+        is None
+    )
     human = cli("plan", "--p01", "0.25", "--p10", "0.05", "--sims", "500")
     assert "type I error" in human.stdout and "Connor" in human.stdout
 
@@ -145,14 +192,30 @@ def _records(entry: dict[str, Any], outcomes: dict[str, np.ndarray]) -> list[Any
         for i, row in enumerate(matrix):
             for r, value in enumerate(row):
                 success = bool(value)
-                out.append(RunRecord(
-                    record_id=f"{arm}-{i:04d}-{r}-xxxxxxxx", registration_id=entry["id"],
-                    registration_digest=entry["digest"], experiment="music-library", arm=arm,
-                    surface=arm, task_id=f"task-{i:03d}", intent="i", cluster="c",
-                    split="dev", polarity="positive", repeat=r, rotation=0, driver="local",
-                    evidence_class="local", started_at=now, finished_at=now, success=success,
-                    terminal_flag=None if success else "wrong_conclusion",
-                    first_unmet_obligation=None if success else "final_state"))
+                out.append(
+                    RunRecord(
+                        record_id=f"{arm}-{i:04d}-{r}-xxxxxxxx",
+                        registration_id=entry["id"],
+                        registration_digest=entry["digest"],
+                        experiment="music-library",
+                        arm=arm,
+                        surface=arm,
+                        task_id=f"task-{i:03d}",
+                        intent="i",
+                        cluster="c",
+                        split="dev",
+                        polarity="positive",
+                        repeat=r,
+                        rotation=0,
+                        driver="local",
+                        evidence_class="local",
+                        started_at=now,
+                        finished_at=now,
+                        success=success,
+                        terminal_flag=None if success else "wrong_conclusion",
+                        first_unmet_obligation=None if success else "final_state",
+                    )
+                )
     return out
 
 
@@ -165,19 +228,34 @@ def test_from_runs_estimates_then_plans(ws: Path, cli) -> None:
     p = rng.uniform(0.2, 0.9, 40)
     outcomes = {
         "baseline": (rng.random((40, 3)) < p[:, None]).astype(float),
-        "semantic": (rng.random((40, 3)) < np.clip(p + 0.1, 0, 1)[:, None]).astype(float)}
+        "semantic": (rng.random((40, 3)) < np.clip(p + 0.1, 0, 1)[:, None]).astype(float),
+    }
     with RunStore(ws / "runs") as store:
         store.extend(_records(entry, outcomes))
     before = tree_digest(ws)
-    result = cli("-w", ws, "plan", "--from-runs", "music-library-pilot", "--mde", "0.10",
-                 "--runs-per-arm", "3", "--json")
+    result = cli(
+        "-w",
+        ws,
+        "plan",
+        "--from-runs",
+        "music-library-pilot",
+        "--mde",
+        "0.10",
+        "--runs-per-arm",
+        "3",
+        "--json",
+    )
     assert result.code == 0, result.stderr
     data = result.json()
     pilot = data["pilot"]
     assert pilot["registration"] == "music-library-pilot" and pilot["digest"] == entry["digest"]
     assert pilot["prompts"] == 40 and pilot["repeats"] == 3 and pilot["records"] == 240
-    expected = estimate_pilot(PilotData([f"task-{i:03d}" for i in range(40)], [0, 1, 2],
-                                        outcomes), "baseline", "semantic", seed=0)
+    expected = estimate_pilot(
+        PilotData([f"task-{i:03d}" for i in range(40)], [0, 1, 2], outcomes),
+        "baseline",
+        "semantic",
+        seed=0,
+    )
     assert data["sigma_d"] == pytest.approx(expected.sigma_d.at(3))
     assert data["sigma_d"] == pytest.approx(expected.sigma_d.sigma_d)  # same K as the pilot
     assert data["sigma_run"] == pytest.approx(expected.between_run.sigma_run)
@@ -187,13 +265,26 @@ def test_from_runs_estimates_then_plans(ws: Path, cli) -> None:
     assert data["sources"] == {"sigma_d": "pilot", "sigma_run": "pilot", "p01_p10": "pilot"}
     assert data["mde"] == 0.10 and data["sequential"] is not None
     # explicit options override the estimates; without --prompts/--mde the pilot size is used
-    over = cli("-w", ws, "plan", "--from-runs", "music-library-pilot", "--sigma-d", "0.3",
-               "--sigma-run", "0", "--sims", "0", "--json").json()
+    over = cli(
+        "-w",
+        ws,
+        "plan",
+        "--from-runs",
+        "music-library-pilot",
+        "--sigma-d",
+        "0.3",
+        "--sigma-run",
+        "0",
+        "--sims",
+        "0",
+        "--json",
+    ).json()
     assert over["sigma_d"] == 0.3 and over["sigma_run"] == 0.0 and over["prompts"] == 40
     assert over["sources"]["sigma_d"] == "option"
     # a single planned run per arm: sigma_d rescaled upwards from the 3-repeat pilot
-    single = cli("-w", ws, "plan", "--from-runs", "music-library-pilot", "--sims", "0",
-                 "--json").json()
+    single = cli(
+        "-w", ws, "plan", "--from-runs", "music-library-pilot", "--sims", "0", "--json"
+    ).json()
     assert single["sigma_d"] == pytest.approx(expected.sigma_d.at(1))
     human = cli("-w", ws, "plan", "--from-runs", "music-library-pilot", "--sims", "0")
     assert human.code == 0 and "Pilot music-library-pilot" in human.stdout

@@ -33,13 +33,25 @@ CHATGPT_RUN_SD = 0.0252
 # (prompts, alpha, MDE points, MDE with run component points).
 FIGURE_9: dict[tuple[float, float], list[tuple[int, float, float, float]]] = {
     (CLAUDE_SD, 0.0): [
-        (58, 0.05, 10.3, 10.3), (100, 0.05, 7.9, 7.9), (200, 0.05, 5.6, 5.6),
-        (400, 0.05, 3.9, 3.9), (58, 0.10, 9.2, 9.2), (100, 0.10, 7.0, 7.0),
-        (200, 0.10, 4.9, 4.9), (400, 0.10, 3.5, 3.5)],
+        (58, 0.05, 10.3, 10.3),
+        (100, 0.05, 7.9, 7.9),
+        (200, 0.05, 5.6, 5.6),
+        (400, 0.05, 3.9, 3.9),
+        (58, 0.10, 9.2, 9.2),
+        (100, 0.10, 7.0, 7.0),
+        (200, 0.10, 4.9, 4.9),
+        (400, 0.10, 3.5, 3.5),
+    ],
     (CHATGPT_SD, CHATGPT_RUN_SD): [
-        (58, 0.05, 8.3, 13.1), (100, 0.05, 6.4, 11.9), (200, 0.05, 4.5, 11.0),
-        (400, 0.05, 3.2, 10.5), (58, 0.10, 7.4, 11.6), (100, 0.10, 5.6, 10.5),
-        (200, 0.10, 4.0, 9.8), (400, 0.10, 2.8, 9.3)],
+        (58, 0.05, 8.3, 13.1),
+        (100, 0.05, 6.4, 11.9),
+        (200, 0.05, 4.5, 11.0),
+        (400, 0.05, 3.2, 10.5),
+        (58, 0.10, 7.4, 11.6),
+        (100, 0.10, 5.6, 10.5),
+        (200, 0.10, 4.0, 9.8),
+        (400, 0.10, 2.8, 9.3),
+    ],
 }
 
 
@@ -48,10 +60,16 @@ def plan(**kwargs: Any) -> dict[str, Any]:
     return build_plan(PlanOptions(**kwargs))
 
 
-def closed_form_mde(sigma_d: float, n: int, alpha: float = 0.05, power: float = 0.8,
-                    sigma_run: float = 0.0, runs: int = 1) -> float:
+def closed_form_mde(
+    sigma_d: float,
+    n: int,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    sigma_run: float = 0.0,
+    runs: int = 1,
+) -> float:
     z = sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)
-    return float(z * math.sqrt(sigma_d ** 2 / n + 2 * sigma_run ** 2 / runs))
+    return float(z * math.sqrt(sigma_d**2 / n + 2 * sigma_run**2 / runs))
 
 
 def test_prd_rule_sigma_035() -> None:
@@ -62,17 +80,24 @@ def test_prd_rule_sigma_035() -> None:
     assert round(100 * plan(sigma_d=0.35, prompts=58)["mde"], 1) == 12.9
 
 
-@pytest.mark.parametrize(("sigma_d", "points"), [(0.28, 10.3), (CLAUDE_SD, 10.3),
-                                                 (CHATGPT_SD, 8.3)])
+@pytest.mark.parametrize(
+    ("sigma_d", "points"), [(0.28, 10.3), (CLAUDE_SD, 10.3), (CHATGPT_SD, 8.3)]
+)
 def test_observed_sigma_at_58_prompts(sigma_d: float, points: float) -> None:
     out = plan(sigma_d=sigma_d, prompts=58)
     assert round(100 * out["mde"], 1) == points
     assert out["mde"] == pytest.approx(closed_form_mde(sigma_d, 58), rel=1e-12)
 
 
-@pytest.mark.parametrize(("sigma_d", "mde", "prompts"), [
-    (CLAUDE_SD, 0.05, 248), (CLAUDE_SD, 0.03, 689),
-    (CHATGPT_SD, 0.05, 162), (CHATGPT_SD, 0.03, 449)])
+@pytest.mark.parametrize(
+    ("sigma_d", "mde", "prompts"),
+    [
+        (CLAUDE_SD, 0.05, 248),
+        (CLAUDE_SD, 0.03, 689),
+        (CHATGPT_SD, 0.05, 162),
+        (CHATGPT_SD, 0.03, 449),
+    ],
+)
 def test_prompts_for_small_effects(sigma_d: float, mde: float, prompts: int) -> None:
     out = plan(sigma_d=sigma_d, mde=mde)
     assert out["prompts"] == prompts
@@ -92,7 +117,8 @@ def test_figure_9(key: tuple[float, float]) -> None:
         assert 100 * row["mde"] == pytest.approx(mde, abs=0.1), (prompts, alpha)
         assert 100 * row["mde_with_runs"] == pytest.approx(with_runs, abs=0.1), (prompts, alpha)
         assert row["mde_with_runs"] == pytest.approx(
-            closed_form_mde(sigma_d, prompts, alpha, 0.8, sigma_run, 1), rel=1e-12)
+            closed_form_mde(sigma_d, prompts, alpha, 0.8, sigma_run, 1), rel=1e-12
+        )
     assert sum(row["planned"] for row in out["table"]) == 1
 
 
@@ -109,7 +135,7 @@ def test_run_floor_and_three_runs_per_arm() -> None:
     three = plan(sigma_d=CHATGPT_SD, mde=0.10, sigma_run=CHATGPT_RUN_SD, runs_per_arm=3)
     assert three["prompts"] == 61 and three["reachable"] is True and three["message"] is None
     z = sps.norm.ppf(0.975) + sps.norm.ppf(0.8)
-    assert three["floor_mde"] == pytest.approx(z * math.sqrt(2 * CHATGPT_RUN_SD ** 2 / 3))
+    assert three["floor_mde"] == pytest.approx(z * math.sqrt(2 * CHATGPT_RUN_SD**2 / 3))
 
 
 def test_no_run_component_means_no_floor() -> None:
@@ -121,7 +147,7 @@ def test_no_run_component_means_no_floor() -> None:
 def connor(p01: float, p10: float, alpha: float = 0.05, power: float = 0.8) -> int:
     psi, delta = p01 + p10, p10 - p01
     za, zb = sps.norm.ppf(1 - alpha / 2), sps.norm.ppf(power)
-    return math.ceil((za * math.sqrt(psi) + zb * math.sqrt(psi - delta ** 2)) ** 2 / delta ** 2)
+    return math.ceil((za * math.sqrt(psi) + zb * math.sqrt(psi - delta**2)) ** 2 / delta**2)
 
 
 def test_connor_worked_example() -> None:
@@ -133,9 +159,15 @@ def test_connor_worked_example() -> None:
     assert plan(p01=0.05, p10=0.45)["prompts"] == 23
 
 
-@pytest.mark.parametrize(("p01", "p10", "alpha", "power"), [
-    (0.20, 0.10, 0.05, 0.8), (0.15, 0.05, 0.05, 0.9), (0.30, 0.25, 0.10, 0.8),
-    (0.02, 0.08, 0.01, 0.95)])
+@pytest.mark.parametrize(
+    ("p01", "p10", "alpha", "power"),
+    [
+        (0.20, 0.10, 0.05, 0.8),
+        (0.15, 0.05, 0.05, 0.9),
+        (0.30, 0.25, 0.10, 0.8),
+        (0.02, 0.08, 0.01, 0.95),
+    ],
+)
 def test_connor_closed_form(p01: float, p10: float, alpha: float, power: float) -> None:
     out = plan(p01=p01, p10=p10, alpha=alpha, power=power)
     assert out["prompts"] == connor(p01, p10, alpha, power)
@@ -147,8 +179,7 @@ def test_connor_without_a_difference() -> None:
     assert "no difference" in out["message"]
 
 
-@pytest.mark.parametrize(("alpha", "expected"), [(0.05, 6), (0.10, 5), (0.01, 8),
-                                                 (0.001, 11)])
+@pytest.mark.parametrize(("alpha", "expected"), [(0.05, 6), (0.10, 5), (0.01, 8), (0.001, 11)])
 def test_min_discordant(alpha: float, expected: int) -> None:
     out = plan(sigma_d=0.3, prompts=24, alpha=alpha)
     assert out["min_discordant"] == expected

@@ -31,14 +31,14 @@ def _variant(ws: Path, reg_id: str, plan: str) -> Path:
     text = (ws / PILOT).read_text()
     assert "id: music-library-pilot" in text and "plan:" not in text
     path = ws / "drafts" / f"{reg_id}.yaml"
-    path.write_text(text.replace("id: music-library-pilot", f"id: {reg_id}", 1)
-                    + f"plan: {plan}\n")
+    path.write_text(text.replace("id: music-library-pilot", f"id: {reg_id}", 1) + f"plan: {plan}\n")
     return path
 
 
 def _register_hopeless(ws: Path, cli) -> dict[str, Any]:
-    result = cli("-w", ws, "register", _variant(ws, HOPELESS, "{mde: 0.01, sigma_d: 0.5}"),
-                 "--json")
+    result = cli(
+        "-w", ws, "register", _variant(ws, HOPELESS, "{mde: 0.01, sigma_d: 0.5}"), "--json"
+    )
     assert result.code == 0, result.stderr
     return result.json()
 
@@ -67,9 +67,22 @@ def test_hopeless_registration_is_recorded_not_runnable(ws: Path, cli) -> None:
 
 def test_gate_agrees_with_prereg_plan(ws: Path, cli) -> None:
     gate = _register_hopeless(ws, cli)["feasibility"]
-    args = ["plan", "--sigma-d", "0.5", "--prompts", str(gate["prompts"]), "--alpha",
-            str(gate["alpha"]), "--power", str(gate["power"]), "--runs-per-arm",
-            str(gate["runs_per_arm"]), "--sigma-run", str(gate["sigma_run"]), "--json"]
+    args = [
+        "plan",
+        "--sigma-d",
+        "0.5",
+        "--prompts",
+        str(gate["prompts"]),
+        "--alpha",
+        str(gate["alpha"]),
+        "--power",
+        str(gate["power"]),
+        "--runs-per-arm",
+        str(gate["runs_per_arm"]),
+        "--sigma-run",
+        str(gate["sigma_run"]),
+        "--json",
+    ]
     planned = cli(*args).json()
     assert planned["mde"] == pytest.approx(gate["achievable_mde"], rel=1e-12)
     # and `plan --mde` would have said beforehand that the split is too small
@@ -78,8 +91,9 @@ def test_gate_agrees_with_prereg_plan(ws: Path, cli) -> None:
 
 
 def test_reachable_plan_is_runnable(ws: Path, cli) -> None:
-    result = cli("-w", ws, "register", _variant(ws, "easy-pilot", "{mde: 0.9, sigma_d: 0.1}"),
-                 "--json")
+    result = cli(
+        "-w", ws, "register", _variant(ws, "easy-pilot", "{mde: 0.9, sigma_d: 0.1}"), "--json"
+    )
     assert result.code == 0, result.stderr
     assert result.json()["runnable"] is True and result.json()["feasibility"]["runnable"]
 
@@ -105,8 +119,7 @@ def _verdict(report: dict[str, Any]) -> str:
     return str(value)
 
 
-@pytest.mark.skipif(not _has_command("analyse"), reason="`prereg analyse` is not registered "
-                    "yet")
+@pytest.mark.skipif(not _has_command("analyse"), reason="`prereg analyse` is not registered yet")
 def test_analyse_reports_not_runnable(ws: Path, cli) -> None:
     _register_hopeless(ws, cli)
     result = cli("-w", ws, "analyse", HOPELESS, "--json")

@@ -42,9 +42,9 @@ def test_sigma_d_is_sd_of_per_prompt_mean_differences() -> None:
     assert est.prompts == 5 and est.repeats == pytest.approx(3)
     omega2 = np.mean(np.var(t - c, axis=1, ddof=1))
     assert est.omega2 == pytest.approx(omega2)
-    assert est.tau2 == pytest.approx(max(0.0, est.sigma_d ** 2 - omega2 / 3))
+    assert est.tau2 == pytest.approx(max(0.0, est.sigma_d**2 - omega2 / 3))
     assert est.at(3) == pytest.approx(est.sigma_d)  # the pilot's own K: as observed
-    assert est.at(1) == pytest.approx(math.sqrt(est.sigma_d ** 2 + omega2 * (1 - 1 / 3)))
+    assert est.at(1) == pytest.approx(math.sqrt(est.sigma_d**2 + omega2 * (1 - 1 / 3)))
 
 
 def test_sigma_d_drops_prompts_missing_an_arm_and_handles_one_repeat() -> None:
@@ -77,14 +77,17 @@ def test_sigma_d_rescales_to_other_repeats() -> None:
 def test_icc_pooled_is_icc_binary_over_arm_and_prompt_groups() -> None:
     rng = np.random.default_rng(2)
     p = rng.uniform(0, 1, 30)
-    mats = {"a": binary(rng, np.repeat(p[:, None], 3, 1)),
-            "b": binary(rng, np.repeat(p[:, None], 3, 1))}
+    mats = {
+        "a": binary(rng, np.repeat(p[:, None], 3, 1)),
+        "b": binary(rng, np.repeat(p[:, None], 3, 1)),
+    }
     est = repeat_icc(mats)
     y = np.concatenate([mats["a"].ravel(), mats["b"].ravel()])
     g = np.concatenate([np.repeat(np.arange(30), 3), 30 + np.repeat(np.arange(30), 3)])
     assert est.rho == pytest.approx(icc_binary(y, g))
-    assert est.by_arm["a"] == pytest.approx(icc_binary(mats["a"].ravel(),
-                                                       np.repeat(np.arange(30), 3)))
+    assert est.by_arm["a"] == pytest.approx(
+        icc_binary(mats["a"].ravel(), np.repeat(np.arange(30), 3))
+    )
     assert est.repeats == 3
     assert est.design_effect == pytest.approx(1 + 2 * est.rho)
     assert est.effective_runs == pytest.approx(3 / (1 + 2 * est.rho))
@@ -107,8 +110,9 @@ def test_effective_runs_matches_invokerank_7_4() -> None:
     # "at the pooled rho_S a prompt run twice carries the information of about 1.1
     # independent runs" (rho_S 0.81 and 0.87)
     for rho in (0.81, 0.87):
-        icc = RepeatICC(rho=rho, by_arm={}, repeats=2, design_effect=1 + rho,
-                        effective_runs=2 / (1 + rho))
+        icc = RepeatICC(
+            rho=rho, by_arm={}, repeats=2, design_effect=1 + rho, effective_runs=2 / (1 + rho)
+        )
         assert round(icc.effective(2), 1) == 1.1
         assert icc.effective(1) == pytest.approx(1.0)
 
@@ -136,15 +140,18 @@ def test_permutation_pvalue_matches_exact_enumeration() -> None:
     m = np.array([[1, 1, 0], [1, 1, 0], [1, 0, 0]], float)
     observed = np.var(m.mean(axis=0), ddof=1)
     perms = list(itertools.permutations(range(3)))
-    stats = [np.var(np.stack([m[i, list(p)] for i, p in enumerate(combo)]).mean(axis=0),
-                    ddof=1) for combo in itertools.product(perms, repeat=3)]
+    stats = [
+        np.var(np.stack([m[i, list(p)] for i, p in enumerate(combo)]).mean(axis=0), ddof=1)
+        for combo in itertools.product(perms, repeat=3)
+    ]
     exact = np.mean(np.array(stats) >= observed - 1e-12)
     br = between_run({"a": m}, permutations=20000, seed=4)
     assert br.by_arm[0].pvalue == pytest.approx(exact, abs=0.01)
 
 
-def simulate_runs(rng: np.random.Generator, prompts: int, runs: int, sigma_run: float
-                  ) -> np.ndarray:
+def simulate_runs(
+    rng: np.random.Generator, prompts: int, runs: int, sigma_run: float
+) -> np.ndarray:
     p = rng.uniform(0.2, 0.8, prompts)
     u = rng.normal(0.0, sigma_run, runs)
     return binary(rng, np.clip(p[:, None] + u[None, :], 0, 1))
@@ -156,9 +163,9 @@ def test_moment_estimator_unbiased_and_test_calibrated_under_null() -> None:
     for _ in range(200):
         m = simulate_runs(rng, 40, 5, 0.0)
         arm = between_run({"a": m}, permutations=99, seed=int(rng.integers(1 << 31))).by_arm[0]
-        excess.append(arm.observed_sd ** 2 - arm.within_sd ** 2)
+        excess.append(arm.observed_sd**2 - arm.within_sd**2)
         pvalues.append(arm.pvalue)
-    within = arm.within_sd ** 2
+    within = arm.within_sd**2
     assert abs(np.mean(excess)) < 0.15 * within  # E[s^2 - W] = 0 under exchangeability
     assert np.mean(np.array(pvalues) <= 0.05) <= 0.09  # level 0.05, MC error allowed
 
@@ -196,18 +203,29 @@ def test_discordance_of_repeat_matched_pairs() -> None:
 
 
 def record(arm: str, task: str, repeat: int, success: bool | None, **kw: Any) -> dict[str, Any]:
-    rec = {"registration_id": "pilot", "registration_digest": DIGEST, "arm": arm,
-           "task_id": task, "repeat": repeat, "status": "ok", "success": success,
-           "polarity": "positive"}
+    rec = {
+        "registration_id": "pilot",
+        "registration_digest": DIGEST,
+        "arm": arm,
+        "task_id": task,
+        "repeat": repeat,
+        "status": "ok",
+        "success": success,
+        "polarity": "positive",
+    }
     rec.update(kw)
     return rec
 
 
 def test_pilot_data_layout_exclusions_and_digest_refusal() -> None:
-    recs = [record("base", "t1", 0, True), record("base", "t1", 1, False),
-            record("sem", "t1", 0, True), record("sem", "t2", 1, True),
-            record("base", "t2", 0, None, status="infra_error", error="timeout"),
-            record("other", "t1", 0, True)]
+    recs = [
+        record("base", "t1", 0, True),
+        record("base", "t1", 1, False),
+        record("sem", "t1", 0, True),
+        record("sem", "t2", 1, True),
+        record("base", "t2", 0, None, status="infra_error", error="timeout"),
+        record("other", "t1", 0, True),
+    ]
     data = pilot_data(recs, ["base", "sem"], digest=DIGEST)
     assert data.prompts == ["t1", "t2"] and data.repeats == [0, 1]
     assert data.excluded == 1 and data.records == 6
@@ -223,8 +241,12 @@ def test_estimate_pilot_combines_the_estimators() -> None:
     p = rng.uniform(0.2, 0.8, 50)
     c = binary(rng, np.repeat(p[:, None], 3, 1))
     t = binary(rng, np.repeat(np.clip(p + 0.1, 0, 1)[:, None], 3, 1))
-    data = PilotData(prompts=[f"t{i}" for i in range(50)], repeats=[0, 1, 2],
-                     matrices={"base": c, "sem": t}, records=300)
+    data = PilotData(
+        prompts=[f"t{i}" for i in range(50)],
+        repeats=[0, 1, 2],
+        matrices={"base": c, "sem": t},
+        records=300,
+    )
     est = estimate_pilot(data, "base", "sem", permutations=99, seed=0)
     assert est.prompts == 50 and est.repeats == 3
     assert est.sigma_d.sigma_d == pytest.approx(paired_sigma_d(c, t).sigma_d)

@@ -31,8 +31,9 @@ def mde(**kwargs: Any) -> float:
 
 @SETTINGS
 @given(sigmas, counts, counts, alphas, powers, run_sds, runs)
-def test_mde_shrinks_with_prompts(s: float, n1: int, n2: int, a: float, p: float, r: float,
-                                  k: int) -> None:
+def test_mde_shrinks_with_prompts(
+    s: float, n1: int, n2: int, a: float, p: float, r: float, k: int
+) -> None:
     assume(n1 < n2)
     kw = dict(sigma_d=s, alpha=a, power=p, sigma_run=r, runs_per_arm=k)
     small, large = plan(prompts=n1, **kw), plan(prompts=n2, **kw)
@@ -46,15 +47,17 @@ def test_mde_shrinks_with_prompts(s: float, n1: int, n2: int, a: float, p: float
 def test_mde_grows_with_sigma_d(s1: float, s2: float, n: int, a: float, p: float) -> None:
     s1, s2 = sorted((s1, s2))
     assume(s1 * 1.001 < s2)
-    assert mde(sigma_d=s1, prompts=n, alpha=a, power=p) < mde(sigma_d=s2, prompts=n, alpha=a,
-                                                               power=p)
+    assert mde(sigma_d=s1, prompts=n, alpha=a, power=p) < mde(
+        sigma_d=s2, prompts=n, alpha=a, power=p
+    )
 
 
 @SETTINGS
 @given(sigmas, counts, alphas, alphas, powers, powers)
-def test_mde_shrinks_with_alpha_and_grows_with_power(s: float, n: int, a1: float, a2: float,
-                                                     p1: float, p2: float) -> None:
-    a1, a2 = sorted((a1, a2))   # order the draws instead of filtering (health check)
+def test_mde_shrinks_with_alpha_and_grows_with_power(
+    s: float, n: int, a1: float, a2: float, p1: float, p2: float
+) -> None:
+    a1, a2 = sorted((a1, a2))  # order the draws instead of filtering (health check)
     p1, p2 = sorted((p1, p2))
     assume(a1 * 1.001 < a2 and p1 + 0.001 < p2)
     assert mde(sigma_d=s, prompts=n, alpha=a1) > mde(sigma_d=s, prompts=n, alpha=a2)
@@ -63,24 +66,28 @@ def test_mde_shrinks_with_alpha_and_grows_with_power(s: float, n: int, a1: float
 
 @SETTINGS
 @given(sigmas, counts, run_sds, st.floats(1e-3, 0.05), runs, st.integers(1, 5))
-def test_run_component_raises_mde_and_runs_lower_it(s: float, n: int, r1: float, dr: float,
-                                                    k1: int, dk: int) -> None:
+def test_run_component_raises_mde_and_runs_lower_it(
+    s: float, n: int, r1: float, dr: float, k1: int, dk: int
+) -> None:
     r2, k2 = r1 + dr, k1 + dk
     assert mde(sigma_d=s, prompts=n, sigma_run=r1) < mde(sigma_d=s, prompts=n, sigma_run=r2)
     assert mde(sigma_d=s, prompts=n, sigma_run=r2, runs_per_arm=k1) > mde(
-        sigma_d=s, prompts=n, sigma_run=r2, runs_per_arm=k2)
+        sigma_d=s, prompts=n, sigma_run=r2, runs_per_arm=k2
+    )
     for row in plan(sigma_d=s, prompts=n, sigma_run=r2, runs_per_arm=k1)["table"]:
         assert row["mde_with_runs"] >= row["mde"]
 
 
 @SETTINGS
 @given(sigmas, mdes, alphas, powers, run_sds, runs)
-def test_prompts_is_the_smallest_count_reaching_the_mde(s: float, d: float, a: float, p: float,
-                                                        r: float, k: int) -> None:
+def test_prompts_is_the_smallest_count_reaching_the_mde(
+    s: float, d: float, a: float, p: float, r: float, k: int
+) -> None:
     kw = dict(sigma_d=s, alpha=a, power=p, sigma_run=r, runs_per_arm=k)
     out = plan(mde=d, **kw)
-    assert out["reachable"] == (d > out["floor_mde"] * (1 + 1e-9)) or abs(
-        d - out["floor_mde"]) < 1e-9
+    assert (
+        out["reachable"] == (d > out["floor_mde"] * (1 + 1e-9)) or abs(d - out["floor_mde"]) < 1e-9
+    )
     if not out["reachable"]:
         assert out["prompts"] is None and "floor" in out["message"]
         return
@@ -95,14 +102,16 @@ def test_prompts_is_the_smallest_count_reaching_the_mde(s: float, d: float, a: f
 @given(sigmas, mdes, mdes, alphas)
 def test_prompts_fall_as_the_mde_grows(s: float, d1: float, d2: float, a: float) -> None:
     assume(d1 < d2)  # weakly: prompts are whole numbers
-    assert plan(sigma_d=s, mde=d1, alpha=a)["prompts"] >= plan(sigma_d=s, mde=d2,
-                                                               alpha=a)["prompts"]
+    assert (
+        plan(sigma_d=s, mde=d1, alpha=a)["prompts"] >= plan(sigma_d=s, mde=d2, alpha=a)["prompts"]
+    )
 
 
 @SETTINGS
 @given(st.floats(0.02, 0.9), st.floats(0.0, 1.0), st.floats(0.0, 1.0), alphas, powers)
-def test_mcnemar_size_falls_as_the_split_widens(psi: float, f1: float, f2: float, a: float,
-                                                p: float) -> None:
+def test_mcnemar_size_falls_as_the_split_widens(
+    psi: float, f1: float, f2: float, a: float, p: float
+) -> None:
     # psi = p01 + p10 fixed; a more lopsided split (larger |p01 - p10|) needs fewer pairs
     lo, hi = sorted((f1, f2))
     assume(0.01 < lo < hi)
@@ -123,4 +132,4 @@ def test_min_discordant_falls_as_alpha_grows(a1: float, a2: float) -> None:
     low = plan(sigma_d=0.3, prompts=10, alpha=a1)["min_discordant"]
     high = plan(sigma_d=0.3, prompts=10, alpha=a2)["min_discordant"]
     assert low >= high
-    assert 2 * 0.5 ** high <= a2 < 2 * 0.5 ** (high - 1)  # the exact two-sided bound
+    assert 2 * 0.5**high <= a2 < 2 * 0.5 ** (high - 1)  # the exact two-sided bound

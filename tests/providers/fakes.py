@@ -63,33 +63,59 @@ class Seen:
 # ---- wire builders ----------------------------------------------------------------------------
 
 
-def anthropic_usage(input_tokens: int = 120, output_tokens: int = 30, *, cache_read: int = 0,
-                    thinking: int | None = None) -> dict[str, Any]:
-    usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                             "cache_read_input_tokens": cache_read,
-                             "cache_creation_input_tokens": 0}
+def anthropic_usage(
+    input_tokens: int = 120,
+    output_tokens: int = 30,
+    *,
+    cache_read: int = 0,
+    thinking: int | None = None,
+) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_read_input_tokens": cache_read,
+        "cache_creation_input_tokens": 0,
+    }
     if thinking is not None:
         usage["output_tokens_details"] = {"thinking_tokens": thinking}
     return usage
 
 
-def anthropic_message(content: list[dict[str, Any]], *, model: str = "claude-test",
-                      stop_reason: str = "end_turn", usage: dict[str, Any] | None = None
-                      ) -> dict[str, Any]:
-    return {"id": f"msg_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": usage or anthropic_usage()}
+def anthropic_message(
+    content: list[dict[str, Any]],
+    *,
+    model: str = "claude-test",
+    stop_reason: str = "end_turn",
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": f"msg_{next(_ids)}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage or anthropic_usage(),
+    }
 
 
 def anthropic_text(text: str, **kw: Any) -> dict[str, Any]:
     return anthropic_message([{"type": "text", "text": text}], **kw)
 
 
-def anthropic_tool_use(name: str, arguments: Any, *, call_id: str | None = None,
-                       text: str = "", **kw: Any) -> dict[str, Any]:
+def anthropic_tool_use(
+    name: str, arguments: Any, *, call_id: str | None = None, text: str = "", **kw: Any
+) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    content.append({"type": "tool_use", "id": call_id or f"toolu_{next(_ids)}", "name": name,
-                    "input": arguments})
+    content.append(
+        {
+            "type": "tool_use",
+            "id": call_id or f"toolu_{next(_ids)}",
+            "name": name,
+            "input": arguments,
+        }
+    )
     kw.setdefault("stop_reason", "tool_use")
     return anthropic_message(content, **kw)
 
@@ -98,36 +124,63 @@ def anthropic_error(status: int, kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def openai_usage(input_tokens: int = 150, output_tokens: int = 40, *, cached: int = 0,
-                 reasoning: int = 0) -> dict[str, Any]:
-    return {"input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
-            "output_tokens": output_tokens,
-            "output_tokens_details": {"reasoning_tokens": reasoning},
-            "total_tokens": input_tokens + output_tokens}
+def openai_usage(
+    input_tokens: int = 150, output_tokens: int = 40, *, cached: int = 0, reasoning: int = 0
+) -> dict[str, Any]:
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": input_tokens + output_tokens,
+    }
 
 
-def openai_response(output: list[dict[str, Any]], *, model: str = "gpt-test",
-                    status: str = "completed", incomplete: str | None = None,
-                    usage: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"id": f"resp_{next(_ids)}", "object": "response", "created_at": time.time(),
-            "status": status, "model": model, "output": output, "error": None,
-            "incomplete_details": {"reason": incomplete} if incomplete else None,
-            "parallel_tool_calls": False, "tool_choice": "auto", "tools": [],
-            "usage": usage or openai_usage()}
+def openai_response(
+    output: list[dict[str, Any]],
+    *,
+    model: str = "gpt-test",
+    status: str = "completed",
+    incomplete: str | None = None,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": f"resp_{next(_ids)}",
+        "object": "response",
+        "created_at": time.time(),
+        "status": status,
+        "model": model,
+        "output": output,
+        "error": None,
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage or openai_usage(),
+    }
 
 
 def openai_message_item(text: str) -> dict[str, Any]:
-    return {"type": "message", "id": f"msg_{next(_ids)}", "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    return {
+        "type": "message",
+        "id": f"msg_{next(_ids)}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
 
 
-def openai_call_item(name: str, arguments: str, *, call_id: str | None = None,
-                     namespace: str | None = None) -> dict[str, Any]:
-    item = {"type": "function_call", "id": f"fc_{next(_ids)}",
-            "call_id": call_id or f"call_{next(_ids)}", "name": name, "arguments": arguments,
-            "status": "completed"}
+def openai_call_item(
+    name: str, arguments: str, *, call_id: str | None = None, namespace: str | None = None
+) -> dict[str, Any]:
+    item = {
+        "type": "function_call",
+        "id": f"fc_{next(_ids)}",
+        "call_id": call_id or f"call_{next(_ids)}",
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
     if namespace:
         item["namespace"] = namespace
     return item
@@ -193,19 +246,28 @@ class Brain:
         prompt = messages[0]["content"] if messages else ""
         cap = int(body.get("max_tokens") or 0)
         if self._cut(str(prompt)):
-            return anthropic_text("I will look that up and then", model=model,
-                                  stop_reason="max_tokens",
-                                  usage=anthropic_usage(200, cap))
+            return anthropic_text(
+                "I will look that up and then",
+                model=model,
+                stop_reason="max_tokens",
+                usage=anthropic_usage(200, cap),
+            )
         last = messages[-1] if messages else {}
         answered = isinstance(last.get("content"), list) and any(
-            b.get("type") == "tool_result" for b in last["content"])
+            b.get("type") == "tool_result" for b in last["content"]
+        )
         tools = [t for t in body.get("tools") or [] if "input_schema" in t]
         if answered or not tools:
-            return anthropic_text("Here is what I found.", model=model,
-                                  usage=anthropic_usage(260, 12))
+            return anthropic_text(
+                "Here is what I found.", model=model, usage=anthropic_usage(260, 12)
+            )
         tool = tools[0]
-        return anthropic_tool_use(tool["name"], arguments_for(tool["input_schema"]),
-                                  model=model, usage=anthropic_usage(220, 25))
+        return anthropic_tool_use(
+            tool["name"],
+            arguments_for(tool["input_schema"]),
+            model=model,
+            usage=anthropic_usage(220, 25),
+        )
 
     def openai(self, body: dict[str, Any]) -> dict[str, Any]:
         model = str(body.get("model")) + self.suffix
@@ -213,10 +275,13 @@ class Brain:
         prompt = items[0].get("content", "") if items else ""
         cap = int(body.get("max_output_tokens") or 0)
         if self._cut(str(prompt)):
-            return openai_response([openai_message_item("I will look that up and")],
-                                   model=model, status="incomplete",
-                                   incomplete="max_output_tokens",
-                                   usage=openai_usage(210, cap, reasoning=cap // 2))
+            return openai_response(
+                [openai_message_item("I will look that up and")],
+                model=model,
+                status="incomplete",
+                incomplete="max_output_tokens",
+                usage=openai_usage(210, cap, reasoning=cap // 2),
+            )
         answered = any(i.get("type") == "function_call_output" for i in items)
         functions: list[tuple[str | None, dict[str, Any]]] = []
         for tool in body.get("tools") or []:
@@ -225,12 +290,19 @@ class Brain:
             elif tool.get("type") == "function":
                 functions.append((None, tool))
         if answered or not functions:
-            return openai_text("Here is what I found.", model=model,
-                               usage=openai_usage(280, 14))
+            return openai_text("Here is what I found.", model=model, usage=openai_usage(280, 14))
         namespace, fn = functions[0]
-        return openai_response([openai_call_item(
-            fn["name"], json.dumps(arguments_for(fn.get("parameters") or {})),
-            namespace=namespace)], model=model, usage=openai_usage(230, 28, reasoning=8))
+        return openai_response(
+            [
+                openai_call_item(
+                    fn["name"],
+                    json.dumps(arguments_for(fn.get("parameters") or {})),
+                    namespace=namespace,
+                )
+            ],
+            model=model,
+            usage=openai_usage(230, 28, reasoning=8),
+        )
 
 
 # ---- the server -------------------------------------------------------------------------------
@@ -239,16 +311,24 @@ class Brain:
 class FakeProviders:
     """Start with ``with FakeProviders() as fake:``; see the module docstring."""
 
-    def __init__(self, brain: Brain | None = None, *, rate_limit_every: int = 0,
-                 retry_after_ms: int = 20, batch_polls: int = 2,
-                 latency_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        brain: Brain | None = None,
+        *,
+        rate_limit_every: int = 0,
+        retry_after_ms: int = 20,
+        batch_polls: int = 2,
+        latency_s: float = 0.0,
+    ) -> None:
         self.brain = brain or Brain()
         self.latency_s = latency_s
         self.rate_limit_every = rate_limit_every
         self.retry_after_ms = retry_after_ms
         self.batch_polls = batch_polls
         self.scripts: dict[str, deque[Reply | Callable[[dict[str, Any]], Reply]]] = {
-            "anthropic": deque(), "openai": deque()}
+            "anthropic": deque(),
+            "openai": deque(),
+        }
         self.seen: list[Seen] = []
         self.model_requests = 0
         self.rate_limited = 0
@@ -285,12 +365,14 @@ class FakeProviders:
             def _handle(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                reply = fake.handle(self.command, self.path,
-                                    {k.lower(): v for k, v in self.headers.items()}, raw)
+                reply = fake.handle(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, raw
+                )
                 data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
-                content_type = "application/octet-stream" if reply.raw is not None \
-                    else "application/json"
+                content_type = (
+                    "application/octet-stream" if reply.raw is not None else "application/json"
+                )
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))
                 for key, value in reply.headers.items():
@@ -303,8 +385,9 @@ class FakeProviders:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -328,8 +411,7 @@ class FakeProviders:
     def openai_url(self) -> str:
         return self.origin + "/v1"
 
-    def script(self, provider: str, *replies: Reply | Callable[[dict[str, Any]], Reply]
-               ) -> None:
+    def script(self, provider: str, *replies: Reply | Callable[[dict[str, Any]], Reply]) -> None:
         self.scripts[provider].extend(replies)
 
     def model_bodies(self, provider: str) -> list[dict[str, Any]]:
@@ -399,25 +481,33 @@ class FakeProviders:
         origin = self.results_origin or self.origin
         created = datetime.now(UTC)
         return {
-            "id": batch["id"], "type": "message_batch",
+            "id": batch["id"],
+            "type": "message_batch",
             "processing_status": "ended" if ended else "in_progress",
-            "request_counts": {"processing": 0 if ended else n,
-                               "succeeded": n - errored if ended else 0,
-                               "errored": errored if ended else 0, "canceled": 0,
-                               "expired": 0},
+            "request_counts": {
+                "processing": 0 if ended else n,
+                "succeeded": n - errored if ended else 0,
+                "errored": errored if ended else 0,
+                "canceled": 0,
+                "expired": 0,
+            },
             "created_at": created.isoformat(),
             "expires_at": (created + timedelta(hours=24)).isoformat(),
             "ended_at": created.isoformat() if ended else None,
-            "archived_at": None, "cancel_initiated_at": None,
-            "results_url": f"{origin}/v1/messages/batches/{batch['id']}/results"
-            if ended else None}
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{origin}/v1/messages/batches/{batch['id']}/results" if ended else None,
+        }
 
     def _anthropic_batches(self, method: str, path: str, body: Any) -> Reply:
         parts = path.strip("/").split("/")  # v1 messages batches [id] [results]
         if method == "POST" and len(parts) == 3:
             batch_id = f"msgbatch_{next(_ids):04d}"
-            self.anthropic_batches[batch_id] = {"id": batch_id, "requests": body["requests"],
-                                                "polls": 0}
+            self.anthropic_batches[batch_id] = {
+                "id": batch_id,
+                "requests": body["requests"],
+                "polls": 0,
+            }
             return Reply(200, self._anthropic_batch_view(self.anthropic_batches[batch_id]))
         batch = self.anthropic_batches.get(parts[3]) if len(parts) > 3 else None
         if batch is None:
@@ -428,9 +518,16 @@ class FakeProviders:
         lines = []
         for request in batch["requests"]:
             if request["custom_id"] in self.batch_errors:
-                result: dict[str, Any] = {"type": "errored", "error": {
-                    "type": "error", "error": {"type": "invalid_request_error",
-                                               "message": "scripted batch error"}}}
+                result: dict[str, Any] = {
+                    "type": "errored",
+                    "error": {
+                        "type": "error",
+                        "error": {
+                            "type": "invalid_request_error",
+                            "message": "scripted batch error",
+                        },
+                    },
+                }
             else:
                 result = {"type": "succeeded", "message": self.brain.anthropic(request["params"])}
             lines.append(json.dumps({"custom_id": request["custom_id"], "result": result}))
@@ -440,7 +537,8 @@ class FakeProviders:
 
     def _upload(self, headers: dict[str, str], raw: bytes) -> Reply:
         message = BytesParser(policy=email_policy).parsebytes(
-            b"content-type: " + headers["content-type"].encode() + b"\r\n\r\n" + raw)
+            b"content-type: " + headers["content-type"].encode() + b"\r\n\r\n" + raw
+        )
         content = b""
         purpose = ""
         filename = "upload"
@@ -455,41 +553,77 @@ class FakeProviders:
                 purpose = data.decode()
         file_id = f"file-{next(_ids):04d}"
         self.files[file_id] = content
-        return Reply(200, {"id": file_id, "object": "file", "bytes": len(content),
-                           "created_at": int(time.time()), "filename": filename,
-                           "purpose": purpose, "status": "processed"})
+        return Reply(
+            200,
+            {
+                "id": file_id,
+                "object": "file",
+                "bytes": len(content),
+                "created_at": int(time.time()),
+                "filename": filename,
+                "purpose": purpose,
+                "status": "processed",
+            },
+        )
 
     def _openai_batch_view(self, batch: dict[str, Any]) -> dict[str, Any]:
         lines = batch["lines"]
         ended = batch["polls"] >= self.batch_polls
-        view = {"id": batch["id"], "object": "batch", "endpoint": batch["endpoint"],
-                "input_file_id": batch["input_file_id"], "completion_window": "24h",
-                "status": "completed" if ended else "in_progress",
-                "created_at": int(time.time()),
-                "request_counts": {"total": len(lines), "completed": len(lines) if ended
-                                   else 0, "failed": 0}}
+        view = {
+            "id": batch["id"],
+            "object": "batch",
+            "endpoint": batch["endpoint"],
+            "input_file_id": batch["input_file_id"],
+            "completion_window": "24h",
+            "status": "completed" if ended else "in_progress",
+            "created_at": int(time.time()),
+            "request_counts": {
+                "total": len(lines),
+                "completed": len(lines) if ended else 0,
+                "failed": 0,
+            },
+        }
         if ended and "output_file_id" not in batch:
             out, err = [], []
             for line in lines:
                 cid = line["custom_id"]
                 if cid in self.batch_errors:
-                    err.append({"id": f"batch_req_{next(_ids)}", "custom_id": cid,
-                                "response": {"status_code": 400, "request_id": "req",
-                                             "body": openai_error("scripted batch error",
-                                                                  "invalid_request_error")},
-                                "error": None})
+                    err.append(
+                        {
+                            "id": f"batch_req_{next(_ids)}",
+                            "custom_id": cid,
+                            "response": {
+                                "status_code": 400,
+                                "request_id": "req",
+                                "body": openai_error(
+                                    "scripted batch error", "invalid_request_error"
+                                ),
+                            },
+                            "error": None,
+                        }
+                    )
                     continue
-                out.append({"id": f"batch_req_{next(_ids)}", "custom_id": cid,
-                            "response": {"status_code": 200, "request_id": "req",
-                                         "body": self.brain.openai(line["body"])},
-                            "error": None})
+                out.append(
+                    {
+                        "id": f"batch_req_{next(_ids)}",
+                        "custom_id": cid,
+                        "response": {
+                            "status_code": 200,
+                            "request_id": "req",
+                            "body": self.brain.openai(line["body"]),
+                        },
+                        "error": None,
+                    }
+                )
             batch["output_file_id"] = f"file-{next(_ids):04d}"
-            self.files[batch["output_file_id"]] = "".join(json.dumps(o) + "\n" for o in out
-                                                          ).encode()
+            self.files[batch["output_file_id"]] = "".join(
+                json.dumps(o) + "\n" for o in out
+            ).encode()
             if err:
                 batch["error_file_id"] = f"file-{next(_ids):04d}"
-                self.files[batch["error_file_id"]] = "".join(json.dumps(e) + "\n"
-                                                             for e in err).encode()
+                self.files[batch["error_file_id"]] = "".join(
+                    json.dumps(e) + "\n" for e in err
+                ).encode()
         if ended:
             view["output_file_id"] = batch["output_file_id"]
             view["error_file_id"] = batch.get("error_file_id")
@@ -501,9 +635,13 @@ class FakeProviders:
             content = self.files[body["input_file_id"]].decode()
             lines = [json.loads(line) for line in content.splitlines() if line.strip()]
             batch_id = f"batch_{next(_ids):04d}"
-            self.openai_batches[batch_id] = {"id": batch_id, "lines": lines, "polls": 0,
-                                             "endpoint": body["endpoint"],
-                                             "input_file_id": body["input_file_id"]}
+            self.openai_batches[batch_id] = {
+                "id": batch_id,
+                "lines": lines,
+                "polls": 0,
+                "endpoint": body["endpoint"],
+                "input_file_id": body["input_file_id"],
+            }
             return Reply(200, self._openai_batch_view(self.openai_batches[batch_id]))
         batch = self.openai_batches.get(parts[2]) if len(parts) > 2 else None
         if batch is None:
@@ -513,8 +651,10 @@ class FakeProviders:
 
 
 def rate_limited(provider: str, retry_after_ms: int) -> Reply:
-    headers = {"retry-after-ms": str(retry_after_ms),
-               "retry-after": str(max(retry_after_ms // 1000, 0))}
+    headers = {
+        "retry-after-ms": str(retry_after_ms),
+        "retry-after": str(max(retry_after_ms // 1000, 0)),
+    }
     if provider == "anthropic":
         return Reply(429, anthropic_error(429, "rate_limit_error", "rate limited"), headers)
     return Reply(429, openai_error("rate limited", "rate_limit_exceeded"), headers)
@@ -547,36 +687,81 @@ def provider_env(monkeypatch: Any, fake: FakeProviders) -> None:
     monkeypatch.setenv("PREREG_TIMEOUT_S", "20")
     monkeypatch.setenv("PREREG_BATCH_POLL_S", "0.01")
     monkeypatch.setenv("PREREG_BATCH_TIMEOUT_S", "20")
-    for name in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "PREREG_RPM",
-                 "PREREG_TPM", "PREREG_PRICES", "ANTHROPIC_CUSTOM_HEADERS",
-                 "OPENAI_CUSTOM_HEADERS"):
+    for name in (
+        "ANTHROPIC_AUTH_TOKEN",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+        "PREREG_RPM",
+        "PREREG_TPM",
+        "PREREG_PRICES",
+        "ANTHROPIC_CUSTOM_HEADERS",
+        "OPENAI_CUSTOM_HEADERS",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
 def music_tools() -> tuple[Any, ...]:
     from prereg.runners.drivers.base import OfferedTool
 
-    schema = {"type": "object", "properties": {"query": {"type": "string"}},
-              "required": ["query"], "additionalProperties": False}
-    track = {"type": "object", "properties": {"track_id": {"type": "string"}},
-             "required": ["track_id"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"query": {"type": "string"}},
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    track = {
+        "type": "object",
+        "properties": {"track_id": {"type": "string"}},
+        "required": ["track_id"],
+        "additionalProperties": False,
+    }
     return (
-        OfferedTool("search_tracks", "Search tracks", "Search the tracks in the library.",
-                    schema, "Music Library", "Tracks, albums and playlists."),
-        OfferedTool("get_track", "Get track", "Get one track by its id.", track,
-                    "Music Library", "Tracks, albums and playlists."),
-        OfferedTool("find_podcast", "Find podcast", "Find a podcast episode.", schema,
-                    "Castaway Pods", "Podcast search by Castaway."),
+        OfferedTool(
+            "search_tracks",
+            "Search tracks",
+            "Search the tracks in the library.",
+            schema,
+            "Music Library",
+            "Tracks, albums and playlists.",
+        ),
+        OfferedTool(
+            "get_track",
+            "Get track",
+            "Get one track by its id.",
+            track,
+            "Music Library",
+            "Tracks, albums and playlists.",
+        ),
+        OfferedTool(
+            "find_podcast",
+            "Find podcast",
+            "Find a podcast episode.",
+            schema,
+            "Castaway Pods",
+            "Podcast search by Castaway.",
+        ),
     )
 
 
-def episode(prompt: str = "Which songs by Lumen Drift do I have?", *, cap: int | None = 256,
-            label: str = "arm/t001/0", tools: tuple[Any, ...] | None = None) -> Any:
+def episode(
+    prompt: str = "Which songs by Lumen Drift do I have?",
+    *,
+    cap: int | None = 256,
+    label: str = "arm/t001/0",
+    tools: tuple[Any, ...] | None = None,
+) -> Any:
     from prereg.runners.drivers.base import Episode
 
-    return Episode(prompt=prompt, tools=music_tools() if tools is None else tools,
-                   completion_cap=cap, model=None, params={}, seed=7, prompt_seed=7,
-                   label=label)
+    return Episode(
+        prompt=prompt,
+        tools=music_tools() if tools is None else tools,
+        completion_cap=cap,
+        model=None,
+        params={},
+        seed=7,
+        prompt_seed=7,
+        label=label,
+    )
 
 
 def run(coro: Any) -> Any:
@@ -595,8 +780,9 @@ async def play(driver: Any, ep: Any, results: list[ToolResult] | None = None) ->
             turns.append(turn)
             if isinstance(turn.action, FinalAnswer | CutAtCap):
                 break
-            result = results.pop(0) if results else ToolResult({"items": []}, False,
-                                                               '{"items": []}')
+            result = (
+                results.pop(0) if results else ToolResult({"items": []}, False, '{"items": []}')
+            )
             history.append(Exchange(turn, result))
     finally:
         await driver.aclose()

@@ -37,15 +37,27 @@ MODEL = "claude-haiku-4-5"
 
 
 def test_tool_use_then_final_text(fake: FakeProviders) -> None:
-    fake.script("anthropic",
-                Reply(200, anthropic_tool_use("search_tracks", {"query": "Lumen Drift"},
-                                              call_id="toolu_A", model=MODEL,
-                                              usage=anthropic_usage(300, 40, cache_read=100))),
-                Reply(200, anthropic_text("You have Glass Harbor.", model=MODEL,
-                                          usage=anthropic_usage(420, 9))))
+    fake.script(
+        "anthropic",
+        Reply(
+            200,
+            anthropic_tool_use(
+                "search_tracks",
+                {"query": "Lumen Drift"},
+                call_id="toolu_A",
+                model=MODEL,
+                usage=anthropic_usage(300, 40, cache_read=100),
+            ),
+        ),
+        Reply(
+            200,
+            anthropic_text("You have Glass Harbor.", model=MODEL, usage=anthropic_usage(420, 9)),
+        ),
+    )
     driver = driver_module.create(MODEL, {})
-    result = ToolResult({"items": [{"title": "Glass Harbor"}]}, False,
-                        '{"items": [{"title": "Glass Harbor"}]}')
+    result = ToolResult(
+        {"items": [{"title": "Glass Harbor"}]}, False, '{"items": [{"title": "Glass Harbor"}]}'
+    )
     first, second = run(play(driver, episode(), [result]))
 
     assert first.action == ToolCall("search_tracks", {"query": "Lumen Drift"}, "toolu_A")
@@ -68,12 +80,23 @@ def test_tool_use_then_final_text(fake: FakeProviders) -> None:
     for forbidden in ("temperature", "top_p", "top_k", "seed"):
         assert forbidden not in body1
     # the second request sends back the assistant content verbatim and the tool result
-    assert body2["messages"][1] == {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "toolu_A", "name": "search_tracks",
-         "input": {"query": "Lumen Drift"}}]}
+    assert body2["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "toolu_A",
+                "name": "search_tracks",
+                "input": {"query": "Lumen Drift"},
+            }
+        ],
+    }
     assert body2["messages"][2]["content"][0] == {
-        "type": "tool_result", "tool_use_id": "toolu_A",
-        "content": '{"items": [{"title": "Glass Harbor"}]}', "is_error": False}
+        "type": "tool_result",
+        "tool_use_id": "toolu_A",
+        "content": '{"items": [{"title": "Glass Harbor"}]}',
+        "is_error": False,
+    }
     # the key went only into the header the SDK sets (2.x: a bearer token), SDK retries off
     seen = [s for s in fake.seen if s.path == "/v1/messages"]
     assert all(s.headers["authorization"] == f"Bearer {ANTHROPIC_KEY}" for s in seen)
@@ -82,9 +105,18 @@ def test_tool_use_then_final_text(fake: FakeProviders) -> None:
 
 
 def test_truncation_at_the_cap_is_a_cut(fake: FakeProviders) -> None:
-    fake.script("anthropic", Reply(200, anthropic_message(
-        [{"type": "text", "text": "Let me think about all the"}], model=MODEL,
-        stop_reason="max_tokens", usage=anthropic_usage(100, 64, thinking=50))))
+    fake.script(
+        "anthropic",
+        Reply(
+            200,
+            anthropic_message(
+                [{"type": "text", "text": "Let me think about all the"}],
+                model=MODEL,
+                stop_reason="max_tokens",
+                usage=anthropic_usage(100, 64, thinking=50),
+            ),
+        ),
+    )
     (turn,) = run(play(driver_module.create(MODEL, {}), episode(cap=64)))
     assert turn.action == CutAtCap("Let me think about all the")
     # thinking tokens are split out of output so input + output + reasoning is the total
@@ -93,20 +125,22 @@ def test_truncation_at_the_cap_is_a_cut(fake: FakeProviders) -> None:
 
 
 def test_429_then_success_honours_retry_after(fake: FakeProviders) -> None:
-    fake.script("anthropic", rate_limited("anthropic", 250),
-                Reply(200, anthropic_text("ok", model=MODEL)))
+    fake.script(
+        "anthropic", rate_limited("anthropic", 250), Reply(200, anthropic_text("ok", model=MODEL))
+    )
     driver = driver_module.create(MODEL, {})
     (turn,) = run(play(driver, episode()))
     assert turn.action == FinalAnswer("ok")
     assert driver.stats.retries == 1 and driver.stats.by_cause["429"] == 1
-    assert turn.retries == 1   # the retry is on the turn, so the record shows it
+    assert turn.retries == 1  # the retry is on the turn, so the record shows it
     times = [s.at for s in fake.seen if s.path == "/v1/messages"]
     assert times[1] - times[0] >= 0.24  # waited the server's retry-after-ms, not the jitter
     assert turn.latency_ms < 240  # latency is the successful attempt's, not the wait
 
 
 def test_500_until_retries_are_exhausted_is_an_infra_error_with_the_key_redacted(
-        fake: FakeProviders) -> None:
+    fake: FakeProviders,
+) -> None:
     fake.script("anthropic", *[server_error("anthropic") for _ in range(4)])
     driver = driver_module.create(MODEL, {})
     with pytest.raises(RetriesExhausted) as info:
@@ -119,8 +153,16 @@ def test_500_until_retries_are_exhausted_is_an_infra_error_with_the_key_redacted
 
 
 def test_client_error_is_not_retried(fake: FakeProviders) -> None:
-    fake.script("anthropic", Reply(400, {"type": "error", "error": {
-        "type": "invalid_request_error", "message": "bad tool schema"}}))
+    fake.script(
+        "anthropic",
+        Reply(
+            400,
+            {
+                "type": "error",
+                "error": {"type": "invalid_request_error", "message": "bad tool schema"},
+            },
+        ),
+    )
     driver = driver_module.create(MODEL, {})
     with pytest.raises(Exception, match="bad tool schema"):
         run(play(driver, episode()))
@@ -128,10 +170,14 @@ def test_client_error_is_not_retried(fake: FakeProviders) -> None:
 
 
 def test_malformed_tool_input_is_reported_not_repaired(fake: FakeProviders) -> None:
-    fake.script("anthropic",
-                Reply(200, anthropic_tool_use("search_tracks", '{"query": "Lumen', model=MODEL,
-                                              call_id="toolu_M")),
-                Reply(200, anthropic_text("Sorry.", model=MODEL)))
+    fake.script(
+        "anthropic",
+        Reply(
+            200,
+            anthropic_tool_use("search_tracks", '{"query": "Lumen', model=MODEL, call_id="toolu_M"),
+        ),
+        Reply(200, anthropic_text("Sorry.", model=MODEL)),
+    )
     driver = driver_module.create(MODEL, {})
     error = ToolResult(None, True, "error: the tool call could not be parsed")
     first, second = run(play(driver, episode(), [error]))
@@ -159,15 +205,35 @@ def test_unpriced_model_has_null_cost(fake: FakeProviders) -> None:
 
 
 def test_tool_search_surfaces_tool_references(fake: FakeProviders) -> None:
-    search = anthropic_message([
-        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "tool_search_tool_bm25",
-         "input": {"query": "tracks"}},
-        {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_1", "content": {
-            "type": "tool_search_tool_search_result",
-            "tool_references": [{"type": "tool_reference", "tool_name": "search_tracks"},
-                                {"type": "tool_reference", "tool_name": "get_track"}]}},
-        {"type": "tool_use", "id": "toolu_S", "name": "search_tracks",
-         "input": {"query": "Lumen Drift"}}], model=MODEL, stop_reason="tool_use")
+    search = anthropic_message(
+        [
+            {
+                "type": "server_tool_use",
+                "id": "srvtoolu_1",
+                "name": "tool_search_tool_bm25",
+                "input": {"query": "tracks"},
+            },
+            {
+                "type": "tool_search_tool_result",
+                "tool_use_id": "srvtoolu_1",
+                "content": {
+                    "type": "tool_search_tool_search_result",
+                    "tool_references": [
+                        {"type": "tool_reference", "tool_name": "search_tracks"},
+                        {"type": "tool_reference", "tool_name": "get_track"},
+                    ],
+                },
+            },
+            {
+                "type": "tool_use",
+                "id": "toolu_S",
+                "name": "search_tracks",
+                "input": {"query": "Lumen Drift"},
+            },
+        ],
+        model=MODEL,
+        stop_reason="tool_use",
+    )
     fake.script("anthropic", Reply(200, search), Reply(200, anthropic_text("done", model=MODEL)))
     driver = driver_module.create(MODEL, {}, tool_search=True)
     first, second = run(play(driver, episode()))
@@ -176,8 +242,10 @@ def test_tool_search_surfaces_tool_references(fake: FakeProviders) -> None:
     assert second.surfaced == () and second.searched is False
     body1, body2 = fake.model_bodies("anthropic")
     assert all(t.get("defer_loading") for t in body1["tools"][:-1])
-    assert body1["tools"][-1] == {"type": "tool_search_tool_bm25_20251119",
-                                  "name": "tool_search_tool_bm25"}
+    assert body1["tools"][-1] == {
+        "type": "tool_search_tool_bm25_20251119",
+        "name": "tool_search_tool_bm25",
+    }
     # the search blocks go back to the provider as they came
     kinds = [b["type"] for b in body2["messages"][1]["content"]]
     assert kinds == ["server_tool_use", "tool_search_tool_result", "tool_use"]
@@ -189,14 +257,21 @@ def test_sampling_only_when_allowed_and_reserved_params_refused(fake: FakeProvid
     with pytest.raises(BadInput, match="max_tokens"):
         driver_module.create(MODEL, {"max_tokens": 10})
     fake.script("anthropic", Reply(200, anthropic_text("ok", model=MODEL)))
-    run(play(driver_module.create(MODEL, {"temperature": 0.0, "metadata": {"user_id": "u"}},
-                                  allow_sampling=True), episode()))
+    run(
+        play(
+            driver_module.create(
+                MODEL, {"temperature": 0.0, "metadata": {"user_id": "u"}}, allow_sampling=True
+            ),
+            episode(),
+        )
+    )
     body = fake.model_bodies("anthropic")[0]
     assert body["temperature"] == 0.0 and body["metadata"] == {"user_id": "u"}
 
 
-def test_missing_key_names_the_variable(fake: FakeProviders,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_key_names_the_variable(
+    fake: FakeProviders, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(MissingKey, match="ANTHROPIC_API_KEY"):
         run(play(driver_module.create(MODEL, {}), episode()))
@@ -211,12 +286,24 @@ def test_spend_cap_refuses_a_request_that_could_pass_it(fake: FakeProviders) -> 
 
 
 def test_pause_turn_is_continued_within_the_turn(fake: FakeProviders) -> None:
-    paused = anthropic_message([{"type": "server_tool_use", "id": "srvtoolu_P",
-                                 "name": "tool_search_tool_bm25", "input": {"query": "x"}}],
-                               model=MODEL, stop_reason="pause_turn",
-                               usage=anthropic_usage(100, 5))
-    fake.script("anthropic", Reply(200, paused),
-                Reply(200, anthropic_text("answer", model=MODEL, usage=anthropic_usage(150, 7))))
+    paused = anthropic_message(
+        [
+            {
+                "type": "server_tool_use",
+                "id": "srvtoolu_P",
+                "name": "tool_search_tool_bm25",
+                "input": {"query": "x"},
+            }
+        ],
+        model=MODEL,
+        stop_reason="pause_turn",
+        usage=anthropic_usage(100, 5),
+    )
+    fake.script(
+        "anthropic",
+        Reply(200, paused),
+        Reply(200, anthropic_text("answer", model=MODEL, usage=anthropic_usage(150, 7))),
+    )
     (turn,) = run(play(driver_module.create(MODEL, {}, tool_search=True), episode()))
     assert turn.action == FinalAnswer("answer")
     assert turn.usage.input == 250 and turn.usage.output == 12

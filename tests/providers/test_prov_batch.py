@@ -28,8 +28,10 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProviders]:
 
 
 def episodes(n: int = 3) -> list[tuple[tuple[str, str, int], Any]]:
-    return [(("arm", f"t{i:03d}", 0), episode(f"Prompt number {i}?", label=f"arm/t{i:03d}/0"))
-            for i in range(n)]
+    return [
+        (("arm", f"t{i:03d}", 0), episode(f"Prompt number {i}?", label=f"arm/t{i:03d}/0"))
+        for i in range(n)
+    ]
 
 
 def run(coro: Any) -> Any:
@@ -50,10 +52,12 @@ async def first_turns(driver: Any, eps: list[Any], store: BatchStore) -> tuple[A
         await driver.aclose()
 
 
-@pytest.mark.parametrize("module,model", [(anthropic_driver, "claude-haiku-4-5"),
-                                          (openai_driver, "gpt-5-mini")])
-def test_batch_create_poll_results(fake: FakeProviders, tmp_path: Path, module: Any,
-                                   model: str) -> None:
+@pytest.mark.parametrize(
+    "module,model", [(anthropic_driver, "claude-haiku-4-5"), (openai_driver, "gpt-5-mini")]
+)
+def test_batch_create_poll_results(
+    fake: FakeProviders, tmp_path: Path, module: Any, model: str
+) -> None:
     store = BatchStore(tmp_path / "runs")
     polls: list[Any] = []
     driver = module.create(model, {})
@@ -61,8 +65,9 @@ def test_batch_create_poll_results(fake: FakeProviders, tmp_path: Path, module: 
 
     async def go() -> tuple[Any, list[Any]]:
         try:
-            report = await prefetch_first_turns(driver, eps, digest=DIGEST, batches=store,
-                                                progress=polls.append)
+            report = await prefetch_first_turns(
+                driver, eps, digest=DIGEST, batches=store, progress=polls.append
+            )
             return report, [await driver.next_turn(ep, []) for _, ep in eps]
         finally:
             await driver.aclose()
@@ -83,14 +88,12 @@ def test_batch_create_poll_results(fake: FakeProviders, tmp_path: Path, module: 
     assert not fake.model_bodies("anthropic") and not fake.model_bodies("openai")
 
 
-def test_anthropic_batch_wire_and_absolute_results_url(fake: FakeProviders,
-                                                       tmp_path: Path) -> None:
+def test_anthropic_batch_wire_and_absolute_results_url(fake: FakeProviders, tmp_path: Path) -> None:
     driver = anthropic_driver.create("claude-haiku-4-5", {})
     run(first_turns(driver, episodes(2), BatchStore(tmp_path / "runs")))
     create = next(s for s in fake.seen if s.method == "POST" and s.path == "/v1/messages/batches")
     request = create.body["requests"][0]
-    assert request["params"]["tool_choice"] == {"type": "auto",
-                                                "disable_parallel_tool_use": True}
+    assert request["params"]["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
     assert request["params"]["max_tokens"] == 256
     assert any(s.path.endswith("/results") for s in fake.seen)
 
@@ -102,8 +105,9 @@ def test_batch_cost_is_discounted(fake: FakeProviders, tmp_path: Path) -> None:
     assert turn.cost_usd == pytest.approx((230 * 0.25 + 28 * 2) / 1e6 / 2)
 
 
-def test_openai_batch_uses_files_and_the_responses_endpoint(fake: FakeProviders,
-                                                            tmp_path: Path) -> None:
+def test_openai_batch_uses_files_and_the_responses_endpoint(
+    fake: FakeProviders, tmp_path: Path
+) -> None:
     driver = openai_driver.create("gpt-5-mini", {})
     run(first_turns(driver, episodes(2), BatchStore(tmp_path / "runs")))
     (batch,) = fake.openai_batches.values()
@@ -118,49 +122,62 @@ def test_errored_requests_become_infra_errors(fake: FakeProviders, tmp_path: Pat
     eps = episodes(3)
     fake.batch_errors.add(custom_id(DIGEST, eps[1][0]))
     for module, model in ((anthropic_driver, "claude-haiku-4-5"), (openai_driver, "gpt-5-mini")):
-        report, turns = run(first_turns(module.create(model, {}), eps,
-                                        BatchStore(tmp_path / f"runs-{model}")))
+        report, turns = run(
+            first_turns(module.create(model, {}), eps, BatchStore(tmp_path / f"runs-{model}"))
+        )
         assert report.primed == 2 and report.failed == 1
         assert isinstance(turns[1], InfraError) and "batch" in str(turns[1])
         assert isinstance(turns[0].action, ToolCall)
 
 
-def test_interrupted_batch_resumes_by_id_without_resubmitting(fake: FakeProviders,
-                                                               tmp_path: Path) -> None:
+def test_interrupted_batch_resumes_by_id_without_resubmitting(
+    fake: FakeProviders, tmp_path: Path
+) -> None:
     store = BatchStore(tmp_path / "runs")
     eps = episodes(2)
     impatient = ProviderSettings.from_env("anthropic", {"batch_timeout_s": 0.001})
     with pytest.raises(BatchPending, match="run `prereg run --batch` again"):
-        run(first_turns(anthropic_driver.create("claude-haiku-4-5", {}, settings=impatient),
-                        eps, store))
+        run(
+            first_turns(
+                anthropic_driver.create("claude-haiku-4-5", {}, settings=impatient), eps, store
+            )
+        )
     (pending,) = store.batches(DIGEST, "anthropic", "submitted")
-    creates = sum(1 for s in fake.seen if s.method == "POST"
-                  and s.path == "/v1/messages/batches")
-    report, turns = run(first_turns(anthropic_driver.create("claude-haiku-4-5", {}), eps,
-                                    store))
+    creates = sum(1 for s in fake.seen if s.method == "POST" and s.path == "/v1/messages/batches")
+    report, turns = run(first_turns(anthropic_driver.create("claude-haiku-4-5", {}), eps, store))
     assert report.resumed == [pending.batch_id] and report.submitted == []
-    assert creates == 1 == sum(1 for s in fake.seen if s.method == "POST"
-                               and s.path == "/v1/messages/batches")
+    assert (
+        creates
+        == 1
+        == sum(1 for s in fake.seen if s.method == "POST" and s.path == "/v1/messages/batches")
+    )
     assert all(isinstance(t.action, ToolCall) for t in turns)
 
 
 def test_results_url_on_another_origin_is_refused(fake: FakeProviders, tmp_path: Path) -> None:
     fake.results_origin = "http://198.51.100.7:9"
     with pytest.raises(InfraError, match="refusing to send the key"):
-        run(first_turns(anthropic_driver.create("claude-haiku-4-5", {}), episodes(1),
-                        BatchStore(tmp_path / "runs")))
+        run(
+            first_turns(
+                anthropic_driver.create("claude-haiku-4-5", {}),
+                episodes(1),
+                BatchStore(tmp_path / "runs"),
+            )
+        )
     assert not any(s.path.endswith("/results") for s in fake.seen)
 
 
 def test_batch_only_driver_never_falls_back_to_a_synchronous_request(
-        fake: FakeProviders, tmp_path: Path) -> None:
+    fake: FakeProviders, tmp_path: Path
+) -> None:
     driver = openai_driver.create("gpt-5-mini", {})
     eps = episodes(1)
 
     async def go() -> None:
         try:
-            await prefetch_first_turns(driver, eps, digest=DIGEST,
-                                       batches=BatchStore(tmp_path / "runs"))
+            await prefetch_first_turns(
+                driver, eps, digest=DIGEST, batches=BatchStore(tmp_path / "runs")
+            )
             other = episode("not in the batch", label="arm/t999/0")
             with pytest.raises(InfraError, match="no batch result"):
                 await driver.next_turn(other, [])

@@ -57,12 +57,22 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProviders]:
         yield server
 
 
-def register(cli: Any, ws: Path, driver: str, *, turns: int = 6, host_extra: str = "",
-             reg_id: str | None = None) -> str:
+def register(
+    cli: Any,
+    ws: Path,
+    driver: str,
+    *,
+    turns: int = 6,
+    host_extra: str = "",
+    reg_id: str | None = None,
+) -> str:
     reg_id = reg_id or f"podcast-{driver}"
     draft = ws / "drafts" / f"{reg_id}.yaml"
-    draft.write_text(DRAFT.format(id=reg_id, driver=driver, model=MODELS[driver], turns=turns,
-                                  host_extra=host_extra))
+    draft.write_text(
+        DRAFT.format(
+            id=reg_id, driver=driver, model=MODELS[driver], turns=turns, host_extra=host_extra
+        )
+    )
     result = cli("-w", ws, "register", draft, "--json")
     assert result.code == 0, result.stderr
     return reg_id
@@ -81,8 +91,9 @@ def assert_no_key_anywhere(root: Path, *outputs: str) -> None:
 
 
 @pytest.mark.parametrize("driver", ["anthropic", "openai"])
-def test_prereg_run_completes_every_unit(ws: Path, cli: Any, fake: FakeProviders,
-                                         driver: str) -> None:
+def test_prereg_run_completes_every_unit(
+    ws: Path, cli: Any, fake: FakeProviders, driver: str
+) -> None:
     reg_id = register(cli, ws, driver)
     result = cli("-w", ws, "run", reg_id, "--json")
     assert result.code == 0, result.stderr
@@ -115,7 +126,8 @@ def test_prereg_run_completes_every_unit(ws: Path, cli: Any, fake: FakeProviders
 
 
 def test_infra_errors_are_recorded_redacted_and_retried_next_run(
-        ws: Path, cli: Any, fake: FakeProviders) -> None:
+    ws: Path, cli: Any, fake: FakeProviders
+) -> None:
     reg_id = register(cli, ws, "anthropic")
     fake.rate_limit_every = 0
     fake.script("anthropic", *[server_error("anthropic") for _ in range(8)])
@@ -151,20 +163,24 @@ def test_dry_run_sends_and_writes_nothing(ws: Path, cli: Any, fake: FakeProvider
     assert "spend upper bound" in human.stdout and "nothing sent" in human.stdout
 
 
-def test_dry_run_with_an_unpriced_model_and_a_price_file(ws: Path, cli: Any,
-                                                         fake: FakeProviders,
-                                                         tmp_path: Path) -> None:
-    draft = (DRAFT.format(id="sonnet55", driver="anthropic", model="claude-sonnet-5-5",
-                          turns=1, host_extra=""))
+def test_dry_run_with_an_unpriced_model_and_a_price_file(
+    ws: Path, cli: Any, fake: FakeProviders, tmp_path: Path
+) -> None:
+    draft = DRAFT.format(
+        id="sonnet55", driver="anthropic", model="claude-sonnet-5-5", turns=1, host_extra=""
+    )
     (ws / "drafts" / "s.yaml").write_text(draft)
     assert cli("-w", ws, "register", ws / "drafts" / "s.yaml").code == 0
     unknown = cli("-w", ws, "run", "sonnet55", "--dry-run", "--json").json()
-    assert unknown["spend_upper_bound_usd"] is None and "not in the price table" in \
-        unknown["notes"][0]
+    assert (
+        unknown["spend_upper_bound_usd"] is None and "not in the price table" in unknown["notes"][0]
+    )
     prices = tmp_path / "prices.yaml"
-    prices.write_text("version: team-2026-12\ndate: '2026-12-01'\nproviders:\n  anthropic:\n"
-                      "    batch_discount: 0.5\n    models:\n"
-                      "      claude-sonnet-5-5: {input: 3, output: 15}\n")
+    prices.write_text(
+        "version: team-2026-12\ndate: '2026-12-01'\nproviders:\n  anthropic:\n"
+        "    batch_discount: 0.5\n    models:\n"
+        "      claude-sonnet-5-5: {input: 3, output: 15}\n"
+    )
     known = cli("-w", ws, "run", "sonnet55", "--dry-run", "--prices", prices, "--json").json()
     assert known["price_table"]["version"] == "team-2026-12"
     assert known["spend_upper_bound_usd"] == pytest.approx(24 * (8000 * 3 + 256 * 15) / 1e6)
@@ -179,8 +195,9 @@ def test_dry_run_with_an_unpriced_model_and_a_price_file(ws: Path, cli: Any,
 
 
 @pytest.mark.parametrize("driver", ["anthropic", "openai"])
-def test_batch_run_records_the_batch_path(ws: Path, cli: Any, fake: FakeProviders,
-                                          driver: str) -> None:
+def test_batch_run_records_the_batch_path(
+    ws: Path, cli: Any, fake: FakeProviders, driver: str
+) -> None:
     reg_id = register(cli, ws, driver, turns=1)
     result = cli("-w", ws, "run", reg_id, "--batch", "--json")
     assert result.code == 0, result.stderr
@@ -198,8 +215,9 @@ def test_batch_run_records_the_batch_path(ws: Path, cli: Any, fake: FakeProvider
     assert_no_key_anywhere(ws, result.stdout, result.stderr)
 
 
-def test_batch_interrupted_then_resumed_by_id(ws: Path, cli: Any, fake: FakeProviders,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batch_interrupted_then_resumed_by_id(
+    ws: Path, cli: Any, fake: FakeProviders, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reg_id = register(cli, ws, "anthropic", turns=1)
     fake.batch_polls = 4
     monkeypatch.setenv("PREREG_BATCH_TIMEOUT_S", "0.001")
@@ -215,7 +233,8 @@ def test_batch_interrupted_then_resumed_by_id(ws: Path, cli: Any, fake: FakeProv
 
 
 def test_batch_refuses_multi_turn_registrations_and_missing_keys(
-        ws: Path, cli: Any, fake: FakeProviders, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws: Path, cli: Any, fake: FakeProviders, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reg_id = register(cli, ws, "openai", turns=6)
     refused = cli("-w", ws, "run", reg_id, "--batch", "--json")
     assert refused.code == 2 and "turn_limit" in refused.json()["message"]
@@ -226,8 +245,9 @@ def test_batch_refuses_multi_turn_registrations_and_missing_keys(
     assert tree_digest(ws) == before and not fake.seen
 
 
-def test_a_batch_registration_runs_only_through_a_batch(ws: Path, cli: Any,
-                                                      fake: FakeProviders) -> None:
+def test_a_batch_registration_runs_only_through_a_batch(
+    ws: Path, cli: Any, fake: FakeProviders
+) -> None:
     reg_id = register(cli, ws, "anthropic", turns=1, host_extra=", batch: true")
     before = tree_digest(ws)
     sync = cli("-w", ws, "run", reg_id, "--json")
@@ -260,8 +280,9 @@ def ok_rows(db: Path) -> int:
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
-            return int(conn.execute("SELECT COUNT(*) FROM records WHERE status = 'ok'"
-                                    ).fetchone()[0])
+            return int(
+                conn.execute("SELECT COUNT(*) FROM records WHERE status = 'ok'").fetchone()[0]
+            )
         finally:
             conn.close()
     except sqlite3.OperationalError:
@@ -270,13 +291,17 @@ def ok_rows(db: Path) -> int:
 
 @pytest.mark.slow
 def test_killed_provider_run_resumes_with_one_record_per_unit(
-        ws: Path, cli: Any, fake: FakeProviders) -> None:
+    ws: Path, cli: Any, fake: FakeProviders
+) -> None:
     reg_id = register(cli, ws, "anthropic")
     fake.latency_s = 0.03
     db = ws / "runs" / "runs.sqlite"
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(ws), reg_id],
-                            env=dict(os.environ), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, str(ws), reg_id],
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 30
         while ok_rows(db) < 6:

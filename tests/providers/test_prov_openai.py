@@ -38,12 +38,26 @@ MODEL = "gpt-5-mini"
 
 def test_tool_use_then_final_text(fake: FakeProviders) -> None:
     reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
-    fake.script("openai",
-                Reply(200, openai_response(
-                    [reasoning, openai_call_item("search_tracks", '{"query": "Lumen Drift"}',
-                                                 call_id="call_A", namespace="Music_Library")],
-                    model=MODEL, usage=openai_usage(500, 60, cached=200, reasoning=20))),
-                Reply(200, openai_text("You have Glass Harbor.", model=MODEL)))
+    fake.script(
+        "openai",
+        Reply(
+            200,
+            openai_response(
+                [
+                    reasoning,
+                    openai_call_item(
+                        "search_tracks",
+                        '{"query": "Lumen Drift"}',
+                        call_id="call_A",
+                        namespace="Music_Library",
+                    ),
+                ],
+                model=MODEL,
+                usage=openai_usage(500, 60, cached=200, reasoning=20),
+            ),
+        ),
+        Reply(200, openai_text("You have Glass Harbor.", model=MODEL)),
+    )
     driver = driver_module.create(MODEL, {})
     first, second = run(play(driver, episode(), [ToolResult({"n": 1}, False, '{"n": 1}')]))
 
@@ -63,25 +77,42 @@ def test_tool_use_then_final_text(fake: FakeProviders) -> None:
     # the OpenAI path carries the server: one namespace per integration, with its description
     assert [(t["type"], t["name"], t["description"]) for t in body1["tools"]] == [
         ("namespace", "Music_Library", "Tracks, albums and playlists."),
-        ("namespace", "Castaway_Pods", "Podcast search by Castaway.")]
+        ("namespace", "Castaway_Pods", "Podcast search by Castaway."),
+    ]
     functions = body1["tools"][0]["tools"]
     assert [f["name"] for f in functions] == ["search_tracks", "get_track"]
     assert all(f["strict"] is False and "defer_loading" not in f for f in functions)
     assert driver.server_text == "name_and_description"
     # reasoning and the call go back as returned, then the output of the call
-    assert [i.get("type") for i in body2["input"][1:]] == ["reasoning", "function_call",
-                                                          "function_call_output"]
-    assert body2["input"][3] == {"type": "function_call_output", "call_id": "call_A",
-                                 "output": '{"n": 1}'}
+    assert [i.get("type") for i in body2["input"][1:]] == [
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert body2["input"][3] == {
+        "type": "function_call_output",
+        "call_id": "call_A",
+        "output": '{"n": 1}',
+    }
     seen = [s for s in fake.seen if s.path == "/v1/responses"]
     assert all(s.headers["authorization"] == f"Bearer {OPENAI_KEY}" for s in seen)
     assert all(s.headers.get("x-stainless-retry-count") == "0" for s in seen)
 
 
 def test_incomplete_at_max_output_tokens_is_a_cut(fake: FakeProviders) -> None:
-    fake.script("openai", Reply(200, openai_response(
-        [openai_message_item("The answer is")], model=MODEL, status="incomplete",
-        incomplete="max_output_tokens", usage=openai_usage(100, 32, reasoning=30))))
+    fake.script(
+        "openai",
+        Reply(
+            200,
+            openai_response(
+                [openai_message_item("The answer is")],
+                model=MODEL,
+                status="incomplete",
+                incomplete="max_output_tokens",
+                usage=openai_usage(100, 32, reasoning=30),
+            ),
+        ),
+    )
     (turn,) = run(play(driver_module.create(MODEL, {}), episode(cap=32)))
     assert turn.action == CutAtCap("The answer is")
     assert (turn.usage.output, turn.usage.reasoning) == (2, 30)
@@ -115,17 +146,26 @@ def test_500_until_retries_are_exhausted(fake: FakeProviders) -> None:
 
 
 def test_malformed_arguments_are_reported_not_repaired(fake: FakeProviders) -> None:
-    fake.script("openai",
-                Reply(200, openai_response([openai_call_item("search_tracks", '{"query": ',
-                                                             call_id="call_M")], model=MODEL)),
-                Reply(200, openai_text("Sorry.", model=MODEL)))
+    fake.script(
+        "openai",
+        Reply(
+            200,
+            openai_response(
+                [openai_call_item("search_tracks", '{"query": ', call_id="call_M")], model=MODEL
+            ),
+        ),
+        Reply(200, openai_text("Sorry.", model=MODEL)),
+    )
     error = ToolResult(None, True, "error: the tool call could not be parsed")
     first, second = run(play(driver_module.create(MODEL, {}), episode(), [error]))
     assert first.action == Malformed('{"query": ')
     body2 = fake.model_bodies("openai")[1]
     assert body2["input"][1]["arguments"] == '{"query": '  # sent back as it came
-    assert body2["input"][2] == {"type": "function_call_output", "call_id": "call_M",
-                                 "output": "error: the tool call could not be parsed"}
+    assert body2["input"][2] == {
+        "type": "function_call_output",
+        "call_id": "call_M",
+        "output": "error: the tool call could not be parsed",
+    }
 
 
 def test_returned_model_differs_from_requested(fake: FakeProviders) -> None:
@@ -137,16 +177,36 @@ def test_returned_model_differs_from_requested(fake: FakeProviders) -> None:
 
 
 def test_tool_search_surfaces_whole_servers(fake: FakeProviders) -> None:
-    search = openai_response([
-        {"type": "tool_search_call", "id": "ts_1", "execution": "server",
-         "status": "completed", "arguments": {"query": "songs"}},
-        {"type": "tool_search_output", "id": "tso_1", "execution": "server",
-         "status": "completed", "tools": [{
-             "type": "namespace", "name": "Music_Library", "description": "Tracks.",
-             "tools": [{"type": "function", "name": "search_tracks"},
-                       {"type": "function", "name": "get_track"}]}]},
-        openai_call_item("search_tracks", '{"query": "x"}', namespace="Music_Library")],
-        model=MODEL)
+    search = openai_response(
+        [
+            {
+                "type": "tool_search_call",
+                "id": "ts_1",
+                "execution": "server",
+                "status": "completed",
+                "arguments": {"query": "songs"},
+            },
+            {
+                "type": "tool_search_output",
+                "id": "tso_1",
+                "execution": "server",
+                "status": "completed",
+                "tools": [
+                    {
+                        "type": "namespace",
+                        "name": "Music_Library",
+                        "description": "Tracks.",
+                        "tools": [
+                            {"type": "function", "name": "search_tracks"},
+                            {"type": "function", "name": "get_track"},
+                        ],
+                    }
+                ],
+            },
+            openai_call_item("search_tracks", '{"query": "x"}', namespace="Music_Library"),
+        ],
+        model=MODEL,
+    )
     fake.script("openai", Reply(200, search), Reply(200, openai_text("done", model=MODEL)))
     driver = driver_module.create(MODEL, {}, tool_search=True)
     first, second = run(play(driver, episode()))
@@ -156,15 +216,21 @@ def test_tool_search_surfaces_whole_servers(fake: FakeProviders) -> None:
     assert body1["tools"][-1] == {"type": "tool_search"}
     assert all(f["defer_loading"] for ns in body1["tools"][:-1] for f in ns["tools"])
     assert [i.get("type") for i in body2["input"][1:4]] == [
-        "tool_search_call", "tool_search_output", "function_call"]
+        "tool_search_call",
+        "tool_search_output",
+        "function_call",
+    ]
 
 
 def test_params_pass_through_and_reserved_are_refused(fake: FakeProviders) -> None:
     with pytest.raises(BadInput, match="parallel_tool_calls"):
         driver_module.create(MODEL, {"parallel_tool_calls": True})
     fake.script("openai", Reply(200, openai_text("ok", model=MODEL)))
-    run(play(driver_module.create(MODEL, {"reasoning": {"effort": "low"}, "store": False}),
-             episode()))
+    run(
+        play(
+            driver_module.create(MODEL, {"reasoning": {"effort": "low"}, "store": False}), episode()
+        )
+    )
     body = fake.model_bodies("openai")[0]
     assert body["reasoning"] == {"effort": "low"} and body["store"] is False
     assert json.dumps(body).count("temperature") == 0

@@ -101,13 +101,25 @@ def test_with_retries_counts_and_sleeps() -> None:
 
     send, calls = _flaky([StatusError(429, {"retry-after-ms": "300"}), StatusError(502)])
     stats = RetryStats()
-    result = asyncio.run(with_retries(send, RetryPolicy(max_attempts=3, base_delay=0.5),
-                                      what="req", stats=stats, sleep=sleep,
-                                      rng=random.Random(0)))
+    result = asyncio.run(
+        with_retries(
+            send,
+            RetryPolicy(max_attempts=3, base_delay=0.5),
+            what="req",
+            stats=stats,
+            sleep=sleep,
+            rng=random.Random(0),
+        )
+    )
     assert result == "ok" and calls["n"] == 3
     assert slept[0] == 0.3 and 0 <= slept[1] <= 1.0
-    assert stats.as_dict() == {"requests": 1, "attempts": 3, "retries": 2, "failures": 0,
-                               "by_cause": {"429": 1, "502": 1}}
+    assert stats.as_dict() == {
+        "requests": 1,
+        "attempts": 3,
+        "retries": 2,
+        "failures": 0,
+        "by_cause": {"429": 1, "502": 1},
+    }
 
 
 def test_with_retries_gives_up() -> None:
@@ -123,8 +135,7 @@ def test_with_retries_gives_up() -> None:
     assert not isinstance(info.value, RetriesExhausted) and calls["n"] == 1
     send, calls = _flaky([StatusError(429, {"retry-after": "7200"})])
     with pytest.raises(RetriesExhausted, match="retry after 7200 s"):
-        asyncio.run(with_retries(send, RetryPolicy(max_retry_after=600), what="req",
-                                 sleep=sleep))
+        asyncio.run(with_retries(send, RetryPolicy(max_retry_after=600), what="req", sleep=sleep))
     send, _ = _flaky([ValueError("not ours")])
     with pytest.raises(ValueError):
         asyncio.run(with_retries(send, RetryPolicy(), what="req", sleep=sleep))
@@ -161,15 +172,15 @@ def test_rate_limiter_tokens_per_minute_with_settlement() -> None:
 
     async def scenario() -> list[float]:
         times = []
-        first = await limiter.acquire(800)       # estimate
-        limiter.settle(first, 300)               # measured: 300
+        first = await limiter.acquire(800)  # estimate
+        limiter.settle(first, 300)  # measured: 300
         times.append(clock.now)
-        await limiter.acquire(600)               # 300 + 600 fits now
+        await limiter.acquire(600)  # 300 + 600 fits now
         times.append(clock.now)
         clock.now = 10.0
-        await limiter.acquire(500)               # 900 + 500 > 1000: wait for the first
+        await limiter.acquire(500)  # 900 + 500 > 1000: wait for the first
         times.append(clock.now)
-        await limiter.acquire(5000)              # bigger than the budget: alone in a window
+        await limiter.acquire(5000)  # bigger than the budget: alone in a window
         times.append(clock.now)
         return times
 
@@ -184,6 +195,7 @@ def test_rate_limiter_shared_by_concurrent_tasks() -> None:
         async def one() -> float:
             await limiter.acquire()
             return clock.now
+
         return sorted(await asyncio.gather(*(one() for _ in range(5))))
 
     times = asyncio.run(many())
@@ -208,10 +220,11 @@ def test_spend_meter_holds_and_settles() -> None:
 def test_prices_snapshot_matching_and_costs() -> None:
     table = packaged_prices()
     assert table.version and table.date and table.origin == "packaged"
-    assert table.price("anthropic", "claude-haiku-4-5-20251001") == \
-        table.price("anthropic", "claude-haiku-4-5")
+    assert table.price("anthropic", "claude-haiku-4-5-20251001") == table.price(
+        "anthropic", "claude-haiku-4-5"
+    )
     assert table.price("openai", "gpt-4o-2024-08-06") == table.price("openai", "gpt-4o")
-    assert table.price("openai", "gpt-5.1") is None       # a neighbour is never borrowed
+    assert table.price("openai", "gpt-5.1") is None  # a neighbour is never borrowed
     assert table.price("openai", "gpt-5-mini").input == 0.25  # longest listed name wins
     price = table.price("openai", "gpt-4o")
     billed = Priced(uncached_input=1000, cached_input=1000, cache_write=0, output=1000)
@@ -222,17 +235,21 @@ def test_prices_snapshot_matching_and_costs() -> None:
 
 def test_price_override_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     own = tmp_path / "prices.yaml"
-    own.write_text("version: mine-1\ndate: '2026-12-01'\nproviders:\n  anthropic:\n"
-                   "    batch_discount: 0.5\n    models:\n"
-                   "      claude-sonnet-5-5: {input: 3, output: 15}\n")
+    own.write_text(
+        "version: mine-1\ndate: '2026-12-01'\nproviders:\n  anthropic:\n"
+        "    batch_discount: 0.5\n    models:\n"
+        "      claude-sonnet-5-5: {input: 3, output: 15}\n"
+    )
     table = load_prices(own)
     assert table.version == "mine-1" and table.origin == str(own)
     assert table.price("anthropic", "claude-sonnet-5-5").output == 15
     monkeypatch.setenv("PREREG_PRICES", str(own))
     assert load_prices().version == "mine-1"
     bad = tmp_path / "bad.yaml"
-    bad.write_text("version: x\ndate: y\nproviders:\n  openai:\n    models:\n"
-                   "      gpt: {input: -1, output: 2}\n")
+    bad.write_text(
+        "version: x\ndate: y\nproviders:\n  openai:\n    models:\n"
+        "      gpt: {input: -1, output: 2}\n"
+    )
     with pytest.raises(BadInput) as info:
         load_prices(bad)
     assert info.value.file == str(bad) and "input" in (info.value.field or "")
@@ -246,8 +263,12 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PREREG_TPM", "90000")
     monkeypatch.setenv("PREREG_MAX_ATTEMPTS", "3")
     settings = ProviderSettings.from_env("openai", {"timeout_s": 5.0})
-    assert (settings.rpm, settings.tpm, settings.retry.max_attempts, settings.timeout_s) == \
-        (40, 90000, 3, 5.0)
+    assert (settings.rpm, settings.tpm, settings.retry.max_attempts, settings.timeout_s) == (
+        40,
+        90000,
+        3,
+        5.0,
+    )
     assert ProviderSettings.from_env("anthropic").rpm == 100
     monkeypatch.setenv("PREREG_TPM", "lots")
     with pytest.raises(BadInput, match="PREREG_TPM"):
@@ -256,11 +277,15 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "plainvalue-777")
-    text = ("key plainvalue-777 and sk-ant-api03-abcdefghijkl and sk-proj-ABCDEFGHIJKLMNOPQRST "
-            "Authorization: Bearer abc.def.ghi-123 x-api-key: zzzzzzzzzz task-0123456789abcdefgh")
+    text = (
+        "key plainvalue-777 and sk-ant-api03-abcdefghijkl and sk-proj-ABCDEFGHIJKLMNOPQRST "
+        "Authorization: Bearer abc.def.ghi-123 x-api-key: zzzzzzzzzz task-0123456789abcdefgh"
+    )
     out = redact(text)
     for secret in ("plainvalue-777", "sk-ant-api03", "sk-proj-ABC", "abc.def.ghi", "zzzzzzzzzz"):
         assert secret not in out
     assert out.count(REDACTED) == 5 and "task-0123456789abcdefgh" in out
-    assert redact_obj({"a": ["plainvalue-777", 3], "plainvalue-777": None}) == \
-        {"a": [REDACTED, 3], REDACTED: None}
+    assert redact_obj({"a": ["plainvalue-777", 3], "plainvalue-777": None}) == {
+        "a": [REDACTED, 3],
+        REDACTED: None,
+    }

@@ -23,33 +23,62 @@ def _variant(ws: Path, old: str, new: str) -> Path:
 CASES = [
     # (name, old, new, expected fragments in the message)
     ("malformed-yaml", "arms:\n", "arms: [\n", ["variant.yaml:", "malformed YAML"]),
-    ("unknown-field", "outcome: success", "outcome: success\nrepeets: 3",
-     ["unknown field 'repeets'"]),
+    (
+        "unknown-field",
+        "outcome: success",
+        "outcome: success\nrepeets: 3",
+        ["unknown field 'repeets'"],
+    ),
     ("unknown-field-suggestion", "budgets:", "bugdets:", ["did you mean 'budgets'"]),
     ("wrong-type", "repeats: 3", "repeats: three", ["design.repeats"]),
     ("out-of-range-alpha", "alpha: 0.05", "alpha: 1.5", ["primary.alpha"]),
-    ("duplicate-arms", "{id: semantic, surface: semantic}", "{id: baseline, surface: semantic}",
-     ["arms", "duplicate arm id(s): baseline"]),
-    ("unknown-test", "test: mcnemar_exact", "test: mcnemar_exakt",
-     ["primary.test", "did you mean 'mcnemar_exact'"]),
-    ("confirmatory-on-dev", "kind: exploratory", "kind: confirmatory",
-     ["split", "confirmatory registration must use split 'test'"]),
+    (
+        "duplicate-arms",
+        "{id: semantic, surface: semantic}",
+        "{id: baseline, surface: semantic}",
+        ["arms", "duplicate arm id(s): baseline"],
+    ),
+    (
+        "unknown-test",
+        "test: mcnemar_exact",
+        "test: mcnemar_exakt",
+        ["primary.test", "did you mean 'mcnemar_exact'"],
+    ),
+    (
+        "confirmatory-on-dev",
+        "kind: exploratory",
+        "kind: confirmatory",
+        ["split", "confirmatory registration must use split 'test'"],
+    ),
     ("exploratory-on-test", "split: dev", "split: test", ["split", "may not use split 'test'"]),
     ("bad-id", "id: music-library-pilot", "id: Music_Library", ["id"]),
-    ("unknown-experiment", "experiment: music-library", "experiment: no-such-experiment",
-     ["experiment", "not found"]),
-    ("unknown-surface", "{id: semantic, surface: semantic}", "{id: semantic, surface: nope}",
-     ["arms[1].surface", "surface 'nope'"]),
-    ("sampling-param", "host: {driver: local}", "host: {driver: local, params: {temperature: 0}}",
-     ["host.params", "allow_sampling"]),
+    (
+        "unknown-experiment",
+        "experiment: music-library",
+        "experiment: no-such-experiment",
+        ["experiment", "not found"],
+    ),
+    (
+        "unknown-surface",
+        "{id: semantic, surface: semantic}",
+        "{id: semantic, surface: nope}",
+        ["arms[1].surface", "surface 'nope'"],
+    ),
+    (
+        "sampling-param",
+        "host: {driver: local}",
+        "host: {driver: local, params: {temperature: 0}}",
+        ["host.params", "allow_sampling"],
+    ),
     ("favours-unknown-arm", "favours: semantic", "favours: other", ["primary.favours"]),
 ]
 
 
 @pytest.mark.parametrize(("name", "old", "new", "fragments"), CASES, ids=[c[0] for c in CASES])
-def test_bad_registration(ws: Path, cli, name: str, old: str, new: str,
-                          fragments: list[str]) -> None:
-    cli("-w", ws, "register", ws / PILOT)        # a populated registry must stay untouched
+def test_bad_registration(
+    ws: Path, cli, name: str, old: str, new: str, fragments: list[str]
+) -> None:
+    cli("-w", ws, "register", ws / PILOT)  # a populated registry must stay untouched
     before = tree_digest(ws / "registry")
     path = _variant(ws, old, new)
     result = cli("-w", ws, "register", path, "--json")
@@ -66,8 +95,7 @@ def test_malformed_yaml_names_line_and_column(ws: Path, cli) -> None:
     path = _variant(ws, "arms:\n", "arms: [\n")
     result = cli("-w", ws, "register", path)
     line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if t == "arms: [")
-    assert f"variant.yaml:{line}:" in result.stderr or f"variant.yaml:{line + 1}:" in \
-        result.stderr
+    assert f"variant.yaml:{line}:" in result.stderr or f"variant.yaml:{line + 1}:" in result.stderr
 
 
 def test_field_error_names_its_line(ws: Path, cli) -> None:

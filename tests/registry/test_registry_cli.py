@@ -47,8 +47,9 @@ def test_register_freezes_and_chains(ws: Path, cli) -> None:
     assert is_digest(data["digest"])
     frozen = ws / data["frozen_path"]
     assert frozen.is_file()
-    assert not (stat.S_IMODE(os.stat(frozen).st_mode) & (stat.S_IWUSR | stat.S_IWGRP
-                                                         | stat.S_IWOTH))
+    assert not (
+        stat.S_IMODE(os.stat(frozen).st_mode) & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+    )
     lines = (ws / "registry" / "ledger.jsonl").read_text().splitlines()
     assert len(lines) == 1
     event = json.loads(lines[0])
@@ -89,9 +90,13 @@ def test_different_content_under_existing_id_is_refused(ws: Path, cli) -> None:
 def test_supersede_keeps_both(ws: Path, cli) -> None:
     cli("-w", ws, "register", ws / PILOT)
     newer = ws / "drafts" / "pilot-2.yaml"
-    newer.write_text((ws / PILOT).read_text().replace("id: music-library-pilot",
-                                                      "id: music-library-pilot-2\n"
-                                                      "supersedes: music-library-pilot"))
+    newer.write_text(
+        (ws / PILOT)
+        .read_text()
+        .replace(
+            "id: music-library-pilot", "id: music-library-pilot-2\nsupersedes: music-library-pilot"
+        )
+    )
     result = cli("-w", ws, "register", newer, "--json")
     assert result.code == 0, result.stderr
     old = cli("-w", ws, "show", "music-library-pilot", "--json").json()

@@ -14,9 +14,14 @@ def test_parallel_registers_keep_the_chain(ws: Path, cli) -> None:
         path = ws / "drafts" / f"p{i}.yaml"
         path.write_text(draft.replace("id: music-library-pilot", f"id: parallel-{i}"))
         paths.append(path)
-    procs = [subprocess.Popen([sys.executable, "-m", "prereg", "-w", str(ws), "register",
-                               str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for p in paths]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "prereg", "-w", str(ws), "register", str(p)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for p in paths
+    ]
     codes = [p.wait(timeout=120) for p in procs]
     assert codes == [0] * 6, [p.stderr.read() for p in procs if p.stderr]
     result = cli("-w", ws, "verify", "--json")

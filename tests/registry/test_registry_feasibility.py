@@ -19,8 +19,9 @@ def _with_plan(ws: Path, plan: str, reg_id: str) -> Path:
 
 
 def test_hopeless_design_is_recorded_not_runnable(ws: Path, cli) -> None:
-    result = cli("-w", ws, "register", _with_plan(ws, "{mde: 0.01, sigma_d: 0.5}", "hopeless"),
-                 "--json")
+    result = cli(
+        "-w", ws, "register", _with_plan(ws, "{mde: 0.01, sigma_d: 0.5}", "hopeless"), "--json"
+    )
     assert result.code == 0, result.stderr
     data = result.json()
     assert data["runnable"] is False
@@ -37,8 +38,7 @@ def test_hopeless_design_is_recorded_not_runnable(ws: Path, cli) -> None:
 
 
 def test_feasible_design_is_runnable(ws: Path, cli) -> None:
-    result = cli("-w", ws, "register", _with_plan(ws, "{mde: 0.9, sigma_d: 0.3}", "easy"),
-                 "--json")
+    result = cli("-w", ws, "register", _with_plan(ws, "{mde: 0.9, sigma_d: 0.3}", "easy"), "--json")
     assert result.code == 0, result.stderr
     assert result.json()["runnable"] is True
     assert result.json()["feasibility"]["runnable"] is True

@@ -37,8 +37,11 @@ def _template(tmp_path_factory) -> Path:
 
 def _files(registry_dir: Path) -> list[str]:
     """Every file prereg wrote with content (the empty lock file guards, it records nothing)."""
-    return sorted(str(p.relative_to(registry_dir)) for p in registry_dir.rglob("*")
-                  if p.is_file() and p.stat().st_size > 0 and not p.name.endswith(".lock"))
+    return sorted(
+        str(p.relative_to(registry_dir))
+        for p in registry_dir.rglob("*")
+        if p.is_file() and p.stat().st_size > 0 and not p.name.endswith(".lock")
+    )
 
 
 def _victim(tmp_path_factory, data) -> tuple[Path, Path]:
@@ -54,8 +57,12 @@ def _victim(tmp_path_factory, data) -> tuple[Path, Path]:
 
 # 60 examples in the suite; TAMPER_EXAMPLES=3000 for a longer hunt
 EXAMPLES = int(os.environ.get("TAMPER_EXAMPLES", "60"))
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 @SETTINGS

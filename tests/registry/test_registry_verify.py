@@ -17,8 +17,9 @@ def three(ws: Path, cli) -> Path:
     """A registry with three registrations (ledger lines 1-3)."""
     assert cli("-w", ws, "register", ws / PILOT).code == 0
     second = ws / "drafts" / "second.yaml"
-    second.write_text((ws / PILOT).read_text().replace("id: music-library-pilot",
-                                                       "id: second-pilot"))
+    second.write_text(
+        (ws / PILOT).read_text().replace("id: music-library-pilot", "id: second-pilot")
+    )
     assert cli("-w", ws, "register", second).code == 0
     assert cli("-w", ws, "register", ws / CONFIRM).code == 0
     return ws
@@ -67,16 +68,20 @@ def test_edited_ledger_line(three: Path, cli, line_index: int) -> None:
     path = _ledger(three)
     lines = path.read_text().splitlines()
     event = json.loads(lines[line_index])
-    event["time"] = "2020-01-01T00:00:00.000000Z"   # a subtle edit: back-dating
+    event["time"] = "2020-01-01T00:00:00.000000Z"  # a subtle edit: back-dating
     lines[line_index] = json.dumps(event, separators=(",", ":"), sort_keys=True)
     path.write_text("\n".join(lines) + "\n")
     code, problems = _problems(cli, three)
     assert code == 3
-    assert any(p["kind"] == "ledger-edited" and p["entry"].startswith(
-        f"ledger line {line_index + 1} ") for p in problems)
-    if line_index < 2:   # the next line's hash no longer matches either
-        assert any(p["kind"] == "ledger-chain" and p["entry"].startswith(
-            f"ledger line {line_index + 2} ") for p in problems)
+    assert any(
+        p["kind"] == "ledger-edited" and p["entry"].startswith(f"ledger line {line_index + 1} ")
+        for p in problems
+    )
+    if line_index < 2:  # the next line's hash no longer matches either
+        assert any(
+            p["kind"] == "ledger-chain" and p["entry"].startswith(f"ledger line {line_index + 2} ")
+            for p in problems
+        )
 
 
 def test_removed_ledger_line(three: Path, cli) -> None:
@@ -88,8 +93,7 @@ def test_removed_ledger_line(three: Path, cli) -> None:
     assert code == 3
     kinds = {p["kind"] for p in problems}
     assert "ledger-chain" in kinds and "ledger-sequence" in kinds
-    assert any(p["kind"] == "ledger-truncated" and p["entry"] == "second-pilot"
-               for p in problems)
+    assert any(p["kind"] == "ledger-truncated" and p["entry"] == "second-pilot" for p in problems)
 
 
 def test_reordered_ledger_lines(three: Path, cli) -> None:
@@ -117,11 +121,13 @@ def test_inserted_ledger_line(three: Path, cli) -> None:
 def test_truncated_ledger(three: Path, cli) -> None:
     path = _ledger(three)
     lines = path.read_text().splitlines()
-    path.write_text("\n".join(lines[:2]) + "\n")   # the chain of what is left is intact
+    path.write_text("\n".join(lines[:2]) + "\n")  # the chain of what is left is intact
     code, problems = _problems(cli, three)
     assert code == 3
-    assert any(p["kind"] == "ledger-truncated" and p["entry"] == "music-library-confirmatory"
-               for p in problems)
+    assert any(
+        p["kind"] == "ledger-truncated" and p["entry"] == "music-library-confirmatory"
+        for p in problems
+    )
 
 
 def test_malformed_ledger_line(three: Path, cli) -> None:
@@ -152,14 +158,16 @@ def test_deleted_object(three: Path, cli) -> None:
 
 
 def test_workspace_change_is_information_not_a_problem(three: Path, cli) -> None:
-    corpus = next(p for p in sorted((three / "experiments" / "music-library").rglob("*.yaml"))
-                  if p.name != "experiment.yaml")
+    corpus = next(
+        p
+        for p in sorted((three / "experiments" / "music-library").rglob("*.yaml"))
+        if p.name != "experiment.yaml"
+    )
     corpus.write_text(corpus.read_text() + "\n# a later edit\n")
     result = cli("-w", three, "verify", "--json")
     assert result.code == 0
     info = json.loads(result.stdout)["info"]
-    assert any(i["kind"] == "workspace-file-changed" and corpus.name in i["message"]
-               for i in info)
+    assert any(i["kind"] == "workspace-file-changed" and corpus.name in i["message"] for i in info)
 
 
 def test_claim_line_edit_detected(three: Path, cli) -> None:

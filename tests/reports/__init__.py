@@ -23,72 +23,135 @@ def _dump(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=1))
 
 
-def make_lab(ws: Path, name: str = "lab", n_tasks: int = 24, n_intents: int = 4,
-             split: str = "test", description: str = "Read one item.",
-             prompt: str = "Tell me about item number {k}.", negatives: int = 0) -> list[str]:
+def make_lab(
+    ws: Path,
+    name: str = "lab",
+    n_tasks: int = 24,
+    n_intents: int = 4,
+    split: str = "test",
+    description: str = "Read one item.",
+    prompt: str = "Tell me about item number {k}.",
+    negatives: int = 0,
+) -> list[str]:
     """Write experiment ``name``: ``n_tasks`` one-task clusters, all in ``split``.
 
     Returns the task ids in corpus order. Surfaces ``a`` and ``b`` offer the same
     single tool; ``description`` is the tool description of surface ``b``.
     """
     root = ws / "experiments" / name
-    _dump(root / "service.yaml", {
-        "name": "lab", "collections": {"items": {"id_prefix": "itm",
-                                                 "fields": {"name": "string"},
-                                                 "records": [{"id": "itm-001",
-                                                              "name": "Alpha"}]}},
-        "operations": {"get_item": {"kind": "get", "collection": "items", "key": "item_id",
-                                    "params": {"item_id": {"type": "string",
-                                                           "required": True,
-                                                           "ref": "items"}}}}})
-    schema = {"type": "object", "properties": {"item_id": {"type": "string"}},
-              "required": ["item_id"], "additionalProperties": False}
+    _dump(
+        root / "service.yaml",
+        {
+            "name": "lab",
+            "collections": {
+                "items": {
+                    "id_prefix": "itm",
+                    "fields": {"name": "string"},
+                    "records": [{"id": "itm-001", "name": "Alpha"}],
+                }
+            },
+            "operations": {
+                "get_item": {
+                    "kind": "get",
+                    "collection": "items",
+                    "key": "item_id",
+                    "params": {"item_id": {"type": "string", "required": True, "ref": "items"}},
+                }
+            },
+        },
+    )
+    schema = {
+        "type": "object",
+        "properties": {"item_id": {"type": "string"}},
+        "required": ["item_id"],
+        "additionalProperties": False,
+    }
     for surface, desc in (("a", "Get one item by id."), ("b", description)):
-        _dump(root / "surfaces" / f"{surface}.yaml", {
-            "name": f"Lab {surface}", "title": f"Lab surface {surface}",
-            "description": "A lab surface.",
-            "tools": [{"name": "get_item", "title": "Get item", "description": desc,
-                       "operation": "get_item", "input_schema": schema}]})
+        _dump(
+            root / "surfaces" / f"{surface}.yaml",
+            {
+                "name": f"Lab {surface}",
+                "title": f"Lab surface {surface}",
+                "description": "A lab surface.",
+                "tools": [
+                    {
+                        "name": "get_item",
+                        "title": "Get item",
+                        "description": desc,
+                        "operation": "get_item",
+                        "input_schema": schema,
+                    }
+                ],
+            },
+        )
     intents = {f"i{j + 1}": f"intent {j + 1}" for j in range(n_intents)}
     tasks = []
     ids = []
     for k in range(n_tasks):
         tid = f"t{k + 1:03d}"
         ids.append(tid)
-        tasks.append({"id": tid, "intent": f"i{k % n_intents + 1}", "cluster": f"c{k + 1:03d}",
-                      "prompt": prompt.format(k=k + 1), "permits": ["get_item"],
-                      "solution": {"steps": [{"op": "get_item",
-                                              "args": {"item_id": "itm-001"}}]}})
+        tasks.append(
+            {
+                "id": tid,
+                "intent": f"i{k % n_intents + 1}",
+                "cluster": f"c{k + 1:03d}",
+                "prompt": prompt.format(k=k + 1),
+                "permits": ["get_item"],
+                "solution": {"steps": [{"op": "get_item", "args": {"item_id": "itm-001"}}]},
+            }
+        )
     for k in range(negatives):
         tid = f"n{k + 1:03d}"
         ids.append(tid)
-        tasks.append({"id": tid, "intent": "i1", "cluster": f"n{k + 1:03d}",
-                      "polarity": "negative", "prompt": f"Say hello number {k + 1}."})
+        tasks.append(
+            {
+                "id": tid,
+                "intent": "i1",
+                "cluster": f"n{k + 1:03d}",
+                "polarity": "negative",
+                "prompt": f"Say hello number {k + 1}.",
+            }
+        )
     if negatives:
         intents = dict(intents)
     _dump(root / "corpus.yaml", {"intents": intents, "tasks": tasks})
     clusters = [t["cluster"] for t in tasks]
     assign = {s: (clusters if s == split else []) for s in ("dev", "validation", "test")}
-    _dump(root / "experiment.yaml", {
-        "name": name, "service": "service.yaml", "corpus": "corpus.yaml",
-        "surfaces": {"a": "surfaces/a.yaml", "b": "surfaces/b.yaml"},
-        "splits": {"assign": assign}})
+    _dump(
+        root / "experiment.yaml",
+        {
+            "name": name,
+            "service": "service.yaml",
+            "corpus": "corpus.yaml",
+            "surfaces": {"a": "surfaces/a.yaml", "b": "surfaces/b.yaml"},
+            "splits": {"assign": assign},
+        },
+    )
     return ids
 
 
-def registration(reg_id: str, experiment: str = "lab", kind: str = "confirmatory",
-                 repeats: int = 1, **extra: Any) -> dict[str, Any]:
+def registration(
+    reg_id: str, experiment: str = "lab", kind: str = "confirmatory", repeats: int = 1, **extra: Any
+) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "id": reg_id, "title": f"Registration {reg_id}",
+        "id": reg_id,
+        "title": f"Registration {reg_id}",
         "hypothesis": "Surface b raises task success over surface a.",
         "falsification": "McNemar's exact test does not reject at alpha 0.05.",
-        "experiment": experiment, "kind": kind,
+        "experiment": experiment,
+        "kind": kind,
         "split": "test" if kind == "confirmatory" else "dev",
         "arms": [{"id": "baseline", "surface": "a"}, {"id": "semantic", "surface": "b"}],
-        "host": {"driver": "local"}, "design": {"repeats": repeats, "seed": 3},
+        "host": {"driver": "local"},
+        "design": {"repeats": repeats, "seed": 3},
         "outcome": "success",
-        "primary": {"test": "mcnemar_exact", "alpha": 0.05, "sides": "two-sided",
-                    "favours": "semantic", "aggregate": "majority"},
+        "primary": {
+            "test": "mcnemar_exact",
+            "alpha": 0.05,
+            "sides": "two-sided",
+            "favours": "semantic",
+            "aggregate": "majority",
+        },
     }
     doc.update(extra)
     return doc
@@ -103,21 +166,47 @@ def register(cli: Callable[..., Any], ws: Path, doc: dict[str, Any]) -> str:
     return str(result.json()["digest"])
 
 
-def record(reg_id: str, digest: str, arm: str, task_id: str, success: bool | None,
-           repeat: int = 0, intent: str = "i1", evidence_class: str = "local",
-           driver: str = "local", status: str = "ok", polarity: str = "positive",
-           **extra: Any) -> RunRecord:
+def record(
+    reg_id: str,
+    digest: str,
+    arm: str,
+    task_id: str,
+    success: bool | None,
+    repeat: int = 0,
+    intent: str = "i1",
+    evidence_class: str = "local",
+    driver: str = "local",
+    status: str = "ok",
+    polarity: str = "positive",
+    **extra: Any,
+) -> RunRecord:
     now = datetime.now(UTC)
     fields: dict[str, Any] = dict(
-        record_id=uuid.uuid4().hex, registration_id=reg_id, registration_digest=digest,
-        experiment="lab", arm=arm, surface="a" if arm == "baseline" else "b",
-        task_id=task_id, intent=intent, cluster=f"c{task_id[1:]}",
-        split="test", polarity=polarity, repeat=repeat, rotation=0, driver=driver,
-        evidence_class=evidence_class, started_at=now, finished_at=now, status=status)
+        record_id=uuid.uuid4().hex,
+        registration_id=reg_id,
+        registration_digest=digest,
+        experiment="lab",
+        arm=arm,
+        surface="a" if arm == "baseline" else "b",
+        task_id=task_id,
+        intent=intent,
+        cluster=f"c{task_id[1:]}",
+        split="test",
+        polarity=polarity,
+        repeat=repeat,
+        rotation=0,
+        driver=driver,
+        evidence_class=evidence_class,
+        started_at=now,
+        finished_at=now,
+        status=status,
+    )
     if status == "ok":
-        fields.update(success=bool(success),
-                      terminal_flag=None if success else "wrong_conclusion",
-                      first_unmet_obligation=None if success else "final_state")
+        fields.update(
+            success=bool(success),
+            terminal_flag=None if success else "wrong_conclusion",
+            first_unmet_obligation=None if success else "final_state",
+        )
     else:
         fields.update(success=None, error="simulated infrastructure failure")
     fields.update(extra)
@@ -128,22 +217,30 @@ def intent_of(task_ids: Sequence[str], n_intents: int = 4) -> dict[str, str]:
     return {t: f"i{k % n_intents + 1}" for k, t in enumerate(task_ids)}
 
 
-def paired_records(reg_id: str, digest: str, tasks: Sequence[str],
-                   control: Sequence[Sequence[bool]], treatment: Sequence[Sequence[bool]],
-                   n_intents: int = 4, **extra: Any) -> list[RunRecord]:
+def paired_records(
+    reg_id: str,
+    digest: str,
+    tasks: Sequence[str],
+    control: Sequence[Sequence[bool]],
+    treatment: Sequence[Sequence[bool]],
+    n_intents: int = 4,
+    **extra: Any,
+) -> list[RunRecord]:
     """Records for per-task outcome lists (one bool per repeat) of both arms."""
     intents = intent_of(tasks, n_intents)
     out = []
     for arm, outcomes in (("baseline", control), ("semantic", treatment)):
         for task, by_repeat in zip(tasks, outcomes, strict=True):
             for r, ok in enumerate(by_repeat):
-                out.append(record(reg_id, digest, arm, task, ok, repeat=r,
-                                  intent=intents[task], **extra))
+                out.append(
+                    record(reg_id, digest, arm, task, ok, repeat=r, intent=intents[task], **extra)
+                )
     return out
 
 
-def seed002_outcomes(n: int, control_successes: int, treatment_successes: int,
-                     discordant: int) -> tuple[list[list[bool]], list[list[bool]]]:
+def seed002_outcomes(
+    n: int, control_successes: int, treatment_successes: int, discordant: int
+) -> tuple[list[list[bool]], list[list[bool]]]:
     """Per-task single-repeat outcomes with the given marginals and discordant pairs."""
     # b + c = discordant and c - b = treatment - control
     diff = treatment_successes - control_successes

@@ -19,9 +19,19 @@ from tests.reports import (
 def _two(cli, ws: Path, model_b: str | None = None):  # type: ignore[no-untyped-def]
     tasks = make_lab(ws, n_tasks=24)
     da = register(cli, ws, registration("spotify-002"))
-    db = register(cli, ws, registration(
-        "spotify-003", budgets={"completion_cap": 2048, "episode_tokens": 64000,
-                                "call_limit": 20, "turn_limit": 24}))
+    db = register(
+        cli,
+        ws,
+        registration(
+            "spotify-003",
+            budgets={
+                "completion_cap": 2048,
+                "episode_tokens": 64000,
+                "call_limit": 20,
+                "turn_limit": 24,
+            },
+        ),
+    )
     ctl, trt = seed002_outcomes(24, 13, 14, 1)
     append(ws, paired_records("spotify-002", da, tasks, ctl, trt))
     ctl, trt = seed002_outcomes(24, 17, 16, 1)

@@ -32,8 +32,9 @@ def test_demo_from_an_empty_folder(cli, tmp_path: Path) -> None:
     assert second["verdict"] == data["verdict"] and second["primary"] == data["primary"]
 
 
-def test_demo_default_folder_comes_from_the_environment(cli, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_default_folder_comes_from_the_environment(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PREREG_DEMO_DIR", str(tmp_path / "from-env"))
     result = cli("demo")

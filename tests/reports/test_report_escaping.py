@@ -15,8 +15,7 @@ TITLE = "A <i>title</i> [bold red]rich markup[/bold red]"
 
 def test_untrusted_strings_arrive_escaped(cli, ws: Path) -> None:
     tasks = make_lab(ws, n_tasks=6, description=TOOL, prompt=PROMPT)
-    digest = register(cli, ws, registration("lab-esc", hypothesis=HYPOTHESIS,
-                                            title=TITLE))
+    digest = register(cli, ws, registration("lab-esc", hypothesis=HYPOTHESIS, title=TITLE))
     ok = [[True]] * 6
     append(ws, paired_records("lab-esc", digest, tasks, ok, ok))
 
@@ -34,9 +33,9 @@ def test_untrusted_strings_arrive_escaped(cli, ws: Path) -> None:
     # ... and never as markup: the file has no script element, no handler, nothing remote
     lowered = html.lower()
     assert "<script" not in lowered
-    assert "<img src=x" not in lowered and "onerror=\"" not in lowered
+    assert "<img src=x" not in lowered and 'onerror="' not in lowered
     assert "<b onmouseover" not in lowered and "<i>title" not in lowered
-    assert 'src="http' not in lowered and "href=\"http" not in lowered
+    assert 'src="http' not in lowered and 'href="http' not in lowered
     assert lowered.count("<img ") == lowered.count('src="data:image/png;base64,')
 
     markdown = (folder / "report.md").read_text()

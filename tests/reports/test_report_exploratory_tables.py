@@ -24,9 +24,20 @@ def test_exploratory_block_is_tabulated(ws: Path, cli) -> None:
 
 
 def test_exploratory_tables_tolerate_unmeasured_arms() -> None:
-    tables = exploratory_tables({
-        "funnel": {"a": {"positive_runs": 2, "stages": {"surfaced": {"rate": None}},
-                         "loss_shares": None}, "b": None},
-        "negatives": {"a": None}, "selection_rate": {}, "terminal": {"a": None}})
+    tables = exploratory_tables(
+        {
+            "funnel": {
+                "a": {
+                    "positive_runs": 2,
+                    "stages": {"surfaced": {"rate": None}},
+                    "loss_shares": None,
+                },
+                "b": None,
+            },
+            "negatives": {"a": None},
+            "selection_rate": {},
+            "terminal": {"a": None},
+        }
+    )
     funnel = next(rows for title, _, rows in tables if title.startswith("Funnel"))
     assert funnel[0][:3] == ["a", "2", "not measured"]

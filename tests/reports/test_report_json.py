@@ -23,13 +23,29 @@ from tests.reports import (
 
 def test_json_keys_provenance_and_files(cli, ws: Path) -> None:
     tasks = make_lab(ws, n_tasks=24)
-    digest = register(cli, ws, registration(
-        "lab-json", secondary=[{"test": "paired_bootstrap", "draws": 2000},
-                               {"test": "tost_paired", "margin": 0.3}],
-        multiplicity={"method": "holm", "q": 0.1, "family": "secondary"}))
+    digest = register(
+        cli,
+        ws,
+        registration(
+            "lab-json",
+            secondary=[
+                {"test": "paired_bootstrap", "draws": 2000},
+                {"test": "tost_paired", "margin": 0.3},
+            ],
+            multiplicity={"method": "holm", "q": 0.1, "family": "secondary"},
+        ),
+    )
     ctl, trt = seed002_outcomes(24, 10, 17, 7)
-    records = paired_records("lab-json", digest, tasks, ctl, trt, cost_usd=0.01,
-                             model_requested="local-bm25", model_returned="local-bm25")
+    records = paired_records(
+        "lab-json",
+        digest,
+        tasks,
+        ctl,
+        trt,
+        cost_usd=0.01,
+        model_requested="local-bm25",
+        model_returned="local-bm25",
+    )
     append(ws, records)
 
     result = cli("-w", ws, "analyse", "lab-json", "--json")
@@ -45,8 +61,10 @@ def test_json_keys_provenance_and_files(cli, ws: Path) -> None:
     assert primary["provenance"]["registration_field"] == "primary"
     units = sorted(f"{r.arm}/{r.task_id}/r{r.repeat}" for r in records)
     assert primary["provenance"]["runs"]["count"] == 48
-    assert primary["provenance"]["runs"]["units_digest"] == \
-        "sha256:" + hashlib.sha256("\n".join(units).encode()).hexdigest()
+    assert (
+        primary["provenance"]["runs"]["units_digest"]
+        == "sha256:" + hashlib.sha256("\n".join(units).encode()).hexdigest()
+    )
     assert data["runs"]["units"] == units
     # the record of what was analysed: ledger head, version, models, spend, failures
     verify = cli("-w", ws, "verify", "--json").json()
@@ -87,8 +105,12 @@ def test_arm_intervals_use_the_design_effect_of_the_repeats(cli, ws: Path) -> No
     tasks = make_lab(ws, n_tasks=12)
     digest = register(cli, ws, registration("lab-rep", repeats=3))
     # strongly clustered repeats: a task's three repeats mostly agree
-    pattern = [[True, True, True], [False, False, False], [True, True, False],
-               [False, False, True]] * 3
+    pattern = [
+        [True, True, True],
+        [False, False, False],
+        [True, True, False],
+        [False, False, True],
+    ] * 3
     append(ws, paired_records("lab-rep", digest, tasks, pattern, pattern))
     data = cli("-w", ws, "analyse", "lab-rep", "--json").json()
 
@@ -108,8 +130,13 @@ def test_arm_intervals_use_the_design_effect_of_the_repeats(cli, ws: Path) -> No
 
 def test_stopping_rule_decides_and_completes_early(cli, ws: Path) -> None:
     tasks = make_lab(ws, n_tasks=30)
-    digest = register(cli, ws, registration(
-        "lab-stop", stopping={"rule": "beta-mixture", "threshold": 20, "min_prompts": 10}))
+    digest = register(
+        cli,
+        ws,
+        registration(
+            "lab-stop", stopping={"rule": "beta-mixture", "threshold": 20, "min_prompts": 10}
+        ),
+    )
     # the treatment wins each of the first 12 tasks in the planned order; nothing else ran
     ctl = [[False]] * 12
     trt = [[True]] * 12
@@ -120,7 +147,7 @@ def test_stopping_rule_decides_and_completes_early(cli, ws: Path) -> None:
     # E after t pairs all one way, Beta(1,1) prior: 2^t / (t + 1); >= 20 from t = 7 on,
     # so the first look allowed (t = 10) stops
     assert stop["crossed"] is True and stop["stop_at"] == 10
-    assert stop["evalue"] == pytest.approx(2 ** 10 / 11)
+    assert stop["evalue"] == pytest.approx(2**10 / 11)
     assert data["complete"] is True and data["completeness"]["stopping_cut"] == 10
     assert data["verdict"] == "supported"
     assert data["verdict_detail"]["decided_by"] == "stopping rule"
@@ -129,15 +156,18 @@ def test_stopping_rule_decides_and_completes_early(cli, ws: Path) -> None:
 
 def test_per_intent_family_under_e_bh(cli, ws: Path) -> None:
     tasks = make_lab(ws, n_tasks=24, n_intents=2)
-    digest = register(cli, ws, registration(
-        "lab-ebh", multiplicity={"method": "e-bh", "q": 0.1, "family": "per-intent"}))
+    digest = register(
+        cli,
+        ws,
+        registration("lab-ebh", multiplicity={"method": "e-bh", "q": 0.1, "family": "per-intent"}),
+    )
     # intent i1 (even positions): treatment wins all 12; intent i2: no difference
     ctl = [[False] if k % 2 == 0 else [True] for k in range(24)]
     trt = [[True]] * 24
     append(ws, paired_records("lab-ebh", digest, tasks, ctl, trt, n_intents=2))
     data = cli("-w", ws, "analyse", "lab-ebh", "--json").json()
     members = {m["hypothesis"]: m for m in data["multiplicity"]["members"]}
-    assert members["intent i1"]["evalue"] == pytest.approx(2 ** 12 / 13)
+    assert members["intent i1"]["evalue"] == pytest.approx(2**12 / 13)
     assert members["intent i1"]["reject"] is True
     assert members["intent i2"]["reject"] is False
     assert data["per_intent_registered"] is True
@@ -147,20 +177,37 @@ def test_per_intent_family_under_e_bh(cli, ws: Path) -> None:
 def test_negative_tasks_and_funnel_stages_are_exploratory_only(cli, ws: Path) -> None:
     tasks = make_lab(ws, n_tasks=4, negatives=2)
     digest = register(cli, ws, registration("lab-funnel"))
-    funnel = {"surfaced": True, "selected": True, "invoked": True, "executed": True,
-              "completed": None}
+    funnel = {
+        "surfaced": True,
+        "selected": True,
+        "invoked": True,
+        "executed": True,
+        "completed": None,
+    }
     records = []
     for arm in ("baseline", "semantic"):
         for t in tasks:
             negative = t.startswith("n")
-            records.append(record("lab-funnel", digest, arm, t, True,
-                                  polarity="negative" if negative else "positive",
-                                  funnel={} if negative else funnel))
+            records.append(
+                record(
+                    "lab-funnel",
+                    digest,
+                    arm,
+                    t,
+                    True,
+                    polarity="negative" if negative else "positive",
+                    funnel={} if negative else funnel,
+                )
+            )
     append(ws, records)
     data = cli("-w", ws, "analyse", "lab-funnel", "--json").json()
     fun = data["exploratory"]["funnel"]["baseline"]
-    assert fun["stages"]["selected"] == {"reached": 4, "of": 4, "rate": 1.0,
-                                         "conditional_rate": 1.0}
+    assert fun["stages"]["selected"] == {
+        "reached": 4,
+        "of": 4,
+        "rate": 1.0,
+        "conditional_rate": 1.0,
+    }
     assert fun["stages"]["completed"] is None
     assert data["exploratory"]["negatives"]["baseline"]["runs"] == 2
     assert data["arms"][0]["measured"] == 6  # success counts every task of the split

@@ -29,16 +29,23 @@ def test_a_over_a_is_not_supported_in_the_great_majority_of_seeds(cli, ws: Path)
     for seed in SEEDS:
         reg_id = f"placebo-{seed:02d}"
         doc = {
-            "id": reg_id, "title": "A/A placebo on the local host",
+            "id": reg_id,
+            "title": "A/A placebo on the local host",
             "hypothesis": "Two identical arms differ in task success.",
             "falsification": "McNemar's exact test does not reject at alpha 0.05.",
-            "experiment": "music-library", "kind": "exploratory", "split": "dev",
-            "arms": [{"id": "left", "surface": "semantic"},
-                     {"id": "right", "surface": "semantic"}],
-            "host": {"driver": "local"}, "design": {"repeats": 2, "seed": seed},
+            "experiment": "music-library",
+            "kind": "exploratory",
+            "split": "dev",
+            "arms": [{"id": "left", "surface": "semantic"}, {"id": "right", "surface": "semantic"}],
+            "host": {"driver": "local"},
+            "design": {"repeats": 2, "seed": seed},
             "outcome": "success",
-            "primary": {"test": "sign_flip_test", "alpha": 0.05, "sides": "two-sided",
-                        "aggregate": "mean"},
+            "primary": {
+                "test": "sign_flip_test",
+                "alpha": 0.05,
+                "sides": "two-sided",
+                "aggregate": "mean",
+            },
             "secondary": [{"test": "mcnemar_exact", "alpha": 0.05}],
         }
         path = ws / "drafts" / f"{reg_id}.yaml"

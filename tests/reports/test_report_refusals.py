@@ -50,8 +50,7 @@ def test_run_carrying_the_digest_under_another_name_is_refused(cli, ws: Path) ->
 def test_mixed_evidence_classes_are_refused(cli, ws: Path) -> None:
     tasks, digest = _lab(cli, ws)
     records = paired_records("lab-001", digest, tasks, _all_succeed(8), _all_succeed(8))
-    api = record("lab-001", digest, "baseline", tasks[0], True, repeat=0,
-                 evidence_class="api")
+    api = record("lab-001", digest, "baseline", tasks[0], True, repeat=0, evidence_class="api")
     records = [r for r in records if not (r.arm == "baseline" and r.task_id == tasks[0])]
     append(ws, [*records, api])
 

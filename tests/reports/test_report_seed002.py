@@ -22,8 +22,16 @@ SEED_002 = [
 ]
 
 
-def _analyse(cli, ws: Path, reg_id: str, n: int, ctl: int, trt: int, disc: int,  # type: ignore[no-untyped-def]
-             **extra):
+def _analyse(
+    cli,
+    ws: Path,
+    reg_id: str,
+    n: int,
+    ctl: int,
+    trt: int,
+    disc: int,  # type: ignore[no-untyped-def]
+    **extra,
+):
     name = f"lab{n}"
     tasks = make_lab(ws, name=name, n_tasks=n)
     digest = register(cli, ws, registration(reg_id, experiment=name, **extra))
@@ -35,8 +43,9 @@ def _analyse(cli, ws: Path, reg_id: str, n: int, ctl: int, trt: int, disc: int, 
 
 
 @pytest.mark.parametrize(("reg_id", "n", "ctl", "trt", "disc"), SEED_002)
-def test_seed_002_results_are_reproduced(cli, ws: Path, reg_id: str, n: int, ctl: int,
-                                         trt: int, disc: int) -> None:
+def test_seed_002_results_are_reproduced(
+    cli, ws: Path, reg_id: str, n: int, ctl: int, trt: int, disc: int
+) -> None:
     data = _analyse(cli, ws, reg_id, n, ctl, trt, disc)
 
     arms = {a["id"]: a for a in data["arms"]}
@@ -54,14 +63,18 @@ def test_seed_002_results_are_reproduced(cli, ws: Path, reg_id: str, n: int, ctl
     assert data["mode"] == "confirmatory" and data["complete"] is True
 
 
-@pytest.mark.parametrize(("ctl", "trt", "disc", "verdict", "pvalue"), [
-    (10, 16, 6, "supported", 0.03125),       # six discordant, all favouring semantic
-    (16, 10, 6, "not_supported", 0.03125),   # six, all against the registered direction
-    (12, 14, 10, "not_supported", 0.75390625),  # enough pairs to reject; it did not
-    (12, 16, 4, "inconclusive", 0.125),      # four all one way can never reach 0.05
-])
-def test_every_reading_of_the_registered_mcnemar(cli, ws: Path, ctl: int, trt: int,
-                                                  disc: int, verdict: str, pvalue: float) -> None:
+@pytest.mark.parametrize(
+    ("ctl", "trt", "disc", "verdict", "pvalue"),
+    [
+        (10, 16, 6, "supported", 0.03125),  # six discordant, all favouring semantic
+        (16, 10, 6, "not_supported", 0.03125),  # six, all against the registered direction
+        (12, 14, 10, "not_supported", 0.75390625),  # enough pairs to reject; it did not
+        (12, 16, 4, "inconclusive", 0.125),  # four all one way can never reach 0.05
+    ],
+)
+def test_every_reading_of_the_registered_mcnemar(
+    cli, ws: Path, ctl: int, trt: int, disc: int, verdict: str, pvalue: float
+) -> None:
     data = _analyse(cli, ws, "lab-branch", 24, ctl, trt, disc)
 
     assert data["verdict"] == verdict
@@ -76,8 +89,7 @@ def test_two_sided_without_favours_supports_either_direction(cli, ws: Path) -> N
 
 
 def test_one_sided_mcnemar_needs_five_pairs(cli, ws: Path) -> None:
-    primary = {"test": "mcnemar_exact", "alpha": 0.05, "sides": "greater",
-               "favours": "semantic"}
+    primary = {"test": "mcnemar_exact", "alpha": 0.05, "sides": "greater", "favours": "semantic"}
     data = _analyse(cli, ws, "lab-onesided", 24, 10, 15, 5, primary=primary)
     assert data["primary"]["min_discordant"] == 5
     assert data["primary"]["pvalue"] == pytest.approx(0.03125)

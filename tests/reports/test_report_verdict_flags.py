@@ -18,15 +18,18 @@ from pathlib import Path
 
 from tests.reports import append, make_lab, paired_records, register, registration, seed002_outcomes
 
-FLAGS = [list(c) for n in range(3) for c in itertools.combinations(
-    ["--explore", "--allow-incomplete"], n)]
+FLAGS = [
+    list(c)
+    for n in range(3)
+    for c in itertools.combinations(["--explore", "--allow-incomplete"], n)
+]
 PRIMARY_KEYS = ("test", "estimate", "interval", "pvalue", "discordant", "reading")
 
 
 def _supported_lab(cli, ws: Path, reg_id: str = "lab-conf", keep: int | None = None):  # type: ignore[no-untyped-def]
     tasks = make_lab(ws, n_tasks=24)
     digest = register(cli, ws, registration(reg_id))
-    ctl, trt = seed002_outcomes(24, 10, 17, 7)   # 7 discordant, all favouring semantic
+    ctl, trt = seed002_outcomes(24, 10, 17, 7)  # 7 discordant, all favouring semantic
     records = paired_records(reg_id, digest, tasks, ctl, trt)
     append(ws, records if keep is None else records[:keep])
     return tasks
@@ -47,8 +50,9 @@ def test_flags_never_change_a_confirmatory_verdict(cli, ws: Path) -> None:
         data = result.json()
         assert data["verdict"] == base_data["verdict"], flags
         assert data["verdict_detail"]["value"] == base_data["verdict_detail"]["value"]
-        assert {k: data["primary"][k] for k in PRIMARY_KEYS} == \
-            {k: base_data["primary"][k] for k in PRIMARY_KEYS}, flags
+        assert {k: data["primary"][k] for k in PRIMARY_KEYS} == {
+            k: base_data["primary"][k] for k in PRIMARY_KEYS
+        }, flags
         explored = "--explore" in flags
         assert data["mode"] == ("exploratory" if explored else "confirmatory"), flags
         if explored:
@@ -114,7 +118,7 @@ def test_exploratory_registration_is_labelled_throughout(cli, ws: Path) -> None:
 
     data = cli("-w", ws, "analyse", "lab-pilot", "--json").json()
     assert data["mode"] == "exploratory" and data["kind"] == "exploratory"
-    assert data["verdict"] == "supported"       # what the registered rule reads ...
+    assert data["verdict"] == "supported"  # what the registered rule reads ...
     human = cli("-w", ws, "analyse", "lab-pilot")
     assert "Verdict: supported" not in human.stdout  # ... never announced as a claim
     html = (ws / "reports" / "lab-pilot" / "report.html").read_text()

@@ -17,8 +17,7 @@ CONFIRM = "drafts/music-library-confirmatory.yaml"
 
 
 def register(cli: Any, ws: Path, draft: str | Path) -> dict[str, Any]:
-    result = cli("-w", ws, "register", ws / draft if isinstance(draft, str) else draft,
-                 "--json")
+    result = cli("-w", ws, "register", ws / draft if isinstance(draft, str) else draft, "--json")
     assert result.code == 0, result.stderr
     return result.json()  # type: ignore[no-any-return]
 
@@ -30,12 +29,16 @@ def run(cli: Any, ws: Path, *args: str) -> Any:
 def test_run_resume_and_max_units(ws: Path, cli: Any) -> None:
     reg = register(cli, ws, PILOT)
     exp = load_experiment(folder_reader(ws / "experiments" / "music-library"), "music-library")
-    planned = 2 * len(exp.tasks_in_split("dev")) * 3          # arms x dev tasks x repeats
+    planned = 2 * len(exp.tasks_in_split("dev")) * 3  # arms x dev tasks x repeats
     first = run(cli, ws, "music-library-pilot", "--max-units", "10", "--json")
     assert first.code == 0, first.stderr
     data = first.json()
-    assert {k: data[k] for k in ("planned", "completed", "skipped_existing", "failed")} == \
-        {"planned": planned, "completed": 10, "skipped_existing": 0, "failed": 0}
+    assert {k: data[k] for k in ("planned", "completed", "skipped_existing", "failed")} == {
+        "planned": planned,
+        "completed": 10,
+        "skipped_existing": 0,
+        "failed": 0,
+    }
     assert data["stopped"] == "max_units" and data["remaining"] == planned - 10
     second = run(cli, ws, "music-library-pilot", "--concurrency", "8", "--json").json()
     assert second["skipped_existing"] == 10 and second["completed"] == planned - 10
@@ -44,7 +47,7 @@ def test_run_resume_and_max_units(ws: Path, cli: Any) -> None:
     assert third["completed"] == 0 and third["skipped_existing"] == planned
     records = RunStore(ws / "runs").records(registration_id="music-library-pilot")
     assert len(records) == planned
-    assert len({r.unit_key for r in records}) == planned           # no duplicates
+    assert len({r.unit_key for r in records}) == planned  # no duplicates
     assert {r.registration_digest for r in records} == {reg["digest"]}
 
 
@@ -63,15 +66,14 @@ def test_run_unknown_registration_is_bad_input(ws: Path, cli: Any) -> None:
 def test_runs_read_the_frozen_experiment(ws: Path, cli: Any) -> None:
     register(cli, ws, PILOT)
     corpus = ws / "experiments" / "music-library" / "corpus.yaml"
-    corpus.write_text("this: is not a corpus\n")      # editing the workspace after registering
+    corpus.write_text("this: is not a corpus\n")  # editing the workspace after registering
     result = run(cli, ws, "music-library-pilot", "--max-units", "2", "--json")
     assert result.code == 0, result.stderr
     assert result.json()["completed"] == 2
 
 
 def export(cli: Any, ws: Path, fmt: str, out: Path) -> dict[str, Any]:
-    result = cli("-w", ws, "export", "music-library-pilot", "--format", fmt, "--out", out,
-                 "--json")
+    result = cli("-w", ws, "export", "music-library-pilot", "--format", fmt, "--out", out, "--json")
     assert result.code == 0, result.stderr
     return result.json()  # type: ignore[no-any-return]
 
@@ -94,12 +96,35 @@ def test_export_import_round_trip(ws: Path, cli: Any, tmp_path: Path, fmt: str) 
         rows = list(csv.DictReader(out.open()))
         assert len(rows) == 12
         row = rows[0]
-    for column in ("registration_id", "registration_digest", "arm", "task_id", "intent",
-                   "cluster", "split", "polarity", "repeat", "rotation", "driver",
-                   "evidence_class", "model_requested", "model_returned", "started_at",
-                   "finished_at", "latency_ms", "cost_usd", "terminal_class", "terminal_flag",
-                   "first_unmet_obligation", "selected_operations", "selection_rate",
-                   "success", "status", "error", "trace"):
+    for column in (
+        "registration_id",
+        "registration_digest",
+        "arm",
+        "task_id",
+        "intent",
+        "cluster",
+        "split",
+        "polarity",
+        "repeat",
+        "rotation",
+        "driver",
+        "evidence_class",
+        "model_requested",
+        "model_returned",
+        "started_at",
+        "finished_at",
+        "latency_ms",
+        "cost_usd",
+        "terminal_class",
+        "terminal_flag",
+        "first_unmet_obligation",
+        "selected_operations",
+        "selection_rate",
+        "success",
+        "status",
+        "error",
+        "trace",
+    ):
         assert column in row
     # into a second workspace with the same registration (same content, same digest)
     other = tmp_path / "other"
@@ -130,7 +155,7 @@ def test_import_refuses_a_foreign_digest(ws: Path, cli: Any, tmp_path: Path) -> 
     result = cli("-w", other, "import", bad, "--json")
     assert result.code == 3
     assert tampered["record_id"] in result.stderr and "line 2" in result.stderr
-    assert RunStore(other / "runs").records() == []             # nothing was written
+    assert RunStore(other / "runs").records() == []  # nothing was written
 
 
 def test_import_refuses_malformed_records(ws: Path, cli: Any, tmp_path: Path) -> None:
@@ -193,8 +218,9 @@ def test_locked_split_is_claimed_once(ws: Path, cli: Any) -> None:
     assert "music-library-confirmatory" in second.stderr
     assert RunStore(ws / "runs").records(registration_id="music-library-confirmatory-b") == []
     # ... and a new one is refused at registration
-    late = cli("-w", ws, "register", _second_confirmatory(ws, "music-library-confirmatory-c"),
-               "--json")
+    late = cli(
+        "-w", ws, "register", _second_confirmatory(ws, "music-library-confirmatory-c"), "--json"
+    )
     assert late.code == 4 and "music-library-confirmatory" in late.stderr
 
 
@@ -208,8 +234,9 @@ def test_a_not_runnable_registration_is_refused(ws: Path, cli: Any) -> None:
     assert RunStore(ws / "runs").records() == []
 
 
-def test_exploratory_work_never_touches_the_locked_split(monkeypatch: pytest.MonkeyPatch,
-                                                          ws: Path) -> None:
+def test_exploratory_work_never_touches_the_locked_split(
+    monkeypatch: pytest.MonkeyPatch, ws: Path
+) -> None:
     # the registry already refuses such a registration; the runner checks again on its own
     from types import SimpleNamespace
 
@@ -217,9 +244,12 @@ def test_exploratory_work_never_touches_the_locked_split(monkeypatch: pytest.Mon
     from prereg.runners import api
     from prereg.workspace import Workspace
 
-    entry = SimpleNamespace(id="sneaky", runnable=True, digest="sha256:" + "0" * 64,
-                            registration=SimpleNamespace(kind="exploratory", split="test",
-                                                         experiment="music-library"))
+    entry = SimpleNamespace(
+        id="sneaky",
+        runnable=True,
+        digest="sha256:" + "0" * 64,
+        registration=SimpleNamespace(kind="exploratory", split="test", experiment="music-library"),
+    )
     monkeypatch.setattr(api, "_registry", lambda _ws: SimpleNamespace(get=lambda _id: entry))
     with pytest.raises(ProtocolRefusal, match="locked test split"):
         api.prepare(Workspace(ws), "sneaky")

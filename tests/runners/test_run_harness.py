@@ -28,8 +28,13 @@ def test_a_correct_episode() -> None:
     rec = play(ScriptedDriver([SEARCH, ANSWER_T001]), "t001")
     assert rec.success is True and rec.status == "ok"
     assert rec.terminal_flag is None and rec.first_unmet_obligation is None
-    assert rec.funnel.model_dump() == {"surfaced": True, "selected": True, "invoked": True,
-                                       "executed": True, "completed": True}
+    assert rec.funnel.model_dump() == {
+        "surfaced": True,
+        "selected": True,
+        "invoked": True,
+        "executed": True,
+        "completed": True,
+    }
     assert rec.terminal_class == "focal"
     assert rec.selected_operations == ["search_tracks"]
     assert rec.selection_rate == 1.0 and rec.unnecessary_calls == 0
@@ -42,19 +47,22 @@ def test_cut_at_completion_cap_takes_precedence() -> None:
     rec = play(ScriptedDriver([SEARCH, CutAtCap("Glass Har")]), "t001")
     assert rec.success is False
     assert rec.terminal_flag == "completion_cap"
-    assert rec.first_unmet_obligation == "answer"     # the answer never came
+    assert rec.first_unmet_obligation == "answer"  # the answer never came
     assert rec.funnel.executed is True and rec.funnel.completed is False
 
 
 def test_call_limit() -> None:
     rec = play(ScriptedDriver([SEARCH]), "t001", budgets=Budgets(call_limit=3, turn_limit=10))
     assert rec.calls == 3 and rec.terminal_flag == "call_limit"
-    assert rec.unnecessary_calls == 2          # exact repeats of a successful call
+    assert rec.unnecessary_calls == 2  # exact repeats of a successful call
 
 
 def test_turn_limit_with_malformed_turns() -> None:
-    rec = play(ScriptedDriver([Malformed("{search_tracks(")]), "t001",
-               budgets=Budgets(call_limit=5, turn_limit=4))
+    rec = play(
+        ScriptedDriver([Malformed("{search_tracks(")]),
+        "t001",
+        budgets=Budgets(call_limit=5, turn_limit=4),
+    )
     assert rec.turns == 4 and rec.calls == 0
     assert rec.terminal_flag == "turn_limit"
     assert rec.first_unmet_obligation == "tool_use"
@@ -68,7 +76,7 @@ def test_episode_token_budget() -> None:
     # 650 tokens after the call, 1300 after the answer: the answer exceeds the budget
     assert rec.terminal_flag == "episode_budget" and rec.success is False
     assert rec.tokens.input == 1200 and rec.tokens.output == 100
-    assert rec.tokens.reasoning is None          # not reported, so not measured
+    assert rec.tokens.reasoning is None  # not reported, so not measured
 
 
 def test_infeasibility_stop_on_prohibited_operation() -> None:
@@ -93,11 +101,13 @@ def test_wrong_conclusion_and_contract_break() -> None:
     assert wrong.first_unmet_obligation == "answer"
     # a destructive call without confirmation, then the right one: the state is right but
     # the contract (confirmation adherence) was broken; it stops as infeasible at once
-    driver = ScriptedDriver([ToolCall("delete_playlist", {"playlist_id": "pl-004",
-                                                          "confirm": "yes"}),
-                             ToolCall("delete_playlist", {"playlist_id": "pl-004",
-                                                          "confirm": "Old Favourites"}),
-                             FinalAnswer("deleted")])
+    driver = ScriptedDriver(
+        [
+            ToolCall("delete_playlist", {"playlist_id": "pl-004", "confirm": "yes"}),
+            ToolCall("delete_playlist", {"playlist_id": "pl-004", "confirm": "Old Favourites"}),
+            FinalAnswer("deleted"),
+        ]
+    )
     rec = play(driver, "t049")
     assert rec.oracles.confirmation is False
     assert rec.terminal_flag == "infeasible"
@@ -105,8 +115,7 @@ def test_wrong_conclusion_and_contract_break() -> None:
 
 
 def test_invalid_arguments_fail_invoked() -> None:
-    rec = play(ScriptedDriver([ToolCall("search_tracks", {"q": "x"}), FinalAnswer("?")]),
-               "t001")
+    rec = play(ScriptedDriver([ToolCall("search_tracks", {"q": "x"}), FinalAnswer("?")]), "t001")
     assert rec.funnel.selected is True and rec.funnel.invoked is False
     assert rec.funnel.executed is False
     result = [e for e in rec.trace if e.kind == "tool_result"][0]
@@ -114,37 +123,55 @@ def test_invalid_arguments_fail_invoked() -> None:
 
 
 def test_empty_result_is_not_executed() -> None:
-    rec = play(ScriptedDriver([ToolCall("search_tracks", {"query": "zzz"}),
-                               FinalAnswer("none")]), "t001")
+    rec = play(
+        ScriptedDriver([ToolCall("search_tracks", {"query": "zzz"}), FinalAnswer("none")]), "t001"
+    )
     assert rec.funnel.invoked is True and rec.funnel.executed is False
 
 
 def test_terminal_classes_without_a_call() -> None:
-    declined = ScriptedDriver([Turn(FinalAnswer("BPM means beats per minute"),
-                                    surfaced=("search_tracks",), searched=True)],
-                              loads_all_tools=False)
+    declined = ScriptedDriver(
+        [
+            Turn(
+                FinalAnswer("BPM means beats per minute"),
+                surfaced=("search_tracks",),
+                searched=True,
+            )
+        ],
+        loads_all_tools=False,
+    )
     rec = play(declined, "t054")
     assert rec.success is True and rec.terminal_class == "searched_then_declined"
-    assert rec.funnel.surfaced is True     # the search put a focal tool in the candidate set
-    assert rec.funnel.selected is False    # ... and the host declined it
-    direct = play(ScriptedDriver([FinalAnswer("beats per minute")], loads_all_tools=False),
-                  "t054")
+    assert rec.funnel.surfaced is True  # the search put a focal tool in the candidate set
+    assert rec.funnel.selected is False  # ... and the host declined it
+    direct = play(ScriptedDriver([FinalAnswer("beats per minute")], loads_all_tools=False), "t054")
     assert direct.terminal_class == "answered_without_search"
-    assert direct.funnel.surfaced is None   # not measured by this host
+    assert direct.funnel.surfaced is None  # not measured by this host
 
 
 def test_competitor_and_decoy_calls_are_refused() -> None:
-    rec = play(ScriptedDriver([ToolCall("castaway_find_podcast", {"text": "astronomy"}),
-                               FinalAnswer("The Deep Field Hour")]), "p01",
-               surface="focal", name="podcast-selection")
+    rec = play(
+        ScriptedDriver(
+            [
+                ToolCall("castaway_find_podcast", {"text": "astronomy"}),
+                FinalAnswer("The Deep Field Hour"),
+            ]
+        ),
+        "p01",
+        surface="focal",
+        name="podcast-selection",
+    )
     assert rec.terminal_class == "competitor"
     assert rec.funnel.selected is False and rec.funnel.completed is False
     assert rec.selection_rate == 0.0 and rec.selected_operations == []
     result = [e for e in rec.trace if e.kind == "tool_result"][0]
     assert result.is_error and "not run" in (result.text or "")
-    decoy = play(ScriptedDriver([ToolCall("skycast_forecast", {"city": "Oslo"}),
-                                 FinalAnswer("?")]), "p01", surface="focal",
-                 name="podcast-selection")
+    decoy = play(
+        ScriptedDriver([ToolCall("skycast_forecast", {"city": "Oslo"}), FinalAnswer("?")]),
+        "p01",
+        surface="focal",
+        name="podcast-selection",
+    )
     assert decoy.terminal_class == "other_external"
 
 

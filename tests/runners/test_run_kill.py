@@ -47,8 +47,12 @@ def ok_rows(db: Path) -> int:
 
 def start_and_interrupt(ws: Path, reg_id: str, at_least: int, sig: int) -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(ws), reg_id], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(ws), reg_id],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     db = ws / "runs" / "runs.sqlite"
     deadline = time.monotonic() + 30
     try:
@@ -69,11 +73,14 @@ def start_and_interrupt(ws: Path, reg_id: str, at_least: int, sig: int) -> int:
 def test_killed_run_resumes_without_loss_or_duplicates(ws: Path, cli: Any, sig: int) -> None:
     draft = ws / "drafts" / "replay-pilot.yaml"
     text = (ws / "drafts" / "music-library-pilot.yaml").read_text()
-    draft.write_text(text.replace("id: music-library-pilot", "id: replay-pilot")
-                     .replace("driver: local", "driver: replay"))
+    draft.write_text(
+        text.replace("id: music-library-pilot", "id: replay-pilot").replace(
+            "driver: local", "driver: replay"
+        )
+    )
     assert cli("-w", ws, "register", draft, "--json").code == 0
     code = start_and_interrupt(ws, "replay-pilot", 15, sig)
-    assert code != 0                               # it did not finish on its own
+    assert code != 0  # it did not finish on its own
     interrupted_at = ok_rows(ws / "runs" / "runs.sqlite")
     # a second interruption, later in the run
     start_and_interrupt(ws, "replay-pilot", interrupted_at + 25, sig)
@@ -87,5 +94,5 @@ def test_killed_run_resumes_without_loss_or_duplicates(ws: Path, cli: Any, sig: 
     assert summary["remaining"] == 0 and summary["failed"] == 0
     records = RunStore(ws / "runs").records(registration_id="replay-pilot")
     keys = [r.unit_key for r in records if r.status == "ok"]
-    assert len(keys) == summary["planned"] == len(set(keys))   # exactly one per unit
-    assert all(r.success for r in records)                     # replay: every task succeeds
+    assert len(keys) == summary["planned"] == len(set(keys))  # exactly one per unit
+    assert all(r.success for r in records)  # replay: every task succeeds

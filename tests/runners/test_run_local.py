@@ -17,15 +17,27 @@ from prereg.runners.record import RunRecord
 from prereg.runners.store import RunStore
 
 
-def run_all(tmp: Path, name: str, arms: tuple[tuple[str, str], ...], repeats: int,
-            seed: int = 7, rotations: int = 1, splits: tuple[str, ...] = ("dev", "validation",
-                                                                          "test")
-            ) -> list[RunRecord]:
+def run_all(
+    tmp: Path,
+    name: str,
+    arms: tuple[tuple[str, str], ...],
+    repeats: int,
+    seed: int = 7,
+    rotations: int = 1,
+    splits: tuple[str, ...] = ("dev", "validation", "test"),
+) -> list[RunRecord]:
     exp = experiment(name)
     store = RunStore(tmp)
     for split in splits:
-        p = plan(experiment=name, split=split, arms=arms, repeats=repeats, seed=seed,
-                 rotations=rotations, driver="local")
+        p = plan(
+            experiment=name,
+            split=split,
+            arms=arms,
+            repeats=repeats,
+            seed=seed,
+            rotations=rotations,
+            driver="local",
+        )
         asyncio.run(run_plan(p, exp, store, create(), concurrency=4))
     return store.records()
 
@@ -47,13 +59,18 @@ def test_bm25_matches_a_hand_computation() -> None:
 
 
 def test_phrases_and_numbers() -> None:
-    assert [p.text for p in phrases("Add Sugar Static to the Road Trip playlist.")] == \
-        ["Sugar Static", "Road Trip"]
+    assert [p.text for p in phrases("Add Sugar Static to the Road Trip playlist.")] == [
+        "Sugar Static",
+        "Road Trip",
+    ]
     got = phrases("Set the description of Old Favourites to: songs I grew up with.")
-    assert [(p.text, p.tail) for p in got] == [("Old Favourites", False),
-                                               ("songs I grew up with", True)]
-    assert [p.text for p in phrases("What songs are on the album Salt and Timber?")] == \
-        ["Salt and Timber"]
+    assert [(p.text, p.tail) for p in got] == [
+        ("Old Favourites", False),
+        ("songs I grew up with", True),
+    ]
+    assert [p.text for p in phrases("What songs are on the album Salt and Timber?")] == [
+        "Salt and Timber"
+    ]
     assert [p.text for p in phrases('Play "quiet storm" now')] == ["quiet storm"]
     assert phrases("Create a new playlist called Focus Flow.")[0].before == "called"
     assert numbers("Give Honeycomb Avenue three stars, not 12") == [3, 12]
@@ -62,7 +79,7 @@ def test_phrases_and_numbers() -> None:
 def test_measurements(music: list[RunRecord]) -> None:
     for r in music:
         assert r.evidence_class == "local" and r.driver == "local"
-        assert r.cost_usd is None                       # nothing is priced
+        assert r.cost_usd is None  # nothing is priced
         assert r.latency_ms is not None and r.latency_ms >= 0
         assert r.tokens.input is not None and r.tokens.output is not None
         assert r.tokens.reasoning is None and r.tokens.cached is None
@@ -84,7 +101,7 @@ def test_repeats_vary_and_are_correlated(music: list[RunRecord]) -> None:
     for r in music:
         by_prompt[(r.arm, r.task_id)].append(bool(r.success))
     mixed = [v for v in by_prompt.values() if 0 < sum(v) < len(v)]
-    assert len(mixed) >= 5                                   # repeats vary
+    assert len(mixed) >= 5  # repeats vary
     agree = total = 0
     for v in by_prompt.values():
         for i in range(len(v)):
@@ -93,19 +110,26 @@ def test_repeats_vary_and_are_correlated(music: list[RunRecord]) -> None:
                 total += 1
     p = sum(r.success for r in music) / len(music)
     independent = p * p + (1 - p) * (1 - p)
-    assert agree / total > independent + 0.15                # ... and are correlated
+    assert agree / total > independent + 0.15  # ... and are correlated
 
 
 def test_reproducible_for_a_seed(tmp_path: Path) -> None:
     def key(records: list[RunRecord]) -> list[Any]:
-        return sorted((r.arm, r.task_id, r.repeat, r.success, r.terminal_flag,
-                       [(e.kind, e.tool, str(e.arguments)) for e in r.trace])
-                      for r in records)
+        return sorted(
+            (
+                r.arm,
+                r.task_id,
+                r.repeat,
+                r.success,
+                r.terminal_flag,
+                [(e.kind, e.tool, str(e.arguments)) for e in r.trace],
+            )
+            for r in records
+        )
 
     a = run_all(tmp_path / "a", "music-library", MUSIC_ARMS, repeats=2, splits=("dev",))
     b = run_all(tmp_path / "b", "music-library", MUSIC_ARMS, repeats=2, splits=("dev",))
-    c = run_all(tmp_path / "c", "music-library", MUSIC_ARMS, repeats=2, splits=("dev",),
-                seed=8)
+    c = run_all(tmp_path / "c", "music-library", MUSIC_ARMS, repeats=2, splits=("dev",), seed=8)
     assert key(a) == key(b)
     assert key(a) != key(c)
 
@@ -125,8 +149,12 @@ def test_neutral_metadata_lowers_selection_and_the_decoy_is_ignored(tmp_path: Pa
     assert selected["descriptive"] > 0.2
     assert selected["neutral"] < selected["descriptive"] - 0.2
     assert selection["neutral"] < selection["descriptive"] - 0.2
-    decoy_calls = sum(1 for r in records for e in r.trace
-                      if e.kind == "tool_call" and (e.tool or "").startswith("skycast"))
+    decoy_calls = sum(
+        1
+        for r in records
+        for e in r.trace
+        if e.kind == "tool_call" and (e.tool or "").startswith("skycast")
+    )
     assert decoy_calls <= 0.01 * len(records)
 
 

@@ -26,11 +26,11 @@ def test_spend_cap_stops_the_run_and_keeps_partial_results(tmp_path: Path) -> No
     p = plan(budgets=Budgets(spend_usd=0.45, call_limit=5, turn_limit=5))
     summary = go(p, store, driver, concurrency=1)
     assert summary.stopped == "spend_cap"
-    assert summary.completed == 5                  # 0.0, 0.1, ... 0.4 < 0.45 start a unit
+    assert summary.completed == 5  # 0.0, 0.1, ... 0.4 < 0.45 start a unit
     assert abs(summary.spend_usd - 0.5) < 1e-9
     assert summary.remaining == summary.planned - 5
-    assert len(store.records()) == 5               # partial results are kept
-    again = go(p, store, driver, concurrency=1)    # the cap counts earlier spend
+    assert len(store.records()) == 5  # partial results are kept
+    again = go(p, store, driver, concurrency=1)  # the cap counts earlier spend
     assert again.completed == 0 and again.stopped == "spend_cap"
     # with concurrency the overshoot is bounded by the units in flight
     store2 = RunStore(tmp_path / "c")
@@ -64,7 +64,7 @@ def test_infra_failures_are_recorded_and_retried(tmp_path: Path) -> None:
     first = go(p, store, Flaky({"/t001/", "/t021/"}))
     exp = experiment()
     dev_ids = {t.id for t in exp.tasks_in_split("dev")}
-    failing = len({"t001", "t021"} & dev_ids) * 2          # two arms
+    failing = len({"t001", "t021"} & dev_ids) * 2  # two arms
     assert first.failed == failing and first.completed == first.planned - failing
     assert first.remaining == failing
     infra = store.records(status="infra_error")
@@ -73,7 +73,7 @@ def test_infra_failures_are_recorded_and_retried(tmp_path: Path) -> None:
     assert second.completed == failing and second.skipped_existing == first.planned - failing
     assert second.remaining == 0
     assert len(store.completed_keys(p.digest)) == first.planned
-    assert len(store.records()) == first.planned + failing   # failures kept as evidence
+    assert len(store.records()) == first.planned + failing  # failures kept as evidence
 
 
 def test_concurrency_does_not_change_results(tmp_path: Path) -> None:

@@ -35,8 +35,9 @@ def test_wal_mode(tmp_path: Path, make_record: Callable[..., RunRecord]) -> None
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_update_and_delete_are_refused(tmp_path: Path,
-                                       make_record: Callable[..., RunRecord]) -> None:
+def test_update_and_delete_are_refused(
+    tmp_path: Path, make_record: Callable[..., RunRecord]
+) -> None:
     store = RunStore(tmp_path)
     store.append(make_record())
     store.close()
@@ -49,8 +50,9 @@ def test_update_and_delete_are_refused(tmp_path: Path,
     assert len(RunStore(tmp_path).records()) == 1
 
 
-def test_second_ok_record_for_a_unit_is_refused(tmp_path: Path,
-                                                make_record: Callable[..., RunRecord]) -> None:
+def test_second_ok_record_for_a_unit_is_refused(
+    tmp_path: Path, make_record: Callable[..., RunRecord]
+) -> None:
     store = RunStore(tmp_path)
     store.append(make_record())
     with pytest.raises(DuplicateRecord):
@@ -61,7 +63,8 @@ def test_second_ok_record_for_a_unit_is_refused(tmp_path: Path,
 
 
 def test_infra_errors_are_kept_and_do_not_block_a_retry(
-        tmp_path: Path, make_record: Callable[..., RunRecord]) -> None:
+    tmp_path: Path, make_record: Callable[..., RunRecord]
+) -> None:
     store = RunStore(tmp_path)
     failed = dict(status="infra_error", success=None, error="connection reset")
     store.append(make_record(**failed))
@@ -74,8 +77,9 @@ def test_infra_errors_are_kept_and_do_not_block_a_retry(
     assert len(store.records(status="ok")) == 1
 
 
-def test_same_record_id_twice_is_a_duplicate(tmp_path: Path,
-                                             make_record: Callable[..., RunRecord]) -> None:
+def test_same_record_id_twice_is_a_duplicate(
+    tmp_path: Path, make_record: Callable[..., RunRecord]
+) -> None:
     store = RunStore(tmp_path)
     rec = make_record(status="infra_error", success=None, error="x")
     store.append(rec)
@@ -93,8 +97,11 @@ def test_spent(tmp_path: Path, make_record: Callable[..., RunRecord]) -> None:
     common = dict(driver="x", evidence_class="api")
     store.append(make_record(task_id="a", cost_usd=0.25, **common))
     store.append(make_record(task_id="b", cost_usd=None, **common))
-    store.append(make_record(task_id="c", cost_usd=0.5, status="infra_error", success=None,
-                             error="timeout", **common))
+    store.append(
+        make_record(
+            task_id="c", cost_usd=0.5, status="infra_error", success=None, error="timeout", **common
+        )
+    )
     assert store.spent_usd(DIGEST_A) == pytest.approx(0.75)
 
 
@@ -113,8 +120,9 @@ def test_record_invariants(make_record: Callable[..., RunRecord]) -> None:
     make_record(funnel={"surfaced": None, "selected": True, "invoked": True})
 
 
-def test_two_writers_cannot_both_complete_a_unit(tmp_path: Path,
-                                                 make_record: Callable[..., RunRecord]) -> None:
+def test_two_writers_cannot_both_complete_a_unit(
+    tmp_path: Path, make_record: Callable[..., RunRecord]
+) -> None:
     # two processes running the same registration share the file; the database decides
     first, second = RunStore(tmp_path), RunStore(tmp_path)
     first.append(make_record())
@@ -126,16 +134,30 @@ def test_two_writers_cannot_both_complete_a_unit(tmp_path: Path,
 def test_csv_round_trip_of_every_field_kind(make_record: Callable[..., RunRecord]) -> None:
     from prereg.runners.exchange import from_row, to_row
 
-    rec = make_record(driver="anthropic", evidence_class="api", model_requested="m",
-                      model_returned="m-2", latency_ms=12.5, cost_usd=0.003,
-                      tokens={"input": 10, "output": 3, "reasoning": None, "cached": 0},
-                      funnel={"surfaced": None, "selected": True, "invoked": False,
-                              "executed": False, "completed": False},
-                      success=False, terminal_flag="call_limit",
-                      first_unmet_obligation="final_state", terminal_class="focal",
-                      oracles={"final_state": False, "answer": None},
-                      selected_operations=["a", "b"], selection_rate=0.5,
-                      trace=[{"kind": "tool_call", "turn": 0, "tool": "x",
-                              "arguments": {"q": 'a,"b"\n'}}], batch=True)
+    rec = make_record(
+        driver="anthropic",
+        evidence_class="api",
+        model_requested="m",
+        model_returned="m-2",
+        latency_ms=12.5,
+        cost_usd=0.003,
+        tokens={"input": 10, "output": 3, "reasoning": None, "cached": 0},
+        funnel={
+            "surfaced": None,
+            "selected": True,
+            "invoked": False,
+            "executed": False,
+            "completed": False,
+        },
+        success=False,
+        terminal_flag="call_limit",
+        first_unmet_obligation="final_state",
+        terminal_class="focal",
+        oracles={"final_state": False, "answer": None},
+        selected_operations=["a", "b"],
+        selection_rate=0.5,
+        trace=[{"kind": "tool_call", "turn": 0, "tool": "x", "arguments": {"q": 'a,"b"\n'}}],
+        batch=True,
+    )
     back = RunRecord.model_validate(from_row(to_row(rec)))
     assert back == rec

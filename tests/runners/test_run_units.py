@@ -33,18 +33,19 @@ def test_rotations_are_balanced_and_shared_by_arms() -> None:
     by_key: dict[tuple[str, int], set[int]] = {}
     for u in units:
         by_key.setdefault((u.task.id, u.repeat), set()).add(u.rotation)
-    assert all(len(r) == 1 for r in by_key.values())           # same rotation in every arm
+    assert all(len(r) == 1 for r in by_key.values())  # same rotation in every arm
     per_task = {}
     for u in units:
         if u.arm == "baseline":
             per_task.setdefault(u.task.id, set()).add(u.rotation)
-    assert all(len(r) == 4 for r in per_task.values())          # a prompt sees every rotation
+    assert all(len(r) == 4 for r in per_task.values())  # a prompt sees every rotation
 
 
 def test_seeds_are_stable_and_distinct() -> None:
     # a fixed value: the derivation must never change, or old registrations re-run differently
-    assert derive_seed(7, "unit", "baseline", "t001", 0) == derive_seed(7, "unit", "baseline",
-                                                                        "t001", 0)
+    assert derive_seed(7, "unit", "baseline", "t001", 0) == derive_seed(
+        7, "unit", "baseline", "t001", 0
+    )
     exp = experiment()
     units = expand_units(plan(repeats=2), exp)
     assert len({u.seed for u in units}) == len(units)

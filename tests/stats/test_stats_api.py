@@ -12,15 +12,39 @@ import pytest
 import prereg.stats as S
 
 STATS_DIR = Path(S.__file__).resolve().parent
-ALLOWED_TOP_LEVEL = {"__future__", "numpy", "scipy", "math", "itertools", "typing",
-                     "dataclasses", "prereg"}
+ALLOWED_TOP_LEVEL = {
+    "__future__",
+    "numpy",
+    "scipy",
+    "math",
+    "itertools",
+    "typing",
+    "dataclasses",
+    "prereg",
+}
 
 ISSUE_NAMES = [
-    "mcnemar_exact", "jeffreys_interval", "design_effect", "icc_binary", "pass_hat_k",
-    "benjamini_hochberg", "holm", "e_bh", "beta_mixture_evalue", "sequential_monitor",
-    "paired_bootstrap", "tost_paired", "equivalence_margin", "exact_permutation_test",
-    "sign_flip_test", "loss_shares", "mde_paired", "prompts_for_mde", "mcnemar_sample_size",
-    "min_discordant", "simulate_sequential_monitor",
+    "mcnemar_exact",
+    "jeffreys_interval",
+    "design_effect",
+    "icc_binary",
+    "pass_hat_k",
+    "benjamini_hochberg",
+    "holm",
+    "e_bh",
+    "beta_mixture_evalue",
+    "sequential_monitor",
+    "paired_bootstrap",
+    "tost_paired",
+    "equivalence_margin",
+    "exact_permutation_test",
+    "sign_flip_test",
+    "loss_shares",
+    "mde_paired",
+    "prompts_for_mde",
+    "mcnemar_sample_size",
+    "min_discordant",
+    "simulate_sequential_monitor",
 ]
 
 
@@ -49,11 +73,16 @@ def test_stats_imports_only_numpy_scipy_and_itself() -> None:
 
 
 def test_results_are_frozen() -> None:
-    results = [S.mcnemar_exact(3, 9), S.jeffreys_interval(3, 10), S.holm([0.01, 0.2]),
-               S.beta_mixture_evalue(4, 1), S.tost_paired([0.1, -0.2, 0.05], 0.5),
-               S.sign_flip_test([1.0, 2.0, -0.5]),
-               S.paired_bootstrap([0, 1, 1], [1, 1, 1], [0, 1, 2], draws=20),
-               S.sequential_monitor([1, 0, 1], [0, 0, 1], min_prompts=0)]
+    results = [
+        S.mcnemar_exact(3, 9),
+        S.jeffreys_interval(3, 10),
+        S.holm([0.01, 0.2]),
+        S.beta_mixture_evalue(4, 1),
+        S.tost_paired([0.1, -0.2, 0.05], 0.5),
+        S.sign_flip_test([1.0, 2.0, -0.5]),
+        S.paired_bootstrap([0, 1, 1], [1, 1, 1], [0, 1, 2], draws=20),
+        S.sequential_monitor([1, 0, 1], [0, 0, 1], min_prompts=0),
+    ]
     for res in results:
         assert dataclasses.is_dataclass(res)
         field = dataclasses.fields(res)[0].name

@@ -19,8 +19,9 @@ def _layout(p: int, r: int) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(np.arange(p), r), np.tile(np.arange(r), p)
 
 
-def _clustered(rng: np.random.Generator, p: int, r: int, sigma_run: float, tau: float = 2.5,
-               delta: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+def _clustered(
+    rng: np.random.Generator, p: int, r: int, sigma_run: float, tau: float = 2.5, delta: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
     """Binary outcomes: logit = prompt effect + run effect (+ delta for treatment)."""
     alpha = -0.3 + tau * rng.standard_normal(p)
     uc = sigma_run * rng.standard_normal(r)
@@ -43,7 +44,8 @@ def test_estimate_is_prompt_weighted() -> None:
     yc, yt = rng.random(30), rng.random(30)
     prompts3, _ = _layout(10, 3)
     assert paired_bootstrap(yc, yt, prompts3, draws=10).estimate == pytest.approx(
-        yt.mean() - yc.mean())
+        yt.mean() - yc.mean()
+    )
 
 
 def test_prompt_only_bootstrap_moments_and_scipy() -> None:
@@ -53,10 +55,15 @@ def test_prompt_only_bootstrap_moments_and_scipy() -> None:
     prompts, _ = _layout(p, r)
     res = paired_bootstrap(yc, yt, prompts, draws=20_000, seed=3)
     d = (yt - yc).reshape(p, r).mean(axis=1)
-    ideal_var = float(np.sum((d - d.mean()) ** 2)) / p ** 2  # exact bootstrap variance
-    assert res.se ** 2 == pytest.approx(ideal_var, rel=0.05)
-    ref = sps.bootstrap((d,), np.mean, n_resamples=20_000, method="percentile",
-                        random_state=np.random.default_rng(4))
+    ideal_var = float(np.sum((d - d.mean()) ** 2)) / p**2  # exact bootstrap variance
+    assert res.se**2 == pytest.approx(ideal_var, rel=0.05)
+    ref = sps.bootstrap(
+        (d,),
+        np.mean,
+        n_resamples=20_000,
+        method="percentile",
+        random_state=np.random.default_rng(4),
+    )
     assert res.low == pytest.approx(ref.confidence_interval.low, abs=0.1 * res.se)
     assert res.high == pytest.approx(ref.confidence_interval.high, abs=0.1 * res.se)
 
@@ -74,7 +81,7 @@ def _pigeonhole_variance(yt: np.ndarray, yc: np.ndarray) -> float:
     eb2 = np.trace(yc @ ew(rc) @ yc.T @ ev) / (p * rc) ** 2
     eab = float(yt.sum(axis=1) @ ev @ yc.sum(axis=1)) / (p * p * rt * rc)
     mean = yt.mean() - yc.mean()
-    return float(ea2 + eb2 - 2 * eab - mean ** 2)
+    return float(ea2 + eb2 - 2 * eab - mean**2)
 
 
 def test_raw_two_level_bootstrap_has_the_exact_pigeonhole_variance() -> None:
@@ -89,10 +96,11 @@ def test_raw_two_level_bootstrap_has_the_exact_pigeonhole_variance() -> None:
     run_c = np.tile(np.repeat(np.arange(rc), rows // rc), p)
     treat = yt[prompts, run_t]
     ctrl = yc[prompts, run_c]
-    res = paired_bootstrap(ctrl, treat, prompts, run_c, run_t, draws=20_000, seed=5,
-                           run_resampling="raw")
+    res = paired_bootstrap(
+        ctrl, treat, prompts, run_c, run_t, draws=20_000, seed=5, run_resampling="raw"
+    )
     assert res.estimate == pytest.approx(yt.mean() - yc.mean())
-    assert res.se ** 2 == pytest.approx(_pigeonhole_variance(yt, yc), rel=0.05)
+    assert res.se**2 == pytest.approx(_pigeonhole_variance(yt, yc), rel=0.05)
     assert res.runs_control == rc and res.runs_treatment == rt
 
 
@@ -105,7 +113,7 @@ def _anova_sigma_run2(y: np.ndarray, prompts: np.ndarray, runs: np.ndarray) -> f
     effects = np.array([0.0] + [params[f"C(r)[T.{lvl}]"] for lvl in r_levels[1:]])
     effects -= effects.mean()
     inv_p = float(np.mean(1.0 / df.groupby("r")["p"].nunique().to_numpy()))
-    sc2 = float((effects ** 2).sum()) / (len(r_levels) - 1)
+    sc2 = float((effects**2).sum()) / (len(r_levels) - 1)
     if len(df) == df["p"].nunique() * len(r_levels):  # complete: check against anova_lm
         table = anova_lm(fit)
         ms_run = table.loc["C(r)", "mean_sq"]
@@ -124,8 +132,8 @@ def test_corrected_bootstrap_matches_anova_components() -> None:
     assert res.sigma_run_control == pytest.approx(math.sqrt(s2c), rel=1e-8, abs=1e-12)
     assert res.sigma_run_treatment == pytest.approx(math.sqrt(s2t), rel=1e-8, abs=1e-12)
     d = (yt - yc).reshape(p, r).mean(axis=1)
-    expected = float(np.sum((d - d.mean()) ** 2)) / p ** 2 + s2c / r + s2t / r
-    assert res.se ** 2 == pytest.approx(expected, rel=0.05)
+    expected = float(np.sum((d - d.mean()) ** 2)) / p**2 + s2c / r + s2t / r
+    assert res.se**2 == pytest.approx(expected, rel=0.05)
 
 
 def test_corrected_bootstrap_with_missing_cells_uses_least_squares_effects() -> None:
@@ -135,12 +143,21 @@ def test_corrected_bootstrap_with_missing_cells_uses_least_squares_effects() -> 
     prompts, runs = _layout(p, r)
     keep = np.ones(p * r, dtype=bool)
     keep[[1, 6, 23, 50, 77, 102]] = False  # a few failed (prompt, run) cells
-    res = paired_bootstrap(yc[keep], yt[keep], prompts[keep], runs[keep], runs[keep],
-                           draws=2000, seed=1)
+    res = paired_bootstrap(
+        yc[keep], yt[keep], prompts[keep], runs[keep], runs[keep], draws=2000, seed=1
+    )
     s2 = _anova_sigma_run2(yc[keep], prompts[keep], runs[keep])
     assert res.sigma_run_control == pytest.approx(math.sqrt(s2), rel=1e-7, abs=1e-10)
-    raw = paired_bootstrap(yc[keep], yt[keep], prompts[keep], runs[keep], runs[keep],
-                           draws=2000, seed=1, run_resampling="raw")
+    raw = paired_bootstrap(
+        yc[keep],
+        yt[keep],
+        prompts[keep],
+        runs[keep],
+        runs[keep],
+        draws=2000,
+        seed=1,
+        run_resampling="raw",
+    )
     assert np.all(np.isfinite(raw.distribution)) and raw.low < raw.estimate < raw.high
 
 
@@ -184,8 +201,12 @@ def test_coverage_with_a_between_run_component() -> None:
     p, r, sigma_run, reps = 60, 6, 0.5, 250
     big = np.random.default_rng(99)
     a = -0.3 + 2.5 * big.standard_normal(1_000_000)
-    truth = float(np.mean(expit(a + 0.5 + sigma_run * big.standard_normal(a.size))
-                          - expit(a + sigma_run * big.standard_normal(a.size))))
+    truth = float(
+        np.mean(
+            expit(a + 0.5 + sigma_run * big.standard_normal(a.size))
+            - expit(a + sigma_run * big.standard_normal(a.size))
+        )
+    )
     rng = np.random.default_rng(2024)
     prompts, runs = _layout(p, r)
     two_level = prompt_only = 0

@@ -28,7 +28,7 @@ def test_pass_hat_k_matches_binomial_coefficients(c: int, extra: int, k: int) ->
 def test_pass_hat_k_is_unbiased_for_p_to_the_k(n: int, k: int, p: float) -> None:
     c = np.arange(n + 1)
     expectation = float(np.sum(sps.binom.pmf(c, n, p) * pass_hat_k(c, n, k)))
-    assert expectation == pytest.approx(p ** k, rel=1e-12)
+    assert expectation == pytest.approx(p**k, rel=1e-12)
 
 
 def test_pass_hat_k_cases() -> None:

@@ -48,7 +48,8 @@ def test_jeffreys_design_effect_deflates_counts() -> None:
     assert res.high - res.low > plain.high - plain.low
     # deflating by an integer factor gives the interval of the smaller sample
     assert jeffreys_interval(20, 60, deff=2.0).low == pytest.approx(
-        jeffreys_interval(10, 30).low, rel=1e-12)
+        jeffreys_interval(10, 30).low, rel=1e-12
+    )
 
 
 def test_jeffreys_vectorised() -> None:
@@ -69,8 +70,9 @@ def test_jeffreys_rejects_bad_input() -> None:
 
 @given(st.integers(0, 200), st.integers(0, 200), st.floats(1.0, 5.0))
 @settings(max_examples=80, deadline=None)
-def test_jeffreys_contains_estimate_and_lies_in_unit_interval(x: int, extra: int,
-                                                              deff: float) -> None:
+def test_jeffreys_contains_estimate_and_lies_in_unit_interval(
+    x: int, extra: int, deff: float
+) -> None:
     n = x + extra
     res = jeffreys_interval(x, n, deff=deff)
     assert 0.0 <= res.low <= res.high <= 1.0
@@ -88,7 +90,7 @@ def test_design_effect_closed_forms() -> None:
     assert design_effect([2, 2, 3], 0.0) == 1.0
     # unequal: Kbar = sum m^2 / sum m
     m = np.array([1, 2, 5])
-    assert design_effect(m, 1.0) == pytest.approx((m ** 2).sum() / m.sum())
+    assert design_effect(m, 1.0) == pytest.approx((m**2).sum() / m.sum())
     assert np.allclose(design_effect(m, np.array([0.0, 0.5])), [1.0, 1 + 0.5 * (30 / 8 - 1)])
 
 
@@ -111,7 +113,7 @@ def _icc_from_f_oneway(y: np.ndarray, g: np.ndarray) -> float:
         return 1.0
     sizes = np.array([len(x) for x in groups], dtype=float)
     n, k = sizes.sum(), len(sizes)
-    n0 = (n - (sizes ** 2).sum() / n) / (k - 1)
+    n0 = (n - (sizes**2).sum() / n) / (k - 1)
     return float(np.clip((f - 1) / (f + n0 - 1), 0.0, 1.0))
 
 

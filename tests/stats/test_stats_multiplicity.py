@@ -83,9 +83,15 @@ def _ebh_by_definition(e: list[float], q: float) -> set[int]:
 
 
 evalue_lists = st.lists(
-    st.one_of(st.floats(0.0, 1e4, allow_nan=False), st.just(math.inf), st.just(0.0),
-              st.integers(1, 60).map(float)),
-    min_size=1, max_size=25)
+    st.one_of(
+        st.floats(0.0, 1e4, allow_nan=False),
+        st.just(math.inf),
+        st.just(0.0),
+        st.integers(1, 60).map(float),
+    ),
+    min_size=1,
+    max_size=25,
+)
 
 
 @given(evalue_lists, st.sampled_from([0.05, 0.1, 0.2]))
@@ -95,11 +101,15 @@ def test_ebh_matches_definition(e: list[float], q: float) -> None:
     assert set(np.nonzero(res.reject)[0].tolist()) == _ebh_by_definition(e, q)
 
 
-@given(pvalue_lists.filter(lambda p: min(p) > 0), st.sampled_from([0.05, 0.1, 0.2]),
-       st.lists(st.floats(0.01, 1.0), min_size=40, max_size=40))
+@given(
+    pvalue_lists.filter(lambda p: min(p) > 0),
+    st.sampled_from([0.05, 0.1, 0.2]),
+    st.lists(st.floats(0.01, 1.0), min_size=40, max_size=40),
+)
 @settings(max_examples=150, deadline=None)
-def test_ebh_on_calibrated_evalues_never_rejects_more_than_bh(p: list[float], q: float,
-                                                               shrink: list[float]) -> None:
+def test_ebh_on_calibrated_evalues_never_rejects_more_than_bh(
+    p: list[float], q: float, shrink: list[float]
+) -> None:
     # e = 1/p exactly, and e <= 1/p (any calibrated e-value): e-BH rejects a subset of BH
     # (BH run at q (1 + 1e-12) so that rounding in 1/(1/p) cannot decide a boundary tie)
     bh = benjamini_hochberg(p, min(1.0, q * (1 + 1e-12)))
@@ -126,8 +136,11 @@ def test_ebh_edge_cases() -> None:
 
 @given(evalue_lists, st.sampled_from([0.05, 0.1]), st.floats(1.0, 10.0))
 @settings(max_examples=80, deadline=None)
-def test_ebh_is_monotone_in_evalues_and_level(e: list[float], q: float, factor: float,
-                                              ) -> None:
+def test_ebh_is_monotone_in_evalues_and_level(
+    e: list[float],
+    q: float,
+    factor: float,
+) -> None:
     base = e_bh(e, q)
     assert np.all(e_bh([v * factor for v in e], q).reject >= base.reject)
     assert np.all(e_bh(e, min(1.0, 2 * q)).reject >= base.reject)

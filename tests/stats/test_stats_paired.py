@@ -23,8 +23,22 @@ from prereg.stats import (
 # --------------------------------------------------------------------------- McNemar
 
 
-@pytest.mark.parametrize("b,c", [(0, 0), (0, 1), (1, 5), (0, 6), (6, 0), (5, 0), (3, 3),
-                                 (13, 14), (40, 20), (2, 17), (100, 130)])
+@pytest.mark.parametrize(
+    "b,c",
+    [
+        (0, 0),
+        (0, 1),
+        (1, 5),
+        (0, 6),
+        (6, 0),
+        (5, 0),
+        (3, 3),
+        (13, 14),
+        (40, 20),
+        (2, 17),
+        (100, 130),
+    ],
+)
 def test_mcnemar_matches_statsmodels_and_scipy(b: int, c: int) -> None:
     res = mcnemar_exact(b, c)
     ref = mcnemar([[10, b], [c, 10]], exact=True)
@@ -38,7 +52,7 @@ def test_mcnemar_matches_statsmodels_and_scipy(b: int, c: int) -> None:
 def _mcnemar_by_enumeration(b: int, c: int) -> float:
     """Sum the probabilities of all splits no more likely than the observed one."""
     m = b + c
-    probs = [math.comb(m, k) / 2 ** m for k in range(m + 1)]
+    probs = [math.comb(m, k) / 2**m for k in range(m + 1)]
     p_obs = probs[b]
     return min(1.0, sum(p for p in probs if p <= p_obs * (1 + 1e-12)))
 
@@ -46,8 +60,7 @@ def _mcnemar_by_enumeration(b: int, c: int) -> float:
 @given(st.integers(0, 60), st.integers(0, 60))
 @settings(max_examples=60, deadline=None)
 def test_mcnemar_matches_enumeration(b: int, c: int) -> None:
-    assert mcnemar_exact(b, c).pvalue == pytest.approx(_mcnemar_by_enumeration(b, c),
-                                                       rel=1e-9)
+    assert mcnemar_exact(b, c).pvalue == pytest.approx(_mcnemar_by_enumeration(b, c), rel=1e-9)
 
 
 def test_mcnemar_no_discordant_pairs() -> None:
@@ -96,8 +109,9 @@ def test_mcnemar_type1_by_simulation() -> None:
     u = rng.random((sims, n_pairs))
     b = (u < 0.1).sum(axis=1)
     c = ((u >= 0.1) & (u < 0.2)).sum(axis=1)
-    rejections = np.mean([mcnemar_exact(int(x), int(y)).pvalue <= 0.05
-                          for x, y in zip(b, c, strict=True)])
+    rejections = np.mean(
+        [mcnemar_exact(int(x), int(y)).pvalue <= 0.05 for x, y in zip(b, c, strict=True)]
+    )
     assert rejections <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / sims)
 
 
@@ -136,8 +150,9 @@ def _tango_z_reference(b: int, c: int, n: int, d0: float) -> float:
                 val -= k * math.log(max(q, 1e-300))
         return val
 
-    q21 = optimize.minimize_scalar(negll, bounds=(lo, hi), method="bounded",
-                                   options={"xatol": 1e-13}).x
+    q21 = optimize.minimize_scalar(
+        negll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-13}
+    ).x
     var = n * (2 * q21 + d0 - d0 * d0)
     return (b - c - n * d0) / math.sqrt(var)
 

@@ -40,21 +40,31 @@ def test_permutation_matches_brute_force(alt: str) -> None:
     x = [1.0, 2.5, 7.0]
     y = [2.0, 5.0, 6.0, 8.0]
     assert exact_permutation_test(x, y, alt).pvalue == pytest.approx(
-        _brute_permutation(x, y, alt), rel=1e-12)
+        _brute_permutation(x, y, alt), rel=1e-12
+    )
     x2 = [0.0, 1.0, 1.0]
     y2 = [1.0, 0.0, 0.0, 2.0]  # ties and unequal sizes
     assert exact_permutation_test(x2, y2, alt).pvalue == pytest.approx(
-        _brute_permutation(x2, y2, alt), rel=1e-12)
+        _brute_permutation(x2, y2, alt), rel=1e-12
+    )
 
 
-@given(st.lists(st.integers(-5, 5), min_size=2, max_size=7),
-       st.lists(st.integers(-5, 5), min_size=2, max_size=7), st.sampled_from(ALTS))
+@given(
+    st.lists(st.integers(-5, 5), min_size=2, max_size=7),
+    st.lists(st.integers(-5, 5), min_size=2, max_size=7),
+    st.sampled_from(ALTS),
+)
 @settings(max_examples=40, deadline=None)
 def test_permutation_matches_scipy(x: list[int], y: list[int], alt: str) -> None:
     res = exact_permutation_test(x, y, alt)
-    ref = sps.permutation_test((x, y), lambda a, b, axis: a.mean(axis) - b.mean(axis),
-                               permutation_type="independent", alternative=alt,
-                               n_resamples=np.inf, vectorized=True)
+    ref = sps.permutation_test(
+        (x, y),
+        lambda a, b, axis: a.mean(axis) - b.mean(axis),
+        permutation_type="independent",
+        alternative=alt,
+        n_resamples=np.inf,
+        vectorized=True,
+    )
     if alt != "two-sided" or len(x) == len(y):  # equal sizes: symmetric null, same p
         assert res.pvalue == pytest.approx(ref.pvalue, rel=1e-9)
     else:
@@ -87,8 +97,7 @@ def test_permutation_monte_carlo_close_to_exact() -> None:
     total = sum(counts.values())
     sx = sum(x)
     exact = sum(c for s, c in counts.items() if s >= sx) / total
-    assert res.pvalue == pytest.approx(exact, abs=4 * math.sqrt(exact * (1 - exact) / 1e5)
-                                       + 1e-5)
+    assert res.pvalue == pytest.approx(exact, abs=4 * math.sqrt(exact * (1 - exact) / 1e5) + 1e-5)
 
 
 # --------------------------------------------------------------------------- sign flip
@@ -109,8 +118,12 @@ def _brute_sign_flip(d: list[float], alt: str) -> float:
     return hits / total
 
 
-@given(st.lists(st.floats(-10, 10, allow_nan=False).map(lambda v: round(v, 3)),
-                min_size=1, max_size=11), st.sampled_from(ALTS))
+@given(
+    st.lists(
+        st.floats(-10, 10, allow_nan=False).map(lambda v: round(v, 3)), min_size=1, max_size=11
+    ),
+    st.sampled_from(ALTS),
+)
 @settings(max_examples=60, deadline=None)
 def test_sign_flip_matches_brute_force(d: list[float], alt: str) -> None:
     assert sign_flip_test(d, alt).pvalue == pytest.approx(_brute_sign_flip(d, alt), rel=1e-9)
@@ -121,8 +134,14 @@ def test_sign_flip_matches_scipy_meet_in_the_middle(alt: str) -> None:
     rng = np.random.default_rng(3)
     d = rng.normal(0.4, 1.0, 15)
     res = sign_flip_test(d, alt)
-    ref = sps.permutation_test((d,), lambda a, axis: a.mean(axis), permutation_type="samples",
-                               alternative=alt, n_resamples=np.inf, vectorized=True)
+    ref = sps.permutation_test(
+        (d,),
+        lambda a, axis: a.mean(axis),
+        permutation_type="samples",
+        alternative=alt,
+        n_resamples=np.inf,
+        vectorized=True,
+    )
     assert res.exact and res.pvalue == pytest.approx(ref.pvalue, rel=1e-9)
 
 
@@ -190,8 +209,7 @@ def test_sign_flip_monte_carlo_close_to_exact() -> None:
     res = sign_flip_test(cents / 101.0, "greater", seed=1)  # 1/101: no lattice K <= 64
     assert not res.exact and res.n_resamples == 100_000
     exact = _lattice_reference(cents.tolist(), "greater")
-    assert res.pvalue == pytest.approx(exact, abs=4 * math.sqrt(exact * (1 - exact) / 1e5)
-                                       + 1e-5)
+    assert res.pvalue == pytest.approx(exact, abs=4 * math.sqrt(exact * (1 - exact) / 1e5) + 1e-5)
 
 
 def test_sign_flip_all_zero_and_bad_input() -> None:

@@ -18,11 +18,26 @@ from prereg.stats import (
 )
 
 # InvokeRank seed, section 7.8, Figure 9: (prompts, alpha, MDE points, with run component)
-CLAUDE = [(58, .05, 10.3), (100, .05, 7.9), (200, .05, 5.6), (400, .05, 3.9),
-          (58, .10, 9.2), (100, .10, 7.0), (200, .10, 4.9), (400, .10, 3.5)]
-CHATGPT = [(58, .05, 8.3, 13.1), (100, .05, 6.4, 11.9), (200, .05, 4.5, 11.0),
-           (400, .05, 3.2, 10.5), (58, .10, 7.4, 11.6), (100, .10, 5.6, 10.5),
-           (200, .10, 4.0, 9.8), (400, .10, 2.8, 9.3)]
+CLAUDE = [
+    (58, 0.05, 10.3),
+    (100, 0.05, 7.9),
+    (200, 0.05, 5.6),
+    (400, 0.05, 3.9),
+    (58, 0.10, 9.2),
+    (100, 0.10, 7.0),
+    (200, 0.10, 4.9),
+    (400, 0.10, 3.5),
+]
+CHATGPT = [
+    (58, 0.05, 8.3, 13.1),
+    (100, 0.05, 6.4, 11.9),
+    (200, 0.05, 4.5, 11.0),
+    (400, 0.05, 3.2, 10.5),
+    (58, 0.10, 7.4, 11.6),
+    (100, 0.10, 5.6, 10.5),
+    (200, 0.10, 4.0, 9.8),
+    (400, 0.10, 2.8, 9.3),
+]
 
 
 def test_figure_9_claude_rows() -> None:
@@ -36,8 +51,9 @@ def test_figure_9_chatgpt_rows() -> None:
     # published rows are reproduced to within 0.1 points
     for prompts, alpha, points, with_run in CHATGPT:
         assert 100 * mde_paired(0.226, prompts, alpha=alpha) == pytest.approx(points, abs=0.1)
-        assert 100 * mde_paired(0.226, prompts, alpha=alpha, sigma_run=0.0255) == \
-            pytest.approx(with_run, abs=0.1)
+        assert 100 * mde_paired(0.226, prompts, alpha=alpha, sigma_run=0.0255) == pytest.approx(
+            with_run, abs=0.1
+        )
 
 
 def test_section_7_8_sample_sizes() -> None:
@@ -49,7 +65,7 @@ def test_section_7_8_sample_sizes() -> None:
     assert prompts_for_mde(0.281, 0.05) == 248
     assert prompts_for_mde(0.281, 0.03) == 689
     # a single-run comparison with sigma_run = 2.5 points cannot go below ~10 points
-    floor = mde_paired(0.23, 10 ** 12, sigma_run=0.025)
+    floor = mde_paired(0.23, 10**12, sigma_run=0.025)
     assert floor == pytest.approx(0.10, abs=0.002)
     assert prompts_for_mde(0.23, 0.095, sigma_run=0.025) == math.inf
     # three runs per arm bring 10 points within reach of about 61 prompts
@@ -60,23 +76,29 @@ def test_mde_formula() -> None:
     z = 1.959963984540054 + 0.8416212335729143
     assert mde_paired(0.3, 50) == pytest.approx(z * 0.3 / math.sqrt(50), rel=1e-12)
     assert mde_paired(0.3, 50, sigma_run=0.02, runs_per_arm=2) == pytest.approx(
-        z * math.sqrt(0.09 / 50 + 2 * 0.0004 / 2), rel=1e-12)
+        z * math.sqrt(0.09 / 50 + 2 * 0.0004 / 2), rel=1e-12
+    )
 
 
-@given(st.floats(0.01, 1.0), st.integers(2, 5000), st.floats(0.0, 0.1), st.integers(1, 8),
-       st.sampled_from([0.01, 0.05, 0.1]), st.sampled_from([0.7, 0.8, 0.9]))
+@given(
+    st.floats(0.01, 1.0),
+    st.integers(2, 5000),
+    st.floats(0.0, 0.1),
+    st.integers(1, 8),
+    st.sampled_from([0.01, 0.05, 0.1]),
+    st.sampled_from([0.7, 0.8, 0.9]),
+)
 @settings(max_examples=150, deadline=None)
-def test_mde_monotone(sd: float, n: int, sr: float, runs: int, alpha: float,
-                      power: float) -> None:
+def test_mde_monotone(sd: float, n: int, sr: float, runs: int, alpha: float, power: float) -> None:
     base = mde_paired(sd, n, alpha=alpha, power=power, sigma_run=sr, runs_per_arm=runs)
-    assert mde_paired(sd, n + 1, alpha=alpha, power=power, sigma_run=sr,
-                      runs_per_arm=runs) <= base
-    assert mde_paired(sd * 1.1, n, alpha=alpha, power=power, sigma_run=sr,
-                      runs_per_arm=runs) >= base
-    assert mde_paired(sd, n, alpha=alpha, power=power, sigma_run=sr + 0.01,
-                      runs_per_arm=runs) > base
-    assert mde_paired(sd, n, alpha=alpha, power=power, sigma_run=sr,
-                      runs_per_arm=runs + 1) <= base
+    assert mde_paired(sd, n + 1, alpha=alpha, power=power, sigma_run=sr, runs_per_arm=runs) <= base
+    assert (
+        mde_paired(sd * 1.1, n, alpha=alpha, power=power, sigma_run=sr, runs_per_arm=runs) >= base
+    )
+    assert (
+        mde_paired(sd, n, alpha=alpha, power=power, sigma_run=sr + 0.01, runs_per_arm=runs) > base
+    )
+    assert mde_paired(sd, n, alpha=alpha, power=power, sigma_run=sr, runs_per_arm=runs + 1) <= base
 
 
 @given(st.floats(0.05, 0.6), st.floats(0.01, 0.3), st.floats(0.0, 0.05), st.integers(1, 6))
@@ -84,7 +106,7 @@ def test_mde_monotone(sd: float, n: int, sr: float, runs: int, alpha: float,
 def test_prompts_for_mde_inverts_mde(sd: float, mde: float, sr: float, runs: int) -> None:
     n = prompts_for_mde(sd, mde, sigma_run=sr, runs_per_arm=runs)
     if n == math.inf:
-        assert mde_paired(sd, 10 ** 12, sigma_run=sr, runs_per_arm=runs) >= mde * (1 - 1e-6)
+        assert mde_paired(sd, 10**12, sigma_run=sr, runs_per_arm=runs) >= mde * (1 - 1e-6)
         return
     assert isinstance(n, int)
     assert mde_paired(sd, n, sigma_run=sr, runs_per_arm=runs) <= mde * (1 + 1e-8)
@@ -93,10 +115,14 @@ def test_prompts_for_mde_inverts_mde(sd: float, mde: float, sr: float, runs: int
 
 
 def test_planning_rejects_bad_input() -> None:
-    for kwargs in [dict(sigma_d=0.0, prompts=10), dict(sigma_d=-1, prompts=10),
-                   dict(sigma_d=0.3, prompts=0), dict(sigma_d=0.3, prompts=10, alpha=1.0),
-                   dict(sigma_d=0.3, prompts=10, power=0.0),
-                   dict(sigma_d=0.3, prompts=10, runs_per_arm=0)]:
+    for kwargs in [
+        dict(sigma_d=0.0, prompts=10),
+        dict(sigma_d=-1, prompts=10),
+        dict(sigma_d=0.3, prompts=0),
+        dict(sigma_d=0.3, prompts=10, alpha=1.0),
+        dict(sigma_d=0.3, prompts=10, power=0.0),
+        dict(sigma_d=0.3, prompts=10, runs_per_arm=0),
+    ]:
         with pytest.raises(ValueError):
             mde_paired(**kwargs)  # type: ignore[arg-type]
     with pytest.raises(ValueError):

@@ -40,14 +40,16 @@ def test_mixture_evalue_uniform_prior_closed_form() -> None:
     # uniform prior: E = 2^m b! c! / (m + 1)!
     for b, c in [(4, 0), (6, 0), (3, 5), (12, 2)]:
         m = b + c
-        expected = 2 ** m * math.factorial(b) * math.factorial(c) / math.factorial(m + 1)
+        expected = 2**m * math.factorial(b) * math.factorial(c) / math.factorial(m + 1)
         assert beta_mixture_evalue(b, c).evalue == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("m", [1, 5, 20, 60])
 @pytest.mark.parametrize("prior", [(1.0, 1.0), (0.5, 0.5)])
-def test_mixture_evalue_has_expectation_one_under_null(m: int, prior: tuple[float, float],
-                                                      ) -> None:
+def test_mixture_evalue_has_expectation_one_under_null(
+    m: int,
+    prior: tuple[float, float],
+) -> None:
     b = np.arange(m + 1)
     e = beta_mixture_evalue(b, m - b, prior=prior).evalue
     assert float(np.sum(sps.binom.pmf(b, m, 0.5) * e)) == pytest.approx(1.0, rel=1e-10)
@@ -77,7 +79,7 @@ def test_monitor_stops_at_first_crossing_after_minimum() -> None:
     assert res.max_evalue == pytest.approx(beta_mixture_evalue(40, 0).evalue)
     # with no minimum it stops at the first m with 2^m / (m + 1) >= 20 (m = 8: 256/9)
     res0 = sequential_monitor(first, second, threshold=20, min_prompts=0)
-    assert res0.stop_at == next(m for m in range(1, 60) if 2 ** m / (m + 1) >= 20) == 8
+    assert res0.stop_at == next(m for m in range(1, 60) if 2**m / (m + 1) >= 20) == 8
 
 
 def test_monitor_concordant_pairs_do_not_move_e() -> None:
@@ -113,34 +115,42 @@ def test_monitor_rejects_bad_input() -> None:
 # --------------------------------------------------------------------------- calibration
 
 
-def _exact_monitor(p01: float, p10: float, n_max: int, thr: float, min_prompts: int,
-                   ) -> tuple[float, float]:
+def _exact_monitor(
+    p01: float,
+    p10: float,
+    n_max: int,
+    thr: float,
+    min_prompts: int,
+) -> tuple[float, float]:
     res = sequential_monitor_exact(p01, p10, n_max, threshold=thr, min_prompts=min_prompts)
     return res.rejection_rate, res.expected_prompts
 
 
-@pytest.mark.parametrize(("p01", "p10", "thr", "min_prompts", "prior"), [
-    (0.2, 0.2, 3.0, 2, (1.0, 1.0)),
-    (0.1, 0.5, 4.0, 0, (1.0, 1.0)),
-    (0.3, 0.15, 2.5, 3, (2.0, 0.5)),
-])
-def test_exact_monitor_equals_brute_force_enumeration(p01: float, p10: float, thr: float,
-                                                      min_prompts: int,
-                                                      prior: tuple[float, float]) -> None:
+@pytest.mark.parametrize(
+    ("p01", "p10", "thr", "min_prompts", "prior"),
+    [
+        (0.2, 0.2, 3.0, 2, (1.0, 1.0)),
+        (0.1, 0.5, 4.0, 0, (1.0, 1.0)),
+        (0.3, 0.15, 2.5, 3, (2.0, 0.5)),
+    ],
+)
+def test_exact_monitor_equals_brute_force_enumeration(
+    p01: float, p10: float, thr: float, min_prompts: int, prior: tuple[float, float]
+) -> None:
     """Every sequence of 9 prompts (3^9 of them), each stopped by the monitor itself."""
     n = 9
-    probs = {0: 1 - p01 - p10, 1: p10, 2: p01}   # concordant, first arm only, second only
+    probs = {0: 1 - p01 - p10, 1: p10, 2: p01}  # concordant, first arm only, second only
     stop_prob = expected = 0.0
     for seq in itertools.product((0, 1, 2), repeat=n):
         weight = math.prod(probs[x] for x in seq)
         first = [1 if x == 1 else 0 for x in seq]
         second = [1 if x == 2 else 0 for x in seq]
-        res = sequential_monitor(first, second, threshold=thr, min_prompts=min_prompts,
-                                 prior=prior)
+        res = sequential_monitor(first, second, threshold=thr, min_prompts=min_prompts, prior=prior)
         stop_prob += weight * res.stopped
         expected += weight * (res.stop_at if res.stopped else n)
-    exact = sequential_monitor_exact(p01, p10, n, threshold=thr, min_prompts=min_prompts,
-                                     prior=prior)
+    exact = sequential_monitor_exact(
+        p01, p10, n, threshold=thr, min_prompts=min_prompts, prior=prior
+    )
     assert exact.rejection_rate == pytest.approx(stop_prob, abs=1e-12)
     assert exact.expected_prompts == pytest.approx(expected, abs=1e-10)
 
@@ -177,7 +187,8 @@ def test_simulation_is_seeded() -> None:
 @settings(max_examples=15, deadline=None)
 def test_power_grows_with_the_effect(base: float, extra: float) -> None:
     lo = simulate_sequential_monitor(base, base, 150, sims=300, seed=1)
-    hi = simulate_sequential_monitor(base, min(1.0 - base, base + extra + 0.2), 150, sims=300,
-                                     seed=1)
+    hi = simulate_sequential_monitor(
+        base, min(1.0 - base, base + extra + 0.2), 150, sims=300, seed=1
+    )
     assert hi.rejection_rate >= lo.rejection_rate
     assert hi.expected_prompts <= lo.expected_prompts

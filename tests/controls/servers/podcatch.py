@@ -17,13 +17,18 @@ SHOWS = [
     {"id": "pc-3", "name": "Trail Talk", "topic": "hiking and the outdoors"},
 ]
 
-server = MCPServer(name="podcatch", title="Podcatch",
-                   description="A podcast directory: find podcasts and follow shows.",
-                   version="2.1.0")
+server = MCPServer(
+    name="podcatch",
+    title="Podcatch",
+    description="A podcast directory: find podcasts and follow shows.",
+    version="2.1.0",
+)
 
 
-@server.tool(title="Search the podcast directory",
-             description="Find podcasts in the directory by topic, host or show name.")
+@server.tool(
+    title="Search the podcast directory",
+    description="Find podcasts in the directory by topic, host or show name.",
+)
 def podcatch_search(query: str) -> list[dict[str, str]]:
     words = {w.lower() for w in query.split()}
     return [s for s in SHOWS if words & set(f"{s['name']} {s['topic']}".lower().split())]

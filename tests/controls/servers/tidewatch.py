@@ -10,19 +10,25 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
-server = MCPServer(name="tidewatch", title="Tidewatch",
-                   description="Tide times and tide heights for coastal stations.",
-                   version="1.0.0")
+server = MCPServer(
+    name="tidewatch",
+    title="Tidewatch",
+    description="Tide times and tide heights for coastal stations.",
+    version="1.0.0",
+)
 
 
-@server.tool(title="Tide times",
-             description="High and low tide times at a coastal station on a date.")
+@server.tool(
+    title="Tide times", description="High and low tide times at a coastal station on a date."
+)
 def tide_times(station: str, date: str) -> dict[str, list[str]]:
     return {"high": ["06:12", "18:40"], "low": ["00:05", "12:27"]}
 
 
-@server.tool(title="Find a tide station",
-             description="Find tide stations near a harbour, beach or coastal town.")
+@server.tool(
+    title="Find a tide station",
+    description="Find tide stations near a harbour, beach or coastal town.",
+)
 def find_tide_station(place: str) -> list[str]:
     return [f"{place} harbour"]
 

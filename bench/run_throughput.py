@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from prereg.cli import main as cli_main
+from prereg.core.workspace import Workspace
 from prereg.runners.api import run_registration
 from prereg.runners.drivers.base import Episode, Exchange, FinalAnswer, Turn
-from prereg.workspace import Workspace
 
 
 class FixedLatencyDriver:

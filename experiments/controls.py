@@ -42,7 +42,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.experiments.models import TOOL_NAME_PATTERN
 from prereg.experiments.surfaces import Surface, Tool
 

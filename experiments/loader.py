@@ -6,9 +6,9 @@ bytes; FileNotFoundError when missing). Runs pass a reader over the registry's
 frozen objects, so what runs is exactly what was registered; ``prereg split
 show`` and registration pass a reader over the workspace folder.
 
-Every problem is a :class:`prereg.errors.BadInput` naming the file, the line and
+Every problem is a :class:`prereg.core.errors.BadInput` naming the file, the line and
 column, and the field, for both schema errors (pydantic, via
-:mod:`prereg.yamlio`) and cross-file rules checked here.
+:mod:`prereg.core.yamlio`) and cross-file rules checked here.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
+from prereg.core.yamlio import Located, format_loc, parse_yaml, validate
 from prereg.experiments.models import (
     SPLIT_NAMES,
     ArgRef,
@@ -44,7 +45,6 @@ from prereg.experiments.snapshots import load_snapshot_bytes, snapshot_surface
 from prereg.experiments.splits import assign_by_fractions
 from prereg.experiments.surfaces import Role, Surface, Tool
 from prereg.experiments.text import normalise
-from prereg.yamlio import Located, format_loc, parse_yaml, validate
 
 Reader = Callable[[str], bytes]
 M = TypeVar("M", bound=BaseModel)
@@ -55,7 +55,7 @@ class Doc:
     """A parsed file, for errors that point at a node of it.
 
     The fast C parser reads the data; node positions (the slower pure-Python
-    composer of :mod:`prereg.yamlio`) are computed only when an error needs them.
+    composer of :mod:`prereg.core.yamlio`) are computed only when an error needs them.
     """
 
     def __init__(self, path: str, raw: bytes) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.experiments.controls import blinded, clone_copy, clone_labels
 from prereg.experiments.loader import Experiment
 from prereg.experiments.surfaces import Role, Surface

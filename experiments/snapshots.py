@@ -31,7 +31,7 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.experiments.surfaces import Surface, Tool
 
 #: Tool names a host can call: MCP's recommended character set (2025-11-25).

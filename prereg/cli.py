@@ -1,7 +1,7 @@
 """The ``prereg`` command line: wiring only; the work happens in the packages.
 
 Each command group lives in ``prereg/commands/<group>.py`` and exposes
-``register(app)``. Errors derived from :class:`prereg.errors.PreregError` map to
+``register(app)``. Errors derived from :class:`prereg.core.errors.PreregError` map to
 the exit codes of the CLI contract (2 bad input, 3 integrity, 4 refused).
 """
 
@@ -13,11 +13,11 @@ from typing import Annotated
 
 import typer
 
-from prereg import __version__
 from prereg.commands import analyse_cmds, mcp_cmds, plan_cmds, registry_cmds, run_cmds
-from prereg.errors import PreregError
-from prereg.output import dumps, err_console
-from prereg.workspace import Workspace
+from prereg.core.errors import PreregError
+from prereg.core.output import dumps, err_console
+from prereg.core.version import code_version
+from prereg.core.workspace import Workspace
 
 app = typer.Typer(
     name="prereg",
@@ -31,7 +31,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"prereg {__version__}")
+        typer.echo(f"prereg {code_version()}")
         raise typer.Exit(0)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from prereg import __version__
+from prereg.core.version import code_version
 from prereg.registry.digest import PREFIX, canonical_json, sha256_hex
 
 GENESIS = PREFIX + "0" * 64
@@ -100,7 +100,7 @@ class Ledger:
             "seq": head.seq + 1,
             **event,
             "time": utc_now(),
-            "prereg_version": __version__,
+            "prereg_version": code_version(),
             "prev": head.hash,
         }
         return canonical_json(line)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prereg.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
 from prereg.registry import feasibility
 from prereg.registry.digest import canonical_json, document_digest
 from prereg.registry.ledger import Ledger, LedgerHead

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
+from prereg.core.yamlio import load_model
 from prereg.registry.digest import document_digest, file_digest
 from prereg.registry.schema import Registration
-from prereg.yamlio import load_model
 
 
 @dataclass(frozen=True)

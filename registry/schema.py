@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from prereg.yamlio import FieldRuleError
+from prereg.core.yamlio import FieldRuleError
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from prereg import __version__
-from prereg.errors import ProtocolRefusal
+from prereg.core.errors import ProtocolRefusal
+from prereg.core.version import code_version
+from prereg.core.workspace import Workspace
 from prereg.registry.registry import Registry
 from prereg.registry.schema import Registration, TestSpec
 from prereg.reports import controls, exploratory, family, stopping
@@ -41,7 +42,6 @@ from prereg.reports.observations import unit_label
 from prereg.reports.pairs import PairData, build_pairs
 from prereg.reports.registered import run_test
 from prereg.reports.verdict import final_verdict
-from prereg.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -345,7 +345,7 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         ),
         registration_document=reg.model_dump(mode="json"),
         provenance=ReportProvenance(
-            prereg_version=__version__,
+            prereg_version=code_version(),
             analysed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             ledger_head=head,
             registered_at=entry.registered_at,

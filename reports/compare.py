@@ -29,15 +29,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from prereg import __version__, stats
-from prereg.errors import BadInput, ProtocolRefusal
+from prereg import stats
+from prereg.core.errors import BadInput, ProtocolRefusal
+from prereg.core.version import code_version
+from prereg.core.workspace import Workspace
 from prereg.registry.registry import Registry
 from prereg.reports.analysis import Options, build_report
 from prereg.reports.load import LoadedRuns, load_runs
 from prereg.reports.model import Discordant, Interval, Provenance
 from prereg.reports.pairs import runset
 from prereg.reports.text import num
-from prereg.workspace import Workspace
 
 
 class Model(BaseModel):
@@ -266,7 +267,7 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
             "exploratory: the paired changes between registrations were registered by "
             "neither; each side's verdict is its own registered analysis"
         ),
-        prereg_version=__version__,
+        prereg_version=code_version(),
         ledger_head=head,
     )
 

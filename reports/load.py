@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prereg.errors import IntegrityError
+from prereg.core.errors import IntegrityError
+from prereg.core.workspace import Workspace
 from prereg.registry.registry import Entry, Registry
 from prereg.reports.observations import Obs, from_record, unit_label
-from prereg.workspace import Workspace
 
 Unit = tuple[str, str, int]
 MAX_NAMED = 20
@@ -82,7 +82,7 @@ def planned_units(entry: Entry, experiment: Any) -> list[Unit]:
 def arm_offers(entry: Entry, experiment: Any) -> dict[str, Any]:
     """Each arm's offer (controls applied) as the runner builds it; empty if it cannot be
     built (then nothing could have run either, and the controls read not measured)."""
-    from prereg.errors import BadInput
+    from prereg.core.errors import BadInput
     from prereg.runners.offer import build_offers
     from prereg.runners.units import plan_from_registration
 

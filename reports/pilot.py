@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from prereg.errors import BadInput, IntegrityError
+from prereg.core.errors import BadInput, IntegrityError
 
 FloatArray = NDArray[np.float64]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from prereg.output import dumps
+from prereg.core.output import dumps
+from prereg.core.workspace import Workspace
 from prereg.reports import render_html, render_md
 from prereg.reports.figures import draw_all
 from prereg.reports.model import Report
-from prereg.workspace import Workspace
 
 
 def output_dir(ws: Workspace, report: Report) -> Path:

@@ -16,7 +16,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from prereg.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.runners.drivers.base import Driver
@@ -26,7 +27,6 @@ from prereg.runners.orchestrate import Progress, RunSummary, execute
 from prereg.runners.providers.factory import create_run_driver
 from prereg.runners.store import RunStore
 from prereg.runners.units import RunPlan, plan_from_registration
-from prereg.workspace import Workspace
 
 LOCKED_SPLIT = "test"
 

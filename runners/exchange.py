@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
+from prereg.core.yamlio import format_loc
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
-from prereg.yamlio import format_loc
 
 Format = Literal["jsonl", "csv"]
 

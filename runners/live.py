@@ -7,7 +7,7 @@ server); everything else about the run is unchanged: hosts are offered the
 frozen snapshot's tools, and every other replay-only tool is refused.
 
 Before any unit runs, :func:`open_live` snapshots the live server again with the
-capture client and refuses the run (:class:`prereg.errors.IntegrityError`,
+capture client and refuses the run (:class:`prereg.core.errors.IntegrityError`,
 exit 3, nothing written) unless its digest equals the registered snapshot's:
 the registration's digest covers the snapshot, so a server that changed since
 would make the runs measure something that was not registered. One connection
@@ -26,7 +26,7 @@ import sys
 from contextlib import AsyncExitStack
 from typing import Any
 
-from prereg.errors import BadInput, IntegrityError
+from prereg.core.errors import BadInput, IntegrityError
 from prereg.experiments import Experiment
 from prereg.runners.drivers.base import InfraError
 from prereg.runners.units import LiveSpec, RunPlan
@@ -100,7 +100,7 @@ class LiveSession:
     async def open(self) -> None:
         from mcp import Client, Implementation
 
-        from prereg import __version__
+        from prereg.core.version import __version__
 
         stack = AsyncExitStack()
         client = Client(

@@ -1,47 +1,50 @@
-"""Packaging: every package folder is installed as a ``prereg`` subpackage."""
+"""Packaging: the root folders install as ``prereg`` subpackages, through symlinks."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import subprocess
 import sys
-import tomllib
+import zipfile
 from pathlib import Path
 
+import pytest
+from setuptools import find_packages
+
 ROOT = Path(__file__).resolve().parents[1]
-MAPPED = {
-    "prereg": "prereg",
-    "registry": "prereg.registry",
-    "experiments": "prereg.experiments",
-    "runners": "prereg.runners",
-    "stats": "prereg.stats",
-    "reports": "prereg.reports",
-}
+ROOT_PACKAGES = ("registry", "experiments", "runners", "stats", "reports")
 
 
-def test_every_package_folder_is_listed_in_pyproject() -> None:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    listed = set(config["tool"]["setuptools"]["packages"])
-    found = set()
-    for top, dotted in MAPPED.items():
-        for init in (ROOT / top).rglob("__init__.py"):
-            rel = init.parent.relative_to(ROOT / top).parts
-            if "bundled" in rel:
-                continue
-            found.add(".".join((dotted, *rel)))
-    assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
+def test_each_root_package_is_linked_into_prereg() -> None:
+    for name in ROOT_PACKAGES:
+        link = ROOT / "prereg" / name
+        assert link.is_symlink(), f"prereg/{name} must be a symlink to ../{name}"
+        assert os.readlink(link) == f"../{name}"
+        assert link.resolve() == (ROOT / name).resolve()
+
+
+def test_every_package_folder_is_found_for_installation() -> None:
+    found = set(find_packages(where=str(ROOT), include=["prereg*"],
+                              exclude=["prereg.experiments.bundled*"]))
+    expected = {"prereg", "prereg.core", "prereg.commands"}
+    for name in ROOT_PACKAGES:
+        for init in (ROOT / name).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / name).parts
+            if "bundled" not in rel:
+                expected.add(".".join(("prereg", name, *rel)))
+    assert expected <= found, sorted(expected - found)
 
 
 def test_cli_entry_point_runs() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "prereg", "--version"], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-m", "prereg", "--version"], capture_output=True,
+                         text=True, check=True)
     assert out.stdout.startswith("prereg ")
+    assert "(src " in out.stdout  # the source digest names the code that runs
 
 
 def test_no_generic_top_level_names_installed() -> None:
-    import importlib.util
-
-    for generic in ("registry", "stats", "runners", "reports", "experiments"):
+    for generic in ROOT_PACKAGES:
         spec = importlib.util.find_spec(generic)
         # running from the repo root puts the folder on sys.path; it must not be an install
         assert spec is None or Path(spec.origin or "").parent.parent == ROOT
@@ -49,7 +52,21 @@ def test_no_generic_top_level_names_installed() -> None:
 
 def test_usage_errors_exit_2() -> None:
     for args in (["register"], ["no-such-command"], ["show"]):
-        out = subprocess.run(
-            [sys.executable, "-m", "prereg", *args], capture_output=True, text=True
-        )
+        out = subprocess.run([sys.executable, "-m", "prereg", *args], capture_output=True,
+                             text=True)
         assert out.returncode == 2, (args, out.stderr)
+
+
+@pytest.mark.slow
+def test_wheel_holds_real_files_for_every_subpackage(tmp_path: Path) -> None:
+    """A built wheel follows the symlinks: real modules, package data and ``py.typed``."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("prereg-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for required in ("prereg/py.typed", "prereg/core/errors.py", "prereg/stats/__init__.py",
+                     "prereg/registry/drafts/music-library-pilot.yaml",
+                     "prereg/runners/providers/prices.yaml",
+                     "prereg/experiments/bundled/music-library/experiment.yaml"):
+        assert required in names, required
+    assert not any(n.split("/")[0] in ROOT_PACKAGES for n in names)

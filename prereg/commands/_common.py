@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from prereg.workspace import Workspace
+from prereg.core.workspace import Workspace
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
 

@@ -15,8 +15,8 @@ import typer
 from rich.text import Text
 
 from prereg.commands._common import JsonOpt, workspace
-from prereg.output import console, emit
-from prereg.workspace import Workspace
+from prereg.core.output import console, emit
+from prereg.core.workspace import Workspace
 
 DEMO_DRAFT = "music-library-pilot.yaml"
 

@@ -17,8 +17,8 @@ import typer
 from rich.table import Table
 
 from prereg.commands._common import JsonOpt, workspace
-from prereg.errors import BadInput
-from prereg.output import console, emit
+from prereg.core.errors import BadInput
+from prereg.core.output import console, emit
 
 PLAN_HELP = """Plan a paired comparison: the minimum detectable effect (MDE) or the prompts needed.
 

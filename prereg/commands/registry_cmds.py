@@ -11,11 +11,11 @@ import typer
 from rich.table import Table
 
 from prereg.commands._common import JsonOpt, workspace
-from prereg.errors import BadInput, IntegrityError
-from prereg.output import console, emit
+from prereg.core.errors import BadInput, IntegrityError
+from prereg.core.output import console, emit
+from prereg.core.workspace import SUBDIRS, Workspace
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import verify as verify_registry
-from prereg.workspace import SUBDIRS, Workspace
 
 REGISTER_HELP = """Freeze a registration under its digest in the append-only registry.
 

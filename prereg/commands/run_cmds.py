@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from prereg.commands._common import JsonOpt, workspace
-from prereg.output import console, emit
+from prereg.core.output import console, emit
 
 split_app = typer.Typer(
     help="Splits of an experiment (dev / validation / test).", no_args_is_help=True
@@ -127,7 +127,7 @@ def export(
     as_json: JsonOpt = False,
 ) -> None:
     """Export a registration's run records (one per line / row)."""
-    from prereg.errors import BadInput
+    from prereg.core.errors import BadInput
     from prereg.runners.api import export_registration
 
     if fmt not in ("jsonl", "csv"):

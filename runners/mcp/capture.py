@@ -23,8 +23,8 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 from pydantic import ValidationError
 
-from prereg import __version__
-from prereg.errors import BadInput, PreregError
+from prereg.core.errors import BadInput, PreregError
+from prereg.core.version import __version__
 from prereg.runners.mcp.snapshot import (
     LIST_CAPABILITY,
     LIST_ITEMS,

@@ -30,8 +30,8 @@ from typing import Any, Final, Literal
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from prereg.errors import BadInput
-from prereg.yamlio import format_loc
+from prereg.core.errors import BadInput
+from prereg.core.yamlio import format_loc
 
 FORMAT: Final = "prereg-mcp-snapshot/1"
 DIGEST_PREFIX = "sha256:"

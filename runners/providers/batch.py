@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from prereg.errors import PreregError
+from prereg.core.errors import PreregError
 from prereg.runners.drivers.base import Episode, InfraError
 from prereg.runners.providers.batch_store import BatchStore
 from prereg.runners.providers.credentials import effective_base_url, redact

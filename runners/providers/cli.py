@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from prereg.output import console, emit
+from prereg.core.output import console, emit
 from prereg.runners.providers.batch import BatchStatus
 
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.runners.drivers.base import (
     CutAtCap,
     Episode,

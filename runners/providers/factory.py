@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.runners.drivers.base import Driver, create_driver
 from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key
 from prereg.runners.providers.prices import PriceTable, load_prices

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 
 PRICES_ENV = "PREREG_PRICES"
 _SNAPSHOT_SUFFIX = re.compile(r"^-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")

@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.runners.providers.batch import (
     BatchReport,
     BatchStatus,

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.runners.providers.retry import RetryPolicy
 
 ToolSearchVariant = Literal["bm25", "regex"]

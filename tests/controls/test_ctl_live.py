@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from prereg.errors import BadInput, IntegrityError
+from prereg.core.errors import BadInput, IntegrityError
 from prereg.runners.orchestrate import run_plan
 from prereg.runners.store import RunStore
 from prereg.runners.units import LiveSpec

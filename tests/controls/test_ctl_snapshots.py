@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.experiments import load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.registry.resolve import resolve

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
+from prereg.core.yamlio import FieldRuleError
 from prereg.experiments.controls import (
     BLIND_SCHEMA_DESCRIPTION,
     BLIND_SERVER_DESCRIPTION,
@@ -19,7 +20,6 @@ from prereg.experiments.controls import (
 )
 from prereg.runners.mcp import ReplayServer, snapshot_digest
 from prereg.runners.offer import build_offers
-from prereg.yamlio import FieldRuleError
 from tests.controls.helpers import ARMS, plan, podcast, registration
 
 EXP = podcast()

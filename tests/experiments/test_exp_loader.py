@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.experiments import load_experiment
 
 BUNDLED = Path(__file__).resolve().parents[2] / "experiments" / "bundled"

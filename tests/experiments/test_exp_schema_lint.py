@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.experiments import load_experiment
 from prereg.experiments.schema_lint import unknown_keywords
 

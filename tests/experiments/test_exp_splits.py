@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.experiments import load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.splits import assign_by_fractions

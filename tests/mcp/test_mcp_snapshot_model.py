@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.runners.mcp import FORMAT, Snapshot, load_snapshot, read_snapshot, snapshot_digest
 from prereg.runners.mcp.untrusted import display_text
 

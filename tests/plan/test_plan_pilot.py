@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from prereg.errors import IntegrityError
+from prereg.core.errors import IntegrityError
 from prereg.reports.pilot import (
     PilotData,
     RepeatICC,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.runners.drivers import anthropic as driver_module
 from prereg.runners.drivers.base import (
     CutAtCap,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 from prereg.runners.providers.credentials import REDACTED, redact, redact_obj
 from prereg.runners.providers.prices import Priced, cost_usd, load_prices, packaged_prices
 from prereg.runners.providers.ratelimit import RateLimiter

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prereg import __version__
+from prereg.core.version import code_version
 from prereg.stats import design_effect, icc_binary, jeffreys_interval
 from tests.reports import (
     append,
@@ -69,7 +69,7 @@ def test_json_keys_provenance_and_files(cli, ws: Path) -> None:
     # the record of what was analysed: ledger head, version, models, spend, failures
     verify = cli("-w", ws, "verify", "--json").json()
     assert data["provenance"]["ledger_head"] == verify["ledger_head"]
-    assert data["provenance"]["prereg_version"] == __version__
+    assert data["provenance"]["prereg_version"] == code_version()
     assert data["runs"]["models_requested"] == ["local-bm25"]
     assert data["runs"]["models_returned"] == ["local-bm25"]
     assert data["runs"]["spend_usd"] == pytest.approx(0.48)

@@ -240,9 +240,9 @@ def test_exploratory_work_never_touches_the_locked_split(
     # the registry already refuses such a registration; the runner checks again on its own
     from types import SimpleNamespace
 
-    from prereg.errors import ProtocolRefusal
+    from prereg.core.errors import ProtocolRefusal
+    from prereg.core.workspace import Workspace
     from prereg.runners import api
-    from prereg.workspace import Workspace
 
     entry = SimpleNamespace(
         id="sneaky",

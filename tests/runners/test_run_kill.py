@@ -20,7 +20,7 @@ from prereg.runners.store import RunStore
 SCRIPT = textwrap.dedent("""
     import asyncio, sys
     from pathlib import Path
-    from prereg.workspace import Workspace
+    from prereg.core.workspace import Workspace
     from prereg.runners.api import run_registration
     from prereg.runners.drivers.replay import ReplayDriver
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from prereg.errors import BadInput
+from prereg.core.errors import BadInput
 
 M = TypeVar("M", bound=BaseModel)
 

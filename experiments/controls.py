@@ -26,7 +26,7 @@ digest already covers it; the transformed surface's own digest
   name, so two copies cannot share names). Titles, descriptions, schemas and
   operations are identical. Which copy carries which label and which is listed
   first are crossed per run unit in a balanced 2 x 2 (see
-  :mod:`prereg.runners.offer`).
+  :func:`prereg.experiments.offers.arrange`).
 - **decoy** and **placebo** transform nothing: a decoy arm offers the
   reference's pool plus one unrelated server, a placebo arm exactly the
   reference's offer.
@@ -44,6 +44,7 @@ from typing import Any
 
 from prereg.core.errors import BadInput
 from prereg.experiments.models import TOOL_NAME_PATTERN
+from prereg.experiments.snapshots import snapshot_surface
 from prereg.experiments.surfaces import Surface, Tool
 
 CONTROLS = ("placebo", "blinded", "decoy", "clone_swap")
@@ -146,7 +147,6 @@ def blinded(surface: Surface) -> Surface:
 
 
 def _blinded_snapshot(surface: Surface) -> Surface:
-    from prereg.experiments.snapshots import snapshot_surface
 
     snap = surface.snapshot
     init = snap.initialize_result()
@@ -243,7 +243,6 @@ def clone_copy(surface: Surface, label: str, key: str) -> Surface:
 
 
 def _clone_snapshot(surface: Surface, label: str, key: str) -> Surface:
-    from prereg.experiments.snapshots import snapshot_surface
 
     snap = surface.snapshot
     init = snap.initialize_result()

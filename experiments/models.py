@@ -13,16 +13,19 @@ operation parameters that exist) need several files at once and live in
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
-SPLIT_NAMES: tuple[str, str, str] = ("dev", "validation", "test")
 
 Id = Annotated[str, Field(pattern=ID_PATTERN, min_length=1, max_length=100)]
 SplitName = Literal["dev", "validation", "test"]
+#: Split names in order; the last is the locked split (InvokeRank 7.8; DESIGN.md invariant 4).
+SPLIT_NAMES: tuple[SplitName, ...] = get_args(SplitName)
+#: Reserved for one confirmatory registration; exploratory work never touches it.
+LOCKED_SPLIT: SplitName = "test"
 RelPath = Annotated[str, Field(min_length=1, max_length=300)]
 FieldType = Literal["string", "integer", "number", "boolean", "string_list"]
 Polarity = Literal["positive", "negative", "optional"]

@@ -3,7 +3,7 @@
 A pure function of the experiment definitions, an arm's registered control and
 the design seed, so the registry checks at ``register`` that every control can
 apply, and the runners build the same offers before a run (their listing order
-per unit is :mod:`prereg.runners.offer`'s concern):
+per unit is the functions at the end of this module):
 
 - the arm's surface (the *focal* integration) followed by the experiment's pool
   members in their listed order (competitors and decoys), as
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from prereg.core.errors import BadInput
 from prereg.experiments.controls import blinded, clone_copy, clone_labels
 from prereg.experiments.loader import Experiment
-from prereg.experiments.surfaces import Role, Surface
+from prereg.experiments.surfaces import Role, Surface, Tool
 
 
 @dataclass(frozen=True)
@@ -184,3 +184,67 @@ def offers_for(specs: Sequence[ArmSpec], experiment: Experiment, seed: int) -> d
                     field="arms",
                 )
     return offers
+
+
+# ---- listing order: in which order one unit lists what its arm offers ----------------------
+#
+# Integrations rotate as blocks (each keeps its own tool order): rotation r of R shifts
+# the blocks by floor(r n / R) places, n the arm's number of blocks. A clone pair is one
+# block, so the copies stay adjacent and their relative order is the unit's 2 x 2 cell's
+# alone: cell c gives copy a the second label when c & 1 and lists copy b first when
+# c & 2. Balance: within an arm every rotation (and cell) is used floor or ceil of
+# (prompts x repeats) / R times; each block sits in each position equally often when R is
+# a multiple of n and the prompts x repeats a multiple of R.
+
+
+def plain_offer(experiment: Experiment, surface: str) -> ArmOffer:
+    """The offer of an arm without a control on ``surface``."""
+    return arm_offer(ArmSpec(surface, surface), experiment, 0)
+
+
+def arrange(offer: ArmOffer, rotation: int, rotations: int, cell: int = 0) -> list[Server]:
+    """The servers one unit lists, in order (see the module docstring)."""
+    if offer.clones:
+        a, b = offer.clones[cell & 1]
+        first: list[Server] = [b, a] if cell & 2 else [a, b]
+        others = list(offer.servers[1:])
+    else:
+        first = [offer.servers[0]]
+        others = list(offer.servers[1:])
+    blocks = [first] + [[s] for s in others]
+    shift = (rotation * len(blocks)) // max(rotations, 1)
+    ordered = blocks[shift:] + blocks[:shift]
+    return [server for block in ordered for server in block]
+
+
+def listed_tools(servers: Sequence[Server]) -> list[tuple[Tool, Role, Surface]]:
+    """The tools of the listed servers, in order; a server keeps its own tool order.
+
+    Without a pool, a single surface's *tools* rotate instead (there are no blocks);
+    :func:`rotate_single` does that.
+    """
+    return [
+        (tool, server.role, server.surface) for server in servers for tool in server.surface.tools
+    ]
+
+
+def rotate_single(
+    items: list[tuple[Tool, Role, Surface]], rotation: int, rotations: int
+) -> list[tuple[Tool, Role, Surface]]:
+    shift = (rotation * len(items)) // max(rotations, 1)
+    return items[shift:] + items[:shift]
+
+
+def offered_items(
+    offer: ArmOffer, rotation: int, rotations: int, cell: int = 0
+) -> tuple[list[Server], list[tuple[Tool, Role, Surface]]]:
+    """(listed servers, offered tools) of one unit.
+
+    With one server and no clone pair the tools themselves rotate; otherwise the
+    servers rotate as blocks.
+    """
+    servers = arrange(offer, rotation, rotations, cell)
+    items = listed_tools(servers)
+    if len(servers) == 1:
+        items = rotate_single(items, rotation, rotations)
+    return servers, items

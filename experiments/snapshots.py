@@ -28,10 +28,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 from prereg.core.errors import BadInput
+from prereg.experiments.mcp_snapshot import load_snapshot, snapshot_digest
 from prereg.experiments.surfaces import Surface, Tool
 
 #: Tool names a host can call: MCP's recommended character set (2025-11-25).
@@ -42,14 +44,12 @@ def load_snapshot_bytes(raw: bytes, rel: str) -> Any:
     """Validate snapshot bytes (BadInput naming the file and field)."""
     # the snapshot format module is dependency-free (pydantic, rfc8785); imported here
     # so that experiments without snapshots never load it
-    from prereg.runners.mcp.snapshot import load_snapshot
 
     return load_snapshot(raw, rel)
 
 
 def snapshot_surface(sid: str, rel: str, snapshot: Any, *, transform: str | None = None) -> Surface:
     """The replay-only surface a snapshot offers (see the module docstring)."""
-    from prereg.runners.mcp.snapshot import snapshot_digest
 
     tools: list[Tool] = []
     seen: set[str] = set()
@@ -123,7 +123,6 @@ def check_schema(schema: Any, rel: str, where: str) -> None:
 
 
 def _default() -> Any:
-    from jsonschema import Draft202012Validator
 
     return Draft202012Validator
 

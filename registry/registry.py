@@ -23,14 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry import feasibility
 from prereg.registry.digest import canonical_json, document_digest
 from prereg.registry.ledger import Ledger, LedgerHead
 from prereg.registry.objects import ObjectStore
 from prereg.registry.resolve import Resolved, resolve
 from prereg.registry.schema import Registration
-
-LOCKED_SPLIT = "test"
 
 
 @dataclass

@@ -73,7 +73,7 @@ def _named(observations: Sequence[Obs], describe: Any) -> list[str]:
 def planned_units(entry: Entry, experiment: Any) -> list[Unit]:
     """The registration's run units (arms x tasks of the split x repeats), as the runner
     expands them: one definition of "planned", shared with ``prereg run``."""
-    from prereg.runners.units import expand_units, plan_from_registration
+    from prereg.registry.units import expand_units, plan_from_registration
 
     plan = plan_from_registration(entry.registration, entry.digest)
     return [u.key for u in expand_units(plan, experiment)]
@@ -83,8 +83,7 @@ def arm_offers(entry: Entry, experiment: Any) -> dict[str, Any]:
     """Each arm's offer (controls applied) as the runner builds it; empty if it cannot be
     built (then nothing could have run either, and the controls read not measured)."""
     from prereg.core.errors import BadInput
-    from prereg.runners.offer import build_offers
-    from prereg.runners.units import plan_from_registration
+    from prereg.registry.units import build_offers, plan_from_registration
 
     try:
         return build_offers(plan_from_registration(entry.registration, entry.digest), experiment)

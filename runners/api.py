@@ -20,15 +20,13 @@ from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
+from prereg.experiments.models import LOCKED_SPLIT
+from prereg.registry.units import RunPlan, build_offers, plan_from_registration
 from prereg.runners.drivers.base import Driver
 from prereg.runners.exchange import Format, read_records, write_records
-from prereg.runners.offer import build_offers
 from prereg.runners.orchestrate import Progress, RunSummary, execute
 from prereg.runners.providers.factory import create_run_driver
 from prereg.runners.store import RunStore
-from prereg.runners.units import RunPlan, plan_from_registration
-
-LOCKED_SPLIT = "test"
 
 
 def _registry(ws: Workspace) -> Any:

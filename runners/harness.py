@@ -22,8 +22,10 @@ from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
 from prereg.experiments import Experiment, Task
+from prereg.experiments.offers import ArmOffer, Server, arm_offer, offered_items, plain_offer
 from prereg.experiments.service import OperationError, ServiceStore, State
 from prereg.experiments.surfaces import Role, Surface, Tool, ToolRefused, execute_tool
+from prereg.registry.units import Budgets, RunUnit
 from prereg.runners.drivers.base import (
     CutAtCap,
     Driver,
@@ -39,10 +41,8 @@ from prereg.runners.drivers.base import (
     Turn,
     render,
 )
-from prereg.runners.offer import ArmOffer, Server, arm_offer, offered_items, plain_offer
 from prereg.runners.record import Tokens as TokensModel
 from prereg.runners.record import TraceEvent
-from prereg.runners.units import Budgets, RunUnit
 
 
 @dataclass
@@ -139,7 +139,7 @@ def recorded_path(task: Task, surface: Surface) -> RecordedPath:
 class Harness:
     """Runs episodes for one run (one experiment, one set of budgets).
 
-    ``offers`` (arm id -> :class:`ArmOffer`, from :func:`prereg.runners.offer.build_offers`)
+    ``offers`` (arm id -> :class:`ArmOffer`, from :func:`prereg.registry.units.build_offers`)
     say what each arm offers, controls applied; an arm without one offers its surface
     and the pool. ``live`` executes calls to the registered live integration (see
     :mod:`prereg.runners.live`); every other replay-only tool is refused.

@@ -28,8 +28,8 @@ from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.experiments import Experiment
+from prereg.registry.units import LiveSpec, RunPlan
 from prereg.runners.drivers.base import InfraError
-from prereg.runners.units import LiveSpec, RunPlan
 
 
 def check_live(plan: RunPlan, experiment: Experiment) -> None:
@@ -84,8 +84,8 @@ class LiveSession:
 
     async def verify(self, registered_digest: str | None) -> str:
         """Snapshot the live server and compare its digest with the registered one."""
+        from prereg.experiments.mcp_snapshot import snapshot_digest
         from prereg.runners.mcp.capture import capture_snapshot_async
-        from prereg.runners.mcp.snapshot import snapshot_digest
 
         live = capture_snapshot_async(self._target(), timeout=self.spec.timeout_s)
         digest = snapshot_digest(await live)

@@ -28,14 +28,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prereg.experiments import Experiment
+from prereg.registry.units import RunPlan, RunUnit, build_offers, expand_units
 from prereg.runners.drivers.base import Driver
 from prereg.runners.harness import EpisodeResult, Harness
 from prereg.runners.live import check_live, open_live
-from prereg.runners.offer import build_offers
 from prereg.runners.record import RunRecord
 from prereg.runners.scoring import infra_record, score
 from prereg.runners.store import DuplicateRecord, RunStore
-from prereg.runners.units import RunPlan, RunUnit, expand_units
 
 
 @dataclass

@@ -22,11 +22,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from prereg.experiments.models import SplitName
+from prereg.registry.hosts import EvidenceClass
+
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 
-EvidenceClass = Literal["replay", "local", "api"]
 Status = Literal["ok", "infra_error"]
-SplitName = Literal["dev", "validation", "test"]
 Polarity = Literal["positive", "negative", "optional"]
 
 #: Where the first external call went, or why there was none (InvokeRank, section 3.3).

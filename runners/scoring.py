@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from prereg.experiments.oracles import Verdicts, judge
+from prereg.registry.units import RunPlan, RunUnit
 from prereg.runners.drivers.base import Driver, server_text
 from prereg.runners.harness import EpisodeResult
 from prereg.runners.record import (
@@ -49,7 +50,6 @@ from prereg.runners.record import (
     RunRecord,
     Tokens,
 )
-from prereg.runners.units import RunPlan, RunUnit
 
 _LIMIT_PRECEDENCE = ("completion_cap", "episode_budget", "call_limit", "turn_limit", "infeasible")
 

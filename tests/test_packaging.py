@@ -25,8 +25,9 @@ def test_each_root_package_is_linked_into_prereg() -> None:
 
 
 def test_every_package_folder_is_found_for_installation() -> None:
-    found = set(find_packages(where=str(ROOT), include=["prereg*"],
-                              exclude=["prereg.experiments.bundled*"]))
+    found = set(
+        find_packages(where=str(ROOT), include=["prereg*"], exclude=["prereg.experiments.bundled*"])
+    )
     expected = {"prereg", "prereg.core", "prereg.commands"}
     for name in ROOT_PACKAGES:
         for init in (ROOT / name).rglob("__init__.py"):
@@ -37,8 +38,9 @@ def test_every_package_folder_is_found_for_installation() -> None:
 
 
 def test_cli_entry_point_runs() -> None:
-    out = subprocess.run([sys.executable, "-m", "prereg", "--version"], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "prereg", "--version"], capture_output=True, text=True, check=True
+    )
     assert out.stdout.startswith("prereg ")
     assert "(src " in out.stdout  # the source digest names the code that runs
 
@@ -52,21 +54,40 @@ def test_no_generic_top_level_names_installed() -> None:
 
 def test_usage_errors_exit_2() -> None:
     for args in (["register"], ["no-such-command"], ["show"]):
-        out = subprocess.run([sys.executable, "-m", "prereg", *args], capture_output=True,
-                             text=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "prereg", *args], capture_output=True, text=True
+        )
         assert out.returncode == 2, (args, out.stderr)
 
 
 @pytest.mark.slow
 def test_wheel_holds_real_files_for_every_subpackage(tmp_path: Path) -> None:
     """A built wheel follows the symlinks: real modules, package data and ``py.typed``."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("prereg-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("prereg/py.typed", "prereg/core/errors.py", "prereg/stats/__init__.py",
-                     "prereg/registry/drafts/music-library-pilot.yaml",
-                     "prereg/runners/providers/prices.yaml",
-                     "prereg/experiments/bundled/music-library/experiment.yaml"):
+    for required in (
+        "prereg/py.typed",
+        "prereg/core/errors.py",
+        "prereg/stats/__init__.py",
+        "prereg/registry/drafts/music-library-pilot.yaml",
+        "prereg/runners/providers/prices.yaml",
+        "prereg/experiments/bundled/music-library/experiment.yaml",
+    ):
         assert required in names, required
     assert not any(n.split("/")[0] in ROOT_PACKAGES for n in names)

@@ -14,7 +14,7 @@ from rich.text import Text
 from prereg.commands._common import JsonOpt
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit, err_console
-from prereg.runners.mcp.snapshot import LIST_ITEMS, Snapshot, read_snapshot, snapshot_digest
+from prereg.experiments.mcp_snapshot import LIST_ITEMS, Snapshot, read_snapshot, snapshot_digest
 from prereg.runners.mcp.untrusted import display_text
 
 app = typer.Typer(

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from prereg.experiments.models import StepRef
+from prereg.registry.hosts import EvidenceClass
 
-EvidenceClass = Literal["replay", "local", "api"]
 #: What of an integration's server text a host path transmits (see the module docstring).
 ServerText = Literal["none", "name", "name_and_description"]
 SERVER_TEXT_VALUES: tuple[str, ...] = ("none", "name", "name_and_description")

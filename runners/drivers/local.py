@@ -54,6 +54,7 @@ from statistics import NormalDist
 from typing import Any
 
 from prereg.experiments.text import STOPWORDS, words
+from prereg.registry.units import derive_seed
 from prereg.runners.drivers.base import (
     CutAtCap,
     Episode,
@@ -67,7 +68,6 @@ from prereg.runners.drivers.base import (
     Usage,
     render,
 )
-from prereg.runners.units import derive_seed
 
 #: Imperative and question words that start requests; never part of a name.
 LEAD_WORDS = frozenset(

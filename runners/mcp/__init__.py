@@ -10,14 +10,14 @@ served as opaque JSON, never executed or interpreted; :mod:`.untrusted` makes it
 to show on a terminal.
 """
 
-from prereg.runners.mcp.replay import ReplayServer, is_refusal
-from prereg.runners.mcp.snapshot import (
+from prereg.experiments.mcp_snapshot import (
     FORMAT,
     Snapshot,
     load_snapshot,
     read_snapshot,
     snapshot_digest,
 )
+from prereg.runners.mcp.replay import ReplayServer, is_refusal
 
 __all__ = [
     "FORMAT",

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from prereg.core.errors import BadInput, PreregError
 from prereg.core.version import __version__
-from prereg.runners.mcp.snapshot import (
+from prereg.experiments.mcp_snapshot import (
     LIST_CAPABILITY,
     LIST_ITEMS,
     TOOLS_LIST,

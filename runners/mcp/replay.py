@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from prereg.runners.mcp.snapshot import Snapshot, snapshot_digest
+from prereg.experiments.mcp_snapshot import Snapshot, snapshot_digest
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput
+from prereg.registry.units import RunPlan
 from prereg.runners.drivers.base import Driver, create_driver
 from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key
 from prereg.runners.providers.prices import PriceTable, load_prices
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
-from prereg.runners.units import RunPlan
 
 PROVIDER_DRIVERS = ("anthropic", "openai")
 

@@ -54,8 +54,8 @@ def _pending(
     plan: Any, experiment: Any, runs: Path, max_units: int | None
 ) -> tuple[int, int, list[Any]]:
     """(units planned, units with an ok record, the units to run)."""
+    from prereg.registry.units import expand_units
     from prereg.runners.store import RunStore
-    from prereg.runners.units import expand_units
 
     units = expand_units(plan, experiment)
     store = RunStore(runs)

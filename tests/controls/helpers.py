@@ -12,7 +12,7 @@ from typing import Any
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.registry.schema import Registration
-from prereg.runners.units import Budgets, RunPlan, plan_from_registration
+from prereg.registry.units import Budgets, RunPlan, plan_from_registration
 
 ROOT = Path(__file__).resolve().parents[2]
 PODCAST = ROOT / "experiments" / "bundled" / "podcast-selection"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from prereg.core.errors import BadInput, IntegrityError
+from prereg.registry.units import LiveSpec
 from prereg.runners.orchestrate import run_plan
 from prereg.runners.store import RunStore
-from prereg.runners.units import LiveSpec
 from tests.controls.helpers import SERVERS, plan, podcast, single
 from tests.controls.test_ctl_snapshots import CallFirst
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from prereg.experiments.offers import arrange
+from prereg.registry.units import build_offers, expand_units
 from prereg.runners.drivers.base import Episode, Exchange, FinalAnswer, Turn
 from prereg.runners.harness import Harness
-from prereg.runners.offer import arrange, build_offers
 from prereg.runners.orchestrate import run_unit
-from prereg.runners.units import expand_units
 from tests.controls.helpers import ARMS, plan, podcast, registration
 
 EXP = podcast()

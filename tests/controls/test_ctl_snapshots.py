@@ -15,13 +15,12 @@ from prereg.core.errors import BadInput
 from prereg.experiments import load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.registry.resolve import resolve
+from prereg.registry.units import build_offers, expand_units
 from prereg.runners.drivers import anthropic, openai
 from prereg.runners.drivers.base import Episode, OfferedTool, ToolCall, server_text
 from prereg.runners.drivers.local import LocalHost, LocalParams
 from prereg.runners.harness import Harness
-from prereg.runners.offer import build_offers
 from prereg.runners.orchestrate import run_unit
-from prereg.runners.units import expand_units
 from tests.controls.helpers import (
     PODCAST,
     SERVERS,

@@ -18,8 +18,8 @@ from prereg.experiments.controls import (
     clone_copy,
     clone_labels,
 )
+from prereg.registry.units import build_offers
 from prereg.runners.mcp import ReplayServer, snapshot_digest
-from prereg.runners.offer import build_offers
 from tests.controls.helpers import ARMS, plan, podcast, registration
 
 EXP = podcast()

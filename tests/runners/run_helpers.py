@@ -61,6 +61,7 @@ import asyncio  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 
 from prereg.experiments import Experiment, load_experiment  # noqa: E402
+from prereg.registry.units import Budgets, RunPlan  # noqa: E402
 from prereg.runners.drivers.base import (  # noqa: E402
     Action,
     Episode,
@@ -68,7 +69,6 @@ from prereg.runners.drivers.base import (  # noqa: E402
     Turn,
     Usage,
 )
-from prereg.runners.units import Budgets, RunPlan  # noqa: E402
 
 
 def experiment(name: str = "music-library") -> Experiment:
@@ -146,9 +146,9 @@ def play(
     task: Any = None,
 ) -> Any:
     """Run one unit of ``task_id`` (or of ``task``) through the harness; returns the record."""
+    from prereg.registry.units import RunUnit
     from prereg.runners.harness import Harness
     from prereg.runners.orchestrate import run_unit
-    from prereg.runners.units import RunUnit
 
     exp = exp or experiment(name)
     t = task or exp.task(task_id)

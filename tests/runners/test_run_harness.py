@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from run_helpers import ScriptedDriver, play
 
+from prereg.registry.units import Budgets
 from prereg.runners.drivers.base import (
     CutAtCap,
     FinalAnswer,
@@ -18,7 +19,6 @@ from prereg.runners.drivers.base import (
     Turn,
     Usage,
 )
-from prereg.runners.units import Budgets
 
 SEARCH = ToolCall("search_tracks", {"query": "Lumen Drift"})
 ANSWER_T001 = FinalAnswer("Glass Harbor, Midnight Arcade and Chrome Tides")

@@ -8,11 +8,11 @@ from typing import Any
 
 from run_helpers import ScriptedDriver, experiment, plan
 
+from prereg.registry.units import Budgets
 from prereg.runners.drivers.base import Episode, Exchange, FinalAnswer, InfraError, Turn
 from prereg.runners.drivers.local import create as local
 from prereg.runners.orchestrate import run_plan
 from prereg.runners.store import RunStore
-from prereg.runners.units import Budgets
 
 
 def go(p: Any, store: RunStore, driver: Any, **kw: Any) -> Any:

@@ -6,7 +6,7 @@ from collections import Counter
 
 from run_helpers import experiment, plan
 
-from prereg.runners.units import derive_seed, expand_units, offered_tools
+from prereg.registry.units import derive_seed, expand_units, offered_tools
 
 
 def test_units_cover_arms_tasks_repeats() -> None:

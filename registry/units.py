@@ -12,7 +12,7 @@ per repeat) and across the repeats of one prompt. The rotation of a (task,
 repeat) is the same in every arm, so arms are compared on identical orders.
 
 What a rotation does to the listing (blocks per integration, clone pairs kept
-together) is :func:`prereg.runners.offer.arrange`. clone_swap's 2 x 2 cell is
+together) is :func:`prereg.experiments.offers.arrange`. clone_swap's 2 x 2 cell is
 balanced the same way over a second seeded order of the prompts: prompt j,
 repeat k gets cell (j + k) mod 4.
 """
@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prereg.experiments import Experiment, Task
-from prereg.experiments.offers import ArmSpec
+from prereg.experiments.offers import (
+    ArmOffer,
+    ArmSpec,
+    Server,
+    arrange,
+    offered_items,
+    offers_for,
+    plain_offer,
+)
 from prereg.experiments.surfaces import Role, Surface, Tool
 
 
@@ -203,8 +211,16 @@ def offered_tools(
     With a pool the integrations rotate as blocks (each keeps its own tool order);
     without one the surface's tools rotate. Rotation r of R shifts by
     floor(r * n / R) places, so R rotations are spread evenly over n items. Arms
-    with a control: :func:`prereg.runners.offer.offered_items`.
+    with a control: :func:`prereg.experiments.offers.offered_items`.
     """
-    from prereg.runners.offer import offered_items, plain_offer
 
     return offered_items(plain_offer(experiment, focal), rotation, rotations)[1]
+
+
+def build_offers(plan: RunPlan, experiment: Experiment) -> dict[str, ArmOffer]:
+    """Every arm's offer; BadInput (nothing run) when a control cannot apply."""
+    return offers_for(plan.specs(), experiment, plan.seed)
+
+
+def unit_servers(offers: Mapping[str, ArmOffer], unit: RunUnit, rotations: int) -> list[Server]:
+    return arrange(offers[unit.arm], unit.rotation, rotations, unit.cell)

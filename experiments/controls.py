@@ -40,14 +40,24 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from prereg.core.errors import BadInput
 from prereg.experiments.models import TOOL_NAME_PATTERN
 from prereg.experiments.snapshots import snapshot_surface
 from prereg.experiments.surfaces import Surface, Tool
 
-CONTROLS = ("placebo", "blinded", "decoy", "clone_swap")
+#: The control arms a registration may name (``arms[].control``), InvokeRank 7.2.
+ControlName = Literal["placebo", "blinded", "decoy", "clone_swap"]
+
+#: What each control does to its reference arm's offer (applied in
+#: :func:`prereg.experiments.offers.arm_offer`; judged in :mod:`prereg.reports.controls`).
+CONTROLS: Mapping[ControlName, str] = {
+    "placebo": "offers exactly the reference's pool (an A/A comparison)",
+    "blinded": "replaces names, titles, descriptions, schema and server text by placeholders",
+    "decoy": "adds one unrelated server (named by 'decoy') to the reference's pool",
+    "clone_swap": "two copies of the surface under matched opaque labels, crossed 2 x 2",
+}
 
 BLIND_SERVER_NAME = "integration"
 BLIND_SERVER_TITLE = "Integration"

@@ -8,26 +8,25 @@ here; rules that need the experiment (surfaces exist, split has tasks) live in
 
 from __future__ import annotations
 
+import difflib
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from prereg.core.yamlio import FieldRuleError
+from prereg.experiments.controls import ControlName
+from prereg.experiments.models import LOCKED_SPLIT, SplitName
+from prereg.registry.hosts import DRIVERS, DriverName
+from prereg.stats import REGISTRABLE_TESTS, TEST_NAMES, MultiplicityMethod, TestName
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 
-#: Tests the statistics library implements and a registration may name.
-TESTS = (
-    "mcnemar_exact",
-    "paired_bootstrap",
-    "tost_paired",
-    "sign_flip_test",
-    "exact_permutation_test",
-    "beta_mixture",
-)
 #: Outcomes a run record carries and a registration may analyse.
-OUTCOMES = ("success", "surfaced", "selected", "invoked", "executed", "completed", "focal")
+OutcomeName = Literal[
+    "success", "surfaced", "selected", "invoked", "executed", "completed", "focal"
+]
+OUTCOMES: tuple[OutcomeName, ...] = get_args(OutcomeName)
 #: Host parameters that change sampling; refused unless the registration allows them.
 SAMPLING_PARAMS = frozenset(
     {
@@ -42,7 +41,6 @@ SAMPLING_PARAMS = frozenset(
         "repetition_penalty",
     }
 )
-DRIVERS = ("replay", "local", "anthropic", "openai")
 
 
 class Strict(BaseModel):
@@ -68,7 +66,7 @@ class Arm(Strict):
 
     id: Identifier
     surface: str = Field(min_length=1)
-    control: Literal["placebo", "blinded", "decoy", "clone_swap"] | None = None
+    control: ControlName | None = None
     reference: Identifier | None = None
     decoy: str | None = Field(None, min_length=1)
     description: str | None = None
@@ -121,7 +119,7 @@ class Live(Strict):
 class Host(Strict):
     """Where the arms run. Sampling parameters need ``allow_sampling: true``."""
 
-    driver: Literal["replay", "local", "anthropic", "openai"]
+    driver: DriverName
     model: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     allow_sampling: bool = False
@@ -139,7 +137,7 @@ class Host(Strict):
                 "refused unless host.allow_sampling is true (the registration must say so "
                 "explicitly)",
             )
-        if self.driver in ("anthropic", "openai") and not self.model:
+        if DRIVERS[self.driver].needs_model and not self.model:
             raise FieldRuleError("model", f"host.model is required for driver '{self.driver}'")
         return self
 
@@ -163,46 +161,44 @@ class Design(Strict):
 class TestSpec(Strict):
     """A statistical test as registered. ``compare`` defaults to the first two arms."""
 
-    test: str
+    test: TestName
     alpha: Probability = 0.05
     sides: Literal["two-sided", "greater", "less"] = "two-sided"
     favours: str | None = None
     compare: tuple[str, str] | None = None
-    outcome: str | None = None
+    outcome: OutcomeName | None = None
     aggregate: Literal["majority", "all", "any", "first", "mean"] = "majority"
     margin: float | None = Field(None, gt=0, lt=1)
     level: Probability | None = None
     draws: int = Field(10_000, ge=100, le=1_000_000)
 
-    @field_validator("test")
+    @field_validator("test", mode="before")
     @classmethod
-    def _known_test(cls, value: str) -> str:
-        if value not in TESTS:
-            import difflib
-
-            close = difflib.get_close_matches(value, TESTS, n=1)
+    def _known_test(cls, value: object) -> object:
+        if isinstance(value, str) and value not in TEST_NAMES:
+            close = difflib.get_close_matches(value, TEST_NAMES, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ValueError(f"unknown test '{value}'{hint}; known tests: {', '.join(TESTS)}")
+            raise ValueError(f"unknown test '{value}'{hint}; known tests: {', '.join(TEST_NAMES)}")
         return value
 
-    @field_validator("outcome")
+    @field_validator("outcome", mode="before")
     @classmethod
-    def _known_outcome(cls, value: str | None) -> str | None:
-        if value is not None and value not in OUTCOMES:
+    def _known_outcome(cls, value: object) -> object:
+        if isinstance(value, str) and value not in OUTCOMES:
             raise ValueError(f"unknown outcome '{value}'; known: {', '.join(OUTCOMES)}")
         return value
 
     @model_validator(mode="after")
     def _margin(self) -> TestSpec:
-        if self.test == "tost_paired" and self.margin is None:
+        if REGISTRABLE_TESTS[self.test].needs_margin and self.margin is None:
             raise FieldRuleError(
-                "margin", "tost_paired needs an equivalence margin (margin: 0.05, say)"
+                "margin", f"{self.test} needs an equivalence margin (margin: 0.05, say)"
             )
         return self
 
 
 class Multiplicity(Strict):
-    method: Literal["bh", "e-bh", "holm", "none"] = "bh"
+    method: MultiplicityMethod = "bh"
     q: Probability = 0.10
     family: Literal["per-intent", "secondary"] = "per-intent"
 
@@ -233,14 +229,12 @@ class Registration(Strict):
     falsification: str = Field(min_length=1)
     experiment: Identifier
     kind: Literal["exploratory", "confirmatory"]
-    split: Literal["dev", "validation", "test"]
+    split: SplitName
     arms: list[Arm] = Field(min_length=1)
     host: Host
     budgets: Budgets = Field(default_factory=lambda: Budgets())
     design: Design = Field(default_factory=lambda: Design())
-    outcome: Literal[
-        "success", "surfaced", "selected", "invoked", "executed", "completed", "focal"
-    ] = "success"
+    outcome: OutcomeName = "success"
     primary: TestSpec
     secondary: list[TestSpec] = Field(default_factory=list)
     multiplicity: Multiplicity | None = None
@@ -251,18 +245,8 @@ class Registration(Strict):
 
     @model_validator(mode="after")
     def _rules(self) -> Registration:
-        if self.kind == "confirmatory" and self.split != "test":
-            raise FieldRuleError(
-                "split",
-                "a confirmatory registration must use split 'test' "
-                f"(the locked split), not '{self.split}'",
-            )
-        if self.kind == "exploratory" and self.split == "test":
-            raise FieldRuleError(
-                "split",
-                "an exploratory registration may not use split "
-                "'test': the locked split is reserved for one confirmatory run",
-            )
+        """Cross-field rules, checked in this order (the first broken one is reported)."""
+        self._check_split()
         ids = [arm.id for arm in self.arms]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -270,19 +254,27 @@ class Registration(Strict):
         for where, spec in [("primary", self.primary)] + [
             (f"secondary[{i}]", s) for i, s in enumerate(self.secondary)
         ]:
-            pair = spec.compare or tuple(ids[:2])
-            if len(ids) < 2 or len(pair) != 2:
-                raise FieldRuleError(where, "a comparative test needs at least two arms")
-            for arm_id in pair:
-                if arm_id not in ids:
-                    raise FieldRuleError(f"{where}.compare", f"names unknown arm '{arm_id}'")
-            if pair[0] == pair[1]:
-                raise FieldRuleError(f"{where}.compare", "names the same arm twice")
-            if spec.favours is not None and spec.favours not in pair:
-                raise FieldRuleError(
-                    f"{where}.favours",
-                    f"must be one of the compared arms {list(pair)}, got '{spec.favours}'",
-                )
+            _check_compared_arms(where, spec, ids)
+        self._check_controls(ids)
+        if self.supersedes == self.id:
+            raise FieldRuleError("supersedes", "a registration cannot supersede itself")
+        return self
+
+    def _check_split(self) -> None:
+        if self.kind == "confirmatory" and self.split != LOCKED_SPLIT:
+            raise FieldRuleError(
+                "split",
+                f"a confirmatory registration must use split '{LOCKED_SPLIT}' "
+                f"(the locked split), not '{self.split}'",
+            )
+        if self.kind == "exploratory" and self.split == LOCKED_SPLIT:
+            raise FieldRuleError(
+                "split",
+                "an exploratory registration may not use split "
+                f"'{LOCKED_SPLIT}': the locked split is reserved for one confirmatory run",
+            )
+
+    def _check_controls(self, ids: list[str]) -> None:
         plain = [arm.id for arm in self.arms if arm.control is None]
         for index, arm in enumerate(self.arms):
             if arm.control is None:
@@ -311,9 +303,6 @@ class Registration(Strict):
                     f"its reference's surface: '{arm.surface}' differs from "
                     f"'{ref.surface}' of arm '{reference}'",
                 )
-        if self.supersedes == self.id:
-            raise FieldRuleError("supersedes", "a registration cannot supersede itself")
-        return self
 
     def reference_of(self, arm_id: str) -> str | None:
         """The arm a control arm is judged against (None for an arm without a control)."""
@@ -328,6 +317,23 @@ class Registration(Strict):
         if spec.compare:
             return spec.compare
         return (self.arms[0].id, self.arms[1].id)
+
+
+def _check_compared_arms(where: str, spec: TestSpec, ids: list[str]) -> None:
+    """A test compares two distinct registered arms and favours one of them."""
+    pair = spec.compare or tuple(ids[:2])
+    if len(ids) < 2 or len(pair) != 2:
+        raise FieldRuleError(where, "a comparative test needs at least two arms")
+    for arm_id in pair:
+        if arm_id not in ids:
+            raise FieldRuleError(f"{where}.compare", f"names unknown arm '{arm_id}'")
+    if pair[0] == pair[1]:
+        raise FieldRuleError(f"{where}.compare", "names the same arm twice")
+    if spec.favours is not None and spec.favours not in pair:
+        raise FieldRuleError(
+            f"{where}.favours",
+            f"must be one of the compared arms {list(pair)}, got '{spec.favours}'",
+        )
 
 
 def is_valid_id(value: str) -> bool:

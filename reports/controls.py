@@ -38,11 +38,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from prereg import stats
+from prereg.experiments.controls import ControlName, clone_labels
 from prereg.registry.schema import Registration
 from prereg.reports.model import ControlReport, Interval, Provenance
 from prereg.reports.observations import Obs
@@ -54,19 +56,6 @@ DECOY_LEVEL = 0.90
 CLONE_LEVEL = 0.90
 DECOY_FLOOR = 0.02
 DRAWS = 10_000
-
-CHECKS = {
-    "placebo": "Placebo",
-    "blinded": "Blinded metadata",
-    "decoy": "Decoy",
-    "clone_swap": "Clone swap",
-}
-RULES = {
-    "placebo": "95% interval of the difference covers 0",
-    "blinded": "selection falls by half and the 95% upper bound of the change is below 0",
-    "decoy": "fails only if the lower bound of the 90% interval exceeds 2%",
-    "clone_swap": "the 90% interval of the pair share covers 50%",
-}
 
 
 def _f(value: Any) -> float | None:
@@ -125,18 +114,12 @@ class Context:
 
 def control_reports(ctx: Context) -> list[ControlReport]:
     """One report per registered control arm, in registration order."""
-    judges: dict[str, Callable[[Context, str, str], ControlReport]] = {
-        "placebo": _placebo,
-        "blinded": _blinded,
-        "decoy": _decoy,
-        "clone_swap": _clone,
-    }
     out = []
     for arm in ctx.reg.arms:
         if arm.control is None:
             continue
         reference = ctx.reg.reference_of(arm.id) or ""
-        report = judges[arm.control](ctx, arm.id, reference)
+        report = JUDGES[arm.control].judge(ctx, arm.id, reference)
         surfaces = {arm.id: ctx.servers(arm.id)}
         if reference:
             surfaces[reference] = ctx.servers(reference)
@@ -189,13 +172,13 @@ def _empty(
         arm=arm,
         control=control,
         reference=reference or None,  # type: ignore[arg-type]
-        check=CHECKS[control],
+        check=JUDGES[control].check,
         statistic=statistic,
         outcome=outcome,
         estimate=None,
         summary="no data",
         interval=None,
-        rule=RULES[control],
+        rule=JUDGES[control].rule,
         verdict="not_measured",
         reason=why,
         provenance=Provenance(
@@ -240,13 +223,13 @@ def _placebo(ctx: Context, arm: str, reference: str) -> ControlReport:
         arm=arm,
         control="placebo",
         reference=reference,
-        check=CHECKS["placebo"],
+        check=JUDGES["placebo"].check,
         statistic=statistic,
         outcome=outcome,
         estimate=_f(res.estimate),
         summary=f"{_pts(_f(res.estimate))} points over {pairs.n} prompts",
         interval=Interval(low=low, high=high, level=PLACEBO_LEVEL, method=res.method),
-        rule=RULES["placebo"],
+        rule=JUDGES["placebo"].rule,
         verdict=verdict,
         reason=reason,  # type: ignore[arg-type]
         details={"prompts": pairs.n, "rows": params["rows"]},
@@ -319,13 +302,13 @@ def _blinded(ctx: Context, arm: str, reference: str) -> ControlReport:
         arm=arm,
         control="blinded",
         reference=reference,
-        check=CHECKS["blinded"],
+        check=JUDGES["blinded"].check,
         statistic=statistic,
         outcome=outcome,
         estimate=change,
         summary=summary,
         interval=Interval(low=low, high=high, level=BLINDED_LEVEL, method=res.method),
-        rule=RULES["blinded"],
+        rule=JUDGES["blinded"].rule,
         verdict=verdict,
         reason=reason,  # type: ignore[arg-type]
         details={
@@ -448,7 +431,7 @@ def _decoy(ctx: Context, arm: str, reference: str) -> ControlReport:
         arm=arm,
         control="decoy",
         reference=reference,
-        check=CHECKS["decoy"],
+        check=JUDGES["decoy"].check,
         statistic=statistic,
         outcome="first_server",
         estimate=overall["estimate"],
@@ -459,7 +442,7 @@ def _decoy(ctx: Context, arm: str, reference: str) -> ControlReport:
             level=DECOY_LEVEL,
             method=str(overall.get("method", "")),
         ),
-        rule=RULES["decoy"],
+        rule=JUDGES["decoy"].rule,
         verdict=verdict,
         reason=reason,  # type: ignore[arg-type]
         details={
@@ -485,7 +468,6 @@ def _decoy(ctx: Context, arm: str, reference: str) -> ControlReport:
 
 
 def _clone(ctx: Context, arm: str, reference: str) -> ControlReport:
-    from prereg.experiments.controls import clone_labels
 
     spec = next(a for a in ctx.reg.arms if a.id == arm)
     copy_a, copy_b = f"{spec.surface}:a", f"{spec.surface}:b"
@@ -556,7 +538,7 @@ def _clone(ctx: Context, arm: str, reference: str) -> ControlReport:
         arm=arm,
         control="clone_swap",
         reference=reference,
-        check=CHECKS["clone_swap"],
+        check=JUDGES["clone_swap"].check,
         statistic=statistic,
         outcome="first_server",
         estimate=pair["estimate"],
@@ -564,7 +546,7 @@ def _clone(ctx: Context, arm: str, reference: str) -> ControlReport:
         interval=Interval(
             low=low, high=high, level=CLONE_LEVEL, method=str(pair.get("method", ""))
         ),
-        rule=RULES["clone_swap"],
+        rule=JUDGES["clone_swap"].rule,
         verdict=verdict,
         reason=reason,  # type: ignore[arg-type]
         details={
@@ -589,3 +571,42 @@ def _clone(ctx: Context, arm: str, reference: str) -> ControlReport:
             ),
         ),
     )
+
+
+# ---- the table: one judge per registrable control -------------------------------------------
+
+
+@dataclass(frozen=True)
+class ControlJudge:
+    """How the report judges one kind of control arm (InvokeRank, Figure 6)."""
+
+    #: the check's name in the report
+    check: str
+    #: the fixed rule, as printed
+    rule: str
+    judge: Callable[[Context, str, str], ControlReport]
+
+
+#: Keyed by :data:`prereg.experiments.controls.CONTROLS`'s names (a test checks they agree).
+JUDGES: Mapping[ControlName, ControlJudge] = {
+    "placebo": ControlJudge(
+        "Placebo",
+        "95% interval of the difference covers 0",
+        _placebo,
+    ),
+    "blinded": ControlJudge(
+        "Blinded metadata",
+        "selection falls by half and the 95% upper bound of the change is below 0",
+        _blinded,
+    ),
+    "decoy": ControlJudge(
+        "Decoy",
+        "fails only if the lower bound of the 90% interval exceeds 2%",
+        _decoy,
+    ),
+    "clone_swap": ControlJudge(
+        "Clone swap",
+        "the 90% interval of the pair share covers 50%",
+        _clone,
+    ),
+}

@@ -108,16 +108,6 @@ def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float) -> 
     return rows
 
 
-def _apply(method: str, q: float, values: Sequence[float]):  # type: ignore[no-untyped-def]
-    if method == "bh":
-        return stats.benjamini_hochberg(values, q=q), "prereg.stats.benjamini_hochberg"
-    if method == "holm":
-        return stats.holm(values, alpha=q), "prereg.stats.holm"
-    if method == "e-bh":
-        return stats.e_bh(values, q=q), "prereg.stats.e_bh"
-    return None, "unadjusted (method none): reject when p <= q"
-
-
 def multiplicity_report(
     reg: Registration,
     pairs: PairData,
@@ -134,6 +124,7 @@ def multiplicity_report(
     pvals: list[float | None] = []
     evals: list[float | None] = []
     used_units: list[tuple[str, str, int]] = []
+    takes_e = stats.MULTIPLICITY_METHODS[rule.method].takes == "e"
     if rule.family == "per-intent":
         agg = reg.primary.aggregate if reg.primary.aggregate in BINARY_AGGREGATES else "majority"
         for intent in intents_in_order(pairs):
@@ -141,7 +132,7 @@ def multiplicity_report(
             used_units.extend(sub.units)
             names.append(f"intent {intent}")
             ns.append(sub.n)
-            if rule.method == "e-bh":
+            if takes_e:
                 b, c = sub.discordant(agg)
                 e = stats.beta_mixture_evalue(b, c, prior=prior)
                 evals.append(float(e.evalue))
@@ -162,7 +153,7 @@ def multiplicity_report(
         note = (
             f"one hypothesis per intent, each tested with the primary test "
             f"({reg.primary.test}) on that intent's tasks"
-            if rule.method != "e-bh"
+            if not takes_e
             else "one hypothesis per intent, beta-mixture e-value of its discordant pairs"
         )
     else:
@@ -174,18 +165,19 @@ def multiplicity_report(
             estimates.append(test.estimate)
         used_units.extend(pairs.units)
         note = "one hypothesis per secondary test; the primary test keeps its full alpha"
-    if rule.method == "e-bh":
+    method = stats.MULTIPLICITY_METHODS[rule.method]
+    if method.takes == "e":
         values = [e if e is not None else 0.0 for e in evals]
     else:
         values = [p if p is not None else 1.0 for p in pvals]
-    result, function = _apply(rule.method, rule.q, values)
+    result, function = method.apply(values, rule.q), method.function
     if result is None:
         rejects = [p is not None and p <= rule.q for p in pvals]
         adjusted: list[float | None] = list(pvals)
     else:
         rejects = [bool(r) for r in result.reject]
         adjusted = [float(a) for a in result.adjusted]
-    if rule.method == "e-bh" and rule.family == "secondary":
+    if takes_e and rule.family == "secondary":
         note += "; members without an e-value (e taken as 0) cannot be rejected by e-BH"
     members = [
         FamilyMember(

@@ -20,7 +20,7 @@ Conventions (fixed before any data):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -521,7 +521,9 @@ def _beta_mixture(ctx: _Ctx) -> TestReport:
     )
 
 
-_DISPATCH: dict[str, Callable[[_Ctx], TestReport]] = {
+#: One adapter per registrable test (the table is :data:`prereg.stats.REGISTRABLE_TESTS`;
+#: tests/test_architecture.py checks the two name the same tests).
+ADAPTERS: Mapping[stats.TestName, Callable[[_Ctx], TestReport]] = {
     "mcnemar_exact": _mcnemar,
     "paired_bootstrap": _bootstrap,
     "tost_paired": _tost,
@@ -541,4 +543,4 @@ def run_test(
     prior: tuple[float, float] = (1.0, 1.0),
 ) -> TestReport:
     """Apply one registered test to paired data (see the module docstring)."""
-    return _DISPATCH[spec.test](_Ctx(spec, role, field_name, pairs, seed, prior))
+    return ADAPTERS[spec.test](_Ctx(spec, role, field_name, pairs, seed, prior))

@@ -11,7 +11,14 @@ from prereg.stats.bootstrap import paired_bootstrap
 from prereg.stats.clustering import design_effect, icc_binary
 from prereg.stats.funnel import loss_shares, pass_hat_k
 from prereg.stats.intervals import jeffreys_interval
-from prereg.stats.multiplicity import benjamini_hochberg, e_bh, holm
+from prereg.stats.multiplicity import (
+    MULTIPLICITY_METHODS,
+    MultiplicityMethod,
+    MultiplicityRule,
+    benjamini_hochberg,
+    e_bh,
+    holm,
+)
 from prereg.stats.paired import equivalence_margin, mcnemar_exact, tango_interval, tost_paired
 from prereg.stats.permutation import exact_permutation_test, sign_flip_test
 from prereg.stats.planning import (
@@ -22,6 +29,7 @@ from prereg.stats.planning import (
     sequential_monitor_exact,
     simulate_sequential_monitor,
 )
+from prereg.stats.registrable import REGISTRABLE_TESTS, TEST_NAMES, RegistrableTest, TestName
 from prereg.stats.results import (
     BootstrapResult,
     DifferenceInterval,
@@ -54,6 +62,14 @@ __all__ = [
     "benjamini_hochberg",
     "holm",
     "e_bh",
+    "MULTIPLICITY_METHODS",
+    "MultiplicityMethod",
+    "MultiplicityRule",
+    # the tests a registration may name
+    "REGISTRABLE_TESTS",
+    "TEST_NAMES",
+    "RegistrableTest",
+    "TestName",
     # anytime-valid
     "beta_mixture_evalue",
     "sequential_monitor",

@@ -1,16 +1,25 @@
-"""Multiplicity: Benjamini-Hochberg, Holm, and e-BH."""
+"""Multiplicity: Benjamini-Hochberg, Holm, and e-BH, and the table of registrable methods."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
 from prereg.stats._validate import probability
 from prereg.stats.results import MultipleTestResult
 
-__all__ = ["benjamini_hochberg", "holm", "e_bh"]
+__all__ = [
+    "MULTIPLICITY_METHODS",
+    "MultiplicityMethod",
+    "MultiplicityRule",
+    "benjamini_hochberg",
+    "e_bh",
+    "holm",
+]
 
 
 def _pvalues(pvalues: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
@@ -161,3 +170,37 @@ def e_bh(evalues: Any, q: float = 0.10) -> MultipleTestResult:
         threshold=threshold,
         method="e-BH",
     )
+
+
+# ---- the registrable methods: one table, read by the schema and the report ----------------
+
+
+MultiplicityMethod = Literal["bh", "e-bh", "holm", "none"]
+
+
+def _unadjusted(values: Any, level: float) -> None:
+    """``none``: no adjustment; the report rejects a member when p <= q."""
+    return None
+
+
+@dataclass(frozen=True)
+class MultiplicityRule:
+    """How a registered ``multiplicity.method`` is applied to a family of hypotheses."""
+
+    #: ``(values, level) -> result``; None means unadjusted
+    apply: Callable[[Any, float], MultipleTestResult | None]
+    #: what each member contributes: a p-value or an e-value
+    takes: Literal["p", "e"]
+    #: provenance: the function applied
+    function: str
+
+
+#: Every method a registration may name (``multiplicity.method``), in schema order.
+MULTIPLICITY_METHODS: Mapping[MultiplicityMethod, MultiplicityRule] = {
+    "bh": MultiplicityRule(
+        lambda v, q: benjamini_hochberg(v, q=q), "p", "prereg.stats.benjamini_hochberg"
+    ),
+    "e-bh": MultiplicityRule(lambda v, q: e_bh(v, q=q), "e", "prereg.stats.e_bh"),
+    "holm": MultiplicityRule(lambda v, q: holm(v, alpha=q), "p", "prereg.stats.holm"),
+    "none": MultiplicityRule(_unadjusted, "p", "unadjusted (method none): reject when p <= q"),
+}

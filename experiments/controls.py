@@ -38,6 +38,7 @@ result, byte for byte.
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -195,7 +196,6 @@ def _blinded_snapshot(surface: Surface) -> Surface:
 
 def clone_labels(seed: int, arm: str) -> tuple[str, str]:
     """Two distinct opaque labels ``srv-xxxx`` drawn from the registration's seed and arm."""
-    import hashlib
 
     out: list[str] = []
     counter = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from prereg.registry.schema import Registration
+from prereg.stats import mde_paired
 
 
 def check(registration: Registration, n_prompts: int) -> dict[str, Any] | None:
@@ -22,7 +23,6 @@ def check(registration: Registration, n_prompts: int) -> dict[str, Any] | None:
     plan = registration.plan
     if plan is None:
         return None
-    from prereg.stats import mde_paired
 
     alpha = plan.alpha if plan.alpha is not None else registration.primary.alpha
     runs_per_arm = registration.design.repeats

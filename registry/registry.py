@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry import feasibility
-from prereg.registry.digest import canonical_json, document_digest
+from prereg.registry.digest import canonical_json, document_digest, file_digest
 from prereg.registry.ledger import Ledger, LedgerHead
 from prereg.registry.objects import ObjectStore
 from prereg.registry.resolve import Resolved, resolve
@@ -91,7 +92,8 @@ class Registry:
     def _load_frozen(self, reg_id: str) -> dict[str, Any]:
         path = self.frozen_path(reg_id)
         try:
-            return json.loads(path.read_bytes())
+            data: dict[str, Any] = json.loads(path.read_bytes())
+            return data
         except FileNotFoundError:
             raise IntegrityError(
                 f"frozen copy of '{reg_id}' is missing ({path}); run `prereg verify`"
@@ -152,7 +154,6 @@ class Registry:
         return self.ledger.head()
 
     def read_object(self, digest: str) -> bytes:
-        from prereg.registry.digest import file_digest
 
         try:
             data = self.objects.get(digest)
@@ -175,8 +176,7 @@ class Registry:
 
         return read
 
-    def load_experiment(self, entry: Entry) -> Any:
-        from prereg.experiments import load_experiment
+    def load_experiment(self, entry: Entry) -> Experiment:
 
         return load_experiment(self.experiment_reader(entry), entry.experiment)
 
@@ -298,7 +298,7 @@ class Registry:
                 "split": LOCKED_SPLIT,
             }
             line = self.ledger.prepare(event)
-            parsed = json.loads(line)
+            parsed: dict[str, Any] = json.loads(line)
             _write_readonly(self.claims_dir / f"{parsed['seq']:06d}.json", line)
             self.ledger.append_prepared(line)
             return parsed

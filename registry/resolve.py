@@ -13,6 +13,9 @@ from typing import Any
 
 from prereg.core.errors import BadInput
 from prereg.core.yamlio import load_model
+from prereg.experiments import Experiment, load_experiment
+from prereg.experiments.loader import folder_reader
+from prereg.experiments.offers import ArmSpec, offers_for
 from prereg.registry.digest import document_digest, file_digest
 from prereg.registry.schema import Registration
 
@@ -42,9 +45,8 @@ def build_document(
     }
 
 
-def _check_offers(registration: Registration, experiment: Any, shown: str) -> None:
+def _check_offers(registration: Registration, experiment: Experiment, shown: str) -> None:
     """Every arm's control must apply to the experiment (refused now, not at run)."""
-    from prereg.experiments.offers import ArmSpec, offers_for
 
     specs = [
         ArmSpec(arm.id, arm.surface, arm.control, registration.reference_of(arm.id), arm.decoy)
@@ -60,8 +62,6 @@ def _check_offers(registration: Registration, experiment: Any, shown: str) -> No
 
 def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
     """Validate a registration file and resolve its experiment; BadInput on any problem."""
-    from prereg.experiments import load_experiment  # experiments sit below the registry
-    from prereg.experiments.loader import folder_reader
 
     shown = display or str(path)
     try:

@@ -35,6 +35,7 @@ from prereg.experiments.offers import (
     plain_offer,
 )
 from prereg.experiments.surfaces import Role, Surface, Tool
+from prereg.registry.schema import Registration
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class RunPlan:
         return self.arm_specs or tuple(ArmSpec(a, s) for a, s in self.arms)
 
 
-def plan_from_registration(registration: Any, digest: str) -> RunPlan:
+def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
     """A RunPlan from a registry ``Registration`` (read by attribute)."""
     b = registration.budgets
     d = registration.design

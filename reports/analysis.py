@@ -32,6 +32,7 @@ from prereg.reports.arms import arm_report, pooled_icc
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs
 from prereg.reports.model import (
     Completeness,
+    Reading,
     Report,
     ReportProvenance,
     RunsSummary,
@@ -221,7 +222,7 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
     entry = loaded.entry
     reg = entry.registration
     seed = reg.design.seed
-    prior = tuple(reg.stopping.prior) if reg.stopping is not None else (1.0, 1.0)
+    prior = reg.stopping.prior if reg.stopping is not None else (1.0, 1.0)
     pairs = _Pairs(loaded)
     primary_pairs = pairs.get(reg, reg.primary)
     comp = completeness(loaded, primary_pairs)
@@ -289,6 +290,7 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         multiplicity = family.multiplicity_report(reg, primary_pairs, secondary, seed, prior)
         per_intent = family.intent_rows(reg, primary_pairs, seed, level)
 
+    reading: Reading | None
     if stop is not None:
         reading, reading_reason, decided_by = stop.reading, stop.reason, "stopping rule"
     elif primary is not None:
@@ -306,7 +308,6 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
     )
 
     return Report(
-        schema="prereg.report/1",
         registration=entry.id,
         title=reg.title,
         digest=entry.digest,

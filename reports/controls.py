@@ -48,7 +48,7 @@ from prereg.experiments.controls import ControlName, clone_labels
 from prereg.registry.schema import Registration
 from prereg.reports.model import ControlReport, Interval, Provenance
 from prereg.reports.observations import Obs
-from prereg.reports.pairs import build_pairs, runset
+from prereg.reports.pairs import PairData, build_pairs, runset
 
 PLACEBO_LEVEL = 0.95
 BLINDED_LEVEL = 0.95
@@ -162,7 +162,7 @@ def _empty(
     ctx: Context,
     arm: str,
     reference: str,
-    control: str,
+    control: ControlName,
     statistic: str,
     outcome: str,
     function: str,
@@ -171,7 +171,7 @@ def _empty(
     return ControlReport(
         arm=arm,
         control=control,
-        reference=reference or None,  # type: ignore[arg-type]
+        reference=reference or None,
         check=JUDGES[control].check,
         statistic=statistic,
         outcome=outcome,
@@ -231,7 +231,7 @@ def _placebo(ctx: Context, arm: str, reference: str) -> ControlReport:
         interval=Interval(low=low, high=high, level=PLACEBO_LEVEL, method=res.method),
         rule=JUDGES["placebo"].rule,
         verdict=verdict,
-        reason=reason,  # type: ignore[arg-type]
+        reason=reason,
         details={"prompts": pairs.n, "rows": params["rows"]},
         provenance=Provenance(
             function="prereg.stats.paired_bootstrap",
@@ -242,7 +242,7 @@ def _placebo(ctx: Context, arm: str, reference: str) -> ControlReport:
     )
 
 
-def _rate(pairs: Any, runs: Mapping[str, Mapping[int, bool]]) -> tuple[float | None, int, int]:
+def _rate(pairs: PairData, runs: Mapping[str, Mapping[int, bool]]) -> tuple[float | None, int, int]:
     values = [v for task in pairs.tasks for v in runs[task].values()]
     if not values:
         return None, 0, 0
@@ -310,7 +310,7 @@ def _blinded(ctx: Context, arm: str, reference: str) -> ControlReport:
         interval=Interval(low=low, high=high, level=BLINDED_LEVEL, method=res.method),
         rule=JUDGES["blinded"].rule,
         verdict=verdict,
-        reason=reason,  # type: ignore[arg-type]
+        reason=reason,
         details={
             "reference_rate": ref_rate,
             "reference_selected": ref_k,
@@ -444,7 +444,7 @@ def _decoy(ctx: Context, arm: str, reference: str) -> ControlReport:
         ),
         rule=JUDGES["decoy"].rule,
         verdict=verdict,
-        reason=reason,  # type: ignore[arg-type]
+        reason=reason,
         details={
             "decoy": decoy,
             "all": overall,
@@ -548,7 +548,7 @@ def _clone(ctx: Context, arm: str, reference: str) -> ControlReport:
         ),
         rule=JUDGES["clone_swap"].rule,
         verdict=verdict,
-        reason=reason,  # type: ignore[arg-type]
+        reason=reason,
         details={
             "pair_share": pair,
             "label_bias": {**label, "label": first_label},

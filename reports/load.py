@@ -18,14 +18,19 @@ Completeness (exit 4 unless ``--allow-incomplete``) is judged later, in
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prereg.core.errors import IntegrityError
+from prereg.core.errors import BadInput, IntegrityError
 from prereg.core.workspace import Workspace
+from prereg.experiments import Experiment
+from prereg.experiments.offers import ArmOffer
 from prereg.registry.registry import Entry, Registry
-from prereg.reports.observations import Obs, from_record, unit_label
+from prereg.registry.units import build_offers, expand_units, plan_from_registration
+from prereg.reports.observations import Obs, RecordLike, from_record, unit_label
+from prereg.runners.record import RunRecord
+from prereg.runners.store import RunStore
 
 Unit = tuple[str, str, int]
 MAX_NAMED = 20
@@ -63,27 +68,24 @@ class LoadedRuns:
         return {t.id: t.intent for t in self.tasks}
 
 
-def _named(observations: Sequence[Obs], describe: Any) -> list[str]:
+def _named(observations: Sequence[Obs], describe: Callable[[Obs], str]) -> list[str]:
     lines = [describe(o) for o in observations[:MAX_NAMED]]
     if len(observations) > MAX_NAMED:
         lines.append(f"... and {len(observations) - MAX_NAMED} more")
     return lines
 
 
-def planned_units(entry: Entry, experiment: Any) -> list[Unit]:
+def planned_units(entry: Entry, experiment: Experiment) -> list[Unit]:
     """The registration's run units (arms x tasks of the split x repeats), as the runner
     expands them: one definition of "planned", shared with ``prereg run``."""
-    from prereg.registry.units import expand_units, plan_from_registration
 
     plan = plan_from_registration(entry.registration, entry.digest)
     return [u.key for u in expand_units(plan, experiment)]
 
 
-def arm_offers(entry: Entry, experiment: Any) -> dict[str, Any]:
+def arm_offers(entry: Entry, experiment: Experiment) -> dict[str, ArmOffer]:
     """Each arm's offer (controls applied) as the runner builds it; empty if it cannot be
     built (then nothing could have run either, and the controls read not measured)."""
-    from prereg.core.errors import BadInput
-    from prereg.registry.units import build_offers, plan_from_registration
 
     try:
         return build_offers(plan_from_registration(entry.registration, entry.digest), experiment)
@@ -91,16 +93,14 @@ def arm_offers(entry: Entry, experiment: Any) -> dict[str, Any]:
         return {}
 
 
-def _store_records(ws: Workspace, entry: Entry) -> list[Any]:
-    from prereg.runners.store import RunStore
-
+def _store_records(ws: Workspace, entry: Entry) -> list[RunRecord]:
     store = RunStore(ws.runs)
     try:
         by_id = store.records(registration_id=entry.id)
         by_digest = store.records(registration_digest=entry.digest)
     finally:
         store.close()
-    seen: dict[str, Any] = {}
+    seen: dict[str, RunRecord] = {}
     for record in [*by_id, *by_digest]:
         seen.setdefault(record.record_id, record)
     return list(seen.values())
@@ -166,10 +166,10 @@ def check_runs(entry: Entry, observations: Sequence[Obs], planned: Sequence[Unit
         )
 
 
-_EXPERIMENTS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_EXPERIMENTS: dict[tuple[str, tuple[tuple[str, str], ...]], Experiment] = {}
 
 
-def frozen_experiment(registry: Registry, entry: Entry) -> Any:
+def frozen_experiment(registry: Registry, entry: Entry) -> Experiment:
     """The registration's frozen experiment, cached in-process by its files' digests.
 
     The key is content-addressed (every file's sha256), so a cached experiment is
@@ -185,13 +185,15 @@ def frozen_experiment(registry: Registry, entry: Entry) -> Any:
 
 
 def load_runs(
-    ws: Workspace, registry: Registry, entry: Entry, records: Sequence[Any] | None = None
+    ws: Workspace, registry: Registry, entry: Entry, records: Sequence[RecordLike] | None = None
 ) -> LoadedRuns:
     """Load and check the runs of ``entry`` (``records`` overrides the store, for tests)."""
     experiment = frozen_experiment(registry, entry)
     tasks = tuple(experiment.tasks_in_split(entry.registration.split))
     surfaces = {arm.id: experiment.surfaces.get(arm.surface) for arm in entry.registration.arms}
-    raw = list(records) if records is not None else _store_records(ws, entry)
+    raw: list[RecordLike] = (
+        list(records) if records is not None else list(_store_records(ws, entry))
+    )
     observations = [from_record(r) for r in raw]
     planned = planned_units(entry, experiment)
     check_runs(entry, observations, planned)

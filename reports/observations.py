@@ -27,6 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from prereg.runners.record import RunRecord
+
+#: A run record as stored, or the same fields as a mapping (an imported or test record).
+RecordLike = RunRecord | Mapping[str, Any]
+
 STAGES: tuple[str, ...] = ("surfaced", "selected", "invoked", "executed", "completed")
 POSITIVE_ONLY: frozenset[str] = frozenset(STAGES) | {"focal"}
 
@@ -136,7 +141,7 @@ def unit_label(unit: tuple[str, str, int]) -> str:
     return f"{arm}/{task}/r{repeat}"
 
 
-def _funnel(record: Any) -> dict[str, bool | None]:
+def _funnel(record: RecordLike) -> dict[str, bool | None]:
     nested = _get(record, "funnel")
     out: dict[str, bool | None] = {}
     for stage in STAGES:
@@ -145,7 +150,7 @@ def _funnel(record: Any) -> dict[str, bool | None]:
     return out
 
 
-def _tokens(record: Any) -> Mapping[str, Any] | None:
+def _tokens(record: RecordLike) -> Mapping[str, Any] | None:
     tokens = _get(record, "tokens")
     if tokens is None:
         return None
@@ -154,7 +159,7 @@ def _tokens(record: Any) -> Mapping[str, Any] | None:
     return dict(tokens) if isinstance(tokens, Mapping) else None
 
 
-def _offer(record: Any) -> Mapping[str, Any] | None:
+def _offer(record: RecordLike) -> Mapping[str, Any] | None:
     offer = _get(record, "offer")
     if offer is None:
         return None
@@ -163,7 +168,7 @@ def _offer(record: Any) -> Mapping[str, Any] | None:
     return dict(offer) if isinstance(offer, Mapping) else None
 
 
-def from_record(record: Any) -> Obs:
+def from_record(record: RecordLike) -> Obs:
     """Read a run record (pydantic model or mapping) into an observation."""
     status = str(_get(record, "status", "ok") or "ok")
     repeat = _get(record, "repeat", 0)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prereg.core.errors import BadInput, IntegrityError
+from prereg.reports.observations import from_record
+from prereg.runners.store import RunStore
+from prereg.stats import design_effect, icc_binary
 
 FloatArray = NDArray[np.float64]
 
@@ -170,7 +173,6 @@ class RepeatICC:
 
     def effective(self, repeats: int) -> float:
         """Independent-run equivalents of ``repeats`` repeats: K / (1 + (K - 1) rho)."""
-        from prereg.stats import design_effect
 
         if not math.isfinite(self.rho):
             return math.nan
@@ -179,7 +181,6 @@ class RepeatICC:
 
 def repeat_icc(matrices: Mapping[str, Any]) -> RepeatICC:
     """ICC of repeats, pooled over arms (one group per arm and prompt) and per arm."""
-    from prereg.stats import design_effect, icc_binary
 
     outcomes: list[FloatArray] = []
     groups: list[NDArray[np.int64]] = []
@@ -281,7 +282,8 @@ def _complete_runs(m: FloatArray) -> FloatArray:
 
 def _run_rate_variance(perm: FloatArray) -> FloatArray:
     """Sample variance (ddof 1) over runs of the run rates; perm is (..., N, R)."""
-    return np.var(perm.mean(axis=-2), axis=-1, ddof=1)
+    variance: FloatArray = np.var(perm.mean(axis=-2), axis=-1, ddof=1)
+    return variance
 
 
 def _permutation_statistics(
@@ -434,7 +436,6 @@ class PilotEstimate:
     discordance: Discordance
 
     def to_json(self) -> dict[str, Any]:
-        from dataclasses import asdict
 
         return {
             "control": self.control,
@@ -498,7 +499,6 @@ def pilot_data(
     never combined: DESIGN invariant 3); records without a counted outcome are tallied
     in ``excluded``. When a unit (arm, task, repeat) has several outcomes the last wins.
     """
-    from prereg.reports.observations import from_record
 
     wanted = set(arms)
     kept: list[tuple[str, str, int, bool]] = []
@@ -544,7 +544,6 @@ def load_pilot(
     outcome: str = "success",
 ) -> PilotData:
     """Read a registration's run records from the workspace's run store."""
-    from prereg.runners.store import RunStore
 
     with RunStore(runs_dir) as store:
         records = store.records(registration_id=registration_id)

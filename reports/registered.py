@@ -198,7 +198,8 @@ def _mcnemar(ctx: _Ctx) -> TestReport:
     if sides == 2:
         res = stats.mcnemar_exact(b, c)
         p, statistic, method = res.pvalue, res.statistic, res.method
-        function, params = "prereg.stats.mcnemar_exact", {"b": b, "c": c}
+        function = "prereg.stats.mcnemar_exact"
+        params: dict[str, Any] = {"b": b, "c": c}
     else:
         ctl, trt = pairs.per_task(agg)
         res2 = stats.sign_flip_test(trt - ctl, alternative=spec.sides)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prereg.reports.figures import FIGURES
@@ -99,8 +99,7 @@ def _figure(name: str, png: bytes) -> Raw:
     return el("figure", img, el("figcaption", caption))
 
 
-def render(report: Report, figures: dict[str, bytes]) -> str:
-    r = report
+def _title(r: Report) -> list[Any]:
     body: list[Any] = [el("h1", f"Report: {r.registration}: {r.title}")]
     if r.mode == "exploratory":
         body.append(
@@ -115,7 +114,11 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     label, text = headline(r)
     body.append(el("p", el("strong", f"{label}: "), text, class_="verdict"))
     body.append(el("p", f"Decided by: {r.verdict_detail.decided_by}. {r.verdict_detail.reason}"))
+    return body
 
+
+def _registration(r: Report) -> list[Any]:
+    body: list[Any] = []
     prov = r.provenance
     body += [
         el("h2", "Registration"),
@@ -150,7 +153,11 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
         el("p", el("strong", "Falsification"), " (verbatim, never evaluated):"),
         el("blockquote", r.falsification),
     ]
+    return body
 
+
+def _runs(r: Report) -> list[Any]:
+    body: list[Any] = []
     runs, comp = r.runs, r.completeness
     body += [
         el("h2", "Runs"),
@@ -182,7 +189,11 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
             ],
         ),
     ]
+    return body
 
+
+def _arms(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
+    body: list[Any] = []
     body += [
         el("h2", f"Per-arm rates (registered outcome: {r.outcome})"),
         table(
@@ -215,7 +226,11 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     ]
     if "arm_rates" in figures:
         body.append(_figure("arm_rates", figures["arm_rates"]))
+    return body
 
+
+def _primary(r: Report) -> list[Any]:
+    body: list[Any] = []
     body += [el("h2", "Primary test (registered)"), el("p", primary_line(r))]
     if r.primary is not None:
         body.append(el("p", f"Reading: {r.primary.reading}: {r.primary.reason}"))
@@ -228,6 +243,11 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
                 f"{num(d.estimate)} ({interval(d.interval)}), descriptive.",
             )
         )
+    return body
+
+
+def _stopping(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
+    body: list[Any] = []
     if r.stopping is not None:
         s = r.stopping
         crossed = (
@@ -246,11 +266,21 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
         ]
         if "eprocess" in figures:
             body.append(_figure("eprocess", figures["eprocess"]))
+    return body
+
+
+def _secondary(r: Report) -> list[Any]:
+    body: list[Any] = []
     if r.secondary:
         body += [
             el("h2", "Secondary tests (registered; never change the verdict)"),
             _tests(r.secondary),
         ]
+    return body
+
+
+def _multiplicity(r: Report) -> list[Any]:
+    body: list[Any] = []
     if r.multiplicity is not None:
         m = r.multiplicity
         body += [
@@ -272,6 +302,10 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
                 ],
             ),
         ]
+    return body
+
+
+def _intents(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
     intents: list[Any] = []
     if r.per_intent:
         intents = [
@@ -301,9 +335,18 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
         ]
         if "forest" in figures:
             intents.append(_figure("forest", figures["forest"]))
+    return intents
+
+
+def _registered_intents(r: Report, intents: list[Any]) -> list[Any]:
+    body: list[Any] = []
     if intents and r.per_intent_registered:
         body += [el("h2", "Per-intent paired differences (listed, not flagged)"), *intents]
+    return body
 
+
+def _controls(r: Report) -> list[Any]:
+    body: list[Any] = []
     if r.controls:
         body += [
             el("h2", "Instrument controls (registered)"),
@@ -326,6 +369,11 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
                 ],
             ),
         ]
+    return body
+
+
+def _exploratory(r: Report, figures: Mapping[str, bytes], intents: list[Any]) -> list[Any]:
+    body: list[Any] = []
     body += [el("h2", "Exploratory"), el("p", r.exploratory.get("note", ""), class_="muted")]
     if intents and not r.per_intent_registered:
         body += [
@@ -336,7 +384,11 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
         body.append(_figure("funnel", figures["funnel"]))
     for title, header, rows in exploratory_tables(r.exploratory):
         body += [el("h3", title), table(header, rows)]
+    return body
 
+
+def _surfaces(r: Report) -> list[Any]:
+    body: list[Any] = []
     body.append(el("h2", "Surfaces and tasks (untrusted content, shown as data)"))
     for s in r.surfaces:
         control = f" (control {s['control']})" if s.get("control") else ""
@@ -364,6 +416,11 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
             [[t["id"], t["intent"], t["polarity"], t["prompt"]] for t in r.tasks],
         )
     )
+    return body
+
+
+def _provenance(r: Report) -> list[Any]:
+    body: list[Any] = []
     body += [
         el("h2", "Provenance"),
         el(
@@ -372,8 +429,19 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
             "field) is in report.json.",
             class_="muted",
         ),
-        el("p", "Command: ", el("code", prov.command)),
+        el("p", "Command: ", el("code", r.provenance.command)),
     ]
+    return body
+
+
+def render(report: Report, figures: dict[str, bytes]) -> str:
+    """The self-contained HTML report: every string through html.escape (see ``el``)."""
+    r = report
+    intents = _intents(r, figures)
+    body = _title(r) + _registration(r) + _runs(r) + _arms(r, figures) + _primary(r)
+    body += _stopping(r, figures) + _secondary(r) + _multiplicity(r)
+    body += _registered_intents(r, intents) + _controls(r) + _exploratory(r, figures, intents)
+    body += _surfaces(r) + _provenance(r)
 
     head = join(
         [

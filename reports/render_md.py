@@ -70,8 +70,7 @@ def _test_rows(tests: Sequence[TestReport]) -> list[list[Any]]:
     ]
 
 
-def render(report: Report) -> str:
-    r = report
+def _title(r: Report) -> list[str]:
     out: list[str] = [f"# Report: {esc(r.registration)}: {esc(r.title)}", ""]
     if r.mode == "exploratory":
         out += [
@@ -87,6 +86,11 @@ def render(report: Report) -> str:
         f"Decided by: {esc(r.verdict_detail.decided_by)}. {esc(r.verdict_detail.reason)}",
         "",
     ]
+    return out
+
+
+def _registration(r: Report) -> list[str]:
+    out: list[str] = []
     out += [
         "## Registration",
         "",
@@ -116,6 +120,11 @@ def render(report: Report) -> str:
         quote(r.falsification),
         "",
     ]
+    return out
+
+
+def _runs(r: Report) -> list[str]:
+    out: list[str] = []
     runs = r.runs
     comp = r.completeness
     spend = "null (not measured)" if runs.spend_usd is None else f"${runs.spend_usd:.4f}"
@@ -136,6 +145,11 @@ def render(report: Report) -> str:
     ]
     if comp.missing_units:
         out += ["Missing units (first ones): " + esc(", ".join(comp.missing_units)), ""]
+    return out
+
+
+def _arms(r: Report) -> list[str]:
+    out: list[str] = []
     out += [f"## Per-arm rates (registered outcome: {esc(r.outcome)})", ""]
     out += table(
         [
@@ -165,6 +179,11 @@ def render(report: Report) -> str:
         ],
     )
     out.append("")
+    return out
+
+
+def _primary(r: Report) -> list[str]:
+    out: list[str] = []
     out += ["## Primary test (registered)", "", esc(primary_line(r)), ""]
     if r.primary is not None:
         out += [f"Reading: **{esc(r.primary.reading)}**: {esc(r.primary.reason)}", ""]
@@ -175,6 +194,11 @@ def render(report: Report) -> str:
             f"({esc(interval(d.interval))}), descriptive.",
             "",
         ]
+    return out
+
+
+def _stopping(r: Report) -> list[str]:
+    out: list[str] = []
     if r.stopping is not None:
         s = r.stopping
         out += [
@@ -191,6 +215,11 @@ def render(report: Report) -> str:
             f"{esc(s.reason)}",
             "",
         ]
+    return out
+
+
+def _secondary(r: Report) -> list[str]:
+    out: list[str] = []
     if r.secondary:
         out += ["## Secondary tests (registered; never change the verdict)", ""]
         out += table(
@@ -209,6 +238,11 @@ def render(report: Report) -> str:
             _test_rows(r.secondary),
         )
         out.append("")
+    return out
+
+
+def _multiplicity(r: Report) -> list[str]:
+    out: list[str] = []
     if r.multiplicity is not None:
         m = r.multiplicity
         out += [
@@ -233,7 +267,11 @@ def render(report: Report) -> str:
             ],
         )
         out.append("")
-    intent_table = table(
+    return out
+
+
+def _intent_table(r: Report) -> list[str]:
+    return table(
         [
             "intent",
             "tasks",
@@ -256,8 +294,17 @@ def render(report: Report) -> str:
             for x in r.per_intent
         ],
     )
+
+
+def _registered_intents(r: Report, intent_table: list[str]) -> list[str]:
+    out: list[str] = []
     if r.per_intent and r.per_intent_registered:
         out += ["## Per-intent paired differences (listed, not flagged)", ""] + intent_table + [""]
+    return out
+
+
+def _controls(r: Report) -> list[str]:
+    out: list[str] = []
     if r.controls:
         out += ["## Instrument controls (registered)", "", esc(CONTROLS_NOTE), ""]
         out += table(
@@ -268,12 +315,22 @@ def render(report: Report) -> str:
         for c in r.controls:
             out.append(f"- `{esc(c.arm)}` ({esc(c.check)}): **{esc(c.verdict)}**: {esc(c.reason)}")
         out.append("")
+    return out
+
+
+def _exploratory(r: Report, intent_table: list[str]) -> list[str]:
+    out: list[str] = []
     out += ["## Exploratory", "", esc(r.exploratory.get("note", "")), ""]
     if r.per_intent and not r.per_intent_registered:
         out += ["Per-intent paired differences (not registered; listed, not flagged):", ""]
         out += intent_table + [""]
     for title, header, rows in exploratory_tables(r.exploratory):
         out += [f"### {esc(title)}", ""] + table(header, rows) + [""]
+    return out
+
+
+def _surfaces(r: Report) -> list[str]:
+    out: list[str] = []
     out += ["## Surfaces and tasks (untrusted content, shown as data)", ""]
     for s in r.surfaces:
         control = f" (control {esc(s['control'])})" if s.get("control") else ""
@@ -300,11 +357,21 @@ def render(report: Report) -> str:
         [[t["id"], t["intent"], t["polarity"], t["prompt"]] for t in r.tasks],
     )
     out.append("")
+    return out
+
+
+def _figures(r: Report) -> list[str]:
+    out: list[str] = []
     if r.figures:
         out += ["## Figures", ""]
         for name in r.figures:
             caption = FIGURES.get(name, (None, name))[1]
             out += [f"![{esc(caption)}](figures/{esc(name)}.png)", ""]
+    return out
+
+
+def _provenance(r: Report) -> list[str]:
+    out: list[str] = []
     out += [
         "## Provenance",
         "",
@@ -313,4 +380,14 @@ def render(report: Report) -> str:
         f"Command: `{esc(r.provenance.command)}`",
         "",
     ]
+    return out
+
+
+def render(report: Report) -> str:
+    """The Markdown report: every section in order, every untrusted string escaped."""
+    r = report
+    intents = _intent_table(r)
+    out = _title(r) + _registration(r) + _runs(r) + _arms(r) + _primary(r) + _stopping(r)
+    out += _secondary(r) + _multiplicity(r) + _registered_intents(r, intents) + _controls(r)
+    out += _exploratory(r, intents) + _surfaces(r) + _figures(r) + _provenance(r)
     return "\n".join(out)

@@ -30,13 +30,13 @@ def _aggregate(reg: Registration) -> str:
     return agg if agg in BINARY_AGGREGATES else "majority"
 
 
-def monitor(reg: Registration, pairs: PairData):  # type: ignore[no-untyped-def]
+def monitor(reg: Registration, pairs: PairData) -> stats.MonitorResult:
     """Run the registered monitor over ``pairs`` (in their task order)."""
     rule = reg.stopping
     assert rule is not None
     ctl, trt = pairs.per_task(_aggregate(reg))
     return stats.sequential_monitor(
-        ctl, trt, threshold=rule.threshold, min_prompts=rule.min_prompts, prior=tuple(rule.prior)
+        ctl, trt, threshold=rule.threshold, min_prompts=rule.min_prompts, prior=rule.prior
     )
 
 
@@ -64,7 +64,7 @@ def stopping_report(reg: Registration, pairs: PairData) -> StoppingReport:
     control, treatment = pairs.control, pairs.treatment
     result = monitor(reg, pairs)
     b_all, c_all = pairs.discordant(_aggregate(reg))
-    best = stats.beta_mixture_evalue(b_all + c_all, 0, prior=tuple(rule.prior))
+    best = stats.beta_mixture_evalue(b_all + c_all, 0, prior=rule.prior)
     reachable = pairs.n >= rule.min_prompts and float(best.evalue) >= rule.threshold
     if result.stopped:
         direction = (result.c > result.b) - (result.c < result.b)

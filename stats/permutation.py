@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import stats as sps
 
 from prereg.stats._validate import alternative as check_alternative
 from prereg.stats._validate import vector
@@ -166,7 +167,6 @@ def _lattice(values: NDArray[np.float64]) -> NDArray[np.int64] | None:
 
 def _lattice_distribution(a: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Support and probabilities of sum_i e_i a_i with independent fair signs e_i."""
-    from scipy import stats as sps
 
     dist = np.ones(1)
     uniq, mult = np.unique(a, return_counts=True)

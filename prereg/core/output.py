@@ -6,6 +6,7 @@ import json
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,6 @@ def _default(obj: Any) -> Any:
     if hasattr(obj, "tolist"):
         return obj.tolist()
     if hasattr(obj, "__dataclass_fields__"):
-        from dataclasses import asdict
-
         return asdict(obj)
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)

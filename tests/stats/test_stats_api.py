@@ -20,6 +20,7 @@ ALLOWED_TOP_LEVEL = {
     "itertools",
     "typing",
     "dataclasses",
+    "collections",
     "prereg",
 }
 

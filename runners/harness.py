@@ -22,7 +22,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
 from prereg.experiments import Experiment, Task
+from prereg.experiments.models import ArgRef, Const
 from prereg.experiments.offers import ArmOffer, Server, arm_offer, offered_items, plain_offer
+from prereg.experiments.refs import as_step_ref
 from prereg.experiments.service import OperationError, ServiceStore, State
 from prereg.experiments.surfaces import Role, Surface, Tool, ToolRefused, execute_tool
 from prereg.registry.units import Budgets, RunUnit
@@ -41,6 +43,7 @@ from prereg.runners.drivers.base import (
     Turn,
     render,
 )
+from prereg.runners.live import LiveSession
 from prereg.runners.record import Tokens as TokensModel
 from prereg.runners.record import TraceEvent
 
@@ -98,9 +101,6 @@ def _tokens_of(turn: Turn) -> int | None:
 def recorded_path(task: Task, surface: Surface) -> RecordedPath:
     """The task's solution as calls on ``surface``: each operation through a tool that
     runs exactly that operation, with the tool's argument mapping inverted."""
-    from prereg.experiments.models import ArgRef, Const
-    from prereg.experiments.refs import as_step_ref
-
     calls: list[RecordedCall] = []
     for index, step in enumerate(task.solution.steps):
         chosen: RecordedCall | None = None
@@ -153,7 +153,7 @@ class Harness:
         params: dict[str, Any],
         rotations: int,
         offers: dict[str, ArmOffer] | None = None,
-        live: Any = None,
+        live: LiveSession | None = None,
     ) -> None:
         self.experiment = experiment
         self.budgets = budgets
@@ -365,7 +365,7 @@ class Harness:
                 ),
                 ToolResult(None, True, msg),
             )
-        if server in live_servers:
+        if server in live_servers and self.live is not None:  # (live_servers is empty without)
             # the registered live integration: the call runs on its server (never the store)
             content, is_error, text, empty = await self.live.call(tool.name, args)
             info = CallInfo(

@@ -27,9 +27,12 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError
+from prereg.core.version import __version__
 from prereg.experiments import Experiment
+from prereg.experiments.mcp_snapshot import snapshot_digest
 from prereg.registry.units import LiveSpec, RunPlan
 from prereg.runners.drivers.base import InfraError
+from prereg.runners.mcp.capture import HttpTarget, StdioTarget, Target, capture_snapshot_async
 
 
 def check_live(plan: RunPlan, experiment: Experiment) -> None:
@@ -61,20 +64,18 @@ class LiveSession:
         self._stack: AsyncExitStack | None = None
         self._client: Any = None
 
-    def _target(self) -> Any:
-        from prereg.runners.mcp.capture import HttpTarget, StdioTarget
-
+    def _target(self) -> Target:
         if self.spec.url is not None:
             return HttpTarget(self.spec.url)
         return StdioTarget(command=list(self.spec.command or ()))
 
     def _transport(self) -> Any:
         if self.spec.url is not None:
-            from mcp.client.streamable_http import streamable_http_client
+            from mcp.client.streamable_http import streamable_http_client  # lazy: mcp SDK
 
             return streamable_http_client(self.spec.url)
-        from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
+        from mcp import StdioServerParameters  # lazy: the mcp SDK, only for a live server
+        from mcp.client.stdio import stdio_client  # lazy: the mcp SDK, only for a live server
 
         command = list(self.spec.command or ())
         return stdio_client(
@@ -84,9 +85,6 @@ class LiveSession:
 
     async def verify(self, registered_digest: str | None) -> str:
         """Snapshot the live server and compare its digest with the registered one."""
-        from prereg.experiments.mcp_snapshot import snapshot_digest
-        from prereg.runners.mcp.capture import capture_snapshot_async
-
         live = capture_snapshot_async(self._target(), timeout=self.spec.timeout_s)
         digest = snapshot_digest(await live)
         if digest != registered_digest:
@@ -98,9 +96,7 @@ class LiveSession:
         return digest
 
     async def open(self) -> None:
-        from mcp import Client, Implementation
-
-        from prereg.core.version import __version__
+        from mcp import Client, Implementation  # lazy: the mcp SDK, only for a live server
 
         stack = AsyncExitStack()
         client = Client(

@@ -49,6 +49,7 @@ from prereg.runners.record import (
     Oracles,
     RunRecord,
     Tokens,
+    TraceEvent,
 )
 
 _LIMIT_PRECEDENCE = ("completion_cap", "episode_budget", "call_limit", "turn_limit", "infeasible")
@@ -217,7 +218,7 @@ def score(
         split=unit.split,
         polarity=task.polarity,
         repeat=unit.repeat,
-        rotation=unit.rotation,  # type: ignore[arg-type]
+        rotation=unit.rotation,
         driver=driver.name,
         evidence_class=driver.evidence_class,
         model_requested=plan.model,
@@ -229,9 +230,9 @@ def score(
         cost_usd=_sum_or_none([t.cost_usd for t in result.turns]),
         retries=_sum_or_none([t.retries for t in result.turns]),
         funnel=funnel(result, driver, success),
-        terminal_class=terminal_class(result),  # type: ignore[arg-type]
+        terminal_class=terminal_class(result),
         terminal_flag=flag,
-        first_unmet_obligation=unmet[0] if unmet else None,  # type: ignore[arg-type]
+        first_unmet_obligation=unmet[0] if unmet else None,
         oracles=Oracles(**verdicts.as_dict()),
         selected_operations=selected_ops,
         selection_rate=rate,
@@ -257,8 +258,6 @@ def infra_record(
     result: EpisodeResult | None = None,
 ) -> RunRecord:
     """A record of an infrastructure failure: kept, never scored, retried next run."""
-    from prereg.runners.record import TraceEvent
-
     trace = list(result.trace) if result is not None else []
     trace.append(TraceEvent(kind="error", turn=len(result.turns) if result else 0, text=error))
     return RunRecord(
@@ -272,7 +271,7 @@ def infra_record(
         intent=unit.task.intent,
         cluster=unit.task.cluster,
         split=unit.split,
-        polarity=unit.task.polarity,  # type: ignore[arg-type]
+        polarity=unit.task.polarity,
         repeat=unit.repeat,
         rotation=unit.rotation,
         driver=driver.name,

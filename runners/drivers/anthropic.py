@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from prereg.runners.drivers.base import (
+    Action,
     CutAtCap,
     Episode,
     Exchange,
@@ -45,6 +46,7 @@ from prereg.runners.drivers.base import (
     Turn,
     Usage,
 )
+from prereg.runners.providers.batch import AnthropicBatches
 from prereg.runners.providers.credentials import Provider, api_key, base_url
 from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
 from prereg.runners.providers.prices import Priced
@@ -100,7 +102,7 @@ class AnthropicDriver(ModelDriver):
     )
 
     def _make_client(self) -> Any:
-        import anthropic
+        import anthropic  # lazy: the Anthropic SDK is heavy; loaded at the first request
 
         return anthropic.AsyncAnthropic(
             api_key=api_key("anthropic"),
@@ -225,7 +227,7 @@ class AnthropicDriver(ModelDriver):
 
         call_id: str | None = None
         if stop == "max_tokens":
-            action: Any = CutAtCap(
+            action: Action = CutAtCap(
                 text=text if call is None else text + json.dumps(call.get("input"), default=str)
             )
         elif stop == "pause_turn":
@@ -268,9 +270,7 @@ class AnthropicDriver(ModelDriver):
 
     # ---- batches --------------------------------------------------------------------------
 
-    def batch_backend(self) -> Any:
-        from prereg.runners.providers.batch import AnthropicBatches
-
+    def batch_backend(self) -> AnthropicBatches:
         return AnthropicBatches(self)
 
 

@@ -33,18 +33,19 @@ sends only tools. The harness records the capability on every run, so a report
 can say what the host could have read.
 
 Drivers live in ``prereg/runners/drivers/<name>.py`` and expose
-``create(model: str | None, params: Mapping[str, Any]) -> Driver``.
+``create(model: str | None, params: Mapping[str, Any]) -> Driver``, listed by name in
+:data:`prereg.runners.drivers.FACTORIES`.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from prereg.experiments.models import StepRef
+from prereg.experiments.refs import lookup
 from prereg.registry.hosts import EvidenceClass
 
 #: What of an integration's server text a host path transmits (see the module docstring).
@@ -235,23 +236,7 @@ def render(content: Any) -> str:
 
 def resolve_recorded(arguments: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
     """Fill a recorded call's StepRef arguments from the results of earlier calls."""
-    from prereg.experiments.refs import lookup
-
     out: dict[str, Any] = {}
     for key, value in arguments.items():
         out[key] = lookup(results[value.step], value.path) if isinstance(value, StepRef) else value
     return out
-
-
-def create_driver(name: str, model: str | None, params: Mapping[str, Any]) -> Driver:
-    """Instantiate driver ``name`` from ``prereg.runners.drivers.<name>``."""
-    if not name.isidentifier():
-        raise ValueError(f"invalid driver name '{name}'")
-    try:
-        module = importlib.import_module(f"prereg.runners.drivers.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"prereg.runners.drivers.{name}":
-            raise InfraError(f"driver '{name}' is not available in this installation") from None
-        raise
-    driver: Driver = module.create(model=model, params=dict(params))
-    return driver

@@ -54,11 +54,12 @@ from statistics import NormalDist
 from typing import Any
 
 from prereg.experiments.text import STOPWORDS, words
+from prereg.registry.hosts import EvidenceClass
 from prereg.registry.units import derive_seed
 from prereg.runners.drivers.base import (
+    Action,
     CutAtCap,
     Episode,
-    EvidenceClass,
     Exchange,
     FinalAnswer,
     OfferedTool,
@@ -373,7 +374,7 @@ class _Episode:
                 goals.append(others[0][0].name)
         return True, goals, surfaced
 
-    def decide(self) -> tuple[Any, tuple[str, ...] | None, bool | None]:
+    def decide(self) -> tuple[Action, tuple[str, ...] | None, bool | None]:
         use, goals, surfaced = self._plan()
         names = tuple(t.name for t, _ in surfaced)
         first = not self.history
@@ -397,7 +398,7 @@ class _Episode:
                 _records(result.content, frozenset(terms(call.name)), out)
         return out
 
-    def _act(self, goals: list[str], surfaced: list[str]) -> tuple[Any, tuple[str, ...] | None]:
+    def _act(self, goals: list[str], surfaced: list[str]) -> tuple[Action, tuple[str, ...] | None]:
         done = {c.name for c, r in self.calls if not r.is_error}
         failed = [c.name for c, r in self.calls if r.is_error]
         if self.calls and self.calls[-1][1].is_error:
@@ -449,7 +450,6 @@ class _Episode:
         string_params = []
         for name in order:
             spec = props.get(name) or {}
-            kind = spec.get("type")
             if _is_id(name):
                 entity = name[:-3] if name.endswith("_id") else name
                 record = self._best_record(entity, name, known)
@@ -461,26 +461,28 @@ class _Episode:
                 chosen = chosen or record["record"]
             elif "confirm" in name:
                 continue
-            elif "enum" in spec:
-                for option in spec["enum"]:
-                    if str(option).lower() in self.ep.prompt.lower():
-                        args[name] = option
-                        break
-            elif kind == "integer" or kind == "number":
-                number = self._number(spec)
-                if number is not None:
-                    args[name] = number
-            elif kind == "string":
+            elif "enum" not in spec and spec.get("type") == "string":
                 string_params.append(name)
+            else:
+                self._fill_value(name, spec, args)
         for name, text in self._assign_strings(tool, string_params, used, taken).items():
             args[name] = text
-        for name in order:
-            if "confirm" in name and chosen is not None:
-                for key in ("name", "title"):
-                    if isinstance(chosen.get(key), str):
-                        args[name] = chosen[key]
-                        break
+        if chosen is not None:
+            args.update(_confirmations(order, chosen))
         return args, None
+
+    def _fill_value(self, name: str, spec: Mapping[str, Any], args: dict[str, Any]) -> None:
+        """An enum option the prompt names, or a number from the prompt within bounds."""
+        kind = spec.get("type")
+        if "enum" in spec:
+            for option in spec["enum"]:
+                if str(option).lower() in self.ep.prompt.lower():
+                    args[name] = option
+                    break
+        elif kind == "integer" or kind == "number":
+            number = self._number(spec)
+            if number is not None:
+                args[name] = number
 
     def _assign_strings(
         self, tool: OfferedTool, names: list[str], used: set[str], taken: set[str]
@@ -560,7 +562,9 @@ class _Episode:
             return None
         return {"record": best[2], "value": best[3]}
 
-    def _lookup(self, entity: str, goal: OfferedTool) -> tuple[Any, tuple[str, ...] | None] | None:
+    def _lookup(
+        self, entity: str, goal: OfferedTool
+    ) -> tuple[Action, tuple[str, ...] | None] | None:
         """A call that finds the entity, from a second search."""
         tried = [c.name for c, _ in self.calls]
         target = stem(entity.split("_")[-1])
@@ -613,10 +617,27 @@ class _Episode:
         return args, missing
 
 
+def _confirmations(order: Sequence[str], chosen: Mapping[str, Any]) -> dict[str, Any]:
+    """Each confirmation parameter gets the chosen record's name (else its title)."""
+    out: dict[str, Any] = {}
+    for name in order:
+        if "confirm" in name:
+            for key in ("name", "title"):
+                if isinstance(chosen.get(key), str):
+                    out[name] = chosen[key]
+                    break
+    return out
+
+
 def _is_id(name: str) -> bool:
     return name == "id" or name.endswith("_id")
 
 
-def create(model: str | None = None, params: Mapping[str, Any] | None = None) -> LocalHost:
-    """The local host; ``model`` is ignored (there is none), ``params`` see LocalParams."""
+def create(
+    model: str | None = None, params: Mapping[str, Any] | None = None, **options: Any
+) -> LocalHost:
+    """The local host; ``model`` is ignored (there is none), ``params`` see LocalParams;
+    it takes no options."""
+    if options:
+        raise TypeError(f"the local host takes no options (got {sorted(options)})")
     return LocalHost(LocalParams.from_params(params or {}))

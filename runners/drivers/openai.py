@@ -30,12 +30,15 @@ a malformed call, never repaired), ``status: incomplete`` with reason
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from prereg.runners.drivers.base import (
+    Action,
     CutAtCap,
     Episode,
     Exchange,
@@ -47,6 +50,7 @@ from prereg.runners.drivers.base import (
     Turn,
     Usage,
 )
+from prereg.runners.providers.batch import OpenAIBatches
 from prereg.runners.providers.credentials import Provider, api_key, base_url, redact
 from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
 from prereg.runners.providers.prices import Priced
@@ -122,7 +126,7 @@ class OpenAIDriver(ModelDriver):
     )
 
     def _make_client(self) -> Any:
-        import openai
+        import openai  # lazy: the OpenAI SDK is heavy; loaded at the first request
 
         return openai.AsyncOpenAI(
             api_key=api_key("openai"),
@@ -206,8 +210,6 @@ class OpenAIDriver(ModelDriver):
     async def _create(self, client: Any, body: dict[str, Any]) -> Any:
         # every field goes through extra_body-free keywords where the SDK has them; the
         # SDK rejects unknown keywords, so anything else rides in extra_body
-        import inspect
-
         names = {
             n
             for n, p in inspect.signature(client.responses.create).parameters.items()
@@ -230,77 +232,107 @@ class OpenAIDriver(ModelDriver):
             message = _get(error, "message") if error is not None else None
             raise InfraError(redact(f"openai: the response failed: {message or 'no detail'}"))
 
-        items = [_item_dict(i) for i in (_get(response, "output") or [])]
-        kept: list[dict[str, Any]] = []
-        call: dict[str, Any] | None = None
-        surfaced: list[str] = []
-        searched = False
-        texts: list[str] = []
-        for item in items:
-            kind = item.get("type")
-            if kind == "tool_search_call":
-                searched = True
-            elif kind == "tool_search_output":
-                for loaded in item.get("tools") or []:
-                    names = (
-                        [t.get("name") for t in loaded.get("tools") or []]
-                        if loaded.get("type") == "namespace"
-                        else [loaded.get("name")]
-                    )
-                    for name in names:
-                        if isinstance(name, str) and name not in surfaced:
-                            surfaced.append(name)
-            elif kind == "message":
-                for part in item.get("content") or []:
-                    if part.get("type") == "output_text":
-                        texts.append(str(part.get("text", "")))
-                    elif part.get("type") == "refusal":
-                        texts.append(str(part.get("refusal", "")))
-            elif kind == "function_call":
-                if call is None:
-                    call = item
-                    kept.append(item)
-                continue  # a second call (parallel calls were disabled) is dropped
-            kept.append(item)
-        text = "".join(texts)
-
+        output = _read_output([_item_dict(i) for i in (_get(response, "output") or [])])
         details = _get(response, "incomplete_details")
         reason = _get(details, "reason") if details is not None else None
-        call_id: str | None = None
-        if status == "incomplete" and reason == "max_output_tokens":
-            action: Any = CutAtCap(
-                text=text if call is None else text + str(call.get("arguments", ""))
-            )
-        elif status == "incomplete" and reason != "content_filter":
-            raise InfraError(f"openai: the response is incomplete (reason {reason!r})")
-        elif call is not None:
-            call_id = str(call.get("call_id") or "")
-            raw = call.get("arguments")
-            try:
-                arguments = json.loads(raw) if isinstance(raw, str) else raw
-            except json.JSONDecodeError:
-                action = Malformed(text=str(raw))
-            else:
-                action = ToolCall(name=str(call.get("name")), arguments=arguments, call_id=call_id)
-        else:
-            action = FinalAnswer(text=text)
+        action, call_id = _action(status, reason, output.call, output.text)
         turn = Turn(
             action=action,
             usage=usage,
             model_returned=model_returned,
             latency_ms=None,
             cost_usd=cost,
-            surfaced=tuple(surfaced) if self.tool_search else None,
-            searched=searched if self.tool_search else None,
+            surfaced=tuple(output.surfaced) if self.tool_search else None,
+            searched=output.searched if self.tool_search else None,
         )
-        return Parsed(turn, Stored(kept, call_id), None if split is None else split.total)
+        return Parsed(turn, Stored(output.kept, call_id), None if split is None else split.total)
 
     # ---- batches --------------------------------------------------------------------------
 
-    def batch_backend(self) -> Any:
-        from prereg.runners.providers.batch import OpenAIBatches
-
+    def batch_backend(self) -> OpenAIBatches:
         return OpenAIBatches(self)
+
+
+@dataclass
+class _Output:
+    """What a response's output items say: the items to send back, the first call, the
+    tools a search surfaced, whether the host searched, and its text."""
+
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    call: dict[str, Any] | None = None
+    surfaced: list[str] = field(default_factory=list)
+    searched: bool = False
+    texts: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+
+def _read_output(items: list[dict[str, Any]]) -> _Output:
+    """Read the output items in order; a second function call (parallel calls were
+    disabled) is dropped from what is sent back."""
+    out = _Output()
+    for item in items:
+        kind = item.get("type")
+        if kind == "tool_search_call":
+            out.searched = True
+        elif kind == "tool_search_output":
+            _add_surfaced(item, out.surfaced)
+        elif kind == "message":
+            out.texts.extend(_message_texts(item))
+        elif kind == "function_call":
+            if out.call is None:
+                out.call = item
+                out.kept.append(item)
+            continue
+        out.kept.append(item)
+    return out
+
+
+def _add_surfaced(item: dict[str, Any], surfaced: list[str]) -> None:
+    """The functions of every namespace (or the lone functions) a tool search loaded."""
+    for loaded in item.get("tools") or []:
+        names = (
+            [t.get("name") for t in loaded.get("tools") or []]
+            if loaded.get("type") == "namespace"
+            else [loaded.get("name")]
+        )
+        for name in names:
+            if isinstance(name, str) and name not in surfaced:
+                surfaced.append(name)
+
+
+def _message_texts(item: dict[str, Any]) -> list[str]:
+    """The output text and refusal parts of a message item, in order."""
+    texts: list[str] = []
+    for part in item.get("content") or []:
+        if part.get("type") == "output_text":
+            texts.append(str(part.get("text", "")))
+        elif part.get("type") == "refusal":
+            texts.append(str(part.get("refusal", "")))
+    return texts
+
+
+def _action(
+    status: Any, reason: Any, call: dict[str, Any] | None, text: str
+) -> tuple[Action, str | None]:
+    """The turn's action and its call id: a cut at the cap, a tool call (malformed when
+    its arguments are not JSON), or the final answer; any other incomplete response is
+    an infrastructure error."""
+    if status == "incomplete" and reason == "max_output_tokens":
+        return CutAtCap(text=text if call is None else text + str(call.get("arguments", ""))), None
+    if status == "incomplete" and reason != "content_filter":
+        raise InfraError(f"openai: the response is incomplete (reason {reason!r})")
+    if call is None:
+        return FinalAnswer(text=text), None
+    call_id = str(call.get("call_id") or "")
+    raw = call.get("arguments")
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        return Malformed(text=str(raw)), call_id
+    return ToolCall(name=str(call.get("name")), arguments=arguments, call_id=call_id), call_id
 
 
 def _synthesised(turn: Turn, index: int) -> Stored:

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prereg.experiments.refs import RefError
+from prereg.registry.hosts import EvidenceClass
 from prereg.runners.drivers.base import (
     Episode,
-    EvidenceClass,
     Exchange,
     FinalAnswer,
     InfraError,
@@ -59,8 +59,12 @@ class ReplayDriver:
         return None
 
 
-def create(model: str | None = None, params: Mapping[str, Any] | None = None) -> ReplayDriver:
-    """The replay driver takes no model and no parameters."""
+def create(
+    model: str | None = None, params: Mapping[str, Any] | None = None, **options: Any
+) -> ReplayDriver:
+    """The replay driver takes no model, no parameters and no options."""
+    if options:
+        raise TypeError(f"the replay driver takes no options (got {sorted(options)})")
     if params:
         raise ValueError(f"the replay driver takes no params (got {sorted(params)})")
     return ReplayDriver()

@@ -1,6 +1,7 @@
 """MCP snapshots and the replay server (issue 8, items 1, 2 and 6).
 
-* :mod:`.snapshot`: the snapshot model, :func:`load_snapshot`, :func:`snapshot_digest`.
+* :mod:`prereg.experiments.mcp_snapshot`: the snapshot model, :func:`load_snapshot`,
+  :func:`snapshot_digest` (re-exported here).
 * :mod:`.capture`: records a live server with the ``mcp`` SDK (imported lazily).
 * :mod:`.replay`: the transport-free protocol core that serves a snapshot verbatim and
   refuses every tool call; :mod:`.serve_stdio` and :mod:`.serve_http` carry it.

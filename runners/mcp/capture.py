@@ -17,6 +17,7 @@ import copy
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib.metadata import version
 from typing import Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
@@ -102,8 +103,8 @@ async def _capture(target: Target, timeout: float, errlog: TextIO) -> Snapshot:
 
 
 async def _record(target: Target, errlog: TextIO) -> Snapshot:
-    from mcp import Client, Implementation
-    from mcp.shared.exceptions import MCPError
+    from mcp import Client, Implementation  # lazy: the mcp SDK, only when capturing
+    from mcp.shared.exceptions import MCPError  # lazy: the mcp SDK, only when capturing
 
     tape = _Tape()
     transport = _TapTransport(_transport(target, errlog), tape)
@@ -165,11 +166,11 @@ async def _pages(client: Any, method: str, tape: _Tape) -> list[dict[str, Any]]:
 
 def _transport(target: Target, errlog: TextIO) -> Any:
     if isinstance(target, HttpTarget):
-        from mcp.client.streamable_http import streamable_http_client
+        from mcp.client.streamable_http import streamable_http_client  # lazy: mcp SDK
 
         return streamable_http_client(target.url)
-    from mcp import StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp import StdioServerParameters  # lazy: the mcp SDK, only when capturing
+    from mcp.client.stdio import stdio_client  # lazy: the mcp SDK, only when capturing
 
     params = StdioServerParameters(
         command=target.command[0],
@@ -190,8 +191,6 @@ def _with_fileno(errlog: TextIO) -> TextIO:
 
 
 def _provenance(target: Target) -> CaptureInfo:
-    from importlib.metadata import version
-
     common: dict[str, Any] = {
         "taken_at": datetime.now(UTC).replace(microsecond=0),
         "client": {"name": CLIENT_NAME, "version": __version__},
@@ -326,7 +325,8 @@ class _TapTransport:
         return _TapRead(read, self._tape), _TapWrite(write, self._tape)
 
     async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._inner.__aexit__(*exc)
+        suppress: bool | None = await self._inner.__aexit__(*exc)
+        return suppress
 
 
 # ----------------------------------------------------------------------------------------
@@ -348,7 +348,7 @@ def _translate(exc: BaseException, target: Target) -> PreregError:
         return BadInput(
             f"cannot start {target.command[0]!r}: {exc.strerror or exc}", field="command"
         )
-    from mcp.shared.exceptions import MCPError
+    from mcp.shared.exceptions import MCPError  # lazy: the mcp SDK, only when capturing
 
     if isinstance(exc, MCPError):
         return CaptureError(

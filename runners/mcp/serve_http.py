@@ -53,10 +53,10 @@ def endpoints(servers: list[ReplayServer]) -> list[Endpoint]:
 
 def build_app(servers: list[ReplayServer], host: str) -> Callable[..., Any]:
     """The ASGI app for a pool (a Starlette app; Starlette and uvicorn come with ``mcp``)."""
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
+    from starlette.applications import Starlette  # lazy: only `prereg mcp serve --http`
+    from starlette.requests import Request  # lazy: only `prereg mcp serve --http`
+    from starlette.responses import JSONResponse, Response  # lazy: only `mcp serve --http`
+    from starlette.routing import Route  # lazy: only `prereg mcp serve --http`
 
     pool = endpoints(servers)
     allowed_hosts = LOOPBACK_NAMES | {host, f"[{host}]"}
@@ -112,7 +112,7 @@ def base_url(sock: socket.socket) -> str:
 
 def serve_http(servers: list[ReplayServer], sock: socket.socket, host: str) -> None:
     """Serve until interrupted (SIGINT or SIGTERM end it cleanly)."""
-    import uvicorn
+    import uvicorn  # lazy: the HTTP server, only `prereg mcp serve --http`
 
     config = uvicorn.Config(
         build_app(servers, host), log_level="warning", lifespan="off", access_log=False

@@ -36,11 +36,17 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 from prereg.core.errors import PreregError
 from prereg.runners.drivers.base import Episode, InfraError
+from prereg.runners.providers.batch_backend import (
+    BatchBackend,
+    BatchOutcome,
+    BatchRequest,
+    BatchStatus,
+)
 from prereg.runners.providers.batch_store import BatchStore
 from prereg.runners.providers.credentials import effective_base_url, redact
 from prereg.runners.providers.driver import ModelDriver, Parsed
@@ -53,40 +59,6 @@ class BatchPending(PreregError):
     """A batch has not ended within the allowed wait; the next run resumes it."""
 
     exit_code = 1
-
-
-@dataclass(frozen=True)
-class BatchRequest:
-    custom_id: str
-    body: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class BatchStatus:
-    batch_id: str
-    ended: bool
-    status: str
-    done: int
-    total: int
-    results_url: str | None = None
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-
-
-@dataclass(frozen=True)
-class BatchOutcome:
-    """One request's result: a provider response, or why there is none."""
-
-    response: Any = None
-    error: str | None = None
-
-
-class BatchBackend(Protocol):
-    async def submit(self, requests: Sequence[BatchRequest]) -> tuple[str, str | None]: ...
-
-    async def status(self, batch_id: str) -> BatchStatus: ...
-
-    async def results(self, status: BatchStatus) -> dict[str, BatchOutcome]: ...
 
 
 def custom_id(digest: str, key: UnitKey) -> str:

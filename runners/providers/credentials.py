@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, get_args
 
 from prereg.runners.drivers.base import InfraError
 
@@ -65,6 +65,11 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
 
 #: Shortest secret value redacted verbatim (shorter values would redact common words).
 _MIN_SECRET = 6
+
+
+def is_provider(name: str) -> TypeGuard[Provider]:
+    """Whether driver ``name`` is a provider with credentials here (a :data:`Provider`)."""
+    return name in get_args(Provider)
 
 
 class MissingKey(InfraError):

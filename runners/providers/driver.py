@@ -32,10 +32,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from prereg.core.errors import BadInput
+from prereg.registry.hosts import EvidenceClass
 from prereg.runners.drivers.base import (
     CutAtCap,
     Episode,
-    EvidenceClass,
     Exchange,
     FinalAnswer,
     InfraError,
@@ -44,6 +44,7 @@ from prereg.runners.drivers.base import (
     Turn,
     Usage,
 )
+from prereg.runners.providers.batch_backend import BatchBackend
 from prereg.runners.providers.credentials import Provider, redact, redact_obj
 from prereg.runners.providers.prices import (
     ModelPrice,
@@ -240,6 +241,10 @@ class ModelDriver(ABC):
     @abstractmethod
     def parse(self, response: Any, *, batch: bool = False) -> Parsed:
         """The turn a response carries, with usage, cost and the model returned."""
+
+    @abstractmethod
+    def batch_backend(self) -> BatchBackend:
+        """The provider's batch API, driven by :mod:`prereg.runners.providers.batch`."""
 
     def _continuation(self, body: dict[str, Any], parsed: Parsed) -> dict[str, Any]:
         """The request that continues a paused turn (providers that pause override it)."""

@@ -1,12 +1,12 @@
 """Building a run's driver from its registration, with what ``create(model, params)`` lacks.
 
-The generic factory (:func:`prereg.runners.drivers.base.create_driver`) passes a
-driver its model and params. A provider driver also needs, from the
-registration, ``host.tool_search`` (defer tools and record what the search
-surfaced) and ``host.allow_sampling`` (checked again, defence in depth), and,
-from the run store, the spend already recorded under the digest so that its
-spend holds count against the registered ``budgets.spend_usd``. Every other
-driver is built by the generic factory, unchanged.
+The generic factory (:func:`prereg.runners.drivers.create_driver`, from the table
+:data:`prereg.runners.drivers.FACTORIES`) passes a driver its model and params. A
+provider driver also needs, from the registration, ``host.tool_search`` (defer tools
+and record what the search surfaced) and ``host.allow_sampling`` (checked again,
+defence in depth), and, from the run store, the spend already recorded under the
+digest so that its spend holds count against the registered ``budgets.spend_usd``.
+Every other driver is built by the generic factory, unchanged.
 """
 
 from __future__ import annotations
@@ -15,20 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput
+from prereg.core.workspace import Workspace
+from prereg.registry.hosts import PROVIDER_DRIVERS
+from prereg.registry.schema import Registration
 from prereg.registry.units import RunPlan
-from prereg.runners.drivers.base import Driver, create_driver
-from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key
+from prereg.runners.drivers import FACTORIES, create_driver
+from prereg.runners.drivers.base import Driver, InfraError
+from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key, is_provider
 from prereg.runners.providers.prices import PriceTable, load_prices
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
-
-PROVIDER_DRIVERS = ("anthropic", "openai")
+from prereg.runners.store import RunStore
 
 
 def spent_so_far(runs: Path, digest: str) -> float:
     """Measured spend recorded under ``digest`` (0 when there is no store yet)."""
-    from prereg.runners.store import RunStore
-
     store = RunStore(runs)
     try:
         return store.spent_usd(digest)
@@ -38,8 +39,8 @@ def spent_so_far(runs: Path, digest: str) -> float:
 
 def create_run_driver(
     plan: RunPlan,
-    registration: Any,
-    ws: Any,
+    registration: Registration,
+    ws: Workspace,
     *,
     prices: Path | str | None = None,
     settings: dict[str, Any] | None = None,
@@ -51,8 +52,11 @@ def create_run_driver(
     (``for_batch`` false): its records would say ``batch: true`` for requests that
     did not go through a batch.
     """
-    if plan.driver not in PROVIDER_DRIVERS:
-        return create_driver(plan.driver, plan.model, plan.params)
+    provider = plan.driver
+    if provider not in PROVIDER_DRIVERS:
+        return create_driver(provider, plan.model, plan.params)
+    if not is_provider(provider):  # credentials.Provider lists every provider driver
+        raise InfraError(f"driver '{provider}' has no provider credentials in this installation")
     if plan.batch and not for_batch:
         raise BadInput(
             "this registration runs through the provider's batch API (host.batch: "
@@ -61,7 +65,7 @@ def create_run_driver(
         )
     host = registration.host
     try:
-        api_key(plan.driver)  # fail before anything is written, not once per unit
+        api_key(provider)  # fail before anything is written, not once per unit
     except MissingKey as exc:
         raise BadInput(str(exc), field=KEY_VARIABLES[plan.driver]) from None
     chosen = ProviderSettings.from_env(plan.driver, settings or {})
@@ -77,17 +81,12 @@ def create_run_driver(
             field="host.model",
         )
     spend = SpendMeter(plan.budgets.spend_usd, spent_so_far(ws.runs, plan.digest))
-    if plan.driver == "anthropic":
-        from prereg.runners.drivers import anthropic as module
-    else:
-        from prereg.runners.drivers import openai as module  # type: ignore[no-redef]
-    driver: Driver = module.create(
+    return FACTORIES[provider](
         plan.model,
         dict(plan.params),
-        tool_search=bool(getattr(host, "tool_search", False)),
-        allow_sampling=bool(getattr(host, "allow_sampling", False)),
+        tool_search=bool(host.tool_search),
+        allow_sampling=bool(host.allow_sampling),
         settings=chosen,
         spend=spend,
         prices=table,
     )
-    return driver

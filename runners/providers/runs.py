@@ -34,6 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput
+from prereg.core.workspace import Workspace
+from prereg.experiments import Experiment
+from prereg.experiments.models import LOCKED_SPLIT
+from prereg.registry.hosts import PROVIDER_DRIVERS
+from prereg.registry.units import RunPlan, RunUnit, expand_units
+from prereg.runners.drivers.base import InfraError
+from prereg.runners.harness import Harness
+from prereg.runners.orchestrate import Progress, RunSummary, run_plan
+from prereg.runners.prepare import prepare
 from prereg.runners.providers.batch import (
     BatchReport,
     BatchStatus,
@@ -41,9 +50,11 @@ from prereg.runners.providers.batch import (
     prefetch_first_turns,
 )
 from prereg.runners.providers.batch_store import BatchStore
-from prereg.runners.providers.factory import PROVIDER_DRIVERS, create_run_driver, spent_so_far
+from prereg.runners.providers.driver import ModelDriver
+from prereg.runners.providers.factory import create_run_driver, spent_so_far
 from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
+from prereg.runners.store import RunStore
 
 ASSUMPTION = (
     "no single request's prompt is longer than the episode token budget (budgets.episode_tokens)"
@@ -51,12 +62,9 @@ ASSUMPTION = (
 
 
 def _pending(
-    plan: Any, experiment: Any, runs: Path, max_units: int | None
-) -> tuple[int, int, list[Any]]:
+    plan: RunPlan, experiment: Experiment, runs: Path, max_units: int | None
+) -> tuple[int, int, list[RunUnit]]:
     """(units planned, units with an ok record, the units to run)."""
-    from prereg.registry.units import expand_units
-    from prereg.runners.store import RunStore
-
     units = expand_units(plan, experiment)
     store = RunStore(runs)
     try:
@@ -85,7 +93,7 @@ def unit_bounds(
 
 
 def estimate_run(
-    ws: Any,
+    ws: Workspace,
     registration_id: str,
     *,
     batch: bool = False,
@@ -93,8 +101,6 @@ def estimate_run(
     prices: Path | str | None = None,
 ) -> dict[str, Any]:
     """The dry-run report (see the module docstring); sends and writes nothing."""
-    from prereg.runners.api import prepare
-
     _, entry, plan, experiment = prepare(ws, registration_id)
     planned, recorded, pending = _pending(plan, experiment, ws.runs, max_units)
     b = plan.budgets
@@ -107,7 +113,7 @@ def estimate_run(
         "driver": plan.driver,
         "model": plan.model,
         "batch": batch,
-        "tool_search": bool(getattr(entry.registration.host, "tool_search", False)),
+        "tool_search": bool(entry.registration.host.tool_search),
         "units_planned": planned,
         "units_recorded": recorded,
         "units_to_run": n,
@@ -165,21 +171,16 @@ def estimate_run(
 
 
 def run_batched(
-    ws: Any,
+    ws: Workspace,
     registration_id: str,
     *,
     concurrency: int = 4,
     max_units: int | None = None,
-    progress: Any = None,
+    progress: Progress | None = None,
     on_poll: Callable[[BatchStatus], None] | None = None,
     prices: Path | str | None = None,
-) -> tuple[Any, BatchReport]:
+) -> tuple[RunSummary, BatchReport]:
     """Run a single-turn registration's missing units through the provider's batch API."""
-    from prereg.runners.api import LOCKED_SPLIT, prepare
-    from prereg.runners.harness import Harness
-    from prereg.runners.orchestrate import run_plan
-    from prereg.runners.store import RunStore
-
     if concurrency < 1:
         raise BadInput("--concurrency must be at least 1", field="concurrency")
     registry, entry, plan, experiment = prepare(ws, registration_id)
@@ -197,7 +198,9 @@ def run_batched(
             field="budgets.turn_limit",
         )
     plan = replace(plan, batch=True)
-    driver: Any = create_run_driver(plan, entry.registration, ws, prices=prices, for_batch=True)
+    driver = create_run_driver(plan, entry.registration, ws, prices=prices, for_batch=True)
+    if not isinstance(driver, ModelDriver):  # PROVIDER_DRIVERS build ModelDriver subclasses
+        raise InfraError(f"driver '{plan.driver}' has no batch API")
     _, _, pending = _pending(plan, experiment, ws.runs, max_units)
     if plan.split == LOCKED_SPLIT:
         registry.claim_locked_split(entry)
@@ -206,7 +209,7 @@ def run_batched(
     store = RunStore(ws.runs)
     batches = BatchStore(ws.runs)
 
-    async def main() -> tuple[Any, BatchReport, int]:
+    async def main() -> tuple[RunSummary, BatchReport, int]:
         try:
             report = BatchReport()
             if episodes:

@@ -1,0 +1,45 @@
+"""A registration made ready to run: its registry entry, run plan and frozen experiment.
+
+What every way of running a registration starts with (``prereg run``, its dry run
+and its batch path), with the protocol checks that write nothing: the registration
+must be runnable, and a unit on the locked split runs only under a confirmatory
+registration. The experiment is loaded through the registry's frozen objects (the
+content whose digest was registered), never the editable workspace files.
+"""
+
+from __future__ import annotations
+
+from prereg.core.errors import ProtocolRefusal
+from prereg.core.workspace import Workspace
+from prereg.experiments import Experiment, load_experiment
+from prereg.experiments.models import LOCKED_SPLIT
+from prereg.registry.registry import Entry, Registry
+from prereg.registry.units import RunPlan, plan_from_registration
+
+
+def open_registry(ws: Workspace) -> Registry:
+    """The workspace's registry."""
+    return Registry(ws.registry)
+
+
+def prepare(ws: Workspace, registration_id: str) -> tuple[Registry, Entry, RunPlan, Experiment]:
+    """(registry, entry, plan, frozen experiment) of a registration, with the protocol
+    checks that do not write anything (runnable, locked split kind)."""
+    registry = open_registry(ws)
+    entry = registry.get(registration_id)
+    reg = entry.registration
+    if not entry.runnable:
+        raise ProtocolRefusal(
+            f"'{entry.id}' was registered as not runnable (its feasibility "
+            "gate failed); register a new design instead",
+            field="id",
+        )
+    if reg.split == LOCKED_SPLIT and reg.kind != "confirmatory":
+        raise ProtocolRefusal(
+            f"'{entry.id}' is {reg.kind}: units on the locked test split run "
+            "only under a confirmatory registration",
+            field="split",
+        )
+    experiment = load_experiment(registry.experiment_reader(entry), reg.experiment)
+    plan = plan_from_registration(reg, entry.digest)
+    return registry, entry, plan, experiment

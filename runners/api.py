@@ -1,4 +1,4 @@
-"""The operations behind ``prereg run``, ``export``, ``import`` and ``split show``.
+"""The operations behind ``prereg run``, ``export`` and ``import``.
 
 The CLI is wiring only; these functions are what code (tests, the bench, the
 demo) calls:
@@ -7,55 +7,25 @@ demo) calls:
     summary = run_registration(workspace, "music-library-pilot", concurrency=8)
 
 Runs always load the experiment through the registry's frozen objects (the
-content whose digest was registered), never the editable workspace files.
+content whose digest was registered), never the editable workspace files
+(:func:`prereg.runners.prepare.prepare`).
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.core.errors import BadInput, IntegrityError
 from prereg.core.workspace import Workspace
-from prereg.experiments import Experiment, load_experiment
-from prereg.experiments.loader import folder_reader
 from prereg.experiments.models import LOCKED_SPLIT
-from prereg.registry.units import RunPlan, build_offers, plan_from_registration
+from prereg.registry.units import build_offers
 from prereg.runners.drivers.base import Driver
 from prereg.runners.exchange import Format, read_records, write_records
 from prereg.runners.orchestrate import Progress, RunSummary, execute
+from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_driver
 from prereg.runners.store import RunStore
-
-
-def _registry(ws: Workspace) -> Any:
-    from prereg.registry.registry import Registry
-
-    return Registry(ws.registry)
-
-
-def prepare(ws: Workspace, registration_id: str) -> tuple[Any, Any, RunPlan, Experiment]:
-    """(registry, entry, plan, frozen experiment) of a registration, with the protocol
-    checks that do not write anything (runnable, locked split kind)."""
-    registry = _registry(ws)
-    entry = registry.get(registration_id)
-    reg = entry.registration
-    if not entry.runnable:
-        raise ProtocolRefusal(
-            f"'{entry.id}' was registered as not runnable (its feasibility "
-            "gate failed); register a new design instead",
-            field="id",
-        )
-    if reg.split == LOCKED_SPLIT and reg.kind != "confirmatory":
-        raise ProtocolRefusal(
-            f"'{entry.id}' is {reg.kind}: units on the locked test split run "
-            "only under a confirmatory registration",
-            field="split",
-        )
-    experiment = load_experiment(registry.experiment_reader(entry), reg.experiment)
-    plan = plan_from_registration(reg, entry.digest)
-    return registry, entry, plan, experiment
 
 
 def run_registration(
@@ -103,7 +73,7 @@ def export_registration(
     ws: Workspace, registration_id: str, fmt: Format, out: Path
 ) -> dict[str, Any]:
     """Write every record of a registration to ``out``; refuses foreign digests (exit 3)."""
-    entry = _registry(ws).get(registration_id)
+    entry = open_registry(ws).get(registration_id)
     store = RunStore(ws.runs)
     records = store.records(registration_id=registration_id)
     store.close()
@@ -133,7 +103,7 @@ def import_file(ws: Workspace, path: Path) -> dict[str, Any]:
     whose digest differs (exit 3). Records already stored are skipped.
     """
     rows = read_records(path)
-    registry = _registry(ws)
+    registry = open_registry(ws)
     digests: dict[str, str | None] = {}
     foreign: list[str] = []
     for line, record in rows:
@@ -172,48 +142,4 @@ def import_file(ws: Workspace, path: Path) -> dict[str, Any]:
         "records": len(rows),
         "imported": written,
         "skipped_duplicates": skipped,
-    }
-
-
-def split_summary(ws: Workspace, name: str) -> dict[str, Any]:
-    """Counts per split, intent and polarity of a workspace experiment."""
-    folder = ws.experiments / name
-    if not (folder / "experiment.yaml").is_file():
-        known = (
-            sorted(p.name for p in ws.experiments.iterdir() if p.is_dir())
-            if ws.experiments.is_dir()
-            else []
-        )
-        raise BadInput(
-            f"experiment '{name}' not found (expected {folder / 'experiment.yaml'}); "
-            f"known: {', '.join(known) or 'none'}",
-            field="experiment",
-        )
-    experiment = load_experiment(folder_reader(folder), name)
-    return describe_splits(experiment)
-
-
-def describe_splits(experiment: Experiment) -> dict[str, Any]:
-    splits: dict[str, Any] = {}
-    for split in experiment.split_names:
-        tasks = experiment.tasks_in_split(split)
-        by_intent: dict[str, Counter[str]] = defaultdict(Counter)
-        for task in tasks:
-            by_intent[task.intent][task.polarity] += 1
-        splits[split] = {
-            "tasks": len(tasks),
-            "clusters": len({t.cluster for t in tasks}),
-            "polarity": dict(Counter(t.polarity for t in tasks)),
-            "intents": {
-                intent: dict(by_intent[intent])
-                for intent in experiment.intents
-                if intent in by_intent
-            },
-        }
-    return {
-        "experiment": experiment.name,
-        "tasks": len(experiment.tasks),
-        "clusters": len({t.cluster for t in experiment.tasks}),
-        "intents": list(experiment.intents),
-        "splits": splits,
     }

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from prereg.commands._common import JsonOpt, workspace
+from prereg.commands.progress import RichProgress
+from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
+from prereg.core.workspace import Workspace
+from prereg.experiments import Experiment, load_experiment
+from prereg.experiments.loader import folder_reader
+from prereg.experiments.splits import describe_splits
+from prereg.runners.api import export_registration, import_file, run_registration
+from prereg.runners.providers.batch import BatchStatus
+from prereg.runners.providers.runs import estimate_run
+from prereg.runners.providers.summary import provider_run
 
 split_app = typer.Typer(
     help="Splits of an experiment (dev / validation / test).", no_args_is_help=True
@@ -29,7 +41,7 @@ def run(
         bool, typer.Option("--no-progress", help="Do not draw the progress bar.")
     ] = False,
     as_json: JsonOpt = False,
-    # -- provider options (issue 7); handled in prereg.runners.providers.cli
+    # -- provider options (issue 7); run by prereg.runners.providers (runs, summary)
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -57,26 +69,17 @@ def run(
     digest. Ctrl-C keeps every finished unit; run again to continue. Infrastructure
     failures are recorded as infra_error and retried on the next run.
     """
-    from prereg.runners.api import run_registration
-    from prereg.runners.progress import RichProgress
-
     ws = workspace(ctx)
     progress = None if (as_json or no_progress) else RichProgress(registration_id)
-    extra: dict[str, object] = {}
+    extra: dict[str, Any] = {}
     if dry_run or batch or prices is not None:  # provider options (issue 7)
-        from prereg.runners.providers.cli import dry_run_report, provider_summary
-
         if dry_run:
-            dry_run_report(
-                ws,
-                registration_id,
-                batch=batch,
-                max_units=max_units,
-                prices=prices,
-                as_json=as_json,
+            data = estimate_run(
+                ws, registration_id, batch=batch, max_units=max_units, prices=prices
             )
+            emit(data, as_json, lambda: _print_dry_run(data))
             return
-        summary, extra = provider_summary(
+        summary, extra = provider_run(
             ws,
             registration_id,
             batch=batch,
@@ -84,7 +87,7 @@ def run(
             concurrency=concurrency,
             max_units=max_units,
             progress=progress,
-            as_json=as_json,
+            on_poll=_batch_poll_printer(as_json) if batch else None,
         )
     else:
         summary = run_registration(
@@ -127,9 +130,6 @@ def export(
     as_json: JsonOpt = False,
 ) -> None:
     """Export a registration's run records (one per line / row)."""
-    from prereg.core.errors import BadInput
-    from prereg.runners.api import export_registration
-
     if fmt not in ("jsonl", "csv"):
         raise BadInput(f"unknown format '{fmt}' (use jsonl or csv)", field="format")
     chosen: Literal["jsonl", "csv"] = "jsonl" if fmt == "jsonl" else "csv"
@@ -149,8 +149,6 @@ def import_(
     as_json: JsonOpt = False,
 ) -> None:
     """Import run records; each must carry the digest of the registration it names."""
-    from prereg.runners.api import import_file
-
     result = import_file(workspace(ctx), file)
     emit(
         result,
@@ -169,9 +167,7 @@ def split_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Counts per split, intent and polarity (whole clusters go to one split)."""
-    from prereg.runners.api import split_summary
-
-    data = split_summary(workspace(ctx), experiment)
+    data = describe_splits(_workspace_experiment(workspace(ctx), experiment))
 
     def human() -> None:
         polarities = ("positive", "negative", "optional")
@@ -201,6 +197,77 @@ def split_show(
         console.print(table)
 
     emit(data, as_json, human)
+
+
+def _print_dry_run(data: dict[str, Any]) -> None:
+    """The ``--dry-run`` report (:func:`prereg.runners.providers.runs.estimate_run`)."""
+    table = Table(
+        title=f"dry run {data['registration_id']} (nothing sent, nothing written)",
+        show_header=False,
+    )
+    table.add_column("", style="bold")
+    table.add_column("", overflow="fold")
+    requests = data["requests"]
+    bound = data["spend_upper_bound_usd"]
+    rows = [
+        ("driver", f"{data['driver']} {data['model'] or ''}".strip()),
+        ("path", "batch" if data["batch"] else "synchronous"),
+        (
+            "units",
+            f"{data['units_to_run']} to run ({data['units_recorded']} of "
+            f"{data['units_planned']} already recorded)",
+        ),
+        ("requests", f"{requests['min']} to {requests['max']}"),
+        ("spend upper bound", "unknown" if bound is None else f"${bound:.4f}"),
+        (
+            "spend cap (registered)",
+            "none" if data["spend_cap_usd"] is None else f"${data['spend_cap_usd']:.4f}",
+        ),
+        ("spent so far", f"${data['spent_usd']:.4f}"),
+    ]
+    if data["price_table"]:
+        table_info = data["price_table"]
+        rows.append(
+            (
+                "price table",
+                f"{table_info['version']} ({table_info['date']}, {table_info['origin']})",
+            )
+        )
+    rows += [("assumes", a) for a in data["assumptions"]]
+    rows += [("note", n) for n in data["notes"]]
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print(table)
+
+
+def _batch_poll_printer(as_json: bool) -> Callable[[BatchStatus], None]:
+    """Each poll of a batch as a line on stderr (nothing under ``--json``)."""
+    status_console = Console(stderr=True)
+
+    def on_poll(status: BatchStatus) -> None:
+        if not as_json:
+            status_console.print(
+                f"batch {status.batch_id}: {status.status} ({status.done}/{status.total} done)"
+            )
+
+    return on_poll
+
+
+def _workspace_experiment(ws: Workspace, name: str) -> Experiment:
+    """The experiment in the workspace folder ``experiments/<name>`` (the editable files)."""
+    folder = ws.experiments / name
+    if not (folder / "experiment.yaml").is_file():
+        known = (
+            sorted(p.name for p in ws.experiments.iterdir() if p.is_dir())
+            if ws.experiments.is_dir()
+            else []
+        )
+        raise BadInput(
+            f"experiment '{name}' not found (expected {folder / 'experiment.yaml'}); "
+            f"known: {', '.join(known) or 'none'}",
+            field="experiment",
+        )
+    return load_experiment(folder_reader(folder), name)
 
 
 def register(app: typer.Typer) -> None:

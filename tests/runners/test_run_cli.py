@@ -243,6 +243,7 @@ def test_exploratory_work_never_touches_the_locked_split(
     from prereg.core.errors import ProtocolRefusal
     from prereg.core.workspace import Workspace
     from prereg.runners import api
+    from prereg.runners import prepare as preparing
 
     entry = SimpleNamespace(
         id="sneaky",
@@ -250,6 +251,8 @@ def test_exploratory_work_never_touches_the_locked_split(
         digest="sha256:" + "0" * 64,
         registration=SimpleNamespace(kind="exploratory", split="test", experiment="music-library"),
     )
-    monkeypatch.setattr(api, "_registry", lambda _ws: SimpleNamespace(get=lambda _id: entry))
+    monkeypatch.setattr(
+        preparing, "open_registry", lambda _ws: SimpleNamespace(get=lambda _id: entry)
+    )
     with pytest.raises(ProtocolRefusal, match="locked test split"):
         api.prepare(Workspace(ws), "sneaky")

@@ -33,24 +33,22 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 from prereg.core.errors import BadInput
-from prereg.experiments.mcp_snapshot import load_snapshot, snapshot_digest
+from prereg.experiments.mcp_snapshot import Snapshot, load_snapshot, snapshot_digest
 from prereg.experiments.surfaces import Surface, Tool
 
 #: Tool names a host can call: MCP's recommended character set (2025-11-25).
 SNAPSHOT_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
-def load_snapshot_bytes(raw: bytes, rel: str) -> Any:
+def load_snapshot_bytes(raw: bytes, rel: str) -> Snapshot:
     """Validate snapshot bytes (BadInput naming the file and field)."""
-    # the snapshot format module is dependency-free (pydantic, rfc8785); imported here
-    # so that experiments without snapshots never load it
-
     return load_snapshot(raw, rel)
 
 
-def snapshot_surface(sid: str, rel: str, snapshot: Any, *, transform: str | None = None) -> Surface:
+def snapshot_surface(
+    sid: str, rel: str, snapshot: Snapshot, *, transform: str | None = None
+) -> Surface:
     """The replay-only surface a snapshot offers (see the module docstring)."""
-
     tools: list[Tool] = []
     seen: set[str] = set()
     for index, raw in enumerate(snapshot.tools()):
@@ -66,9 +64,9 @@ def snapshot_surface(sid: str, rel: str, snapshot: Any, *, transform: str | None
         if name in seen:
             raise BadInput(f"duplicate tool name '{name}'", file=rel, field=where)
         seen.add(name)
-        schema = raw.get("inputSchema")
-        check_schema(schema, rel, f"{where} ({name}).inputSchema")
-        annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
+        schema = check_schema(raw.get("inputSchema"), rel, f"{where} ({name}).inputSchema")
+        given = raw.get("annotations")
+        annotations: Mapping[str, Any] = given if isinstance(given, dict) else {}
         title = _text(raw.get("title")) or _text(annotations.get("title"))
         tools.append(
             Tool(
@@ -102,8 +100,11 @@ def snapshot_surface(sid: str, rel: str, snapshot: Any, *, transform: str | None
     )
 
 
-def check_schema(schema: Any, rel: str, where: str) -> None:
-    """A tool's input schema: an object schema, valid for its draft, with local refs only."""
+def check_schema(schema: Any, rel: str, where: str) -> Mapping[str, Any]:
+    """A tool's input schema: an object schema, valid for its draft, with local refs only.
+
+    Returns the schema (typed as the mapping it was checked to be); BadInput otherwise.
+    """
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
         raise BadInput(
             "a tool's input schema must be a JSON Schema with type 'object'", file=rel, field=where
@@ -120,6 +121,7 @@ def check_schema(schema: Any, rel: str, where: str) -> None:
         validator_for(schema, default=_default()).check_schema(schema)
     except SchemaError as exc:
         raise BadInput(f"not a valid JSON Schema: {exc.message}", file=rel, field=where) from None
+    return schema
 
 
 def _default() -> Any:

@@ -158,8 +158,8 @@ def blinded(surface: Surface) -> Surface:
 
 
 def _blinded_snapshot(surface: Surface) -> Surface:
-
     snap = surface.snapshot
+    assert snap is not None, "a snapshot surface carries its snapshot"
     init = snap.initialize_result()
     info = init.get("serverInfo") or {}
     new_info: dict[str, Any] = {"name": BLIND_SERVER_NAME, "version": info.get("version", "")}
@@ -253,8 +253,8 @@ def clone_copy(surface: Surface, label: str, key: str) -> Surface:
 
 
 def _clone_snapshot(surface: Surface, label: str, key: str) -> Surface:
-
     snap = surface.snapshot
+    assert snap is not None, "a snapshot surface carries its snapshot"
     init = snap.initialize_result()
     init["serverInfo"] = {**init.get("serverInfo", {}), "name": label}
     tools = []

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from prereg.experiments.mcp_snapshot import Snapshot
 from prereg.experiments.models import ChainStep
 from prereg.experiments.refs import RefError, resolve_source
 from prereg.experiments.service import OperationError, ServiceStore
@@ -76,7 +77,7 @@ class Surface:
     replay_only: bool
     tools: tuple[Tool, ...]
     source: Literal["yaml", "snapshot"] = "yaml"
-    snapshot: Any = None
+    snapshot: Snapshot | None = None
     snapshot_digest: str | None = None
     transform: str | None = None
 

@@ -32,11 +32,15 @@ from prereg.experiments.models import (
     ChainStep,
     CollectionSpec,
     CorpusFile,
+    Created,
+    Deleted,
     ExperimentFile,
+    OperationSpec,
     ServiceFile,
     StepRef,
     SurfaceFile,
     Task,
+    Updated,
 )
 from prereg.experiments.refs import as_step_ref
 from prereg.experiments.schema_lint import unknown_keywords
@@ -47,6 +51,8 @@ from prereg.experiments.surfaces import Role, Surface, Tool
 from prereg.experiments.text import normalise
 
 Reader = Callable[[str], bytes]
+#: Where a problem is in a file: the keys and indices down to the node.
+Loc = tuple[int | str, ...]
 M = TypeVar("M", bound=BaseModel)
 ENTRY = "experiment.yaml"
 
@@ -282,102 +288,123 @@ def _check_service(service: ServiceFile, doc: Doc) -> None:
     for cname, coll in colls.items():
         _check_collection(cname, coll, colls, doc)
     for oname, op in service.operations.items():
-        loc: tuple[int | str, ...] = ("operations", oname)
-        if op.collection not in colls:
-            raise doc.fail(
-                (*loc, "collection"),
-                f"unknown collection '{op.collection}' (collections: {', '.join(colls)})",
-            )
-        coll = colls[op.collection]
-        fields = set(coll.fields) | {"id"}
-        for pname, param in op.params.items():
-            if param.ref is not None and param.ref not in colls:
-                raise doc.fail((*loc, "params", pname, "ref"), f"unknown collection '{param.ref}'")
+        _check_operation(("operations", oname), op, colls, doc)
 
-        def need_param(
-            key: str,
-            value: str | None,
-            *,
-            required: bool = False,
-            _loc: tuple[int | str, ...] = loc,
-            _op: Any = op,
-        ) -> None:
-            if value is None:
-                raise doc.fail((*_loc, key), f"a '{_op.kind}' operation needs '{key}'")
-            if value not in _op.params:
-                raise doc.fail(
-                    (*_loc, key),
-                    f"'{value}' is not one of the operation's params "
-                    f"({', '.join(_op.params) or 'none'})",
-                )
-            if required and not _op.params[value].required:
-                raise doc.fail(
-                    (*_loc, "params", value, "required"),
-                    f"param '{value}' must be required (it is the operation's '{key}')",
-                )
 
-        if op.kind in ("get", "update", "append", "remove", "delete"):
-            need_param("key", op.key, required=True)
-        if op.kind in ("append", "remove"):
-            need_param("value", op.value, required=True)
-            if op.field is None or op.field not in coll.fields:
-                raise doc.fail((*loc, "field"), "must name a list field of the collection")
-            spec = coll.field_spec(op.field)
-            if spec is None or spec.type != "string_list":
-                raise doc.fail((*loc, "field"), f"'{op.field}' is not a string_list field")
-        for pname, fields_ in op.match.items():
-            if pname not in op.params:
-                raise doc.fail((*loc, "match", pname), f"'{pname}' is not a param")
-            for f in fields_:
-                if f not in fields:
-                    raise doc.fail(
-                        (*loc, "match", pname), f"unknown field '{f}' of '{op.collection}'"
-                    )
-        for pname, f in op.equals.items():
-            if pname not in op.params:
-                raise doc.fail((*loc, "equals", pname), f"'{pname}' is not a param")
+def _check_operation(
+    loc: Loc, op: OperationSpec, colls: Mapping[str, CollectionSpec], doc: Doc
+) -> None:
+    """One operation against the collections: every name it uses must exist."""
+    if op.collection not in colls:
+        raise doc.fail(
+            (*loc, "collection"),
+            f"unknown collection '{op.collection}' (collections: {', '.join(colls)})",
+        )
+    coll = colls[op.collection]
+    for pname, param in op.params.items():
+        if param.ref is not None and param.ref not in colls:
+            raise doc.fail((*loc, "params", pname, "ref"), f"unknown collection '{param.ref}'")
+    _check_operation_kind(loc, op, coll, doc)
+    _check_operation_filters(loc, op, coll, doc)
+    _check_operation_writes(loc, op, coll, colls, doc)
+    _check_destructive(loc, op, coll, doc)
+
+
+def _need_param(
+    doc: Doc, loc: Loc, op: OperationSpec, key: str, value: str | None, *, required: bool = False
+) -> None:
+    """The operation's ``key`` (or ``value``) names one of its params (a required one)."""
+    if value is None:
+        raise doc.fail((*loc, key), f"a '{op.kind}' operation needs '{key}'")
+    if value not in op.params:
+        raise doc.fail(
+            (*loc, key),
+            f"'{value}' is not one of the operation's params ({', '.join(op.params) or 'none'})",
+        )
+    if required and not op.params[value].required:
+        raise doc.fail(
+            (*loc, "params", value, "required"),
+            f"param '{value}' must be required (it is the operation's '{key}')",
+        )
+
+
+def _check_operation_kind(loc: Loc, op: OperationSpec, coll: CollectionSpec, doc: Doc) -> None:
+    """What the operation's kind requires: a key, and for append/remove a list field."""
+    if op.kind in ("get", "update", "append", "remove", "delete"):
+        _need_param(doc, loc, op, "key", op.key, required=True)
+    if op.kind in ("append", "remove"):
+        _need_param(doc, loc, op, "value", op.value, required=True)
+        if op.field is None or op.field not in coll.fields:
+            raise doc.fail((*loc, "field"), "must name a list field of the collection")
+        spec = coll.field_spec(op.field)
+        if spec is None or spec.type != "string_list":
+            raise doc.fail((*loc, "field"), f"'{op.field}' is not a string_list field")
+
+
+def _check_operation_filters(loc: Loc, op: OperationSpec, coll: CollectionSpec, doc: Doc) -> None:
+    """``match`` and ``equals``: params against fields of the collection (or ``id``)."""
+    fields = set(coll.fields) | {"id"}
+    for pname, fields_ in op.match.items():
+        if pname not in op.params:
+            raise doc.fail((*loc, "match", pname), f"'{pname}' is not a param")
+        for f in fields_:
             if f not in fields:
-                raise doc.fail((*loc, "equals", pname), f"unknown field '{f}'")
-        for f, pname in op.set.items():
-            if f not in coll.fields or f == "id":
-                raise doc.fail((*loc, "set", f), f"unknown or read-only field '{f}'")
-            if pname not in op.params:
-                raise doc.fail((*loc, "set", f), f"'{pname}' is not a param")
-        for f in op.defaults:
-            if f not in coll.fields:
-                raise doc.fail((*loc, "defaults", f), f"unknown field '{f}'")
-        for f, target in op.expand.items():
-            if f not in coll.fields:
-                raise doc.fail((*loc, "expand", f), f"unknown field '{f}'")
-            if target not in colls:
-                raise doc.fail((*loc, "expand", f), f"unknown collection '{target}'")
-        if op.kind == "delete" and not op.destructive:
-            raise doc.fail((*loc, "destructive"), "a delete operation must be destructive: true")
-        if op.destructive:
-            if op.confirmation is None:
-                raise doc.fail(
-                    (*loc, "confirmation"),
-                    "a destructive operation needs a "
-                    "confirmation ({param: confirm, equals_field: name})",
-                )
-            if op.key is None:
-                raise doc.fail((*loc, "key"), "a destructive operation needs 'key' (its target)")
-            if op.confirmation.param not in op.params:
-                raise doc.fail(
-                    (*loc, "confirmation", "param"),
-                    f"'{op.confirmation.param}' is not one of the params",
-                )
-            if op.confirmation.equals_field not in coll.fields:
-                raise doc.fail(
-                    (*loc, "confirmation", "equals_field"),
-                    f"unknown field '{op.confirmation.equals_field}'",
-                )
+                raise doc.fail((*loc, "match", pname), f"unknown field '{f}' of '{op.collection}'")
+    for pname, f in op.equals.items():
+        if pname not in op.params:
+            raise doc.fail((*loc, "equals", pname), f"'{pname}' is not a param")
+        if f not in fields:
+            raise doc.fail((*loc, "equals", pname), f"unknown field '{f}'")
+
+
+def _check_operation_writes(
+    loc: Loc, op: OperationSpec, coll: CollectionSpec, colls: Mapping[str, CollectionSpec], doc: Doc
+) -> None:
+    """``set``, ``defaults`` and ``expand``: writable fields, params, referenced collections."""
+    for f, pname in op.set.items():
+        if f not in coll.fields or f == "id":
+            raise doc.fail((*loc, "set", f), f"unknown or read-only field '{f}'")
+        if pname not in op.params:
+            raise doc.fail((*loc, "set", f), f"'{pname}' is not a param")
+    for f in op.defaults:
+        if f not in coll.fields:
+            raise doc.fail((*loc, "defaults", f), f"unknown field '{f}'")
+    for f, target in op.expand.items():
+        if f not in coll.fields:
+            raise doc.fail((*loc, "expand", f), f"unknown field '{f}'")
+        if target not in colls:
+            raise doc.fail((*loc, "expand", f), f"unknown collection '{target}'")
+
+
+def _check_destructive(loc: Loc, op: OperationSpec, coll: CollectionSpec, doc: Doc) -> None:
+    """A delete is destructive; a destructive operation has a key and a typed confirmation."""
+    if op.kind == "delete" and not op.destructive:
+        raise doc.fail((*loc, "destructive"), "a delete operation must be destructive: true")
+    if not op.destructive:
+        return
+    if op.confirmation is None:
+        raise doc.fail(
+            (*loc, "confirmation"),
+            "a destructive operation needs a confirmation ({param: confirm, equals_field: name})",
+        )
+    if op.key is None:
+        raise doc.fail((*loc, "key"), "a destructive operation needs 'key' (its target)")
+    if op.confirmation.param not in op.params:
+        raise doc.fail(
+            (*loc, "confirmation", "param"),
+            f"'{op.confirmation.param}' is not one of the params",
+        )
+    if op.confirmation.equals_field not in coll.fields:
+        raise doc.fail(
+            (*loc, "confirmation", "equals_field"),
+            f"unknown field '{op.confirmation.equals_field}'",
+        )
 
 
 def _check_collection(
     cname: str, coll: CollectionSpec, colls: Mapping[str, CollectionSpec], doc: Doc
 ) -> None:
-    loc: tuple[int | str, ...] = ("collections", cname)
+    loc: Loc = ("collections", cname)
     for fname in coll.fields:
         spec = coll.field_spec(fname)
         assert spec is not None
@@ -385,36 +412,55 @@ def _check_collection(
             raise doc.fail((*loc, "fields", fname), f"unknown collection '{spec.ref}'")
     seen: set[str] = set()
     for index, record in enumerate(coll.records):
-        rloc = (*loc, "records", index)
-        rid = record.get("id")
-        if not isinstance(rid, str) or not rid:
-            raise doc.fail(rloc, "every record needs a string 'id'")
-        if rid in seen:
-            raise doc.fail((*rloc, "id"), f"duplicate record id '{rid}'")
-        seen.add(rid)
-        for fname, value in record.items():
-            if fname == "id":
-                continue
-            spec = coll.field_spec(fname)
-            if spec is None:
-                raise doc.fail(
-                    (*rloc, fname), f"unknown field '{fname}' (fields: {', '.join(coll.fields)})"
-                )
-            if value is None and spec.nullable:
-                continue
-            if not type_ok(spec.type, value):
-                raise doc.fail((*rloc, fname), f"expected {spec.type}, got {type(value).__name__}")
+        _check_record(loc, index, record, coll, seen, doc)
     for index, record in enumerate(coll.records):
-        for fname, value in record.items():
-            spec = coll.field_spec(fname) if fname != "id" else None
-            if spec is None or spec.ref is None or value is None:
-                continue
-            known = {r["id"] for r in colls[spec.ref].records}
-            for v in value if isinstance(value, list) else [value]:
-                if v not in known:
-                    raise doc.fail(
-                        (*loc, "records", index, fname), f"'{v}' is not a record of '{spec.ref}'"
-                    )
+        _check_record_refs(loc, index, record, coll, colls, doc)
+
+
+def _check_record(
+    loc: Loc, index: int, record: Mapping[str, Any], coll: CollectionSpec, seen: set[str], doc: Doc
+) -> None:
+    """A seed record: a new string id, and known fields of the declared types."""
+    rloc = (*loc, "records", index)
+    rid = record.get("id")
+    if not isinstance(rid, str) or not rid:
+        raise doc.fail(rloc, "every record needs a string 'id'")
+    if rid in seen:
+        raise doc.fail((*rloc, "id"), f"duplicate record id '{rid}'")
+    seen.add(rid)
+    for fname, value in record.items():
+        if fname == "id":
+            continue
+        spec = coll.field_spec(fname)
+        if spec is None:
+            raise doc.fail(
+                (*rloc, fname), f"unknown field '{fname}' (fields: {', '.join(coll.fields)})"
+            )
+        if value is None and spec.nullable:
+            continue
+        if not type_ok(spec.type, value):
+            raise doc.fail((*rloc, fname), f"expected {spec.type}, got {type(value).__name__}")
+
+
+def _check_record_refs(
+    loc: Loc,
+    index: int,
+    record: Mapping[str, Any],
+    coll: CollectionSpec,
+    colls: Mapping[str, CollectionSpec],
+    doc: Doc,
+) -> None:
+    """Every identifier in a reference field names a seed record of the referenced collection."""
+    for fname, value in record.items():
+        spec = coll.field_spec(fname) if fname != "id" else None
+        if spec is None or spec.ref is None or value is None:
+            continue
+        known = {r["id"] for r in colls[spec.ref].records}
+        for v in value if isinstance(value, list) else [value]:
+            if v not in known:
+                raise doc.fail(
+                    (*loc, "records", index, fname), f"'{v}' is not a record of '{spec.ref}'"
+                )
 
 
 # ---- surfaces ------------------------------------------------------------------------------
@@ -571,104 +617,141 @@ def _check_corpus(corpus: CorpusFile, doc: Doc, service: ServiceFile) -> list[Ta
     cluster_key: dict[str, tuple[str, str, int]] = {}
     tasks: list[Task] = []
     for index, task in enumerate(corpus.tasks):
-        loc: tuple[int | str, ...] = ("tasks", index)
-        if task.id in seen:
-            raise doc.fail(
-                (*loc, "id"), f"duplicate task id '{task.id}' (first at tasks[{seen[task.id]}])"
-            )
-        seen[task.id] = index
-        if task.intent not in corpus.intents:
-            raise doc.fail(
-                (*loc, "intent"),
-                f"unknown intent '{task.intent}' (intents: {', '.join(corpus.intents)})",
-            )
-        key = (task.intent, task.polarity, index)
-        first = cluster_key.setdefault(task.cluster, key)
-        if first[:2] != key[:2]:
-            raise doc.fail(
-                (*loc, "cluster"),
-                f"cluster '{task.cluster}' mixes intent/polarity "
-                f"{first[0]}/{first[1]} (tasks[{first[2]}]) and {key[0]}/{key[1]}: "
-                "paraphrases share an intent and a polarity",
-            )
-        for fname in ("permits", "prohibits"):
-            for j, op in enumerate(getattr(task, fname) or []):
-                if op not in ops:
-                    raise doc.fail((*loc, fname, j), f"unknown operation '{op}'")
-        both = set(task.permits or []) & set(task.prohibits)
-        if both:
-            raise doc.fail(
-                (*loc, "prohibits"), f"'{sorted(both)[0]}' is both permitted and prohibited"
-            )
-        if task.polarity == "negative":
-            if task.permits:
-                raise doc.fail(
-                    (*loc, "permits"),
-                    "a negative task permits no operation (the right behaviour uses no tool)",
-                )
-            if task.solution.steps or task.goal.mutates:
-                raise doc.fail(
-                    (*loc, "solution"), "a negative task has no solution steps and no state change"
-                )
-            task = task.model_copy(update={"permits": []})
-        for j, step in enumerate(task.solution.steps):
-            sloc = (*loc, "solution", "steps", j)
-            if step.op not in ops:
-                raise doc.fail((*sloc, "op"), f"unknown operation '{step.op}'")
-            if not task.allows(step.op):
-                raise doc.fail(
-                    (*sloc, "op"),
-                    f"the recorded path uses '{step.op}', which the task does not permit",
-                )
-            for pname, value in step.args.items():
-                if pname not in ops[step.op].params:
-                    raise doc.fail(
-                        (*sloc, "args", pname), f"'{pname}' is not a parameter of '{step.op}'"
-                    )
-                try:
-                    ref = as_step_ref(value)
-                except ValueError:
-                    raise doc.fail(
-                        (*sloc, "args", pname), "a reference is {step: N, path: a.b.0}"
-                    ) from None
-                if ref is not None and ref.step >= j:
-                    raise doc.fail(
-                        (*sloc, "args", pname), f"step {ref.step} does not run before step {j}"
-                    )
-        goal = task.goal
-        for gname in ("created", "updated", "deleted"):
-            for j, change in enumerate(getattr(goal, gname)):
-                gloc = (*loc, "goal", gname, j)
-                if change.collection not in colls:
-                    raise doc.fail(
-                        (*gloc, "collection"), f"unknown collection '{change.collection}'"
-                    )
-                coll = colls[change.collection]
-                if gname != "created":
-                    ids = {r["id"] for r in coll.records}
-                    if change.id not in ids:
-                        raise doc.fail(
-                            (*gloc, "id"), f"no seed record '{change.id}' in '{change.collection}'"
-                        )
-                for fname in getattr(change, "fields", {}) or {}:
-                    if fname not in coll.fields:
-                        raise doc.fail((*gloc, "fields", fname), f"unknown field '{fname}'")
-        prompt = normalise(task.prompt)
-        for j, text in enumerate(goal.answer_includes):
-            if normalise(text) in prompt:
-                raise doc.fail(
-                    (*loc, "goal", "answer_includes", j),
-                    f"'{text}' already appears in the prompt, so it checks nothing",
-                )
+        loc: Loc = ("tasks", index)
+        _check_task_identity(loc, index, task, corpus, seen, cluster_key, doc)
+        task = _check_task_remit(loc, task, ops, doc)
+        _check_solution(loc, task, ops, doc)
+        _check_goal(loc, task, colls, doc)
         tasks.append(task)
     return tasks
+
+
+def _check_task_identity(
+    loc: Loc,
+    index: int,
+    task: Task,
+    corpus: CorpusFile,
+    seen: dict[str, int],
+    cluster_key: dict[str, tuple[str, str, int]],
+    doc: Doc,
+) -> None:
+    """A new task id, a known intent, and one intent and polarity per cluster."""
+    if task.id in seen:
+        raise doc.fail(
+            (*loc, "id"), f"duplicate task id '{task.id}' (first at tasks[{seen[task.id]}])"
+        )
+    seen[task.id] = index
+    if task.intent not in corpus.intents:
+        raise doc.fail(
+            (*loc, "intent"),
+            f"unknown intent '{task.intent}' (intents: {', '.join(corpus.intents)})",
+        )
+    key = (task.intent, task.polarity, index)
+    first = cluster_key.setdefault(task.cluster, key)
+    if first[:2] != key[:2]:
+        raise doc.fail(
+            (*loc, "cluster"),
+            f"cluster '{task.cluster}' mixes intent/polarity "
+            f"{first[0]}/{first[1]} (tasks[{first[2]}]) and {key[0]}/{key[1]}: "
+            "paraphrases share an intent and a polarity",
+        )
+
+
+def _check_task_remit(loc: Loc, task: Task, ops: Mapping[str, OperationSpec], doc: Doc) -> Task:
+    """Permitted and prohibited operations; a negative task comes back permitting none."""
+    for fname in ("permits", "prohibits"):
+        for j, op in enumerate(getattr(task, fname) or []):
+            if op not in ops:
+                raise doc.fail((*loc, fname, j), f"unknown operation '{op}'")
+    both = set(task.permits or []) & set(task.prohibits)
+    if both:
+        raise doc.fail((*loc, "prohibits"), f"'{sorted(both)[0]}' is both permitted and prohibited")
+    if task.polarity != "negative":
+        return task
+    if task.permits:
+        raise doc.fail(
+            (*loc, "permits"),
+            "a negative task permits no operation (the right behaviour uses no tool)",
+        )
+    if task.solution.steps or task.goal.mutates:
+        raise doc.fail(
+            (*loc, "solution"), "a negative task has no solution steps and no state change"
+        )
+    return task.model_copy(update={"permits": []})
+
+
+def _check_solution(loc: Loc, task: Task, ops: Mapping[str, OperationSpec], doc: Doc) -> None:
+    """The recorded path: permitted operations, their params, references to earlier steps."""
+    for j, step in enumerate(task.solution.steps):
+        sloc = (*loc, "solution", "steps", j)
+        if step.op not in ops:
+            raise doc.fail((*sloc, "op"), f"unknown operation '{step.op}'")
+        if not task.allows(step.op):
+            raise doc.fail(
+                (*sloc, "op"),
+                f"the recorded path uses '{step.op}', which the task does not permit",
+            )
+        for pname, value in step.args.items():
+            _check_step_arg((*sloc, "args", pname), j, step.op, pname, value, ops, doc)
+
+
+def _check_step_arg(
+    aloc: Loc,
+    j: int,
+    op: str,
+    pname: str,
+    value: Any,
+    ops: Mapping[str, OperationSpec],
+    doc: Doc,
+) -> None:
+    if pname not in ops[op].params:
+        raise doc.fail(aloc, f"'{pname}' is not a parameter of '{op}'")
+    try:
+        ref = as_step_ref(value)
+    except ValueError:
+        raise doc.fail(aloc, "a reference is {step: N, path: a.b.0}") from None
+    if ref is not None and ref.step >= j:
+        raise doc.fail(aloc, f"step {ref.step} does not run before step {j}")
+
+
+def _check_goal(loc: Loc, task: Task, colls: Mapping[str, CollectionSpec], doc: Doc) -> None:
+    """The goal's changes name seed records and fields; its answer strings check something."""
+    goal = task.goal
+    for gname in ("created", "updated", "deleted"):
+        for j, change in enumerate(getattr(goal, gname)):
+            _check_change((*loc, "goal", gname, j), change, colls, doc)
+    prompt = normalise(task.prompt)
+    for j, text in enumerate(goal.answer_includes):
+        if normalise(text) in prompt:
+            raise doc.fail(
+                (*loc, "goal", "answer_includes", j),
+                f"'{text}' already appears in the prompt, so it checks nothing",
+            )
+
+
+def _check_change(
+    gloc: Loc, change: Created | Updated | Deleted, colls: Mapping[str, CollectionSpec], doc: Doc
+) -> None:
+    """One change of the goal: a known collection, a seed record (but for created), fields."""
+    if change.collection not in colls:
+        raise doc.fail((*gloc, "collection"), f"unknown collection '{change.collection}'")
+    coll = colls[change.collection]
+    if not isinstance(change, Created):
+        ids = {r["id"] for r in coll.records}
+        if change.id not in ids:
+            raise doc.fail((*gloc, "id"), f"no seed record '{change.id}' in '{change.collection}'")
+    for fname in getattr(change, "fields", {}) or {}:
+        if fname not in coll.fields:
+            raise doc.fail((*gloc, "fields", fname), f"unknown field '{fname}'")
 
 
 def _assign_splits(spec: ExperimentFile, entry: Doc, tasks: Sequence[Task]) -> dict[str, str]:
     clusters = [(t.cluster, t.intent) for t in tasks]
     names = {c for c, _ in clusters}
     if spec.splits.fractions is not None:
-        return assign_by_fractions(clusters, spec.splits.seed, spec.splits.fractions)
+        # a Mapping is invariant in its keys: copy the SplitName-keyed dict as str-keyed
+        fractions: dict[str, float] = dict(spec.splits.fractions.items())
+        return assign_by_fractions(clusters, spec.splits.seed, fractions)
     assert spec.splits.assign is not None
     out: dict[str, str] = {}
     for split, listed in spec.splits.assign.items():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Annotated
 
 import typer
@@ -17,3 +19,16 @@ def workspace(ctx: typer.Context) -> Workspace:
     if not isinstance(ws, Workspace):
         ws = Workspace.resolve(None)
     return ws
+
+
+def bundled_sources() -> dict[str, Traversable]:
+    """What ``init`` copies into a workspace: the bundled experiments (when packaged), drafts.
+
+    Keys are workspace folders, for :func:`prereg.core.workspace.init_workspace`.
+    """
+    sources: dict[str, Traversable] = {}
+    experiments = resources.files("prereg.experiments") / "bundled"
+    if experiments.is_dir():
+        sources["experiments"] = experiments
+    sources["drafts"] = resources.files("prereg.registry") / "drafts"
+    return sources

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from prereg.commands._common import JsonOpt, workspace
-from prereg.core.errors import BadInput, IntegrityError
+from prereg.commands._common import JsonOpt, bundled_sources, workspace
+from prereg.core.errors import IntegrityError
 from prereg.core.output import console, emit
-from prereg.core.workspace import SUBDIRS, Workspace
+from prereg.core.workspace import Workspace
+from prereg.core.workspace import init_workspace as create_workspace
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import verify as verify_registry
 
@@ -65,208 +65,170 @@ def _entry_json(ws: Workspace, entry: Entry) -> dict[str, Any]:
     }
 
 
-def _bundled(package: str, folder: str) -> Any:
-    return resources.files(package) / folder
-
-
-def _copy_tree(
-    source: Any, target: Path, written: list[str], skipped: list[str], ws: Workspace
-) -> None:
-    for item in source.iterdir():
-        if item.name.startswith((".", "__")):
-            continue
-        dest = target / item.name
-        if item.is_dir():
-            _copy_tree(item, dest, written, skipped, ws)
-        elif dest.exists():
-            skipped.append(ws.relative(dest))
-        else:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(item.read_bytes())
-            written.append(ws.relative(dest))
-
-
 def init_workspace(root: Path) -> dict[str, Any]:
-    """Create the workspace folders and copy the bundled experiments and drafts.
+    """``prereg init``: the workspace at ``root``, with the bundled experiments and drafts."""
+    return create_workspace(root, bundled_sources())
 
-    Existing files are never overwritten (a re-run only adds what is missing).
+
+def init_cmd(
+    ctx: typer.Context,
+    directory: Annotated[
+        Path | None,
+        typer.Argument(help="Folder to create (default: the workspace).", show_default=False),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a workspace: experiments/, registry/, runs/, reports/, drafts/.
+
+    The bundled example experiments are copied into experiments/ and ready-to-register
+    drafts (one exploratory, one confirmatory, both on hosts needing no API key) into
+    drafts/. Existing files are left untouched.
     """
-    ws = Workspace(root.resolve())
-    if ws.root.exists() and not ws.root.is_dir():
-        raise BadInput("exists and is not a directory", file=str(root))
-    written: list[str] = []
-    skipped: list[str] = []
-    for sub in SUBDIRS:
-        (ws.root / sub).mkdir(parents=True, exist_ok=True)
-    bundled = _bundled("prereg.experiments", "bundled")
-    if bundled.is_dir():
-        _copy_tree(bundled, ws.experiments, written, skipped, ws)
-    _copy_tree(_bundled("prereg.registry", "drafts"), ws.drafts, written, skipped, ws)
-    experiments = sorted(p.name for p in ws.experiments.iterdir() if p.is_dir())
-    drafts = sorted(p.name for p in ws.drafts.glob("*.yaml"))
-    return {
-        "workspace": str(ws.root),
-        "experiments": experiments,
-        "drafts": drafts,
-        "written": written,
-        "skipped_existing": skipped,
-    }
+    root = directory if directory is not None else workspace(ctx).root
+    result = init_workspace(Path(root))
+
+    def human() -> None:
+        console.print(f"workspace [bold]{result['workspace']}[/]")
+        console.print(f"  experiments: {', '.join(result['experiments']) or 'none'}")
+        console.print(f"  drafts:      {', '.join(result['drafts'])}")
+        console.print(
+            f"  {len(result['written'])} file(s) written, "
+            f"{len(result['skipped_existing'])} existing left untouched"
+        )
+        first = result["drafts"][0] if result["drafts"] else "FILE.yaml"
+        console.print(f"next: prereg -w {result['workspace']} register drafts/{first}")
+
+    emit(result, as_json, human)
+
+
+def register_cmd(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="Registration YAML file.")],
+    as_json: JsonOpt = False,
+) -> None:
+    ws = workspace(ctx)
+    path = file if file.is_absolute() else Path.cwd() / file
+    if not path.exists() and (ws.root / file).exists():
+        path = ws.root / file
+    registry = Registry(ws.registry)
+    result = registry.register(path, ws.experiments, display=ws.relative(path))
+    data = {**_entry_json(ws, result.entry), "created": result.created}
+
+    def human() -> None:
+        verb = "registered" if result.created else "already registered (identical content)"
+        console.print(f"{verb} [bold]{data['id']}[/] ({data['kind']}, split {data['split']})")
+        console.print(f"  digest  {data['digest']}")
+        console.print(f"  frozen  {data['frozen_path']}")
+        if data["supersedes"]:
+            console.print(f"  supersedes {data['supersedes']}")
+        if not data["runnable"]:
+            reason = (data["feasibility"] or {}).get("reason", "")
+            console.print(f"  [bold yellow]NOT RUNNABLE[/]: {reason}")
+            console.print(
+                "  recorded as registered; `prereg run` will refuse it and "
+                "`prereg analyse` will report the verdict not_runnable"
+            )
+
+    emit(data, as_json, human)
+
+
+def verify_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Recompute every digest, object hash and the ledger chain; exit 3 on any problem.
+
+    Also lists, as information, workspace experiment files changed since they were
+    registered (runs are unaffected: they read the frozen copies).
+    """
+    ws = workspace(ctx)
+    report = verify_registry(Registry(ws.registry), ws.experiments)
+    data = report.to_json()
+
+    def human() -> None:
+        for problem in report.problems:
+            console.print(
+                f"[red]PROBLEM[/] {problem.entry}: {problem.message} [dim]({problem.kind})[/]"
+            )
+        for note in report.info:
+            console.print(f"[yellow]info[/] {note.entry}: {note.message}")
+        state = "[green]intact[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
+        console.print(
+            f"registry {state}: {report.registrations} registration(s), "
+            f"{report.ledger_lines} ledger line(s), {report.objects} object(s); "
+            f"head seq {report.head['seq']} {report.head['hash']}"
+        )
+
+    emit(data, as_json, human)
+    if not report.ok:
+        raise typer.Exit(IntegrityError.exit_code)
+
+
+def list_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List registrations in ledger order."""
+    ws = workspace(ctx)
+    entries = Registry(ws.registry).entries()
+    data = {"registrations": [_entry_json(ws, e) for e in entries]}
+
+    def human() -> None:
+        table = Table("id", "kind", "experiment", "split", "digest", "registered", "status")
+        for e in entries:
+            status = []
+            if not e.runnable:
+                status.append("not runnable")
+            if e.superseded_by:
+                status.append(f"superseded by {e.superseded_by}")
+            if e.claims:
+                status.append("claimed locked split")
+            table.add_row(
+                e.id,
+                e.registration.kind,
+                e.experiment,
+                e.registration.split,
+                e.digest[:19] + "…",
+                e.registered_at[:19],
+                ", ".join(status),
+            )
+        console.print(table if entries else "no registrations yet")
+
+    emit(data, as_json, human)
+
+
+def show_cmd(
+    ctx: typer.Context,
+    reg_id: Annotated[str, typer.Argument(metavar="ID", help="Registration id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one registration: digest, time, supersession, frozen document."""
+    ws = workspace(ctx)
+    registry = Registry(ws.registry)
+    entry = registry.get(reg_id)
+    data = _entry_json(ws, entry)
+    data["registration"] = entry.registration.model_dump(mode="json")
+
+    def human() -> None:
+        console.print(f"[bold]{entry.id}[/]: {entry.registration.title}")
+        if entry.superseded_by:
+            console.print(f"[yellow]superseded by {entry.superseded_by}[/]")
+        for key in (
+            "digest",
+            "kind",
+            "experiment",
+            "split",
+            "registered_at",
+            "frozen_path",
+            "supersedes",
+            "runnable",
+        ):
+            console.print(f"  {key:<14}{data[key]}")
+        console.print("  hypothesis    ", entry.registration.hypothesis, markup=False)
+        console.print("  falsification ", entry.registration.falsification, markup=False)
+        console.print_json(json.dumps(data["registration"]))
+
+    emit(data, as_json, human)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("init")
-    def init_cmd(
-        ctx: typer.Context,
-        directory: Annotated[
-            Path | None,
-            typer.Argument(help="Folder to create (default: the workspace).", show_default=False),
-        ] = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Create a workspace: experiments/, registry/, runs/, reports/, drafts/.
-
-        The bundled example experiments are copied into experiments/ and ready-to-register
-        drafts (one exploratory, one confirmatory, both on hosts needing no API key) into
-        drafts/. Existing files are left untouched.
-        """
-        root = directory if directory is not None else workspace(ctx).root
-        result = init_workspace(Path(root))
-
-        def human() -> None:
-            console.print(f"workspace [bold]{result['workspace']}[/]")
-            console.print(f"  experiments: {', '.join(result['experiments']) or 'none'}")
-            console.print(f"  drafts:      {', '.join(result['drafts'])}")
-            console.print(
-                f"  {len(result['written'])} file(s) written, "
-                f"{len(result['skipped_existing'])} existing left untouched"
-            )
-            first = result["drafts"][0] if result["drafts"] else "FILE.yaml"
-            console.print(f"next: prereg -w {result['workspace']} register drafts/{first}")
-
-        emit(result, as_json, human)
-
-    @app.command("register", help=REGISTER_HELP)
-    def register_cmd(
-        ctx: typer.Context,
-        file: Annotated[Path, typer.Argument(help="Registration YAML file.")],
-        as_json: JsonOpt = False,
-    ) -> None:
-        ws = workspace(ctx)
-        path = file if file.is_absolute() else Path.cwd() / file
-        if not path.exists() and (ws.root / file).exists():
-            path = ws.root / file
-        registry = Registry(ws.registry)
-        result = registry.register(path, ws.experiments, display=ws.relative(path))
-        data = {**_entry_json(ws, result.entry), "created": result.created}
-
-        def human() -> None:
-            verb = "registered" if result.created else "already registered (identical content)"
-            console.print(f"{verb} [bold]{data['id']}[/] ({data['kind']}, split {data['split']})")
-            console.print(f"  digest  {data['digest']}")
-            console.print(f"  frozen  {data['frozen_path']}")
-            if data["supersedes"]:
-                console.print(f"  supersedes {data['supersedes']}")
-            if not data["runnable"]:
-                reason = (data["feasibility"] or {}).get("reason", "")
-                console.print(f"  [bold yellow]NOT RUNNABLE[/]: {reason}")
-                console.print(
-                    "  recorded as registered; `prereg run` will refuse it and "
-                    "`prereg analyse` will report the verdict not_runnable"
-                )
-
-        emit(data, as_json, human)
-
-    @app.command("verify")
-    def verify_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-        """Recompute every digest, object hash and the ledger chain; exit 3 on any problem.
-
-        Also lists, as information, workspace experiment files changed since they were
-        registered (runs are unaffected: they read the frozen copies).
-        """
-        ws = workspace(ctx)
-        report = verify_registry(Registry(ws.registry), ws.experiments)
-        data = report.to_json()
-
-        def human() -> None:
-            for problem in report.problems:
-                console.print(
-                    f"[red]PROBLEM[/] {problem.entry}: {problem.message} [dim]({problem.kind})[/]"
-                )
-            for note in report.info:
-                console.print(f"[yellow]info[/] {note.entry}: {note.message}")
-            state = (
-                "[green]intact[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
-            )
-            console.print(
-                f"registry {state}: {report.registrations} registration(s), "
-                f"{report.ledger_lines} ledger line(s), {report.objects} object(s); "
-                f"head seq {report.head['seq']} {report.head['hash']}"
-            )
-
-        emit(data, as_json, human)
-        if not report.ok:
-            raise typer.Exit(IntegrityError.exit_code)
-
-    @app.command("list")
-    def list_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-        """List registrations in ledger order."""
-        ws = workspace(ctx)
-        entries = Registry(ws.registry).entries()
-        data = {"registrations": [_entry_json(ws, e) for e in entries]}
-
-        def human() -> None:
-            table = Table("id", "kind", "experiment", "split", "digest", "registered", "status")
-            for e in entries:
-                status = []
-                if not e.runnable:
-                    status.append("not runnable")
-                if e.superseded_by:
-                    status.append(f"superseded by {e.superseded_by}")
-                if e.claims:
-                    status.append("claimed locked split")
-                table.add_row(
-                    e.id,
-                    e.registration.kind,
-                    e.experiment,
-                    e.registration.split,
-                    e.digest[:19] + "…",
-                    e.registered_at[:19],
-                    ", ".join(status),
-                )
-            console.print(table if entries else "no registrations yet")
-
-        emit(data, as_json, human)
-
-    @app.command("show")
-    def show_cmd(
-        ctx: typer.Context,
-        reg_id: Annotated[str, typer.Argument(metavar="ID", help="Registration id.")],
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Show one registration: digest, time, supersession, frozen document."""
-        ws = workspace(ctx)
-        registry = Registry(ws.registry)
-        entry = registry.get(reg_id)
-        data = _entry_json(ws, entry)
-        data["registration"] = entry.registration.model_dump(mode="json")
-
-        def human() -> None:
-            console.print(f"[bold]{entry.id}[/]: {entry.registration.title}")
-            if entry.superseded_by:
-                console.print(f"[yellow]superseded by {entry.superseded_by}[/]")
-            for key in (
-                "digest",
-                "kind",
-                "experiment",
-                "split",
-                "registered_at",
-                "frozen_path",
-                "supersedes",
-                "runnable",
-            ):
-                console.print(f"  {key:<14}{data[key]}")
-            console.print("  hypothesis    ", entry.registration.hypothesis, markup=False)
-            console.print("  falsification ", entry.registration.falsification, markup=False)
-            console.print_json(json.dumps(data["registration"]))
-
-        emit(data, as_json, human)
+    """Add ``init``, ``register``, ``verify``, ``list`` and ``show`` to the app."""
+    app.command("init")(init_cmd)
+    app.command("register", help=REGISTER_HELP)(register_cmd)
+    app.command("verify")(verify_cmd)
+    app.command("list")(list_cmd)
+    app.command("show")(show_cmd)

@@ -1,10 +1,15 @@
-"""The workspace folder layout (see DESIGN.md, "The workspace")."""
+"""The workspace folder layout (see DESIGN.md, "The workspace") and its initialisation."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
+
+from prereg.core.errors import BadInput
 
 SUBDIRS = ("experiments", "registry", "runs", "reports", "drafts")
 
@@ -47,3 +52,52 @@ class Workspace:
             return str(Path(path).resolve().relative_to(self.root))
         except ValueError:
             return str(path)
+
+
+def _copy_tree(
+    source: Traversable, target: Path, written: list[str], skipped: list[str], ws: Workspace
+) -> None:
+    for item in source.iterdir():
+        if item.name.startswith((".", "__")):
+            continue
+        dest = target / item.name
+        if item.is_dir():
+            _copy_tree(item, dest, written, skipped, ws)
+        elif dest.exists():
+            skipped.append(ws.relative(dest))
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(item.read_bytes())
+            written.append(ws.relative(dest))
+
+
+def init_workspace(root: Path, sources: Mapping[str, Traversable]) -> dict[str, Any]:
+    """Create the workspace folders and copy each source folder into its subfolder.
+
+    ``sources`` maps a subfolder of :data:`SUBDIRS` (e.g. ``experiments``, ``drafts``)
+    to the folder whose files are copied into it, in the mapping's order; the caller
+    locates them (the bundled experiments and drafts), so the kernel knows no package.
+    Existing files are never overwritten (a re-run only adds what is missing). Returns
+    the ``prereg init --json`` document.
+    """
+    ws = Workspace(root.resolve())
+    if ws.root.exists() and not ws.root.is_dir():
+        raise BadInput("exists and is not a directory", file=str(root))
+    unknown = sorted(set(sources) - set(SUBDIRS))
+    if unknown:
+        raise ValueError(f"not workspace folders: {', '.join(unknown)}")
+    written: list[str] = []
+    skipped: list[str] = []
+    for sub in SUBDIRS:
+        (ws.root / sub).mkdir(parents=True, exist_ok=True)
+    for sub, source in sources.items():
+        _copy_tree(source, ws.root / sub, written, skipped, ws)
+    experiments = sorted(p.name for p in ws.experiments.iterdir() if p.is_dir())
+    drafts = sorted(p.name for p in ws.drafts.glob("*.yaml"))
+    return {
+        "workspace": str(ws.root),
+        "experiments": experiments,
+        "drafts": drafts,
+        "written": written,
+        "skipped_existing": skipped,
+    }

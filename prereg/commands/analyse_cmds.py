@@ -14,17 +14,19 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from prereg.commands._common import JsonOpt, workspace
+from prereg.commands._common import JsonOpt, bundled_sources, workspace
+from prereg.commands.progress import RichProgress
 from prereg.core.output import console, emit
-from prereg.core.workspace import Workspace
+from prereg.core.workspace import Workspace, init_workspace
+from prereg.registry.registry import Registry
+from prereg.reports import Options, Report, analyse, render_terminal, write_report
+from prereg.reports.compare import compare, describe
+from prereg.runners.api import run_registration
 
 DEMO_DRAFT = "music-library-pilot.yaml"
 
 
-def _analyse(ws: Workspace, reg_id: str, options: Any) -> tuple[dict[str, Any], Any, Path]:
-    # imported here: the statistics stack (scipy) should not slow every other command
-    from prereg.reports import analyse, write_report
-
+def _analyse(ws: Workspace, reg_id: str, options: Options) -> tuple[dict[str, Any], Report, Path]:
     report = analyse(ws, reg_id, options)
     out = write_report(ws, report)
     data = report.to_json()
@@ -63,8 +65,6 @@ def register(app: typer.Typer) -> None:
         report.md and report.html (with figures); an exploratory report of a
         confirmatory registration goes to reports/ID/exploratory/.
         """
-        from prereg.reports import Options, render_terminal
-
         ws = workspace(ctx)
         flags = [
             f for f, on in (("--allow-incomplete", allow_incomplete), ("--explore", explore)) if on
@@ -93,8 +93,6 @@ def register(app: typer.Typer) -> None:
         Refuses (exit 4, saying which) when the corpora, evidence classes, models or
         outcomes differ; (exit 3) when either's runs carry a foreign digest.
         """
-        from prereg.reports.compare import compare, describe
-
         ws = workspace(ctx)
         result = compare(ws, a, b)
 
@@ -122,13 +120,9 @@ def register(app: typer.Typer) -> None:
         Needs no network and no API key. Safe to re-run: registration is idempotent and
         completed runs are kept (resume).
         """
-        from prereg.commands.registry_cmds import init_workspace
-        from prereg.registry.registry import Registry
-        from prereg.reports import Options, render_terminal
-
         root = directory or Path(os.environ.get("PREREG_DEMO_DIR") or "prereg-demo")
         started = time.monotonic()
-        init_workspace(root)
+        init_workspace(root, bundled_sources())
         ws = Workspace(root.resolve())
         entry = (
             Registry(ws.registry)
@@ -155,9 +149,6 @@ def register(app: typer.Typer) -> None:
 
 def _run_local(ws: Workspace, reg_id: str, quiet: bool) -> dict[str, Any]:
     """Run (or resume) every unit of the registration with the runners' orchestration."""
-    from prereg.runners.api import run_registration
-    from prereg.runners.progress import RichProgress
-
     progress = None if quiet else RichProgress(reg_id)
     summary = run_registration(ws, reg_id, concurrency=8, progress=progress)
     return dict(summary.to_json())

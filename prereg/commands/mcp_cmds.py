@@ -15,6 +15,10 @@ from prereg.commands._common import JsonOpt
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit, err_console
 from prereg.experiments.mcp_snapshot import LIST_ITEMS, Snapshot, read_snapshot, snapshot_digest
+from prereg.runners.mcp.capture import HttpTarget, StdioTarget, Target, capture_snapshot
+from prereg.runners.mcp.replay import ReplayServer
+from prereg.runners.mcp.serve_http import base_url, bind, endpoints, serve_http
+from prereg.runners.mcp.serve_stdio import serve_stdio
 from prereg.runners.mcp.untrusted import display_text
 
 app = typer.Typer(
@@ -89,8 +93,6 @@ def snapshot_cmd(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    from prereg.runners.mcp.capture import HttpTarget, StdioTarget, Target, capture_snapshot
-
     target: Target
     if url and command:
         raise BadInput("give either a command after '--' or --url, not both", field="--url")
@@ -132,8 +134,6 @@ def serve_cmd(
     ] = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    from prereg.runners.mcp.replay import ReplayServer
-
     servers = [ReplayServer(read_snapshot(path)) for path in snapshots]
     if not http:
         if len(servers) != 1:
@@ -146,12 +146,8 @@ def serve_cmd(
             raise BadInput(
                 "--json needs --http: over stdio, stdout is the protocol channel", field="--json"
             )
-        from prereg.runners.mcp.serve_stdio import serve_stdio
-
         serve_stdio(servers[0])
         return
-
-    from prereg.runners.mcp.serve_http import base_url, bind, endpoints, serve_http
 
     try:
         sock = bind(host, port)

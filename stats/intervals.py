@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
+from prereg.stats._scipy import stats as sps
 from prereg.stats._validate import probability, scalar_or_array
 from prereg.stats.results import ProportionInterval
 

@@ -6,9 +6,9 @@ import math
 from typing import Any, Literal
 
 import numpy as np
-from scipy import optimize
-from scipy import stats as sps
 
+from prereg.stats._scipy import optimize
+from prereg.stats._scipy import stats as sps
 from prereg.stats._validate import count, positive, probability, vector
 from prereg.stats.results import DifferenceInterval, McNemarResult, TOSTResult
 

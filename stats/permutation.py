@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
+from prereg.stats._scipy import stats as sps
 from prereg.stats._validate import alternative as check_alternative
 from prereg.stats._validate import vector
 from prereg.stats.results import PermutationResult

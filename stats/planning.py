@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
-from scipy import stats as sps
 
+from prereg.stats._scipy import special
+from prereg.stats._scipy import stats as sps
 from prereg.stats._validate import positive, probability
 from prereg.stats.results import MonitorExact, MonitorSimulation
 from prereg.stats.sequential import _log_evalue, _prior

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import special
 
+from prereg.stats._scipy import special
 from prereg.stats._validate import counts, scalar_or_array, vector
 from prereg.stats.results import EValueResult, MonitorResult
 

@@ -21,6 +21,8 @@ ALLOWED_TOP_LEVEL = {
     "typing",
     "dataclasses",
     "collections",
+    "importlib",
+    "types",
     "prereg",
 }
 

@@ -3,7 +3,7 @@
 The schema (this package) must validate ``host.driver`` and decide, at register time,
 what a driver needs (a model) and which evidence class its runs carry; the runners, one
 layer up, build the driver. So the table of what may be named lives here, and
-:data:`prereg.runners.drivers.FACTORIES` maps each name to its implementation; a test
+:data:`prereg.runners.drivers.table.FACTORIES` maps each name to its implementation; a test
 (tests/test_architecture.py) checks that the two agree and that every driver built
 reports the evidence class declared here. Adding a driver: docs/extending.md.
 """

@@ -22,7 +22,7 @@ from prereg.registry.schema import Arm, Host, Multiplicity, Registration
 from prereg.reports import controls as report_controls
 from prereg.reports.registered import ADAPTERS
 from prereg.runners import record
-from prereg.runners.drivers import FACTORIES
+from prereg.runners.drivers.table import FACTORIES
 
 
 def _enum(model: type[Any], field: str) -> list[str]:

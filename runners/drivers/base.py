@@ -34,7 +34,7 @@ can say what the host could have read.
 
 Drivers live in ``prereg/runners/drivers/<name>.py`` and expose
 ``create(model: str | None, params: Mapping[str, Any]) -> Driver``, listed by name in
-:data:`prereg.runners.drivers.FACTORIES`.
+:data:`prereg.runners.drivers.table.FACTORIES`.
 """
 
 from __future__ import annotations

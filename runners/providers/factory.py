@@ -1,7 +1,7 @@
 """Building a run's driver from its registration, with what ``create(model, params)`` lacks.
 
-The generic factory (:func:`prereg.runners.drivers.create_driver`, from the table
-:data:`prereg.runners.drivers.FACTORIES`) passes a driver its model and params. A
+The generic factory (:func:`prereg.runners.drivers.table.create_driver`, from the table
+:data:`prereg.runners.drivers.table.FACTORIES`) passes a driver its model and params. A
 provider driver also needs, from the registration, ``host.tool_search`` (defer tools
 and record what the search surfaced) and ``host.allow_sampling`` (checked again,
 defence in depth), and, from the run store, the spend already recorded under the
@@ -19,8 +19,8 @@ from prereg.core.workspace import Workspace
 from prereg.registry.hosts import PROVIDER_DRIVERS
 from prereg.registry.schema import Registration
 from prereg.registry.units import RunPlan
-from prereg.runners.drivers import FACTORIES, create_driver
 from prereg.runners.drivers.base import Driver, InfraError
+from prereg.runners.drivers.table import FACTORIES, create_driver
 from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key, is_provider
 from prereg.runners.providers.prices import PriceTable, load_prices
 from prereg.runners.providers.settings import ProviderSettings

@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from prereg.core.errors import IntegrityError
 from prereg.registry.digest import canonical_json, document_digest, file_digest
 from prereg.registry.ledger import GENESIS
-from prereg.registry.registry import Registry, frozen_body_digest
+from prereg.registry.registry import Entry, Registry, frozen_body_digest
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,96 @@ def _check_chain(registry: Registry, problems: list[Problem]) -> list[dict[str, 
     return events
 
 
+def _check_frozen_event(
+    registry: Registry, event: dict[str, Any], problems: list[Problem]
+) -> tuple[set[str], dict[str, Any] | None]:
+    """One registration's frozen copy against its ledger line: (objects it references, doc)."""
+    referenced: set[str] = set()
+    reg_id = str(event.get("id"))
+    path = registry.frozen_path(reg_id)
+    if not path.is_file():
+        problems.append(
+            Problem(
+                "frozen-deleted",
+                reg_id,
+                f"frozen copy {path.name} is missing ({event['_where']})",
+            )
+        )
+        return referenced, None
+    raw = path.read_bytes()
+    try:
+        frozen = json.loads(raw)
+        document = frozen["document"]
+        stored_digest = frozen["digest"]
+        canonical = canonical_json(frozen) + b"\n"
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+        problems.append(
+            Problem(
+                "frozen-edited",
+                reg_id,
+                f"frozen copy {path.name} is not a valid frozen registration",
+            )
+        )
+        return referenced, None
+    if raw != canonical:
+        problems.append(
+            Problem(
+                "frozen-edited",
+                reg_id,
+                f"frozen copy {path.name} is not byte-identical to its "
+                "canonical form: it was edited (formatting included)",
+            )
+        )
+    recomputed = document_digest(document)
+    if recomputed != stored_digest:
+        problems.append(
+            Problem(
+                "frozen-edited",
+                reg_id,
+                f"frozen copy edited: its document hashes to {recomputed}, "
+                f"its recorded digest is {stored_digest}",
+            )
+        )
+    if stored_digest != event.get("digest"):
+        problems.append(
+            Problem(
+                "digest-mismatch",
+                reg_id,
+                f"ledger digest {event.get('digest')} differs from the "
+                f"frozen copy's {stored_digest}",
+            )
+        )
+    if frozen_body_digest(frozen) != event.get("frozen"):
+        problems.append(
+            Problem(
+                "frozen-edited",
+                reg_id,
+                f"frozen copy {path.name} differs from what its ledger line "
+                "pins (source, feasibility or another field was edited)",
+            )
+        )
+    if frozen.get("ledger_line", "").encode() != event["_raw"]:
+        problems.append(
+            Problem(
+                "ledger-edited",
+                event["_where"],
+                "the ledger line differs from the copy written with the "
+                "frozen registration: the line was edited",
+            )
+        )
+    files = (document.get("experiment") or {}).get("files") or {}
+    referenced.update(files.values())
+    source = (frozen.get("source") or {}).get("object")
+    if source:
+        referenced.add(source)
+    summary = {
+        "id": reg_id,
+        "experiment": (document.get("experiment") or {}).get("name"),
+        "files": files,
+    }
+    return referenced, summary
+
+
 def _check_frozen(
     registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
 ) -> tuple[set[str], list[dict[str, Any]]]:
@@ -113,91 +204,11 @@ def _check_frozen(
     for event in events:
         if event.get("event") != "registration":
             continue
-        reg_id = str(event.get("id"))
-        seen.add(reg_id)
-        path = registry.frozen_path(reg_id)
-        if not path.is_file():
-            problems.append(
-                Problem(
-                    "frozen-deleted",
-                    reg_id,
-                    f"frozen copy {path.name} is missing ({event['_where']})",
-                )
-            )
-            continue
-        raw = path.read_bytes()
-        try:
-            frozen = json.loads(raw)
-            document = frozen["document"]
-            stored_digest = frozen["digest"]
-            canonical = canonical_json(frozen) + b"\n"
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
-            problems.append(
-                Problem(
-                    "frozen-edited",
-                    reg_id,
-                    f"frozen copy {path.name} is not a valid frozen registration",
-                )
-            )
-            continue
-        if raw != canonical:
-            problems.append(
-                Problem(
-                    "frozen-edited",
-                    reg_id,
-                    f"frozen copy {path.name} is not byte-identical to its "
-                    "canonical form: it was edited (formatting included)",
-                )
-            )
-        recomputed = document_digest(document)
-        if recomputed != stored_digest:
-            problems.append(
-                Problem(
-                    "frozen-edited",
-                    reg_id,
-                    f"frozen copy edited: its document hashes to {recomputed}, "
-                    f"its recorded digest is {stored_digest}",
-                )
-            )
-        if stored_digest != event.get("digest"):
-            problems.append(
-                Problem(
-                    "digest-mismatch",
-                    reg_id,
-                    f"ledger digest {event.get('digest')} differs from the "
-                    f"frozen copy's {stored_digest}",
-                )
-            )
-        if frozen_body_digest(frozen) != event.get("frozen"):
-            problems.append(
-                Problem(
-                    "frozen-edited",
-                    reg_id,
-                    f"frozen copy {path.name} differs from what its ledger line "
-                    "pins (source, feasibility or another field was edited)",
-                )
-            )
-        if frozen.get("ledger_line", "").encode() != event["_raw"]:
-            problems.append(
-                Problem(
-                    "ledger-edited",
-                    event["_where"],
-                    "the ledger line differs from the copy written with the "
-                    "frozen registration: the line was edited",
-                )
-            )
-        files = (document.get("experiment") or {}).get("files") or {}
-        referenced.update(files.values())
-        source = (frozen.get("source") or {}).get("object")
-        if source:
-            referenced.add(source)
-        documents.append(
-            {
-                "id": reg_id,
-                "experiment": (document.get("experiment") or {}).get("name"),
-                "files": files,
-            }
-        )
+        seen.add(str(event.get("id")))
+        used, summary = _check_frozen_event(registry, event, problems)
+        referenced |= used
+        if summary is not None:
+            documents.append(summary)
     if registry.frozen_dir.is_dir():
         for path in sorted(registry.frozen_dir.glob("*.json")):
             if path.stem not in seen:
@@ -275,6 +286,25 @@ def _check_objects(registry: Registry, referenced: set[str], problems: list[Prob
     return count
 
 
+def _check_referenced(registry: Registry, referenced: set[str], problems: list[Problem]) -> None:
+    """Only the objects one registration references: present and unedited."""
+    for digest in sorted(referenced):
+        try:
+            data = registry.objects.get(digest)
+        except FileNotFoundError:
+            problems.append(Problem("object-missing", digest, "a referenced object is missing"))
+            continue
+        actual = file_digest(data)
+        if actual != digest:
+            problems.append(
+                Problem(
+                    "object-edited",
+                    digest,
+                    f"stored object was edited: its content hashes to {actual}",
+                )
+            )
+
+
 def _workspace_changes(experiments_dir: Path, documents: list[dict[str, Any]]) -> list[Problem]:
     info = []
     for doc in documents:
@@ -318,3 +348,37 @@ def verify(registry: Registry, experiments_dir: Path | None = None) -> Report:
         objects=objects,
         head=head.to_json(),
     )
+
+
+def verify_entry(registry: Registry, reg_id: str) -> list[Problem]:
+    """The checks ``verify`` makes, for what one registration depends on.
+
+    The whole ledger chain (one file, cheap to rehash), the registration's frozen copy
+    against its ledger line and digest, the objects it references, and every claim
+    against its mirror (the locked split concerns every registration). Commands that
+    read a registration (run, analyse, export, import, compare, plan from runs) call
+    this first (DESIGN.md invariant 11).
+    """
+    problems: list[Problem] = []
+    events = _check_chain(registry, problems)
+    mine = [e for e in events if e.get("id") == reg_id]
+    referenced: set[str] = set()
+    for event in mine:
+        if event.get("event") == "registration":
+            used, _ = _check_frozen_event(registry, event, problems)
+            referenced |= used
+    _check_claims(registry, events, problems)  # every claim: the locked split is shared
+    _check_referenced(registry, referenced, problems)
+    return problems
+
+
+def verified_entry(registry: Registry, reg_id: str) -> Entry:
+    """The registration ``reg_id``, after :func:`verify_entry` found nothing (else exit 3)."""
+    problems = verify_entry(registry, reg_id)
+    if problems:
+        raise IntegrityError(
+            f"registration '{reg_id}' fails verification, so it is not used; run "
+            "`prereg verify` for the whole registry",
+            details=[f"{p.kind}: {p.entry}: {p.message}" for p in problems],
+        )
+    return registry.get(reg_id)

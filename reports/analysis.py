@@ -27,6 +27,7 @@ from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
 from prereg.registry.registry import Registry
 from prereg.registry.schema import Registration, TestSpec
+from prereg.registry.verify import verified_entry
 from prereg.reports import controls, exploratory, family, stopping
 from prereg.reports.arms import arm_report, pooled_icc
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs
@@ -364,7 +365,7 @@ def analyse(
     """Load, check and analyse registration ``reg_id`` of workspace ``ws``."""
     options = options or Options()
     registry = Registry(ws.registry)
-    entry = registry.get(reg_id)
+    entry = verified_entry(registry, reg_id)
     head = registry.head().to_json()
     loaded = load_runs(ws, registry, entry, records=records)
     return build_report(loaded, head, options)

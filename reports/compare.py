@@ -34,6 +34,7 @@ from prereg.core.errors import BadInput, ProtocolRefusal
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
 from prereg.registry.registry import Registry
+from prereg.registry.verify import verified_entry
 from prereg.reports.analysis import Options, build_report
 from prereg.reports.load import LoadedRuns, load_runs
 from prereg.reports.model import Discordant, Interval, Provenance
@@ -238,8 +239,8 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
         raise BadInput("compare needs two different registrations", field="B")
     registry = Registry(ws.registry)
     head = registry.head().to_json()
-    a = load_runs(ws, registry, registry.get(a_id))
-    b = load_runs(ws, registry, registry.get(b_id))
+    a = load_runs(ws, registry, verified_entry(registry, a_id))
+    b = load_runs(ws, registry, verified_entry(registry, b_id))
     problems, differences = _check(a, b)
     if problems:
         raise ProtocolRefusal(

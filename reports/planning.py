@@ -18,6 +18,7 @@ from prereg.core.errors import BadInput
 from prereg.core.workspace import Workspace
 from prereg.registry.registry import Registry
 from prereg.registry.schema import Registration
+from prereg.registry.verify import verified_entry
 from prereg.reports.pilot import PilotEstimate, estimate_pilot, load_pilot
 from prereg.stats import (
     MonitorExact,
@@ -262,7 +263,7 @@ def pilot_estimates(
     ws: Workspace, reg_id: str, runs: int, seed: int
 ) -> tuple[dict[str, Any], PilotEstimate, Registration]:
     """Estimates from a registration's runs: (pilot JSON, estimate, registration)."""
-    entry = Registry(ws.registry).get(reg_id)
+    entry = verified_entry(Registry(ws.registry), reg_id)
     reg = entry.registration
     control, treatment = reg.compared_arms()
     data = load_pilot(

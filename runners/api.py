@@ -20,6 +20,7 @@ from prereg.core.errors import BadInput, IntegrityError
 from prereg.core.workspace import Workspace
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.units import build_offers
+from prereg.registry.verify import verified_entry
 from prereg.runners.drivers.base import Driver
 from prereg.runners.exchange import Format, read_records, write_records
 from prereg.runners.orchestrate import Progress, RunSummary, execute
@@ -73,7 +74,7 @@ def export_registration(
     ws: Workspace, registration_id: str, fmt: Format, out: Path
 ) -> dict[str, Any]:
     """Write every record of a registration to ``out``; refuses foreign digests (exit 3)."""
-    entry = open_registry(ws).get(registration_id)
+    entry = verified_entry(open_registry(ws), registration_id)
     store = RunStore(ws.runs)
     records = store.records(registration_id=registration_id)
     store.close()
@@ -109,6 +110,8 @@ def import_file(ws: Workspace, path: Path) -> dict[str, Any]:
     for line, record in rows:
         if record.registration_id not in digests:
             entry = registry.find(record.registration_id)
+            if entry is not None:
+                entry = verified_entry(registry, entry.id)
             digests[record.registration_id] = None if entry is None else entry.digest
         expected = digests[record.registration_id]
         if expected != record.registration_digest:

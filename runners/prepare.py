@@ -15,6 +15,7 @@ from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import RunPlan, plan_from_registration
+from prereg.registry.verify import verified_entry
 
 
 def open_registry(ws: Workspace) -> Registry:
@@ -23,10 +24,10 @@ def open_registry(ws: Workspace) -> Registry:
 
 
 def prepare(ws: Workspace, registration_id: str) -> tuple[Registry, Entry, RunPlan, Experiment]:
-    """(registry, entry, plan, frozen experiment) of a registration, with the protocol
-    checks that do not write anything (runnable, locked split kind)."""
+    """(registry, entry, plan, frozen experiment) of a verified registration, with the
+    protocol checks that do not write anything (runnable, locked split kind)."""
     registry = open_registry(ws)
-    entry = registry.get(registration_id)
+    entry = verified_entry(registry, registration_id)
     reg = entry.registration
     if not entry.runnable:
         raise ProtocolRefusal(

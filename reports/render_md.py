@@ -1,17 +1,20 @@
 """``report.md``: the report as Markdown, from the report model only (no computation).
 
-Untrusted strings (free text of the registration, prompts, tool metadata, run
-fields) are HTML-escaped and table-escaped, since many Markdown viewers render
-inline HTML.
+Every string that reaches the file goes through :mod:`prereg.core.untrusted`, the one
+place that makes text safe for Markdown: :func:`esc` (inline text and table cells),
+:func:`code` (code spans) and :func:`quote` (verbatim free text as a block quote). No
+link, image, autolink, HTML tag or raw control character of a tool description, a
+prompt, a title or anything else from a registration, a snapshot or a provider
+survives as markup; the only images are the report's own figures.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Sequence
 from typing import Any
 
+from prereg.core.untrusted import markdown_block, markdown_code, markdown_text
 from prereg.reports.figures import FIGURES
 from prereg.reports.model import Report, TestReport
 from prereg.reports.text import (
@@ -27,15 +30,15 @@ from prereg.reports.text import (
     pvalue,
 )
 
-
-def esc(value: Any) -> str:
-    """Plain text for Markdown: no inline HTML can survive, no table cell can be split."""
-    text = html.escape(str(value), quote=False)
-    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+#: Inline text (a paragraph, a list item, a table cell), shown literally.
+esc = markdown_text
+#: A code span, shown literally (not in table cells).
+code = markdown_code
 
 
 def quote(value: str) -> str:
-    return "\n".join("> " + html.escape(line, quote=False) for line in value.splitlines() or [""])
+    """Free text as a block quote, line by line, shown literally."""
+    return "\n".join(("> " + line).rstrip() for line in markdown_block(value))
 
 
 def code_block(data: Any) -> list[str]:
@@ -94,19 +97,19 @@ def _registration(r: Report) -> list[str]:
     out += [
         "## Registration",
         "",
-        f"- id: `{esc(r.registration)}`; kind: {esc(r.kind)}; split: {esc(r.split)}; "
+        f"- id: {code(r.registration)}; kind: {esc(r.kind)}; split: {esc(r.split)}; "
         f"experiment: {esc(r.experiment)}",
-        f"- digest: `{esc(r.digest)}`",
+        f"- digest: {code(r.digest)}",
         f"- registered at {esc(r.provenance.registered_at)} (ledger seq "
         f"{r.provenance.ledger_seq}); ledger head at analysis: seq "
         f"{esc(r.provenance.ledger_head.get('seq'))}, "
-        f"`{esc(r.provenance.ledger_head.get('hash'))}`",
+        f"{code(r.provenance.ledger_head.get('hash'))}",
         f"- host: {esc(json.dumps(r.host, sort_keys=True))}",
         f"- outcome: {esc(r.outcome)}; prereg {esc(r.provenance.prereg_version)}; analysed "
         f"at {esc(r.provenance.analysed_at)}",
     ]
     if r.provenance.superseded_by:
-        out.append(f"- superseded by `{esc(r.provenance.superseded_by)}` (this record stands)")
+        out.append(f"- superseded by {code(r.provenance.superseded_by)} (this record stands)")
     if r.feasibility:
         out.append(f"- feasibility: {esc(json.dumps(r.feasibility, sort_keys=True))}")
     out += [
@@ -313,7 +316,7 @@ def _controls(r: Report) -> list[str]:
         )
         out.append("")
         for c in r.controls:
-            out.append(f"- `{esc(c.arm)}` ({esc(c.check)}): **{esc(c.verdict)}**: {esc(c.reason)}")
+            out.append(f"- {code(c.arm)} ({esc(c.check)}): **{esc(c.verdict)}**: {esc(c.reason)}")
         out.append("")
     return out
 
@@ -335,7 +338,7 @@ def _surfaces(r: Report) -> list[str]:
     for s in r.surfaces:
         control = f" (control {esc(s['control'])})" if s.get("control") else ""
         out += [
-            f"Arm `{esc(s['arm'])}`, surface `{esc(s['surface'])}`{control}: "
+            f"Arm {code(s['arm'])}, surface {code(s['surface'])}{control}: "
             f"{esc(s.get('title') or '')}"
         ]
         out += table(
@@ -365,8 +368,9 @@ def _figures(r: Report) -> list[str]:
     if r.figures:
         out += ["## Figures", ""]
         for name in r.figures:
-            caption = FIGURES.get(name, (None, name))[1]
-            out += [f"![{esc(caption)}](figures/{esc(name)}.png)", ""]
+            if name not in FIGURES:  # only the report's own figures, by their fixed names
+                continue
+            out += [f"![{esc(FIGURES[name][1])}](figures/{name}.png)", ""]
     return out
 
 
@@ -377,7 +381,7 @@ def _provenance(r: Report) -> list[str]:
         "",
         "Every number's provenance (runs, function, parameters, registration field) is in "
         "`report.json`.",
-        f"Command: `{esc(r.provenance.command)}`",
+        f"Command: {code(r.provenance.command)}",
         "",
     ]
     return out

@@ -1,8 +1,10 @@
 """Terminal output: a short rich summary table and the verdict.
 
-Every string from a registration or a run is passed as a ``rich.text.Text`` (or
-with ``markup=False``), so text such as ``[bold]`` in a tool description or a
-hypothesis is printed, never interpreted.
+Every string is printed as a ``rich.text.Text`` made by
+:func:`prereg.core.untrusted.display` (never parsed for markup), so ``[bold]`` in a
+title or a tool description is printed, never interpreted, and escape sequences
+(clear-screen, colour, OSC 8 links) and other control characters in it are shown as
+escapes, never sent to the terminal.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
-from rich.text import Text
 
+from prereg.core.untrusted import display
 from prereg.reports.model import Report
 from prereg.reports.text import (
     EXPLORATORY_BANNER,
@@ -31,9 +33,9 @@ def _span(low: float | None, high: float | None) -> str:
 
 def render(report: Report, console: Console, where: str | None = None) -> None:
     r = report
-    console.print(Text(f"{r.registration}: {r.title}", style="bold"))
+    console.print(display(f"{r.registration}: {r.title}", style="bold"))
     console.print(
-        Text(
+        display(
             f"digest {r.digest}  ({r.kind}, split {r.split}, evidence class "
             f"{r.runs.evidence_class or '-'})",
             style="dim",
@@ -41,7 +43,7 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
     )
     if r.mode == "exploratory":
         console.print(
-            Text(
+            display(
                 EXPLORATORY_BANNER + " (" + "; ".join(r.exploratory_reasons) + ")",
                 style="bold yellow",
             )
@@ -56,12 +58,12 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
         "rate",
         "interval",
         "DEFF",
-        title=Text(f"outcome: {r.outcome}; Jeffreys intervals{level} deflated by DEFF"),
+        title=display(f"outcome: {r.outcome}; Jeffreys intervals{level} deflated by DEFF"),
     )
     for a in r.arms:
         table.add_row(
-            Text(a.id),
-            Text(a.surface),
+            display(a.id),
+            display(a.surface),
             str(a.runs_ok),
             str(a.infra_errors),
             f"{a.successes}/{a.measured}",
@@ -70,7 +72,7 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
             f"{a.design_effect:.2f}",
         )
     console.print(table)
-    console.print(Text(primary_line(r)))
+    console.print(display(primary_line(r)))
     if r.controls:
         controls = Table(
             "check",
@@ -79,22 +81,22 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
             "interval",
             "rule",
             "verdict",
-            title=Text("instrument controls (registered; never change the verdict)"),
+            title=display("instrument controls (registered; never change the verdict)"),
         )
         for c in r.controls:
             style = {"pass": "green", "fail": "bold red"}.get(c.verdict, "yellow")
             controls.add_row(
-                Text(c.check),
-                Text(c.arm),
-                Text(control_short(c)),
-                Text(control_interval(c)),
-                Text(c.rule),
-                Text(c.verdict, style=style),
+                display(c.check),
+                display(c.arm),
+                display(control_short(c)),
+                display(control_interval(c)),
+                display(c.rule),
+                display(c.verdict, style=style),
             )
         console.print(controls)
     comp = r.completeness
     console.print(
-        Text(
+        display(
             f"runs: {comp.completed} of {comp.planned} planned units"
             f"{'' if comp.complete else ' (INCOMPLETE)'}; infrastructure failures "
             f"{r.runs.infra_errors}; spend "
@@ -104,7 +106,11 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
     label, text = headline(r)
     style = "bold green" if r.mode == "confirmatory" and r.verdict == "supported" else "bold"
     console.print(
-        Panel(Text(f"{label}: {text}\n{r.verdict_detail.reason}"), style=style, expand=False)
+        Panel(
+            display(f"{label}: {text}").append("\n").append_text(display(r.verdict_detail.reason)),
+            style=style,
+            expand=False,
+        )
     )
     if where:
-        console.print(Text(f"report: {where}"))
+        console.print(display(f"report: {where}"))

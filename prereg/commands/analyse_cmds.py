@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.text import Text
 
 from prereg.commands._common import JsonOpt, bundled_sources, workspace
 from prereg.commands.progress import RichProgress
 from prereg.core.output import console, emit
+from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace, init_workspace
 from prereg.registry.registry import Registry
 from prereg.reports import Options, Report, analyse, render_terminal, write_report
@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
 
         def human() -> None:
             for line in describe(result):
-                console.print(Text(line))
+                console.print(display(line))
 
         emit(result.to_json(), as_json, human)
 
@@ -141,8 +141,8 @@ def register(app: typer.Typer) -> None:
 
         def human() -> None:
             render_terminal.render(report, console)
-            console.print(Text(f"report: {out / 'report.html'}", style="bold"))
-            console.print(Text(f"workspace: {ws.root} (try: prereg -w {ws.root} list)"))
+            console.print(display(f"report: {out / 'report.html'}", style="bold"))
+            console.print(display(f"workspace: {ws.root} (try: prereg -w {ws.root} list)"))
 
         emit(data, as_json, human)
 

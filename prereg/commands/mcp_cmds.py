@@ -14,12 +14,12 @@ from rich.text import Text
 from prereg.commands._common import JsonOpt
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit, err_console
+from prereg.core.untrusted import display, display_text
 from prereg.experiments.mcp_snapshot import LIST_ITEMS, Snapshot, read_snapshot, snapshot_digest
 from prereg.runners.mcp.capture import HttpTarget, StdioTarget, Target, capture_snapshot
 from prereg.runners.mcp.replay import ReplayServer
 from prereg.runners.mcp.serve_http import base_url, bind, endpoints, serve_http
 from prereg.runners.mcp.serve_stdio import serve_stdio
-from prereg.runners.mcp.untrusted import display_text
 
 app = typer.Typer(
     name="mcp",
@@ -225,21 +225,22 @@ def _summary(snap: Snapshot, file: str) -> dict[str, Any]:
 def _show_human(snap: Snapshot, data: dict[str, Any]) -> None:
     ident = snap.identity()
     head = Text()
-    head.append(display_text(ident["name"]), style="bold")
+    head.append(display_text(ident["name"], 240), style="bold")
     head.append(
-        f" {display_text(ident['version'])}  protocol {display_text(snap.protocol_version)}"
+        f" {display_text(ident['version'], 240)}  protocol "
+        f"{display_text(snap.protocol_version, 240)}"
     )
     console.print(head)
     for label in ("title", "description", "instructions"):
         if ident[label]:
-            console.print(Text(f"{label}: {display_text(ident[label], 400)}"))
+            console.print(Text(f"{label}: ").append_text(display(ident[label], limit=400)))
     console.print(Text(f"digest {data['digest']}"))
-    table = Table("tool", "title", "description", title=Text(f"{data['file']}"))
+    table = Table("tool", "title", "description", title=display(data["file"]))
     for tool in snap.tools():
         table.add_row(
-            Text(display_text(tool.get("name"), 80)),
-            Text(display_text(tool.get("title"), 60)),
-            Text(display_text(tool.get("description"), 160)),
+            display(tool.get("name"), limit=80),
+            display(tool.get("title"), limit=60),
+            display(tool.get("description"), limit=160),
         )
     console.print(table)
     for method in LIST_ITEMS:
@@ -251,7 +252,7 @@ def _show_human(snap: Snapshot, data: dict[str, Any]) -> None:
 
 def _serve_human(data: dict[str, Any], servers: list[Any]) -> None:
     for row in data["servers"]:
-        line = Text(f"[{row['index']}] {row['url']}  ")
+        line = display(f"[{row['index']}] {row['url']}  ")
         line.append(display_text(row["name"], 60), style="bold")
         line.append(f"  {row['tools']} tool(s)  {row['digest']}")
         console.print(line, soft_wrap=True)

@@ -13,10 +13,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from prereg.commands._common import JsonOpt, workspace
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
+from prereg.core.untrusted import display
 from prereg.reports.planning import PlanOptions, build_plan
 
 PLAN_HELP = """Plan a paired comparison: the minimum detectable effect (MDE) or the prompts needed.
@@ -246,7 +248,7 @@ def render(plan: dict[str, Any]) -> None:
                 "the number of prompts"
             )
         if paired["message"]:
-            console.print(f"  [bold yellow]{paired['message']}[/]", highlight=False)
+            console.print(display(f"  {paired['message']}", "bold yellow"))
         table = Table(
             "prompts",
             "alpha",
@@ -271,11 +273,15 @@ def render(plan: dict[str, Any]) -> None:
         console.print(table)
     mc = plan["mcnemar"]
     if mc is not None:
-        size = f"[bold]{mc['prompts']} pairs[/]" if mc["prompts"] is not None else "no size"
+        size = (f"{mc['prompts']} pairs", "bold") if mc["prompts"] is not None else "no size"
         console.print(
-            f"[bold]McNemar[/] (Connor 1987): p01 {mc['p01']:.3g}, p10 "
-            f"{mc['p10']:.3g} -> {size} at alpha {alpha:g}, power {power:g}"
-            + (f" ({mc['note']})" if mc["note"] else "")
+            Text.assemble(
+                ("McNemar", "bold"),
+                f" (Connor 1987): p01 {mc['p01']:.3g}, p10 {mc['p10']:.3g} -> ",
+                size,
+                f" at alpha {alpha:g}, power {power:g}",
+                display(f" ({mc['note']})" if mc["note"] else ""),
+            )
         )
     console.print(
         f"[bold]Minimum discordant pairs[/]: the exact two-sided McNemar test needs "
@@ -319,7 +325,7 @@ def render(plan: dict[str, Any]) -> None:
                 highlight=False,
             )
     for note in plan["notes"]:
-        console.print(f"[dim]note: {note}[/]", highlight=False)
+        console.print(display(f"note: {note}", "dim"))
 
 
 def _render_pilot(p: dict[str, Any]) -> None:
@@ -327,9 +333,11 @@ def _render_pilot(p: dict[str, Any]) -> None:
         "estimate",
         "value",
         "how",
-        title=f"Pilot {p['registration']} "
-        f"({p['kind']}, split {p['split']}): {p['prompts']} prompts x "
-        f"{p['repeats']} repeat(s), {p['control']} vs {p['treatment']}",
+        title=display(
+            f"Pilot {p['registration']} "
+            f"({p['kind']}, split {p['split']}): {p['prompts']} prompts x "
+            f"{p['repeats']} repeat(s), {p['control']} vs {p['treatment']}"
+        ),
         title_justify="left",
     )
     sd, icc, br, dis = p["sigma_d"], p["icc"], p["between_run"], p["discordance"]

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from prereg.commands._common import JsonOpt, bundled_sources, workspace
 from prereg.core.errors import IntegrityError
-from prereg.core.output import console, emit
+from prereg.core.output import console, emit, print_json
+from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace
 from prereg.core.workspace import init_workspace as create_workspace
 from prereg.registry.registry import Entry, Registry
@@ -88,15 +89,15 @@ def init_cmd(
     result = init_workspace(Path(root))
 
     def human() -> None:
-        console.print(f"workspace [bold]{result['workspace']}[/]")
-        console.print(f"  experiments: {', '.join(result['experiments']) or 'none'}")
-        console.print(f"  drafts:      {', '.join(result['drafts'])}")
+        console.print(Text.assemble("workspace ", display(result["workspace"], "bold")))
+        console.print(display(f"  experiments: {', '.join(result['experiments']) or 'none'}"))
+        console.print(display(f"  drafts:      {', '.join(result['drafts'])}"))
         console.print(
             f"  {len(result['written'])} file(s) written, "
             f"{len(result['skipped_existing'])} existing left untouched"
         )
         first = result["drafts"][0] if result["drafts"] else "FILE.yaml"
-        console.print(f"next: prereg -w {result['workspace']} register drafts/{first}")
+        console.print(display(f"next: prereg -w {result['workspace']} register drafts/{first}"))
 
     emit(result, as_json, human)
 
@@ -116,14 +117,22 @@ def register_cmd(
 
     def human() -> None:
         verb = "registered" if result.created else "already registered (identical content)"
-        console.print(f"{verb} [bold]{data['id']}[/] ({data['kind']}, split {data['split']})")
-        console.print(f"  digest  {data['digest']}")
-        console.print(f"  frozen  {data['frozen_path']}")
+        console.print(
+            Text.assemble(
+                f"{verb} ",
+                display(data["id"], "bold"),
+                display(f" ({data['kind']}, split {data['split']})"),
+            )
+        )
+        console.print(display(f"  digest  {data['digest']}"))
+        console.print(display(f"  frozen  {data['frozen_path']}"))
         if data["supersedes"]:
-            console.print(f"  supersedes {data['supersedes']}")
+            console.print(display(f"  supersedes {data['supersedes']}"))
         if not data["runnable"]:
             reason = (data["feasibility"] or {}).get("reason", "")
-            console.print(f"  [bold yellow]NOT RUNNABLE[/]: {reason}")
+            console.print(
+                Text.assemble("  ", ("NOT RUNNABLE", "bold yellow"), ": ", display(reason))
+            )
             console.print(
                 "  recorded as registered; `prereg run` will refuse it and "
                 "`prereg analyse` will report the verdict not_runnable"
@@ -145,15 +154,27 @@ def verify_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     def human() -> None:
         for problem in report.problems:
             console.print(
-                f"[red]PROBLEM[/] {problem.entry}: {problem.message} [dim]({problem.kind})[/]"
+                Text.assemble(
+                    ("PROBLEM", "red"),
+                    display(f" {problem.entry}: {problem.message} "),
+                    display(f"({problem.kind})", "dim"),
+                )
             )
         for note in report.info:
-            console.print(f"[yellow]info[/] {note.entry}: {note.message}")
-        state = "[green]intact[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
+            console.print(
+                Text.assemble(("info", "yellow"), display(f" {note.entry}: {note.message}"))
+            )
+        state = ("intact", "green") if report.ok else (f"{len(report.problems)} problem(s)", "red")
         console.print(
-            f"registry {state}: {report.registrations} registration(s), "
-            f"{report.ledger_lines} ledger line(s), {report.objects} object(s); "
-            f"head seq {report.head['seq']} {report.head['hash']}"
+            Text.assemble(
+                "registry ",
+                state,
+                display(
+                    f": {report.registrations} registration(s), "
+                    f"{report.ledger_lines} ledger line(s), {report.objects} object(s); "
+                    f"head seq {report.head['seq']} {report.head['hash']}"
+                ),
+            )
         )
 
     emit(data, as_json, human)
@@ -178,13 +199,13 @@ def list_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             if e.claims:
                 status.append("claimed locked split")
             table.add_row(
-                e.id,
-                e.registration.kind,
-                e.experiment,
-                e.registration.split,
-                e.digest[:19] + "…",
-                e.registered_at[:19],
-                ", ".join(status),
+                display(e.id),
+                display(e.registration.kind),
+                display(e.experiment),
+                display(e.registration.split),
+                display(e.digest[:19] + "…"),
+                display(e.registered_at[:19]),
+                display(", ".join(status)),
             )
         console.print(table if entries else "no registrations yet")
 
@@ -204,9 +225,11 @@ def show_cmd(
     data["registration"] = entry.registration.model_dump(mode="json")
 
     def human() -> None:
-        console.print(f"[bold]{entry.id}[/]: {entry.registration.title}")
+        console.print(
+            Text.assemble(display(entry.id, "bold"), ": ", display(entry.registration.title))
+        )
         if entry.superseded_by:
-            console.print(f"[yellow]superseded by {entry.superseded_by}[/]")
+            console.print(display(f"superseded by {entry.superseded_by}", "yellow"))
         for key in (
             "digest",
             "kind",
@@ -217,10 +240,13 @@ def show_cmd(
             "supersedes",
             "runnable",
         ):
-            console.print(f"  {key:<14}{data[key]}")
-        console.print("  hypothesis    ", entry.registration.hypothesis, markup=False)
-        console.print("  falsification ", entry.registration.falsification, markup=False)
-        console.print_json(json.dumps(data["registration"]))
+            console.print(display(f"  {key:<14}{data[key]}"))
+        for label, text in (
+            ("hypothesis", entry.registration.hypothesis),
+            ("falsification", entry.registration.falsification),
+        ):
+            console.print(Text(f"  {label:<14} ").append_text(display(text, multiline=True)))
+        print_json(data["registration"])
 
     emit(data, as_json, human)
 

@@ -1,4 +1,9 @@
-"""Output helpers: exactly one JSON document under ``--json``, rich otherwise."""
+"""Output helpers: exactly one JSON document under ``--json``, rich otherwise.
+
+Untrusted text in human output is printed through :mod:`prereg.core.untrusted`
+(``display``); JSON documents go through :func:`prereg.core.untrusted.json_safe`, so
+even ``--json`` on a terminal carries no raw character that a terminal acts on.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.highlighter import JSONHighlighter
+
+from prereg.core.untrusted import json_safe
 
 console = Console()
 err_console = Console(stderr=True)
@@ -45,9 +53,24 @@ def _clean(obj: Any) -> Any:
 
 
 def dumps(data: Any) -> str:
-    return json.dumps(
-        _clean(json.loads(json.dumps(data, default=_default))), indent=2, ensure_ascii=False
+    """``data`` as a JSON document: non-finite floats null, unsafe characters escaped."""
+    return json_safe(
+        json.dumps(
+            _clean(json.loads(json.dumps(data, default=_default))), indent=2, ensure_ascii=False
+        )
     )
+
+
+def print_json(data: Any, target: Console | None = None) -> None:
+    """``data`` as highlighted JSON for a person: the document :func:`dumps` makes.
+
+    Not ``Console.print_json``, which parses the text again and writes it back with
+    raw C1 and format characters (``ensure_ascii=False``) that a terminal acts on.
+    """
+    text = JSONHighlighter()(dumps(data))
+    text.no_wrap = True
+    text.overflow = None
+    (target or console).print(text, soft_wrap=True)
 
 
 def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
@@ -58,4 +81,4 @@ def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> N
     elif human is not None:
         human()
     else:
-        console.print_json(dumps(data))
+        print_json(data)

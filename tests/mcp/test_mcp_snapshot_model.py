@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from prereg.core.errors import BadInput
+from prereg.core.untrusted import display_text
 from prereg.runners.mcp import FORMAT, Snapshot, load_snapshot, read_snapshot, snapshot_digest
-from prereg.runners.mcp.untrusted import display_text
 
 
 def document(**changes: Any) -> dict[str, Any]:

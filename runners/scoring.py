@@ -28,6 +28,8 @@ Definitions (kept next to the code that implements them):
   order, and the terminal flag in precedence order: completion cap; episode budget
   or call limit; turn limit; infeasibility stop; wrong conclusion (final state or
   answer wrong); contract break (anything else).
+- The error of an infrastructure failure record is redacted (any exception's text
+  may echo a key a server sent back), whichever layer raised it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from prereg.experiments.oracles import Verdicts, judge
 from prereg.registry.units import RunPlan, RunUnit
 from prereg.runners.drivers.base import Driver, server_text
 from prereg.runners.harness import EpisodeResult
+from prereg.runners.providers.credentials import redact
 from prereg.runners.record import (
     CloneCell,
     Funnel,
@@ -258,6 +261,7 @@ def infra_record(
     result: EpisodeResult | None = None,
 ) -> RunRecord:
     """A record of an infrastructure failure: kept, never scored, retried next run."""
+    error = redact(error)
     trace = list(result.trace) if result is not None else []
     trace.append(TraceEvent(kind="error", turn=len(result.turns) if result else 0, text=error))
     return RunRecord(

@@ -14,12 +14,14 @@ from prereg.commands._common import JsonOpt, workspace
 from prereg.commands.progress import RichProgress
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
+from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.splits import describe_splits
 from prereg.runners.api import export_registration, import_file, run_registration
 from prereg.runners.providers.batch import BatchStatus
+from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.providers.runs import estimate_run
 from prereg.runners.providers.summary import provider_run
 
@@ -93,10 +95,11 @@ def run(
         summary = run_registration(
             ws, registration_id, concurrency=concurrency, max_units=max_units, progress=progress
         )
+    extra = redact_obj(extra)  # batch ids and the like come from the provider
     data = {**summary.to_json(), **extra}
 
     def human() -> None:
-        table = Table(title=f"run {summary.registration_id}", show_header=False)
+        table = Table(title=display(f"run {summary.registration_id}"), show_header=False)
         table.add_column("", style="bold")
         table.add_column("", overflow="fold")
         rows = [
@@ -116,7 +119,7 @@ def run(
             rows.append(("stopped", summary.stopped))
         rows += [(key, str(value)) for key, value in extra.items()]  # provider options
         for key, value in rows:
-            table.add_row(key, value)
+            table.add_row(display(key), display(value))
         console.print(table)
 
     emit(data, as_json, human)
@@ -138,7 +141,7 @@ def export(
         result,
         as_json,
         lambda: console.print(
-            f"wrote {result['records']} record(s) of {registration_id} to {out} ({fmt})"
+            display(f"wrote {result['records']} record(s) of {registration_id} to {out} ({fmt})")
         ),
     )
 
@@ -154,8 +157,10 @@ def import_(
         result,
         as_json,
         lambda: console.print(
-            f"imported {result['imported']} record(s) from {file}; skipped "
-            f"{result['skipped_duplicates']} already stored"
+            display(
+                f"imported {result['imported']} record(s) from {file}; skipped "
+                f"{result['skipped_duplicates']} already stored"
+            )
         ),
     )
 
@@ -172,7 +177,9 @@ def split_show(
     def human() -> None:
         polarities = ("positive", "negative", "optional")
         table = Table(
-            title=f"{data['experiment']}: {data['tasks']} tasks in {data['clusters']} clusters"
+            title=display(
+                f"{data['experiment']}: {data['tasks']} tasks in {data['clusters']} clusters"
+            )
         )
         table.add_column("split")
         table.add_column("intent")
@@ -182,16 +189,16 @@ def split_show(
         for split, info in data["splits"].items():
             for intent, counts in info["intents"].items():
                 table.add_row(
-                    split,
-                    intent,
+                    display(split),
+                    display(intent),
                     *(str(counts.get(p, 0)) for p in polarities),
                     str(sum(counts.values())),
                 )
             table.add_row(
-                f"[bold]{split}[/]",
-                f"[bold]all ({info['clusters']} clusters)[/]",
+                display(split, "bold"),
+                display(f"all ({info['clusters']} clusters)", "bold"),
                 *(str(info["polarity"].get(p, 0)) for p in polarities),
-                f"[bold]{info['tasks']}[/]",
+                display(info["tasks"], "bold"),
                 end_section=True,
             )
         console.print(table)
@@ -202,7 +209,7 @@ def split_show(
 def _print_dry_run(data: dict[str, Any]) -> None:
     """The ``--dry-run`` report (:func:`prereg.runners.providers.runs.estimate_run`)."""
     table = Table(
-        title=f"dry run {data['registration_id']} (nothing sent, nothing written)",
+        title=display(f"dry run {data['registration_id']} (nothing sent, nothing written)"),
         show_header=False,
     )
     table.add_column("", style="bold")
@@ -236,7 +243,7 @@ def _print_dry_run(data: dict[str, Any]) -> None:
     rows += [("assumes", a) for a in data["assumptions"]]
     rows += [("note", n) for n in data["notes"]]
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(display(key), display(value))
     console.print(table)
 
 
@@ -246,9 +253,8 @@ def _batch_poll_printer(as_json: bool) -> Callable[[BatchStatus], None]:
 
     def on_poll(status: BatchStatus) -> None:
         if not as_json:
-            status_console.print(
-                f"batch {status.batch_id}: {status.status} ({status.done}/{status.total} done)"
-            )
+            line = f"batch {status.batch_id}: {status.status} ({status.done}/{status.total} done)"
+            status_console.print(display(redact(line)))
 
     return on_poll
 

@@ -10,7 +10,11 @@ base class does everything around the request, identically for both:
 - before a request: the spend cap holds its worst case, the rate limiter admits
   it (estimated tokens), then :func:`with_retries` runs the attempts;
 - after: latency of the successful attempt, usage, the model string returned,
-  cost from the price table; every text that leaves the driver is redacted;
+  cost from the price table; every string that leaves the driver is redacted
+  (:func:`redacted_turn`: tool name, call id, arguments, text, surfaced tool names,
+  the model returned) and so is the message of every exception it raises, whatever
+  its type (:meth:`ModelDriver.next_turn`): a hostile endpoint that echoes the key
+  back anywhere in a response cannot get it into a record, a trace or the terminal;
 - the provider transcript of an episode (raw content blocks / output items, tool
   search results, reasoning items) is kept per episode so the next request sends
   back exactly what the provider returned, not a reconstruction;
@@ -131,17 +135,44 @@ def ends_episode(turn: Turn) -> bool:
     return isinstance(turn.action, FinalAnswer | CutAtCap)
 
 
-def _redacted_turn(turn: Turn) -> Turn:
+def redacted_turn(turn: Turn) -> Turn:
+    """``turn`` with every string the provider returned passed through :func:`redact`.
+
+    The transcript sent back to the provider (:class:`Stored`) keeps what it returned;
+    only what leaves the driver for the harness, the records and the terminal is
+    redacted.
+    """
     action = turn.action
     if isinstance(action, ToolCall):
-        action = replace(action, arguments=redact_obj(action.arguments))
+        action = replace(
+            action,
+            name=redact(action.name),
+            arguments=redact_obj(action.arguments),
+            call_id=None if action.call_id is None else redact(action.call_id),
+        )
     elif isinstance(action, Malformed | FinalAnswer | CutAtCap):
         action = replace(action, text=redact(action.text))
     return replace(
         turn,
         action=action,
         model_returned=None if turn.model_returned is None else redact(turn.model_returned),
+        surfaced=None if turn.surfaced is None else tuple(redact(n) for n in turn.surfaced),
     )
+
+
+def redacted_error(exc: Exception, provider: str) -> InfraError:
+    """``exc`` as an :class:`InfraError` whose message is redacted, whatever its type.
+
+    An InfraError (a provider error, a refused spend, ...) keeps its class and
+    attributes and has its message redacted in place; any other exception (a parse
+    error of a malformed response, a bug) becomes an InfraError naming its type.
+    Raise the result ``from None``: the original may hold the key in its message, its
+    arguments or its request object.
+    """
+    if isinstance(exc, InfraError):
+        exc.args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
+        return exc
+    return InfraError(redact(f"{provider}: {type(exc).__name__}: {exc}"))
 
 
 @dataclass
@@ -295,6 +326,13 @@ class ModelDriver(ABC):
         return len(self._primed)
 
     async def next_turn(self, episode: Episode, history: Sequence[Exchange]) -> Turn:
+        """The next turn, redacted; any failure is a redacted :class:`InfraError`."""
+        try:
+            return redacted_turn(await self._next_turn(episode, history))
+        except Exception as exc:  # noqa: BLE001 - every failure leaves redacted
+            raise redacted_error(exc, self.provider) from None
+
+    async def _next_turn(self, episode: Episode, history: Sequence[Exchange]) -> Turn:
         key = episode_key(episode)
         if not history:
             transcript = self._transcripts.start(key)
@@ -303,7 +341,7 @@ class ModelDriver(ABC):
                 raise primed
             if primed is not None:
                 transcript.append(primed.stored)
-                return _redacted_turn(primed.turn)
+                return primed.turn
             if self.batch_only:
                 raise InfraError(
                     "no batch result for this unit (batch mode sends no synchronous request)"
@@ -330,7 +368,7 @@ class ModelDriver(ABC):
         turn = replace(merged.turn, latency_ms=merged_latency, retries=retries)
         if ends_episode(turn):
             self._transcripts.by_episode.pop(key, None)
-        return _redacted_turn(turn)
+        return turn
 
     async def _request(self, body: dict[str, Any]) -> tuple[Parsed, float | None, int]:
         """One request with spend hold, rate limit and retries.

@@ -15,9 +15,12 @@ provider (``script``), else the answer of ``brain`` (a small deterministic agent
 it calls the first offered tool with arguments made from the schema, then
 answers with text). Fault injection: ``rate_limit_every`` (every Nth model
 request is a 429 with ``retry-after-ms``, at most once per distinct request, so a
-retry gets through), scripted 5xx replies, and error bodies
+retry gets through), scripted 5xx replies, error bodies
 that echo the key the client sent (as careless servers do) so redaction is
-exercised. Every request is logged with its headers and JSON body.
+exercised, and hostile replies (:func:`echo_key`) that echo the bare key in a tool
+name, a call id, or a field whose reading fails with a plain ``ValueError``. In a
+scripted reply ``{KEY}`` becomes the credential header as sent (``Bearer ...``) and
+``{RAW_KEY}`` the bare key. Every request is logged with its headers and JSON body.
 
 Nothing here touches the network: the SDKs are pointed at this server through
 ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL`` or ``base_url``.
@@ -458,7 +461,10 @@ class FakeProviders:
         if scripted is not None:
             reply = scripted(body) if callable(scripted) else scripted
             if isinstance(reply.body, dict):
-                text = json.dumps(reply.body).replace("{KEY}", self._key(headers))
+                key = self._key(headers)
+                raw_key = key.removeprefix("Bearer ").strip()
+                text = json.dumps(reply.body).replace("{RAW_KEY}", raw_key)
+                text = text.replace("{KEY}", key)
                 reply = Reply(reply.status, json.loads(text), reply.headers, reply.raw)
             return reply
         if self.rate_limit_every and count % self.rate_limit_every == 0:
@@ -665,6 +671,39 @@ def server_error(provider: str, echo_key: bool = True) -> Reply:
     if provider == "anthropic":
         return Reply(500, anthropic_error(500, "api_error", message))
     return Reply(500, openai_error(message))
+
+
+def echo_key(provider: str, where: str) -> Callable[[dict[str, Any]], Reply]:
+    """A hostile reply to a model request that echoes the client's bare key back.
+
+    It is the default agent's answer with the key put in ``where``: ``"tool_name"``
+    (the call names a tool after the key), ``"call_id"`` (the call goes to the first
+    offered tool under a call id carrying the key) or ``"usage"`` (a 200 response whose
+    ``input_tokens`` holds the key: reading it raises a plain ``ValueError`` quoting the
+    value, an exception that is not the SDK's). Script it on a request that offers tools.
+    """
+
+    def reply(body: dict[str, Any]) -> Reply:
+        answer = (
+            Brain(suffix="").anthropic(body)
+            if provider == "anthropic"
+            else Brain(suffix="").openai(body)
+        )
+        if where == "usage":
+            answer["usage"]["input_tokens"] = "{RAW_KEY}"
+            return Reply(200, answer)
+        kind = "tool_use" if provider == "anthropic" else "function_call"
+        items = answer["content"] if provider == "anthropic" else answer["output"]
+        call = next(i for i in items if i.get("type") == kind)
+        if where == "tool_name":
+            call["name"] = "{RAW_KEY}"
+        elif provider == "anthropic":
+            call["id"] = "toolu_{RAW_KEY}"
+        else:
+            call["call_id"] = "call_{RAW_KEY}"
+        return Reply(200, answer)
+
+    return reply
 
 
 # ---- fixtures (imported by the test modules) --------------------------------------------------

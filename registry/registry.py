@@ -6,6 +6,8 @@ Layout under ``<workspace>/registry/``:
 - ``frozen/<id>.json``: the read-only frozen copy of each registration (its
   resolved document, digest, source object and the exact ledger line it added);
 - ``claims/<seq>.json``: a mirror of each locked-split claim line;
+- ``anchors/<seq>.json``: a mirror of each run-chain anchor line (the head of a
+  registration's run records at the end of a run or at analysis);
 - ``objects/``: the content-addressed bytes of every referenced file.
 
 Every ledger line is mirrored in a file written before the line is appended,
@@ -31,6 +33,9 @@ from prereg.registry.ledger import Ledger, LedgerHead
 from prereg.registry.objects import ObjectStore
 from prereg.registry.resolve import Resolved, resolve
 from prereg.registry.schema import Registration
+
+#: The ledger event that pins a registration's run chain (see :meth:`Registry.anchor_runs`).
+ANCHOR_EVENT = "runs-anchor"
 
 
 @dataclass
@@ -83,6 +88,7 @@ class Registry:
         self.objects = ObjectStore(self.root / "objects")
         self.frozen_dir = self.root / "frozen"
         self.claims_dir = self.root / "claims"
+        self.anchors_dir = self.root / "anchors"
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -300,5 +306,40 @@ class Registry:
             line = self.ledger.prepare(event)
             parsed: dict[str, Any] = json.loads(line)
             _write_readonly(self.claims_dir / f"{parsed['seq']:06d}.json", line)
+            self.ledger.append_prepared(line)
+            return parsed
+
+    # ---- run-chain anchors -------------------------------------------------------------
+
+    def anchors(self, digest: str | None = None) -> list[dict[str, Any]]:
+        """Run-chain anchors in ledger order (of one registration digest, if given)."""
+        return [
+            e
+            for e in self.ledger.events()
+            if e.get("event") == ANCHOR_EVENT and (digest is None or e.get("digest") == digest)
+        ]
+
+    def anchor_runs(self, entry: Entry, count: int, head: str) -> dict[str, Any] | None:
+        """Pin the head of ``entry``'s run chain in the ledger (None: already pinned).
+
+        The line is mirrored in ``anchors/<seq>.json`` first, like a claim, so an edit
+        of the newest line shows too. A chain head that the ledger pins can no longer
+        be rewritten, even by someone who recomputes every record hash, without
+        rewriting the ledger after it.
+        """
+        with self.ledger.locked():
+            latest = self.anchors(entry.digest)
+            if latest and (latest[-1].get("count"), latest[-1].get("head")) == (count, head):
+                return None
+            event = {
+                "event": ANCHOR_EVENT,
+                "id": entry.id,
+                "digest": entry.digest,
+                "count": count,
+                "head": head,
+            }
+            line = self.ledger.prepare(event)
+            parsed: dict[str, Any] = json.loads(line)
+            _write_readonly(self.anchors_dir / f"{parsed['seq']:06d}.json", line)
             self.ledger.append_prepared(line)
             return parsed

@@ -19,7 +19,7 @@ from typing import Any
 from prereg.core.errors import IntegrityError
 from prereg.registry.digest import canonical_json, document_digest, file_digest
 from prereg.registry.ledger import GENESIS
-from prereg.registry.registry import Entry, Registry, frozen_body_digest
+from prereg.registry.registry import ANCHOR_EVENT, Entry, Registry, frozen_body_digest
 
 
 @dataclass(frozen=True)
@@ -223,47 +223,57 @@ def _check_frozen(
     return referenced, documents
 
 
-def _check_claims(
-    registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
+def _check_mirrors(
+    events: list[dict[str, Any]],
+    problems: list[Problem],
+    event_kind: str,
+    folder: Path,
+    what: str,
 ) -> None:
-    claim_events = {e.get("seq"): e for e in events if e.get("event") == "locked-split-claim"}
-    files = {}
-    if registry.claims_dir.is_dir():
-        for path in sorted(registry.claims_dir.glob("*.json")):
-            files[path] = path.read_bytes()  # exactly the line, no newline
-    by_seq = {}
-    for path, raw in files.items():
-        try:
-            by_seq[int(path.stem)] = (path, raw)
-        except ValueError:
-            problems.append(Problem("claim-unknown", path.name, "unexpected file in claims/"))
-    for seq, event in claim_events.items():
+    """Ledger lines of ``event_kind`` against their mirror files in ``folder``."""
+    mirrored = {e.get("seq"): e for e in events if e.get("event") == event_kind}
+    by_seq: dict[int, tuple[Path, bytes]] = {}
+    if folder.is_dir():
+        for path in sorted(folder.iterdir()):
+            try:
+                seq = int(path.stem) if path.suffix == ".json" else None
+            except ValueError:
+                seq = None
+            if seq is None or not path.is_file():
+                problems.append(
+                    Problem(f"{what}-unknown", path.name, f"unexpected entry in {folder.name}/")
+                )
+                continue
+            by_seq[seq] = (path, path.read_bytes())  # exactly the line, no newline
+    for seq, event in mirrored.items():
         if seq not in by_seq:
             problems.append(
-                Problem(
-                    "claim-deleted",
-                    event["_where"],
-                    "the mirror of this locked-split claim is missing",
-                )
+                Problem(f"{what}-deleted", event["_where"], f"the mirror of this {what} is missing")
             )
         elif by_seq[seq][1] != event["_raw"]:
             problems.append(
                 Problem(
                     "ledger-edited",
                     event["_where"],
-                    "the claim line differs from its mirror: the line was edited",
+                    f"the {what} line differs from its mirror: the line was edited",
                 )
             )
     for seq, (path, _raw) in by_seq.items():
-        if seq not in claim_events:
+        if seq not in mirrored:
             problems.append(
                 Problem(
                     "ledger-truncated",
                     path.name,
-                    "a locked-split claim has no ledger line: the ledger was "
-                    "truncated or the claim removed",
+                    f"a {what} has no ledger line: the ledger was truncated or the line removed",
                 )
             )
+
+
+def _check_claims(
+    registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
+) -> None:
+    _check_mirrors(events, problems, "locked-split-claim", registry.claims_dir, "claim")
+    _check_mirrors(events, problems, ANCHOR_EVENT, registry.anchors_dir, "anchor")
 
 
 def _check_objects(registry: Registry, referenced: set[str], problems: list[Problem]) -> int:

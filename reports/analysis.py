@@ -18,14 +18,14 @@ the verdict ``incomplete``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from prereg.core.errors import ProtocolRefusal
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
-from prereg.registry.registry import Registry
+from prereg.registry.registry import Entry, Registry
 from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
 from prereg.reports import controls, exploratory, family, stopping
@@ -355,6 +355,7 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
             frozen_path=f"registry/frozen/{entry.frozen_path.name}",
             superseded_by=entry.superseded_by,
             command=options.command,
+            run_chains=loaded.chains,
         ),
     )
 
@@ -366,6 +367,33 @@ def analyse(
     options = options or Options()
     registry = Registry(ws.registry)
     entry = verified_entry(registry, reg_id)
-    head = registry.head().to_json()
     loaded = load_runs(ws, registry, entry, records=records)
+    loaded = replace(loaded, chains=anchor_chains(registry, entry, loaded.chains))
+    head = registry.head().to_json()  # after the anchor, so the report pins it
     return build_report(loaded, head, options)
+
+
+def anchor_chains(
+    registry: Registry, entry: Entry, chains: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Pin the analysed chain of ``entry``'s digest in the ledger (best effort).
+
+    Returns the chains with ``anchor`` (the ledger seq that pins each head, or None
+    when none does and the registry cannot be written: a read-only workspace can
+    still be analysed; its report then says the head is unpinned).
+    """
+    out = {digest: dict(info) for digest, info in chains.items()}
+    mine = out.get(entry.digest)
+    if mine is not None:
+        try:
+            registry.anchor_runs(entry, int(mine["count"]), str(mine["head"]))
+        except OSError:
+            pass
+    for digest, info in out.items():
+        pinned = [
+            a["seq"]
+            for a in registry.anchors(digest)
+            if (a.get("count"), a.get("head")) == (info["count"], info["head"])
+        ]
+        info["anchor"] = pinned[-1] if pinned else None
+    return out

@@ -29,8 +29,7 @@ from prereg.experiments.offers import ArmOffer
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import build_offers, expand_units, plan_from_registration
 from prereg.reports.observations import Obs, RecordLike, from_record, unit_label
-from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
+from prereg.runners.verify_runs import verified_records
 
 Unit = tuple[str, str, int]
 MAX_NAMED = 20
@@ -49,6 +48,8 @@ class LoadedRuns:
     records: int
     evidence_class: str | None
     offers: dict[str, Any] = field(default_factory=dict)  # arm id -> ArmOffer (as run)
+    #: the verified run chains read (digest -> count, head); empty for supplied records
+    chains: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def completed(self) -> set[Unit]:
@@ -91,19 +92,6 @@ def arm_offers(entry: Entry, experiment: Experiment) -> dict[str, ArmOffer]:
         return build_offers(plan_from_registration(entry.registration, entry.digest), experiment)
     except BadInput:
         return {}
-
-
-def _store_records(ws: Workspace, entry: Entry) -> list[RunRecord]:
-    store = RunStore(ws.runs)
-    try:
-        by_id = store.records(registration_id=entry.id)
-        by_digest = store.records(registration_digest=entry.digest)
-    finally:
-        store.close()
-    seen: dict[str, RunRecord] = {}
-    for record in [*by_id, *by_digest]:
-        seen.setdefault(record.record_id, record)
-    return list(seen.values())
 
 
 def check_runs(entry: Entry, observations: Sequence[Obs], planned: Sequence[Unit]) -> None:
@@ -191,9 +179,12 @@ def load_runs(
     experiment = frozen_experiment(registry, entry)
     tasks = tuple(experiment.tasks_in_split(entry.registration.split))
     surfaces = {arm.id: experiment.surfaces.get(arm.surface) for arm in entry.registration.arms}
-    raw: list[RecordLike] = (
-        list(records) if records is not None else list(_store_records(ws, entry))
-    )
+    chains: dict[str, dict[str, Any]] = {}
+    if records is None:
+        stored, chains = verified_records(ws.runs, registry, entry)
+        raw: list[RecordLike] = list(stored)
+    else:
+        raw = list(records)
     observations = [from_record(r) for r in raw]
     planned = planned_units(entry, experiment)
     check_runs(entry, observations, planned)
@@ -208,4 +199,5 @@ def load_runs(
         records=len(observations),
         evidence_class=next(iter(classes)) if len(classes) == 1 else None,
         offers=arm_offers(entry, experiment),
+        chains=chains,
     )

@@ -234,6 +234,12 @@ class ReportProvenance(Model):
     frozen_path: str
     superseded_by: str | None
     command: str
+    run_chains: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="the run chains this analysis read, by registration digest: record "
+        "count, head hash, and the ledger seq of the anchor that pins that head (null when "
+        "the registry could not be written); publishing them pins the evidence",
+    )
 
 
 class Report(Model):

@@ -27,6 +27,7 @@ from prereg.runners.orchestrate import Progress, RunSummary, execute
 from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_driver
 from prereg.runners.store import RunStore
+from prereg.runners.verify_runs import anchor_runs, verified_records
 
 
 def run_registration(
@@ -55,9 +56,10 @@ def run_registration(
         # the first run of a confirmatory registration spends the locked split (idempotent
         # for this registration; refused, exit 4, if another registration claimed it)
         registry.claim_locked_split(entry)
+    verified_records(ws.runs, registry, entry)  # resume only onto a chain that verifies
     store = RunStore(ws.runs)
     try:
-        return execute(
+        summary = execute(
             plan,
             experiment,
             store,
@@ -68,6 +70,8 @@ def run_registration(
         )
     finally:
         store.close()
+    anchor_runs(ws.runs, registry, entry)
+    return summary
 
 
 def export_registration(

@@ -210,6 +210,14 @@ class Offer(Strict):
     clone: CloneCell | None = None
 
 
+class ChainLink(Strict):
+    """A record's place in its registration's hash chain (see :mod:`prereg.runners.chain`)."""
+
+    index: int = Field(ge=0)
+    prev: str = Field(pattern=DIGEST_PATTERN)
+    hash: str = Field(pattern=DIGEST_PATTERN)
+
+
 class RunRecord(Strict):
     """One run unit's outcome. See the module docstring for the invariants."""
 
@@ -253,6 +261,8 @@ class RunRecord(Strict):
     trace: list[TraceEvent] = Field(default_factory=list)
     batch: bool = False
     offer: Offer | None = None
+    #: set by the run store when the record is appended (None before it is stored)
+    chain: ChainLink | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> RunRecord:

@@ -16,6 +16,11 @@ Design:
   the last commits, never corrupt the file. It keeps commits cheap under
   concurrency.
 - Reading a store that does not exist yet returns nothing and creates nothing.
+- Tamper evidence: every record is a link of its registration digest's hash chain
+  (:mod:`prereg.runners.chain`), computed inside the appending transaction, so
+  concurrent writers serialise on the chain's head; a unique index keeps one record
+  per chain position. :mod:`prereg.runners.verify_runs` checks the chains, the
+  schema (triggers and indexes present) and the registry's anchors.
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Self
 
+from prereg.core.errors import BadInput
+from prereg.runners import chain
 from prereg.runners.record import RunRecord
 
 STORE_FILENAME = "runs.sqlite"
@@ -46,8 +54,13 @@ CREATE TABLE IF NOT EXISTS records (
     success             INTEGER,
     cost_usd            REAL,
     written_at          TEXT    NOT NULL,
+    chain_index         INTEGER NOT NULL CHECK (chain_index >= 0),
+    prev_hash           TEXT    NOT NULL,
+    record_hash         TEXT    NOT NULL,
     body                TEXT    NOT NULL
 );
+CREATE UNIQUE INDEX IF NOT EXISTS one_link_per_chain_position
+    ON records (registration_digest, chain_index);
 CREATE UNIQUE INDEX IF NOT EXISTS one_ok_record_per_unit
     ON records (registration_digest, arm, task_id, repeat) WHERE status = 'ok';
 CREATE INDEX IF NOT EXISTS records_by_registration ON records (registration_id);
@@ -58,8 +71,41 @@ BEGIN SELECT RAISE(ABORT, 'run records are append-only: DELETE is refused'); END
 """
 
 
+#: What the schema must hold for the store's guarantees (checked by verify_runs).
+REQUIRED_OBJECTS = (
+    ("trigger", "records_no_update"),
+    ("trigger", "records_no_delete"),
+    ("index", "one_ok_record_per_unit"),
+    ("index", "one_link_per_chain_position"),
+)
+
+
+_SCHEMA_TABLE_CHECK = ""  # connect first, check the columns, then apply the schema
+
+
 class DuplicateRecord(Exception):
     """The unit already has an ok record (or this record id was already stored)."""
+
+
+class ChainConflict(Exception):
+    """A record with a chain link that does not continue the stored chain (import)."""
+
+
+@dataclass(frozen=True)
+class ChainRow:
+    """One stored link, as the database holds it (for verification)."""
+
+    seq: int
+    chain_index: int
+    prev_hash: str
+    record_hash: str
+    record_id: str
+    arm: str
+    task_id: str
+    repeat: int
+    status: str
+    success: int | None
+    body: str
 
 
 def store_path(path: Path | str) -> Path:
@@ -119,7 +165,18 @@ class RunStore(Database):
             return self._conn
         if not create and not self.path.exists():
             return None
-        self._conn = connect_wal(self.path, _SCHEMA)
+        conn = connect_wal(self.path, _SCHEMA_TABLE_CHECK)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(records)")}
+        if columns and "chain_index" not in columns:
+            conn.close()
+            raise BadInput(
+                f"{self.path} was written by a prereg without run-record hash chains; "
+                "its records cannot be verified. Move it away and run again (or import "
+                "its records through a prereg of that version's export)",
+                file=str(self.path),
+            )
+        conn.executescript(_SCHEMA)
+        self._conn = conn
         return self._conn
 
     @contextmanager
@@ -137,9 +194,51 @@ class RunStore(Database):
 
     # ---- writing -------------------------------------------------------------------------
 
-    def append(self, record: RunRecord) -> None:
-        """Write one record in one transaction; DuplicateRecord if the unit is already ok."""
-        body = record.model_dump_json()
+    def append(self, record: RunRecord) -> RunRecord:
+        """Link ``record`` to its chain and write it in one transaction; returns it linked.
+
+        DuplicateRecord if the unit is already ok (or the record id is stored).
+        """
+        with self._tx() as conn:
+            index, prev = self._next_link(conn, record.registration_digest)
+            linked = chain.link(record.model_copy(update={"chain": None}), index, prev)
+            self._insert(conn, linked)
+        return linked
+
+    def append_linked(self, record: RunRecord) -> None:
+        """Write an already linked record (an import) only where it continues the chain.
+
+        ChainConflict when its link is not the next one of the stored chain;
+        DuplicateRecord as :meth:`append`.
+        """
+        link = record.chain
+        if link is None:
+            raise ChainConflict(f"record {record.record_id} carries no chain link")
+        with self._tx() as conn:
+            index, prev = self._next_link(conn, record.registration_digest)
+            if (link.index, link.prev) != (index, prev):
+                raise ChainConflict(
+                    f"record {record.record_id} is link {link.index} after {link.prev[:19]}..., "
+                    f"but the stored chain continues at link {index} after {prev[:19]}..."
+                )
+            if chain.link_hash(chain.content(record), link.index, link.prev) != link.hash:
+                raise ChainConflict(f"record {record.record_id}: content does not match its hash")
+            self._insert(conn, record)
+
+    @staticmethod
+    def _next_link(conn: sqlite3.Connection, digest: str) -> tuple[int, str]:
+        row = conn.execute(
+            "SELECT chain_index, record_hash FROM records WHERE registration_digest = ? "
+            "ORDER BY chain_index DESC LIMIT 1",
+            (digest,),
+        ).fetchone()
+        if row is None:
+            return 0, chain.genesis(digest)
+        return int(row[0]) + 1, str(row[1])
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, record: RunRecord) -> None:
+        assert record.chain is not None
         row = (
             record.record_id,
             record.registration_digest,
@@ -151,16 +250,18 @@ class RunStore(Database):
             None if record.success is None else int(record.success),
             record.cost_usd,
             datetime.now(UTC).isoformat(),
-            body,
+            record.chain.index,
+            record.chain.prev,
+            record.chain.hash,
+            record.model_dump_json(),
         )
         try:
-            with self._tx() as conn:
-                conn.execute(
-                    "INSERT INTO records (record_id, registration_digest, registration_id, arm,"
-                    " task_id, repeat, status, success, cost_usd, written_at, body)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    row,
-                )
+            conn.execute(
+                "INSERT INTO records (record_id, registration_digest, registration_id, arm,"
+                " task_id, repeat, status, success, cost_usd, written_at, chain_index,"
+                " prev_hash, record_hash, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
         except sqlite3.IntegrityError as exc:
             raise DuplicateRecord(
                 f"{record.registration_id} {record.arm}/{record.task_id}/repeat "
@@ -223,6 +324,31 @@ class RunStore(Database):
             (digest,),
         )
         return float(rows[0][0]) if rows else 0.0  # type: ignore[arg-type]
+
+    def digests(self) -> list[str]:
+        """Every registration digest with records, in order of first appearance."""
+        rows = self._query(
+            "SELECT registration_digest, MIN(seq) FROM records GROUP BY registration_digest "
+            "ORDER BY MIN(seq)"
+        )
+        return [str(d) for d, _ in rows]
+
+    def chain_rows(self, digest: str) -> list[ChainRow]:
+        """The stored links of ``digest``'s chain, in chain order (for verification)."""
+        rows = self._query(
+            "SELECT seq, chain_index, prev_hash, record_hash, record_id, arm, task_id, repeat,"
+            " status, success, body FROM records WHERE registration_digest = ?"
+            " ORDER BY chain_index, seq",
+            (digest,),
+        )
+        return [ChainRow(*row) for row in rows]  # type: ignore[arg-type]
+
+    def schema_objects(self) -> set[tuple[str, str]]:
+        """(type, name) of the triggers and indexes the database holds."""
+        rows = self._query(
+            "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'index')"
+        )
+        return {(str(t), str(n)) for t, n in rows}
 
     def has_record_id(self, record_id: str) -> bool:
         return bool(self._query("SELECT 1 FROM records WHERE record_id = ?", (record_id,)))

@@ -55,6 +55,7 @@ from prereg.runners.providers.factory import create_run_driver, spent_so_far
 from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.store import RunStore
+from prereg.runners.verify_runs import anchor_runs, verified_records
 
 ASSUMPTION = (
     "no single request's prompt is longer than the episode token budget (budgets.episode_tokens)"
@@ -202,6 +203,7 @@ def run_batched(
     if not isinstance(driver, ModelDriver):  # PROVIDER_DRIVERS build ModelDriver subclasses
         raise InfraError(f"driver '{plan.driver}' has no batch API")
     _, _, pending = _pending(plan, experiment, ws.runs, max_units)
+    verified_records(ws.runs, registry, entry)  # resume only onto a chain that verifies
     if plan.split == LOCKED_SPLIT:
         registry.claim_locked_split(entry)
     harness = Harness(experiment, plan.budgets, plan.model, dict(plan.params), plan.rotations)
@@ -236,7 +238,8 @@ def run_batched(
             # (a spend cap stopped the run, say) they stay open and the next run re-reads
             # them instead of paying again.
             mark_collected(batches, report)
-        return summary, report
     finally:
         store.close()
         batches.close()
+    anchor_runs(ws.runs, registry, entry)
+    return summary, report

@@ -254,5 +254,6 @@ def test_exploratory_work_never_touches_the_locked_split(
     monkeypatch.setattr(
         preparing, "open_registry", lambda _ws: SimpleNamespace(get=lambda _id: entry)
     )
+    monkeypatch.setattr(preparing, "verified_entry", lambda _registry, _id: entry)
     with pytest.raises(ProtocolRefusal, match="locked test split"):
         api.prepare(Workspace(ws), "sneaky")

@@ -17,8 +17,11 @@ def test_append_and_read_back(tmp_path: Path, make_record: Callable[..., RunReco
     store = RunStore(tmp_path / "runs")
     a = make_record(task_id="t001")
     b = make_record(task_id="t002", registration_digest=DIGEST_B, registration_id="reg-2")
-    store.append(a)
-    store.append(b)
+    a = store.append(a)
+    b = store.append(b)
+    # each digest starts its own chain at link 0, after the registration digest
+    assert a.chain is not None and (a.chain.index, a.chain.prev) == (0, DIGEST_A)
+    assert b.chain is not None and (b.chain.index, b.chain.prev) == (0, DIGEST_B)
     assert store.records() == [a, b]
     assert store.records(registration_digest=DIGEST_B) == [b]
     assert store.records(registration_id="reg-1") == [a]

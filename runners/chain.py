@@ -1,0 +1,134 @@
+"""The run records' hash chain: tamper evidence for what the analysis reads.
+
+Every registration digest has its own chain. Record ``i`` (in the order the store
+appended them) carries ``index = i``, ``prev`` (the previous record's hash; for the
+first record, the registration digest itself, so a chain cannot be moved to another
+registration) and ``hash``:
+
+    hash = sha256(RFC 8785 canonical JSON of
+                  {"format": FORMAT, "index": i, "prev": prev, "record": <record without chain>})
+
+So editing any field of any record, deleting, inserting or reordering records changes
+a hash the next record (or the registry's anchor) pins. The registry anchors a chain's
+head (count and last hash) at the end of every ``prereg run`` and at analysis; a report
+carries the head it analysed. What this does not stop is said in docs/integrity.md: an
+attacker who can write the store and recompute every hash can forge the part of a chain
+after its last anchor, and an attacker who can also rewrite the ledger can forge all of
+it; published heads (a report, a commit, a timestamping service) are what is left then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from prereg.registry.digest import canonical_json
+from prereg.runners.record import ChainLink, RunRecord
+
+FORMAT = "prereg.run-chain/1"
+
+
+def genesis(registration_digest: str) -> str:
+    """The ``prev`` of a chain's first record: the registration digest."""
+    return registration_digest
+
+
+def content(record: RunRecord) -> dict[str, Any]:
+    """What a link's hash covers: the record as JSON, without its chain link."""
+    data: dict[str, Any] = record.model_dump(mode="json", exclude={"chain"})
+    return data
+
+
+def link_hash(record_content: dict[str, Any], index: int, prev: str) -> str:
+    document = {"format": FORMAT, "index": index, "prev": prev, "record": record_content}
+    return "sha256:" + hashlib.sha256(canonical_json(document)).hexdigest()
+
+
+def link(record: RunRecord, index: int, prev: str) -> RunRecord:
+    """``record`` with its chain link at ``index`` after ``prev``."""
+    chained = ChainLink(index=index, prev=prev, hash=link_hash(content(record), index, prev))
+    return record.model_copy(update={"chain": chained})
+
+
+def body_problems(body: str, index: int, prev: str) -> tuple[str | None, list[str]]:
+    """Check one stored body (JSON text) as link ``index`` after ``prev``.
+
+    Returns (its hash as recomputed, or None when unreadable; problems). Works on the
+    raw JSON so a record edited into an invalid one is reported, not raised.
+    """
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None, [f"link {index}: the stored record is not valid JSON"]
+    if not isinstance(data, dict):
+        return None, [f"link {index}: the stored record is not a JSON object"]
+    stated = data.pop("chain", None)
+    problems: list[str] = []
+    if not isinstance(stated, dict):
+        return None, [f"link {index}: the record carries no chain link"]
+    try:
+        recomputed = link_hash(data, index, prev)
+    except (TypeError, ValueError) as exc:  # a value canonical JSON cannot hold
+        return None, [f"link {index}: the record cannot be canonicalised ({exc})"]
+    if stated.get("index") != index:
+        problems.append(f"link {index}: the record says index {stated.get('index')}")
+    if stated.get("prev") != prev:
+        problems.append(
+            f"link {index}: its 'prev' does not match the hash of the record before it "
+            "(a record was removed, inserted or reordered)"
+        )
+    if stated.get("hash") != recomputed:
+        problems.append(
+            f"link {index}: the record's content does not match its hash (it was edited)"
+        )
+    return recomputed, problems
+
+
+def check_records(records: Sequence[RunRecord], registration_digest: str) -> list[str]:
+    """Problems of a whole chain given as records (an export), in index order from 0."""
+    problems: list[str] = []
+    prev = genesis(registration_digest)
+    for expected, record in enumerate(records):
+        if record.chain is None:
+            problems.append(f"record {record.record_id} carries no chain link")
+            return problems
+        if record.registration_digest != registration_digest:
+            problems.append(f"record {record.record_id} is of another registration digest")
+        if record.chain.index != expected:
+            problems.append(
+                f"record {record.record_id} is link {record.chain.index}, expected {expected}"
+                " (a record was removed, inserted or reordered)"
+            )
+        if record.chain.prev != prev:
+            problems.append(
+                f"record {record.record_id}: its 'prev' does not match the record before it"
+            )
+        recomputed = link_hash(content(record), record.chain.index, record.chain.prev)
+        if record.chain.hash != recomputed:
+            problems.append(
+                f"record {record.record_id}: its content does not match its hash (edited)"
+            )
+        prev = record.chain.hash
+    return problems
+
+
+def head_of(records: Sequence[RunRecord], registration_digest: str) -> dict[str, Any]:
+    """``{"count", "head"}`` of a chain given in index order (head: the last hash)."""
+    if not records or records[-1].chain is None:
+        return {"count": 0, "head": genesis(registration_digest)}
+    return {"count": len(records), "head": records[-1].chain.hash}
+
+
+__all__ = [
+    "FORMAT",
+    "ChainLink",
+    "body_problems",
+    "check_records",
+    "content",
+    "genesis",
+    "head_of",
+    "link",
+    "link_hash",
+]

@@ -23,6 +23,7 @@ from prereg.registry.units import build_offers
 from prereg.registry.verify import verified_entry
 from prereg.runners.drivers.base import Driver
 from prereg.runners.exchange import Format, read_records, write_records
+from prereg.runners.importing import plan_import
 from prereg.runners.orchestrate import Progress, RunSummary, execute
 from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_driver
@@ -77,11 +78,14 @@ def run_registration(
 def export_registration(
     ws: Workspace, registration_id: str, fmt: Format, out: Path
 ) -> dict[str, Any]:
-    """Write every record of a registration to ``out``; refuses foreign digests (exit 3)."""
-    entry = verified_entry(open_registry(ws), registration_id)
-    store = RunStore(ws.runs)
-    records = store.records(registration_id=registration_id)
-    store.close()
+    """Write every record of a registration, chain links included, to ``out``.
+
+    The registration and its run chain are verified first (exit 3), and records of
+    another digest filed under the same id are refused (exit 3).
+    """
+    registry = open_registry(ws)
+    entry = verified_entry(registry, registration_id)
+    records, heads = verified_records(ws.runs, registry, entry)
     foreign = [r.record_id for r in records if r.registration_digest != entry.digest]
     if foreign:
         raise IntegrityError(
@@ -89,6 +93,7 @@ def export_registration(
             f"other than the registration's {entry.digest}",
             details=foreign[:20],
         )
+    records.sort(key=lambda r: r.chain.index if r.chain else -1)
     n = write_records(records, out, fmt)
     return {
         "registration_id": registration_id,
@@ -98,55 +103,31 @@ def export_registration(
         "records": n,
         "ok": sum(r.status == "ok" for r in records),
         "infra_error": sum(r.status == "infra_error" for r in records),
+        "chain": heads.get(entry.digest),
     }
 
 
 def import_file(ws: Workspace, path: Path) -> dict[str, Any]:
-    """Validate every record, check each digest against its registration, then append.
+    """Check every record (:mod:`prereg.runners.importing`), then append the new links.
 
-    Nothing is written if any record is malformed (exit 2) or names a registration
-    whose digest differs (exit 3). Records already stored are skipped.
+    Nothing is written if any record is malformed (exit 2) or fails a check (exit 3).
+    Records already stored (the same links) are counted, not written again.
     """
     rows = read_records(path)
     registry = open_registry(ws)
-    digests: dict[str, str | None] = {}
-    foreign: list[str] = []
-    for line, record in rows:
-        if record.registration_id not in digests:
-            entry = registry.find(record.registration_id)
-            if entry is not None:
-                entry = verified_entry(registry, entry.id)
-            digests[record.registration_id] = None if entry is None else entry.digest
-        expected = digests[record.registration_id]
-        if expected != record.registration_digest:
-            why = "is not registered here" if expected is None else f"has digest {expected}"
-            foreign.append(
-                f"line {line}: record {record.record_id} names registration "
-                f"'{record.registration_id}' with digest "
-                f"{record.registration_digest}, but '{record.registration_id}' {why}"
-            )
-    if foreign:
-        raise IntegrityError(
-            f"{len(foreign)} record(s) do not belong to the registration they "
-            "name; nothing was imported",
-            file=str(path),
-            details=foreign[:20],
-        )
     store = RunStore(ws.runs)
     try:
-        written = skipped = 0
-        for _, record in rows:
-            if store.has_record_id(record.record_id):
-                skipped += 1
-                continue
-            w, s = store.extend([record])
-            written += w
-            skipped += s
+        plan = plan_import(registry, store, rows, str(path))
+        for record in plan.append:
+            store.append_linked(record)
     finally:
         store.close()
+    for reg_id in sorted({r.registration_id for r in plan.append}):
+        anchor_runs(ws.runs, registry, registry.get(reg_id))
     return {
         "file": str(path),
         "records": len(rows),
-        "imported": written,
-        "skipped_duplicates": skipped,
+        "imported": len(plan.append),
+        "already_stored": plan.already_stored,
+        "chains": plan.chains,
     }

@@ -359,5 +359,6 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "batch",
     "trace",
     "offer",
+    "chain",
     "schema_version",
 )

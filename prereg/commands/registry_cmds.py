@@ -17,6 +17,7 @@ from prereg.core.workspace import Workspace
 from prereg.core.workspace import init_workspace as create_workspace
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import verify as verify_registry
+from prereg.runners.verify_runs import verify_runs
 
 REGISTER_HELP = """Freeze a registration under its digest in the append-only registry.
 
@@ -142,17 +143,24 @@ def register_cmd(
 
 
 def verify_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """Recompute every digest, object hash and the ledger chain; exit 3 on any problem.
+    """Recompute every digest, object hash, the ledger chain and every run chain; exit 3
+    on any problem.
 
-    Also lists, as information, workspace experiment files changed since they were
-    registered (runs are unaffected: they read the frozen copies).
+    The run store is checked too: each registration's chain of run records, the schema
+    that keeps it append-only, and the heads the registry anchored. Also lists, as
+    information, workspace experiment files changed since they were registered (runs
+    are unaffected: they read the frozen copies).
     """
     ws = workspace(ctx)
-    report = verify_registry(Registry(ws.registry), ws.experiments)
+    registry = Registry(ws.registry)
+    report = verify_registry(registry, ws.experiments)
+    runs = verify_runs(ws.runs, registry)
+    problems = [*report.problems, *runs.problems]
     data = report.to_json()
+    data.update(ok=not problems, problems=[p.to_json() for p in problems], runs=runs.to_json())
 
     def human() -> None:
-        for problem in report.problems:
+        for problem in problems:
             console.print(
                 Text.assemble(
                     ("PROBLEM", "red"),
@@ -164,21 +172,22 @@ def verify_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             console.print(
                 Text.assemble(("info", "yellow"), display(f" {note.entry}: {note.message}"))
             )
-        state = ("intact", "green") if report.ok else (f"{len(report.problems)} problem(s)", "red")
+        state = ("intact", "green") if not problems else (f"{len(problems)} problem(s)", "red")
         console.print(
             Text.assemble(
-                "registry ",
+                "registry and runs ",
                 state,
                 display(
                     f": {report.registrations} registration(s), "
-                    f"{report.ledger_lines} ledger line(s), {report.objects} object(s); "
+                    f"{report.ledger_lines} ledger line(s), {report.objects} object(s), "
+                    f"{runs.records} run record(s) in {len(runs.heads)} chain(s); "
                     f"head seq {report.head['seq']} {report.head['hash']}"
                 ),
             )
         )
 
     emit(data, as_json, human)
-    if not report.ok:
+    if problems:
         raise typer.Exit(IntegrityError.exit_code)
 
 

@@ -151,15 +151,20 @@ def import_(
     file: Annotated[Path, typer.Argument(help="A .jsonl or .csv export.")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Import run records; each must carry the digest of the registration it names."""
+    """Import run records: whole, intact chains of units the registration plans.
+
+    Each record must carry the digest of a registration of this workspace; each
+    registration's records must form an intact hash chain; a record already stored must
+    be the same record (an edited export is refused, exit 3, nothing written).
+    """
     result = import_file(workspace(ctx), file)
     emit(
         result,
         as_json,
         lambda: console.print(
             display(
-                f"imported {result['imported']} record(s) from {file}; skipped "
-                f"{result['skipped_duplicates']} already stored"
+                f"imported {result['imported']} record(s) from {file}; "
+                f"{result['already_stored']} identical record(s) were already stored"
             )
         ),
     )

@@ -134,8 +134,11 @@ def test_export_import_round_trip(ws: Path, cli: Any, tmp_path: Path, fmt: str) 
     assert imported.code == 0, imported.stderr
     assert imported.json()["imported"] == 12
     again = cli("-w", other, "import", out, "--json").json()
-    assert again == {"file": str(out), "records": 12, "imported": 0, "skipped_duplicates": 12}
+    assert (again["records"], again["imported"], again["already_stored"]) == (12, 0, 12)
+    # the same records, chain links included, so the two stores hold one chain
     assert RunStore(other / "runs").records() == original
+    (digest,) = again["chains"]
+    assert again["chains"][digest]["count"] == 12
 
 
 def test_import_refuses_a_foreign_digest(ws: Path, cli: Any, tmp_path: Path) -> None:

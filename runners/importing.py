@@ -1,0 +1,137 @@
+"""What ``prereg import`` accepts: whole, intact chains of planned records.
+
+An export is a registration's run records with their chain links. Import checks,
+before anything is written (so a refusal writes nothing):
+
+1. every record names a registration of this workspace, with its digest, and that
+   registration verifies (exit 3 otherwise);
+2. each digest's records form an intact chain from its first link (an edited,
+   removed, inserted or reordered record breaks it: exit 3);
+3. every record is a unit the registration plans (arm, task, repeat), on its split,
+   from its driver and evidence class (exit 3: such a record would make the
+   append-only store unanalysable forever);
+4. against the store: a stored link must be the same record (else the import
+   "differs", exit 3, naming the records); the links after the stored ones are
+   appended, each continuing the stored chain.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from prereg.core.errors import IntegrityError
+from prereg.registry.hosts import DRIVERS
+from prereg.registry.registry import Entry, Registry
+from prereg.registry.units import expand_units, plan_from_registration
+from prereg.registry.verify import verified_entry
+from prereg.runners import chain
+from prereg.runners.record import RunRecord
+from prereg.runners.store import RunStore
+
+MAX_LISTED = 20
+
+
+@dataclass
+class ImportPlan:
+    """The records to append, per digest in chain order, and what is already stored."""
+
+    append: list[RunRecord] = field(default_factory=list)
+    already_stored: int = 0
+    chains: dict[str, dict[str, object]] = field(default_factory=dict)
+
+
+def _refuse(message: str, path: str, details: list[str]) -> IntegrityError:
+    listed = details[:MAX_LISTED]
+    if len(details) > MAX_LISTED:
+        listed.append(f"... and {len(details) - MAX_LISTED} more")
+    return IntegrityError(f"{message}; nothing was imported", file=path, details=listed)
+
+
+def _entries(registry: Registry, rows: list[tuple[int, RunRecord]], path: str) -> dict[str, Entry]:
+    """The (verified) registration of every record, refusing foreign digests."""
+    entries: dict[str, Entry | None] = {}
+    foreign: list[str] = []
+    for line, record in rows:
+        reg_id = record.registration_id
+        if reg_id not in entries:
+            found = registry.find(reg_id)
+            entries[reg_id] = None if found is None else verified_entry(registry, found.id)
+        entry = entries[reg_id]
+        if entry is None or entry.digest != record.registration_digest:
+            why = "is not registered here" if entry is None else f"has digest {entry.digest}"
+            foreign.append(
+                f"line {line}: record {record.record_id} names registration '{reg_id}' with "
+                f"digest {record.registration_digest}, but '{reg_id}' {why}"
+            )
+    if foreign:
+        raise _refuse(
+            f"{len(foreign)} record(s) do not belong to the registration they name", path, foreign
+        )
+    return {reg_id: entry for reg_id, entry in entries.items() if entry is not None}
+
+
+def _unplanned(registry: Registry, entry: Entry, records: list[RunRecord]) -> list[str]:
+    """Records that are not units of ``entry``'s plan, or of another driver or class."""
+    reg = entry.registration
+    plan = plan_from_registration(reg, entry.digest)
+    planned = {u.key for u in expand_units(plan, registry.load_experiment(entry))}
+    driver = reg.host.driver
+    evidence = DRIVERS[driver].evidence_class
+    wrong: list[str] = []
+    for record in records:
+        where = f"record {record.record_id} ({record.arm}/{record.task_id}/r{record.repeat})"
+        if record.unit_key not in planned:
+            wrong.append(f"{where}: not a unit '{entry.id}' plans")
+        elif record.split != reg.split:
+            wrong.append(f"{where}: split {record.split}, the registration's is {reg.split}")
+        if record.driver != driver or record.evidence_class != evidence:
+            wrong.append(
+                f"{where}: driver {record.driver} ({record.evidence_class}); the registration "
+                f"runs {driver} ({evidence})"
+            )
+    return wrong
+
+
+def plan_import(
+    registry: Registry, store: RunStore, rows: list[tuple[int, RunRecord]], path: str
+) -> ImportPlan:
+    """Check everything (see the module docstring); IntegrityError before any write."""
+    entries = _entries(registry, rows, path)
+    by_digest: dict[str, list[RunRecord]] = defaultdict(list)
+    for _, record in rows:
+        by_digest[record.registration_digest].append(record)
+    result = ImportPlan()
+    for digest, records in by_digest.items():
+        entry = entries[records[0].registration_id]
+        ordered = sorted(records, key=lambda r: r.chain.index if r.chain else -1)
+        broken = chain.check_records(ordered, digest)
+        if broken:
+            raise _refuse(
+                f"the records of '{entry.id}' do not form an intact chain (edited, removed, "
+                "inserted or reordered records)",
+                path,
+                broken,
+            )
+        unplanned = _unplanned(registry, entry, ordered)
+        if unplanned:
+            raise _refuse(
+                f"{len(unplanned)} record(s) are not runs '{entry.id}' plans", path, unplanned
+            )
+        stored = [row.record_hash for row in store.chain_rows(digest)]
+        differing = [
+            f"link {i}: record {record.record_id} differs from the stored record at that position"
+            for i, record in enumerate(ordered[: len(stored)])
+            if record.chain is not None and record.chain.hash != stored[i]
+        ]
+        if differing:
+            raise _refuse(
+                f"{len(differing)} record(s) of '{entry.id}' differ from the records stored "
+                "here (an edited export, or runs made elsewhere)",
+                path,
+                differing,
+            )
+        result.already_stored += min(len(stored), len(ordered))
+        result.append.extend(ordered[len(stored) :])
+        result.chains[digest] = chain.head_of(ordered, digest)
+    return result

@@ -26,13 +26,17 @@ from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
 from prereg.experiments import Experiment, load_experiment
-from prereg.experiments.models import LOCKED_SPLIT
+from prereg.experiments.fingerprints import locked_fingerprints, split_map
+from prereg.experiments.models import LOCKED_SPLIT, SplitName
 from prereg.registry import feasibility
 from prereg.registry.digest import canonical_json, document_digest, file_digest
 from prereg.registry.ledger import Ledger, LedgerHead
 from prereg.registry.objects import ObjectStore
 from prereg.registry.resolve import Resolved, resolve
 from prereg.registry.schema import Registration
+
+#: Task fingerprint maps of frozen experiments, keyed by their files' digests.
+_SPLIT_MAPS: dict[tuple[tuple[str, str], ...], dict[str, SplitName]] = {}
 
 #: The ledger event that pins a registration's run chain (see :meth:`Registry.anchor_runs`).
 ANCHOR_EVENT = "runs-anchor"
@@ -79,6 +83,17 @@ def _write_readonly(path: Path, data: bytes) -> None:
     tmp.write_bytes(data)
     os.chmod(tmp, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     os.replace(tmp, path)
+
+
+def _reader(files: dict[str, bytes]) -> Callable[[str], bytes]:
+    """Read resolved experiment files (FileNotFoundError for one not resolved)."""
+
+    def read(relative: str) -> bytes:
+        if relative not in files:
+            raise FileNotFoundError(relative)
+        return files[relative]
+
+    return read
 
 
 class Registry:
@@ -233,6 +248,8 @@ class Registry:
                         file=resolved.source_path,
                         field="supersedes",
                     )
+            experiment = load_experiment(_reader(resolved.files), reg.experiment)
+            self._check_tasks_by_content(reg, split_map(experiment), resolved.source_path)
             if reg.kind == "confirmatory":
                 claim = self.claim_of(reg.experiment)
                 if claim is not None:
@@ -287,6 +304,7 @@ class Registry:
                 f"'{entry.registration.split}': only a confirmatory "
                 "registration may run the locked test split"
             )
+        tasks = sorted(locked_fingerprints(self.task_splits(entry)))
         with self.ledger.locked():
             claim = self.claim_of(entry.experiment)
             if claim is not None:
@@ -296,18 +314,106 @@ class Registry:
                     f"the locked test split of experiment '{entry.experiment}' was already "
                     f"claimed by '{claim['id']}' (ledger seq {claim['seq']}, {claim['time']})"
                 )
+            taken = self._claimed_by_others(entry.id, tasks)
+            if taken:
+                raise ProtocolRefusal(
+                    f"{len(taken)} test task(s) of '{entry.id}' were already claimed, by "
+                    "content, by "
+                    + ", ".join(sorted({c["id"] for c in taken.values()}))
+                    + ": the locked split is locked whatever the experiment is called"
+                )
             event = {
                 "event": "locked-split-claim",
                 "id": entry.id,
                 "digest": entry.digest,
                 "experiment": entry.experiment,
                 "split": LOCKED_SPLIT,
+                "tasks": tasks,
             }
             line = self.ledger.prepare(event)
             parsed: dict[str, Any] = json.loads(line)
             _write_readonly(self.claims_dir / f"{parsed['seq']:06d}.json", line)
             self.ledger.append_prepared(line)
             return parsed
+
+    # ---- the locked split, by content -----------------------------------------------------
+
+    def task_splits(self, entry: Entry) -> dict[str, SplitName]:
+        """Task fingerprint -> split under ``entry``'s frozen experiment (cached by content)."""
+        key = tuple(sorted(entry.files.items()))
+        if key not in _SPLIT_MAPS:
+            if len(_SPLIT_MAPS) >= 64:
+                _SPLIT_MAPS.pop(next(iter(_SPLIT_MAPS)))
+            _SPLIT_MAPS[key] = split_map(self.load_experiment(entry))
+        return _SPLIT_MAPS[key]
+
+    def claimed_tasks(self) -> dict[str, dict[str, Any]]:
+        """Fingerprint -> the claim event that holds it, over every claim of the ledger.
+
+        A claim line written before claims named their tasks is read through its
+        claimant's frozen experiment.
+        """
+        held: dict[str, dict[str, Any]] = {}
+        entries = {e.id: e for e in self.entries()}
+        for event in self.ledger.events():
+            if event.get("event") != "locked-split-claim":
+                continue
+            tasks = event.get("tasks")
+            if tasks is None and event.get("id") in entries:
+                tasks = locked_fingerprints(self.task_splits(entries[event["id"]]))
+            for fingerprint in tasks or ():
+                held.setdefault(fingerprint, event)
+        return held
+
+    def _claimed_by_others(self, reg_id: str, tasks: list[str]) -> dict[str, dict[str, Any]]:
+        held = self.claimed_tasks()
+        return {fp: held[fp] for fp in tasks if fp in held and held[fp].get("id") != reg_id}
+
+    def _check_tasks_by_content(
+        self, reg: Registration, splits: dict[str, SplitName], source: str
+    ) -> None:
+        """A task keeps the locked split, in or out, across registrations and experiments.
+
+        Refused (exit 4): a task an earlier registration had in the locked split now in
+        another split, or one it had outside now in the locked split (its prompt was
+        seen by exploratory work); and a confirmatory registration whose test tasks are
+        claimed by another registration, by content. Moving a task between the
+        exploratory splits (dev, validation) is allowed.
+        """
+        first: dict[str, tuple[SplitName, str]] = {}
+        for earlier in self.entries():
+            for fingerprint, split in self.task_splits(earlier).items():
+                first.setdefault(fingerprint, (split, earlier.id))
+        moved = [
+            (fingerprint, was, now)
+            for fingerprint, now in splits.items()
+            if fingerprint in first
+            and (was := first[fingerprint])[0] != now
+            and LOCKED_SPLIT in (was[0], now)
+        ]
+        if moved:
+            shown = [
+                f"a task '{was[1]}' had in split {was[0]} is in split {now} here"
+                for _, was, now in moved
+            ]
+            raise ProtocolRefusal(
+                f"{len(moved)} task(s) of experiment '{reg.experiment}' change sides of the "
+                f"locked split ('{LOCKED_SPLIT}') against earlier registrations: a task keeps "
+                "the split it was first registered in (tasks are matched by content)",
+                file=source,
+                field="experiment",
+                details=shown[:10],
+            )
+        if reg.kind == "confirmatory":
+            taken = self._claimed_by_others(reg.id, sorted(locked_fingerprints(splits)))
+            if taken:
+                raise ProtocolRefusal(
+                    f"{len(taken)} test task(s) were already claimed, by content, by "
+                    + ", ".join(sorted({c["id"] for c in taken.values()}))
+                    + ": the locked split is spent whatever the experiment is called",
+                    file=source,
+                    field="split",
+                )
 
     # ---- run-chain anchors -------------------------------------------------------------
 

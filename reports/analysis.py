@@ -30,7 +30,7 @@ from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
 from prereg.reports import controls, exploratory, family, stopping
 from prereg.reports.arms import arm_report, pooled_icc
-from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs
+from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, require_claim
 from prereg.reports.model import (
     Completeness,
     Reading,
@@ -368,6 +368,8 @@ def analyse(
     registry = Registry(ws.registry)
     entry = verified_entry(registry, reg_id)
     loaded = load_runs(ws, registry, entry, records=records)
+    if records is None and loaded.records:
+        require_claim(registry, entry)
     loaded = replace(loaded, chains=anchor_chains(registry, entry, loaded.chains))
     head = registry.head().to_json()  # after the anchor, so the report pins it
     return build_report(loaded, head, options)

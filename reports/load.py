@@ -22,9 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prereg.core.errors import BadInput, IntegrityError
+from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
+from prereg.experiments.models import LOCKED_SPLIT
 from prereg.experiments.offers import ArmOffer
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import build_offers, expand_units, plan_from_registration
@@ -170,6 +171,28 @@ def frozen_experiment(registry: Registry, entry: Entry) -> Experiment:
             _EXPERIMENTS.pop(next(iter(_EXPERIMENTS)))
         _EXPERIMENTS[key] = registry.load_experiment(entry)
     return _EXPERIMENTS[key]
+
+
+def require_claim(registry: Registry, entry: Entry) -> None:
+    """Runs on the locked split are analysed only under the registration holding its claim.
+
+    (A registration with no runs yet is not refused: its report says so.)
+
+    Refused (exit 4) otherwise: runs made elsewhere under a claim this registry refused
+    (exported, then imported) must not become a confirmatory verdict.
+    """
+    if entry.registration.split != LOCKED_SPLIT:
+        return
+    held = [c for c in entry.claims if c.get("digest") == entry.digest]
+    if not held:
+        holders = sorted({str(c["id"]) for c in registry.claimed_tasks().values()})
+        raise ProtocolRefusal(
+            f"'{entry.id}' runs on the locked split but holds no claim on it in this "
+            "registry"
+            + (f" (the claim is held by {', '.join(holders)})" if holders else "")
+            + ": its runs cannot be analysed here",
+            field="split",
+        )
 
 
 def load_runs(

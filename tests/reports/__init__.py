@@ -14,6 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from prereg.core.errors import ProtocolRefusal
+from prereg.experiments.models import LOCKED_SPLIT
+from prereg.registry.registry import Registry
 from prereg.runners.record import RunRecord
 from prereg.runners.store import RunStore
 
@@ -265,6 +268,17 @@ def seed002_outcomes(
 
 
 def append(ws: Path, records: Sequence[RunRecord]) -> None:
+    """Store ``records`` as ``prereg run`` would, claiming the locked split first for a
+    registration on it (a second confirmatory registration on the same split cannot
+    claim it; the compare tests store its records all the same)."""
+    registry = Registry(ws / "registry")
+    for reg_id in dict.fromkeys(r.registration_id for r in records):
+        entry = registry.find(reg_id)  # records may name an unregistered id (refusal tests)
+        if entry is not None and entry.registration.split == LOCKED_SPLIT:
+            try:
+                registry.claim_locked_split(entry)
+            except ProtocolRefusal:
+                pass
     store = RunStore(ws / "runs")
     try:
         for rec in records:

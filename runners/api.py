@@ -75,14 +75,38 @@ def run_registration(
     return summary
 
 
+def check_export_target(ws: Workspace, out: Path, force: bool) -> None:
+    """An export never lands in the registry or the run store, nor over a file unasked.
+
+    BadInput (exit 2, nothing written): a path inside the workspace's ``registry/`` or
+    ``runs/`` (an export there would overwrite the ledger or the store), a folder, or an
+    existing file without ``force``.
+    """
+    target = Path(out).resolve()
+    for protected in (ws.registry, ws.runs):
+        root = protected.resolve()
+        if target == root or root in target.parents:
+            raise BadInput(
+                f"refusing to write an export inside the workspace's {protected.name}/ "
+                f"({target}): write it elsewhere",
+                field="--out",
+            )
+    if target.is_dir():
+        raise BadInput(f"{target} is a folder; give a file name", field="--out")
+    if target.exists() and not force:
+        raise BadInput(f"{target} exists; use --force to replace it", field="--out")
+
+
 def export_registration(
-    ws: Workspace, registration_id: str, fmt: Format, out: Path
+    ws: Workspace, registration_id: str, fmt: Format, out: Path, *, force: bool = False
 ) -> dict[str, Any]:
     """Write every record of a registration, chain links included, to ``out``.
 
-    The registration and its run chain are verified first (exit 3), and records of
-    another digest filed under the same id are refused (exit 3).
+    The target is checked first (:func:`check_export_target`, exit 2), then the
+    registration and its run chain are verified (exit 3), and records of another digest
+    filed under the same id are refused (exit 3).
     """
+    check_export_target(ws, out, force)
     registry = open_registry(ws)
     entry = verified_entry(registry, registration_id)
     records, heads = verified_records(ws.runs, registry, entry)

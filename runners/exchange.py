@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from prereg.core.errors import BadInput
+from prereg.core.errors import BadInput, WriteFailure
 from prereg.core.yamlio import format_loc
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
 
@@ -130,21 +130,27 @@ def from_row(row: dict[str, str]) -> dict[str, Any]:
 def write_records(records: Iterable[RunRecord], path: Path, fmt: Format) -> int:
     """Write records to ``path`` atomically (temporary file, then rename); returns count."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     n = 0
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        if fmt == "jsonl":
-            for record in records:
-                fh.write(record.model_dump_json() + "\n")
-                n += 1
-        else:
-            writer = csv.DictWriter(fh, fieldnames=list(EXPORT_COLUMNS))
-            writer.writeheader()
-            for record in records:
-                writer.writerow(to_row(record))
-                n += 1
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            if fmt == "jsonl":
+                for record in records:
+                    fh.write(record.model_dump_json() + "\n")
+                    n += 1
+            else:
+                writer = csv.DictWriter(fh, fieldnames=list(EXPORT_COLUMNS))
+                writer.writeheader()
+                for record in records:
+                    writer.writerow(to_row(record))
+                    n += 1
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteFailure(
+            f"cannot write the export: {exc.strerror or exc}", file=str(path)
+        ) from None
     return n
 
 

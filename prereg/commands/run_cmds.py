@@ -130,13 +130,18 @@ def export(
     registration_id: Annotated[str, typer.Argument(metavar="ID")],
     out: Annotated[Path, typer.Option("--out", "-o", help="File to write.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl or csv.")] = "jsonl",
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Export a registration's run records (one per line / row)."""
+    """Export a registration's run records (one per line / row), hash-chain links included.
+
+    Refuses (exit 2) a target inside the workspace's registry/ or runs/, a folder, and an
+    existing file unless --force.
+    """
     if fmt not in ("jsonl", "csv"):
         raise BadInput(f"unknown format '{fmt}' (use jsonl or csv)", field="format")
     chosen: Literal["jsonl", "csv"] = "jsonl" if fmt == "jsonl" else "csv"
-    result = export_registration(workspace(ctx), registration_id, chosen, out)
+    result = export_registration(workspace(ctx), registration_id, chosen, out, force=force)
     emit(
         result,
         as_json,

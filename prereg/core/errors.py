@@ -50,6 +50,15 @@ class PreregError(Exception):
         }
 
 
+class WriteFailure(PreregError):
+    """The machine refused a write (disk full, read-only folder): exit 1.
+
+    Raised after the partial file is removed, so nothing half-written is left.
+    """
+
+    exit_code = 1
+
+
 class BadInput(PreregError):
     """Bad input or usage (exit 2). Raised before anything is written."""
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal, WriteFailure
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.fingerprints import locked_fingerprints, split_map
 from prereg.experiments.models import LOCKED_SPLIT, SplitName
@@ -34,6 +34,9 @@ from prereg.registry.ledger import Ledger, LedgerHead
 from prereg.registry.objects import ObjectStore
 from prereg.registry.resolve import Resolved, resolve
 from prereg.registry.schema import Registration
+
+#: Suffix of a mirror file written before its ledger line, renamed once the line is in.
+PENDING_SUFFIX = ".pending"
 
 #: Task fingerprint maps of frozen experiments, keyed by their files' digests.
 _SPLIT_MAPS: dict[tuple[tuple[str, str], ...], dict[str, SplitName]] = {}
@@ -78,11 +81,23 @@ def frozen_body_digest(frozen: dict[str, Any]) -> str:
 
 
 def _write_readonly(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` read-only at ``path`` atomically; WriteFailure leaves no temporary."""
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.chmod(tmp, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.chmod(tmp, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteFailure(
+            f"cannot write {path.name}: {exc.strerror or exc}", file=str(path)
+        ) from None
+
+
+def pending_path(path: Path) -> Path:
+    """Where a mirror waits until its ledger line is appended (see ``_append_mirrored``)."""
+    return path.with_name(path.name + PENDING_SUFFIX)
 
 
 def _reader(files: dict[str, bytes]) -> Callable[[str], bytes]:
@@ -112,6 +127,8 @@ class Registry:
 
     def _load_frozen(self, reg_id: str) -> dict[str, Any]:
         path = self.frozen_path(reg_id)
+        if not path.exists() and pending_path(path).exists():
+            path = pending_path(path)  # a kill came after the ledger line, before the rename
         try:
             data: dict[str, Any] = json.loads(path.read_bytes())
             return data
@@ -221,6 +238,7 @@ class Registry:
         reg = resolved.registration
         gate = feasibility.check(reg, resolved.n_prompts)
         with self.ledger.locked():
+            self.finish_pending()
             existing = self.find(reg.id)
             if existing is not None:
                 if existing.digest == resolved.digest:
@@ -287,8 +305,7 @@ class Registry:
             line = self.ledger.prepare(event)
             frozen = {**body, "ledger_line": line.decode()}
             # canonical bytes, so that verify can tell any byte edit, formatting included
-            _write_readonly(self.frozen_path(reg.id), canonical_json(frozen) + b"\n")
-            self.ledger.append_prepared(line)
+            self._append_mirrored(self.frozen_path(reg.id), canonical_json(frozen) + b"\n", line)
         entry = self.get(reg.id)
         return RegisterResult(entry=entry, created=True)
 
@@ -306,6 +323,7 @@ class Registry:
             )
         tasks = sorted(locked_fingerprints(self.task_splits(entry)))
         with self.ledger.locked():
+            self.finish_pending()
             claim = self.claim_of(entry.experiment)
             if claim is not None:
                 if claim.get("id") == entry.id and claim.get("digest") == entry.digest:
@@ -332,9 +350,51 @@ class Registry:
             }
             line = self.ledger.prepare(event)
             parsed: dict[str, Any] = json.loads(line)
-            _write_readonly(self.claims_dir / f"{parsed['seq']:06d}.json", line)
-            self.ledger.append_prepared(line)
+            self._append_mirrored(self.claims_dir / f"{parsed['seq']:06d}.json", line, line)
             return parsed
+
+    # ---- ordered writes -------------------------------------------------------------------
+
+    def _append_mirrored(self, path: Path, mirror: bytes, line: bytes) -> None:
+        """Mirror file first (pending), then the ledger line, then the mirror's name.
+
+        A kill before the line leaves only a pending file: no registration, claim or
+        anchor happened, and the next writer removes it. A kill after the line leaves a
+        pending mirror that readers use and the next writer renames. Either way the
+        registry holds no half-made entry and ``verify`` raises no false alarm. Hold
+        :meth:`Ledger.locked`.
+        """
+        pending = pending_path(path)
+        _write_readonly(pending, mirror)
+        try:
+            self.ledger.append_prepared(line)
+        except OSError as exc:
+            pending.unlink(missing_ok=True)
+            raise WriteFailure(
+                f"cannot append to the ledger: {exc.strerror or exc}", file=str(self.ledger.path)
+            ) from None
+        os.replace(pending, path)
+
+    def finish_pending(self) -> None:
+        """Complete or discard mirrors a killed writer left pending. Hold the ledger lock."""
+        lines = {line.raw for line in self.ledger.lines()}
+        for folder in (self.frozen_dir, self.claims_dir, self.anchors_dir):
+            if not folder.is_dir():
+                continue
+            for pending in sorted(folder.glob("*" + PENDING_SUFFIX)):
+                data = pending.read_bytes()
+                if folder == self.frozen_dir:
+                    try:
+                        line = json.loads(data).get("ledger_line", "").encode()
+                    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                        line = b""
+                else:
+                    line = data
+                final = pending.with_name(pending.name.removesuffix(PENDING_SUFFIX))
+                if line in lines and not final.exists():
+                    os.replace(pending, final)
+                else:
+                    pending.unlink()
 
     # ---- the locked split, by content -----------------------------------------------------
 
@@ -434,6 +494,7 @@ class Registry:
         rewriting the ledger after it.
         """
         with self.ledger.locked():
+            self.finish_pending()
             latest = self.anchors(entry.digest)
             if latest and (latest[-1].get("count"), latest[-1].get("head")) == (count, head):
                 return None
@@ -446,6 +507,5 @@ class Registry:
             }
             line = self.ledger.prepare(event)
             parsed: dict[str, Any] = json.loads(line)
-            _write_readonly(self.anchors_dir / f"{parsed['seq']:06d}.json", line)
-            self.ledger.append_prepared(line)
+            self._append_mirrored(self.anchors_dir / f"{parsed['seq']:06d}.json", line, line)
             return parsed

@@ -19,7 +19,14 @@ from typing import Any
 from prereg.core.errors import IntegrityError
 from prereg.registry.digest import canonical_json, document_digest, file_digest
 from prereg.registry.ledger import GENESIS
-from prereg.registry.registry import ANCHOR_EVENT, Entry, Registry, frozen_body_digest
+from prereg.registry.registry import (
+    ANCHOR_EVENT,
+    PENDING_SUFFIX,
+    Entry,
+    Registry,
+    frozen_body_digest,
+    pending_path,
+)
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,8 @@ def _check_frozen_event(
     referenced: set[str] = set()
     reg_id = str(event.get("id"))
     path = registry.frozen_path(reg_id)
+    if not path.exists() and pending_path(path).is_file():
+        path = pending_path(path)  # a kill after the ledger line; the next write renames it
     if not path.is_file():
         problems.append(
             Problem(
@@ -233,10 +242,17 @@ def _check_mirrors(
     """Ledger lines of ``event_kind`` against their mirror files in ``folder``."""
     mirrored = {e.get("seq"): e for e in events if e.get("event") == event_kind}
     by_seq: dict[int, tuple[Path, bytes]] = {}
+    lines = {e["_raw"] for e in events}
     if folder.is_dir():
         for path in sorted(folder.iterdir()):
+            name = path.name
+            if name.endswith(PENDING_SUFFIX):
+                final = path.with_name(name.removesuffix(PENDING_SUFFIX))
+                if final.exists() or path.read_bytes() not in lines:
+                    continue  # an interrupted write that never happened: not a mirror
+                name = final.name
             try:
-                seq = int(path.stem) if path.suffix == ".json" else None
+                seq = int(name.removesuffix(".json")) if name.endswith(".json") else None
             except ValueError:
                 seq = None
             if seq is None or not path.is_file():

@@ -13,18 +13,26 @@ column, and the field, for both schema errors (pydantic, via
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
 from prereg.core.errors import BadInput
-from prereg.core.yamlio import Located, format_loc, parse_yaml, validate
+from prereg.core.safeio import (
+    MAX_EXPERIMENT_FILE_BYTES,
+    UnreadableFile,
+    check_json,
+    escaped,
+    read_regular_file,
+    size_text,
+)
+from prereg.core.yamlio import Located, format_loc, load_yaml, parse_yaml, validate
 from prereg.experiments.models import (
     SPLIT_NAMES,
     ArgRef,
@@ -153,7 +161,7 @@ def _check_relpath(doc: Doc, loc: Sequence[int | str], rel: str) -> None:
 
 def _read(read: Reader, rel: str, site: tuple[Doc, Sequence[int | str]] | None) -> bytes:
     try:
-        return read(rel)
+        data = read(rel)
     except FileNotFoundError:
         if site is None:
             raise BadInput(
@@ -166,15 +174,20 @@ def _read(read: Reader, rel: str, site: tuple[Doc, Sequence[int | str]] | None) 
             raise BadInput("expected a file, got a directory", file=rel) from None
         doc, loc = site
         raise doc.fail(loc, f"referenced path '{rel}' is a directory, not a file") from None
-
-
-def _fast_parse(raw: bytes, rel: str) -> Any:
-    """YAML data via libyaml when available; any problem is re-parsed for a precise error."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        return yaml.load(raw.decode("utf-8"), Loader=loader)  # noqa: S506 - a safe loader
-    except (yaml.YAMLError, UnicodeDecodeError):
-        return parse_yaml(raw, rel).data  # raises BadInput with file:line:col
+    except UnreadableFile as exc:
+        if site is None:
+            raise BadInput(exc.reason, file=rel) from None
+        doc, loc = site
+        raise doc.fail(loc, f"referenced path '{rel}' {exc.reason}") from None
+    if len(data) > MAX_EXPERIMENT_FILE_BYTES:  # a reader other than folder_reader's
+        reason = (
+            f"is {size_text(len(data))}, over the {size_text(MAX_EXPERIMENT_FILE_BYTES)} "
+            "limit for an experiment file"
+        )
+        if site is None:
+            raise BadInput(reason, file=rel)
+        raise site[0].fail(site[1], f"referenced file '{rel}' {reason}")
+    return data
 
 
 def _load(
@@ -183,7 +196,7 @@ def _load(
     if site is not None:
         _check_relpath(site[0], site[1], rel)
     raw = _read(read, rel, site)
-    data = _fast_parse(raw, rel)
+    data = load_yaml(raw, rel)  # libyaml, guarded (prereg.core.yamlio)
     if data is None:
         raise BadInput("the file is empty; expected a YAML mapping", file=rel)
     if not isinstance(data, dict):
@@ -199,21 +212,26 @@ def _load(
 
 
 def folder_reader(folder: Path) -> Reader:
-    """A reader over an experiment folder that refuses paths leaving it."""
-    root = Path(folder).resolve()
+    """A reader over an experiment folder that refuses paths leaving it.
+
+    Regular files only, at most :data:`~prereg.core.safeio.MAX_EXPERIMENT_FILE_BYTES`
+    each: a FIFO, a device, a socket or a symlink loop raises
+    :class:`~prereg.core.safeio.UnreadableFile` (never a hang); a directory
+    IsADirectoryError; nothing there FileNotFoundError.
+    """
+    root = Path(os.path.realpath(folder))
 
     def read(relative: str) -> bytes:
         pure = PurePosixPath(relative)
         if pure.is_absolute() or ".." in pure.parts or "\\" in relative:
             raise BadInput(f"'{relative}' must stay inside the experiment folder", file=relative)
-        target = (root / pure).resolve()
+        if "\x00" in relative:
+            raise UnreadableFile("is not a valid path (it contains a NUL character)")
+        # realpath, not Path.resolve: a symlink loop is reported by the read, not raised here
+        target = Path(os.path.realpath(root / pure))
         if not target.is_relative_to(root):
             raise BadInput(f"'{relative}' leaves the experiment folder", file=relative)
-        if target.is_dir():
-            raise IsADirectoryError(relative)
-        if not target.is_file():
-            raise FileNotFoundError(relative)
-        return target.read_bytes()
+        return read_regular_file(target, limit=MAX_EXPERIMENT_FILE_BYTES, what="an experiment file")
 
     return read
 
@@ -222,7 +240,18 @@ def folder_reader(folder: Path) -> Reader:
 
 
 def load_experiment(read: Reader, name: str) -> Experiment:
-    """Load and cross-check experiment ``name`` through ``read``; BadInput on any problem."""
+    """Load and cross-check experiment ``name`` through ``read``; BadInput on any problem.
+
+    Every message is escaped (:func:`prereg.core.safeio.escaped`): the values it echoes
+    come from the experiment's files.
+    """
+    try:
+        return _load_experiment(read, name)
+    except BadInput as exc:
+        raise escaped(exc) from None
+
+
+def _load_experiment(read: Reader, name: str) -> Experiment:
     spec, entry = _load(read, ENTRY, ExperimentFile, None)
     if spec.name != name:
         raise entry.fail(
@@ -473,6 +502,7 @@ def _load_surface(
         # an MCP snapshot (prereg mcp snapshot): a recorded server, offered replay-only
         _check_relpath(site[0], site[1], rel)
         raw = _read(read, rel, site)
+        check_json(raw, rel)  # what canonical JSON cannot carry, with line and column
         return snapshot_surface(sid, rel, load_snapshot_bytes(raw, rel))
     model, doc = _load(read, rel, SurfaceFile, site)
     tools: list[Tool] = []

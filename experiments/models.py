@@ -32,9 +32,14 @@ Polarity = Literal["positive", "negative", "optional"]
 
 
 class Strict(BaseModel):
-    """Base: unknown fields are errors, instances are immutable."""
+    """Base: unknown fields are errors, instances are immutable, types are strict.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Strict: no string or number becomes a boolean (``destructive: 'yes'``), no boolean a
+    number (``limit: true``), no float an integer (``step: 1.0``), no number a string.
+    YAML gives real booleans and numbers, so plain YAML is unaffected.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 # ---- references between values ------------------------------------------------------------

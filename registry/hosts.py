@@ -6,17 +6,51 @@ layer up, build the driver. So the table of what may be named lives here, and
 :data:`prereg.runners.drivers.table.FACTORIES` maps each name to its implementation; a test
 (tests/test_architecture.py) checks that the two agree and that every driver built
 reports the evidence class declared here. Adding a driver: docs/extending.md.
+
+The table also says which ``host.params`` each driver accepts (:func:`params_problem`),
+so a registration whose params the driver would refuse at run is refused at register
+(:func:`prereg.registry.resolve.check_host_params`); the test
+tests/registry/test_registry_hostile_input_params.py checks that the drivers agree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 #: Runs of different evidence classes are never pooled (DESIGN.md, invariant 8).
 EvidenceClass = Literal["replay", "local", "api"]
 DriverName = Literal["replay", "local", "anthropic", "openai"]
+
+
+@dataclass(frozen=True)
+class ParamRule:
+    """One ``host.params`` key a driver with a closed set of params accepts.
+
+    ``kind``: ``integer`` (an int, not a bool), ``number`` (an int or a float, not a
+    bool) or ``boolean``. ``minimum`` bounds a number from below, inclusively unless
+    ``exclusive``.
+    """
+
+    kind: Literal["integer", "number", "boolean"]
+    minimum: float | None = None
+    exclusive: bool = False
+
+    def problem(self, value: object) -> str | None:
+        """Why ``value`` is refused, or None."""
+        if self.kind == "boolean":
+            return None if isinstance(value, bool) else "expected true or false"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"expected {'an integer' if self.kind == 'integer' else 'a number'}"
+        if self.kind == "integer" and not isinstance(value, int):
+            return "expected an integer"
+        if self.minimum is not None:
+            if self.exclusive and not value > self.minimum:
+                return f"must be > {self.minimum:g}"
+            if not self.exclusive and not value >= self.minimum:
+                return f"must be >= {self.minimum:g}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -29,6 +63,25 @@ class DriverSpec:
     #: speaks to a provider API: keys, price table, spend cap, batches
     provider: bool
     summary: str
+    #: the ``host.params`` the driver accepts: exactly these keys (``{}``: none at all),
+    #: or None for a provider driver, which sends any other key to the provider verbatim
+    params: Mapping[str, ParamRule] | None = None
+    #: keys a provider driver sets itself from the registration, so ``host.params`` may
+    #: not (the driver refuses them at run; the schema refuses them at register)
+    reserved_params: frozenset[str] = field(default_factory=frozenset)
+
+
+#: The local host's settings (``prereg.runners.drivers.local.LocalParams``), with the
+#: bounds ``LocalParams.from_params`` enforces at run.
+LOCAL_PARAMS: Mapping[str, ParamRule] = {
+    "search_k": ParamRule("integer", minimum=1),
+    "threshold": ParamRule("number"),
+    "sharpness": ParamRule("number"),
+    "prompt_sd": ParamRule("number", minimum=0),
+    "temperature": ParamRule("number", minimum=0, exclusive=True),
+    "second_goal_ratio": ParamRule("number"),
+    "server_text": ParamRule("boolean"),
+}
 
 
 DRIVERS: Mapping[DriverName, DriverSpec] = {
@@ -37,20 +90,71 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
         needs_model=False,
         provider=False,
         summary="follows each task's recorded solution path (no model)",
+        params={},
     ),
     "local": DriverSpec(
         "local",
         needs_model=False,
         provider=False,
         summary="offline BM25 tool-search host (a simulated host, no model)",
+        params=LOCAL_PARAMS,
     ),
     "anthropic": DriverSpec(
-        "api", needs_model=True, provider=True, summary="the Anthropic Messages API"
+        "api",
+        needs_model=True,
+        provider=True,
+        summary="the Anthropic Messages API",
+        reserved_params=frozenset(
+            {"model", "max_tokens", "messages", "tools", "tool_choice", "stream"}
+        ),
     ),
     "openai": DriverSpec(
-        "api", needs_model=True, provider=True, summary="the OpenAI Responses API"
+        "api",
+        needs_model=True,
+        provider=True,
+        summary="the OpenAI Responses API",
+        reserved_params=frozenset(
+            {
+                "model",
+                "input",
+                "tools",
+                "tool_choice",
+                "parallel_tool_calls",
+                "max_output_tokens",
+                "stream",
+                "background",
+                "previous_response_id",
+                "conversation",
+            }
+        ),
     ),
 }
+
+
+def params_problem(driver: DriverName, params: Mapping[str, object]) -> tuple[str, str] | None:
+    """(key, why) for the first ``host.params`` entry the driver would refuse at run, or None.
+
+    A closed driver (replay, local) accepts exactly its table's keys, each of its type and
+    range; a provider driver accepts any key but the ones it sets itself.
+    """
+    spec = DRIVERS[driver]
+    if spec.params is None:
+        for key in sorted(spec.reserved_params & set(params)):
+            return key, (
+                f"host.params may not set '{key}': the {driver} driver sets it from the "
+                "registration (model, budgets, tools)"
+            )
+        return None
+    for key, value in params.items():
+        rule = spec.params.get(key)
+        if rule is None:
+            known = ", ".join(spec.params) or "none"
+            return key, f"the {driver} driver takes no param '{key}' (it takes: {known})"
+        problem = rule.problem(value)
+        if problem is not None:
+            return key, f"{driver} host param '{key}': {problem} (got {value!r})"
+    return None
+
 
 #: Names of the drivers that call a provider API, in table order.
 PROVIDER_DRIVERS: tuple[DriverName, ...] = tuple(n for n, s in DRIVERS.items() if s.provider)

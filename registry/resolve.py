@@ -7,16 +7,19 @@ comments do not matter) and the sha256 of every file the experiment references.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput
-from prereg.core.yamlio import load_model
+from prereg.core.safeio import MAX_REGISTRATION_BYTES, UnreadableFile, escaped, read_regular_file
+from prereg.core.yamlio import load_model, parse_yaml
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.offers import ArmSpec, offers_for
 from prereg.registry.digest import document_digest, file_digest
+from prereg.registry.hosts import params_problem
 from prereg.registry.schema import Registration
 
 
@@ -60,20 +63,55 @@ def _check_offers(registration: Registration, experiment: Experiment, shown: str
         ) from None
 
 
-def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
-    """Validate a registration file and resolve its experiment; BadInput on any problem."""
+def read_registration(path: Path, shown: str) -> bytes:
+    """The bytes of a registration file: a regular file of at most 1 MiB, else BadInput.
 
-    shown = display or str(path)
+    A FIFO, a device, a socket or a symlink loop is refused before it is opened
+    (:func:`prereg.core.safeio.read_regular_file`), so nothing hangs or fills memory.
+    """
     try:
-        source = Path(path).read_bytes()
+        return read_regular_file(path, limit=MAX_REGISTRATION_BYTES, what="a registration file")
     except FileNotFoundError:
         raise BadInput("registration file not found", file=shown) from None
     except IsADirectoryError:
         raise BadInput("expected a registration YAML file, got a directory", file=shown) from None
+    except UnreadableFile as exc:
+        raise BadInput(f"{exc.reason}; expected a registration YAML file", file=shown) from None
+
+
+def check_host_params(registration: Registration, source: bytes, shown: str) -> None:
+    """``host.params`` the driver would refuse at run are refused now (BadInput at the key)."""
+    problem = params_problem(registration.host.driver, registration.host.params)
+    if problem is None:
+        return
+    key, why = problem
+    position = parse_yaml(source, shown).line_of(("host", "params", key))
+    where = f"{shown}:{position[0]}:{position[1]}" if position else shown
+    raise BadInput(why, file=where, field=f"host.params.{key}")
+
+
+def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
+    """Validate a registration file and resolve its experiment; BadInput on any problem.
+
+    Every message is escaped (:func:`prereg.core.safeio.escaped`): the values it echoes
+    come from the registration and the experiment's files.
+    """
+    shown = display or str(path)
+    try:
+        return _resolve(path, experiments_dir, shown)
+    except BadInput as exc:
+        raise escaped(exc) from None
+
+
+def _resolve(path: Path, experiments_dir: Path, shown: str) -> Resolved:
+    source = read_registration(path, shown)
     registration = load_model(Registration, source, shown)
+    check_host_params(registration, source, shown)
 
     folder = experiments_dir / registration.experiment
-    if not (folder / "experiment.yaml").is_file():
+    # lexists: an experiment.yaml that is a FIFO or a symlink loop is refused by the
+    # reader with its reason, not called missing
+    if not os.path.lexists(folder / "experiment.yaml"):
         known = (
             sorted(p.name for p in experiments_dir.iterdir() if p.is_dir())
             if experiments_dir.is_dir()

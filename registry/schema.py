@@ -12,7 +12,15 @@ import difflib
 import re
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 from prereg.core.yamlio import FieldRuleError
 from prereg.experiments.controls import ControlName
@@ -44,10 +52,22 @@ SAMPLING_PARAMS = frozenset(
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown fields are errors; instances are immutable; types are strict.
+
+    Strict: no string or number becomes a boolean (``allow_sampling: 'yes'``), no
+    boolean a number (``repeats: true``), no float an integer (``repeats: 3.0``), no
+    number a string. YAML gives real booleans and numbers, so plain YAML is unaffected.
+    A pair (``compare``, ``prior``) is written as a YAML list: see :data:`StrictPair`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, min_length=1, max_length=100)]
+#: A pair written as a YAML (or JSON) list: the tuple alone is lax (strict mode accepts
+#: only a tuple, which YAML cannot write); its items stay strict.
+StrictPair = Annotated[tuple[StrictStr, StrictStr], Field(strict=False)]
+StrictFloatPair = Annotated[tuple[StrictFloat, StrictFloat], Field(strict=False)]
 Probability = Annotated[float, Field(gt=0.0, lt=1.0)]
 
 
@@ -117,7 +137,13 @@ class Live(Strict):
 
 
 class Host(Strict):
-    """Where the arms run. Sampling parameters need ``allow_sampling: true``."""
+    """Where the arms run. Sampling parameters need ``allow_sampling: true``.
+
+    ``params`` are also checked against the driver's table at register
+    (:func:`prereg.registry.resolve.check_host_params`): what the driver would refuse at
+    run is refused then. Not here: a frozen copy registered before a driver's table
+    changed must still load.
+    """
 
     driver: DriverName
     model: str | None = None
@@ -165,7 +191,7 @@ class TestSpec(Strict):
     alpha: Probability = 0.05
     sides: Literal["two-sided", "greater", "less"] = "two-sided"
     favours: str | None = None
-    compare: tuple[str, str] | None = None
+    compare: StrictPair | None = None
     outcome: OutcomeName | None = None
     aggregate: Literal["majority", "all", "any", "first", "mean"] = "majority"
     margin: float | None = Field(None, gt=0, lt=1)
@@ -207,7 +233,7 @@ class Stopping(Strict):
     rule: Literal["beta-mixture"]
     threshold: float = Field(20.0, gt=1.0)
     min_prompts: int = Field(40, ge=1)
-    prior: tuple[float, float] = (1.0, 1.0)
+    prior: StrictFloatPair = (1.0, 1.0)
 
 
 class Plan(Strict):

@@ -16,6 +16,7 @@ import typer
 from prereg.commands import analyse_cmds, mcp_cmds, plan_cmds, registry_cmds, run_cmds
 from prereg.core.errors import PreregError
 from prereg.core.output import dumps, err_console
+from prereg.core.untrusted import display_text
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
 
@@ -77,7 +78,11 @@ def main(argv: list[str] | None = None) -> None:
         if as_json:
             sys.stdout.write(dumps(exc.to_json()) + "\n")
         err_console.print(
-            f"error: {exc.render()}", style="red", highlight=False, markup=False, soft_wrap=True
+            f"error: {display_text(exc.render(), multiline=True)}",
+            style="red",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
         )
         sys.exit(exc.exit_code)
     except typer.Exit as exc:

@@ -237,49 +237,17 @@ class Registry:
     def _commit(self, resolved: Resolved) -> RegisterResult:
         reg = resolved.registration
         gate = feasibility.check(reg, resolved.n_prompts)
+        splits = split_map(load_experiment(_reader(resolved.files), reg.experiment))
+        # checked once before the lock, so a refusal writes nothing (not even the lock
+        # file), and again under it, where a concurrent register cannot interleave
+        existing = self._refusals(resolved, splits)
+        if existing is not None:
+            return RegisterResult(entry=existing, created=False)
         with self.ledger.locked():
             self.finish_pending()
-            existing = self.find(reg.id)
+            existing = self._refusals(resolved, splits)
             if existing is not None:
-                if existing.digest == resolved.digest:
-                    return RegisterResult(entry=existing, created=False)
-                raise ProtocolRefusal(
-                    f"registration id '{reg.id}' is already registered with digest "
-                    f"{existing.digest}; this content has digest {resolved.digest}. A "
-                    "registration is never edited: register it under a new id with "
-                    f"`supersedes: {reg.id}`",
-                    file=resolved.source_path,
-                    field="id",
-                )
-            if reg.supersedes is not None:
-                old = self.find(reg.supersedes)
-                if old is None:
-                    raise BadInput(
-                        f"supersedes unknown registration '{reg.supersedes}'",
-                        file=resolved.source_path,
-                        field="supersedes",
-                    )
-                if old.superseded_by is not None:
-                    raise ProtocolRefusal(
-                        f"'{reg.supersedes}' is already superseded by '{old.superseded_by}'; "
-                        f"supersede '{old.superseded_by}' instead",
-                        file=resolved.source_path,
-                        field="supersedes",
-                    )
-            experiment = load_experiment(_reader(resolved.files), reg.experiment)
-            self._check_tasks_by_content(reg, split_map(experiment), resolved.source_path)
-            if reg.kind == "confirmatory":
-                claim = self.claim_of(reg.experiment)
-                if claim is not None:
-                    raise ProtocolRefusal(
-                        f"the locked test split of experiment '{reg.experiment}' was already "
-                        f"spent by confirmatory registration '{claim['id']}' (ledger seq "
-                        f"{claim['seq']}, {claim['time']}); a second confirmatory run on it is "
-                        "refused",
-                        file=resolved.source_path,
-                        field="split",
-                    )
-
+                return RegisterResult(entry=existing, created=False)
             source_object = self.objects.put(resolved.source_bytes)
             for data in resolved.files.values():
                 self.objects.put(data)
@@ -308,6 +276,50 @@ class Registry:
             self._append_mirrored(self.frozen_path(reg.id), canonical_json(frozen) + b"\n", line)
         entry = self.get(reg.id)
         return RegisterResult(entry=entry, created=True)
+
+    def _refusals(self, resolved: Resolved, splits: dict[str, SplitName]) -> Entry | None:
+        """Raise if the protocol refuses this registration; the entry if already registered."""
+        reg = resolved.registration
+        existing = self.find(reg.id)
+        if existing is not None:
+            if existing.digest == resolved.digest:
+                return existing
+            raise ProtocolRefusal(
+                f"registration id '{reg.id}' is already registered with digest "
+                f"{existing.digest}; this content has digest {resolved.digest}. A "
+                "registration is never edited: register it under a new id with "
+                f"`supersedes: {reg.id}`",
+                file=resolved.source_path,
+                field="id",
+            )
+        if reg.supersedes is not None:
+            old = self.find(reg.supersedes)
+            if old is None:
+                raise BadInput(
+                    f"supersedes unknown registration '{reg.supersedes}'",
+                    file=resolved.source_path,
+                    field="supersedes",
+                )
+            if old.superseded_by is not None:
+                raise ProtocolRefusal(
+                    f"'{reg.supersedes}' is already superseded by '{old.superseded_by}'; "
+                    f"supersede '{old.superseded_by}' instead",
+                    file=resolved.source_path,
+                    field="supersedes",
+                )
+        self._check_tasks_by_content(reg, splits, resolved.source_path)
+        if reg.kind == "confirmatory":
+            claim = self.claim_of(reg.experiment)
+            if claim is not None:
+                raise ProtocolRefusal(
+                    f"the locked test split of experiment '{reg.experiment}' was already "
+                    f"spent by confirmatory registration '{claim['id']}' (ledger seq "
+                    f"{claim['seq']}, {claim['time']}); a second confirmatory run on it is "
+                    "refused",
+                    file=resolved.source_path,
+                    field="split",
+                )
+        return None
 
     def claim_locked_split(self, entry: Entry) -> dict[str, Any]:
         """Claim the experiment's locked split for a confirmatory registration.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -272,7 +273,7 @@ def _batch_poll_printer(as_json: bool) -> Callable[[BatchStatus], None]:
 def _workspace_experiment(ws: Workspace, name: str) -> Experiment:
     """The experiment in the workspace folder ``experiments/<name>`` (the editable files)."""
     folder = ws.experiments / name
-    if not (folder / "experiment.yaml").is_file():
+    if not os.path.lexists(folder / "experiment.yaml"):  # the loader says what else is wrong
         known = (
             sorted(p.name for p in ws.experiments.iterdir() if p.is_dir())
             if ws.experiments.is_dir()

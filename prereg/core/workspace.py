@@ -50,7 +50,7 @@ class Workspace:
         """A path relative to the workspace root, for output and records."""
         try:
             return str(Path(path).resolve().relative_to(self.root))
-        except ValueError:
+        except (ValueError, RuntimeError, OSError):  # outside, or a symlink loop
             return str(path)
 
 

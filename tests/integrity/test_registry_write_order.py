@@ -87,3 +87,15 @@ def test_a_claim_killed_before_its_line_is_no_claim(  # type: ignore[no-untyped-
     assert cli("-w", ws, "verify").code == 0
     assert cli("-w", ws, "run", "music-library-confirmatory", "--max-units", "1").code == 0
     assert cli("-w", ws, "verify").code == 0
+
+
+def test_a_refused_registration_writes_not_even_the_lock_file(ws: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    draft = ws / "drafts" / "orphan.yaml"
+    draft.write_text(
+        (ws / PILOT).read_text().replace("id: music-library-pilot", "id: orphan")
+        + "supersedes: nothing-here\n"
+    )
+    before = sorted(str(p.relative_to(ws)) for p in (ws / "registry").rglob("*"))
+    result = cli("-w", ws, "register", draft, "--json")
+    assert result.code == 2, result.stdout
+    assert sorted(str(p.relative_to(ws)) for p in (ws / "registry").rglob("*")) == before

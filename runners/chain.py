@@ -58,9 +58,11 @@ def body_problems(body: str, index: int, prev: str) -> tuple[str | None, list[st
     Returns (its hash as recomputed, or None when unreadable; problems). Works on the
     raw JSON so a record edited into an invalid one is reported, not raised.
     """
+    if not isinstance(body, str):  # a damaged file can hold a number or bytes here
+        return None, [f"link {index}: the stored record is not text"]
     try:
         data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return None, [f"link {index}: the stored record is not valid JSON"]
     if not isinstance(data, dict):
         return None, [f"link {index}: the stored record is not a JSON object"]
@@ -70,7 +72,7 @@ def body_problems(body: str, index: int, prev: str) -> tuple[str | None, list[st
         return None, [f"link {index}: the record carries no chain link"]
     try:
         recomputed = link_hash(data, index, prev)
-    except (TypeError, ValueError) as exc:  # a value canonical JSON cannot hold
+    except (TypeError, ValueError, RecursionError) as exc:  # what canonical JSON cannot hold
         return None, [f"link {index}: the record cannot be canonicalised ({exc})"]
     if stated.get("index") != index:
         problems.append(f"link {index}: the record says index {stated.get('index')}")
@@ -105,7 +107,11 @@ def check_records(records: Sequence[RunRecord], registration_digest: str) -> lis
             problems.append(
                 f"record {record.record_id}: its 'prev' does not match the record before it"
             )
-        recomputed = link_hash(content(record), record.chain.index, record.chain.prev)
+        try:
+            recomputed = link_hash(content(record), record.chain.index, record.chain.prev)
+        except (TypeError, ValueError, RecursionError) as exc:  # e.g. a number read as inf
+            problems.append(f"record {record.record_id} cannot be canonicalised ({exc})")
+            return problems
         if record.chain.hash != recomputed:
             problems.append(
                 f"record {record.record_id}: its content does not match its hash (edited)"

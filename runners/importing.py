@@ -10,14 +10,18 @@ before anything is written (so a refusal writes nothing):
 3. every record is a unit the registration plans (arm, task, repeat), on its split,
    from its driver and evidence class (exit 3: such a record would make the
    append-only store unanalysable forever);
-4. against the store: a stored link must be the same record (else the import
-   "differs", exit 3, naming the records); the links after the stored ones are
-   appended, each continuing the stored chain.
+4. against the store: the stored chain must verify (schema, integrity, links,
+   anchors: an import never extends a tampered chain); a stored link must be the same
+   record (else the import "differs", exit 3, naming the records); the links after the
+   stored ones are appended, each continuing the stored chain;
+5. no unit gets a second ok record and no record id is used twice (in the file or
+   against the store): the store's unique indexes would refuse such a record half-way
+   through the import.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from prereg.core.errors import IntegrityError
@@ -27,7 +31,8 @@ from prereg.registry.units import expand_units, plan_from_registration
 from prereg.registry.verify import verified_entry
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
+from prereg.runners.store import ChainRow, RunStore
+from prereg.runners.verify_runs import check_anchors, check_chain, store_problems
 
 MAX_LISTED = 20
 
@@ -93,6 +98,37 @@ def _unplanned(registry: Registry, entry: Entry, records: list[RunRecord]) -> li
     return wrong
 
 
+def _stored_chain(
+    registry: Registry, store: RunStore, entry: Entry, digest: str, stored: list[ChainRow]
+) -> None:
+    """Refuse to extend (or compare with) a stored chain that does not verify."""
+    found, _ = check_chain(stored, digest)
+    found += check_anchors(registry, digest, stored)
+    if found:
+        raise _refuse(
+            f"the stored run records of '{entry.id}' fail verification (run `prereg verify`)",
+            str(store.path),
+            [f"{p.kind}: {p.entry}: {p.message}" for p in found],
+        )
+
+
+def _doubled_units(stored: list[ChainRow], new: list[RunRecord]) -> list[str]:
+    """Units that would hold more than one ok record once ``new`` is appended."""
+    units = Counter((r.arm, r.task_id, r.repeat) for r in stored if r.status == "ok")
+    units.update(r.unit_key for r in new if r.status == "ok")
+    return [
+        f"{arm}/{task}/r{repeat}: {n} ok records"
+        for (arm, task, repeat), n in sorted(units.items())
+        if n > 1
+    ]
+
+
+def _reused_ids(rows: list[tuple[int, RunRecord]]) -> list[str]:
+    """Record ids the file uses more than once."""
+    counts = Counter(record.record_id for _, record in rows)
+    return [f"record id {rid} used {n} times" for rid, n in sorted(counts.items()) if n > 1]
+
+
 def plan_import(
     registry: Registry, store: RunStore, rows: list[tuple[int, RunRecord]], path: str
 ) -> ImportPlan:
@@ -101,6 +137,16 @@ def plan_import(
     by_digest: dict[str, list[RunRecord]] = defaultdict(list)
     for _, record in rows:
         by_digest[record.registration_digest].append(record)
+    reused = _reused_ids(rows)
+    if reused:
+        raise _refuse(f"{len(reused)} record id(s) are used more than once", path, reused)
+    damaged = store_problems(store)
+    if damaged:
+        raise _refuse(
+            "the run store fails verification (run `prereg verify`)",
+            str(store.path),
+            [f"{p.kind}: {p.entry}: {p.message}" for p in damaged],
+        )
     result = ImportPlan()
     for digest, records in by_digest.items():
         entry = entries[records[0].registration_id]
@@ -118,7 +164,9 @@ def plan_import(
             raise _refuse(
                 f"{len(unplanned)} record(s) are not runs '{entry.id}' plans", path, unplanned
             )
-        stored = [row.record_hash for row in store.chain_rows(digest)]
+        stored_rows = store.chain_rows(digest)
+        _stored_chain(registry, store, entry, digest, stored_rows)
+        stored = [row.record_hash for row in stored_rows]
         differing = [
             f"link {i}: record {record.record_id} differs from the stored record at that position"
             for i, record in enumerate(ordered[: len(stored)])
@@ -131,7 +179,22 @@ def plan_import(
                 path,
                 differing,
             )
+        new = ordered[len(stored) :]
+        doubled = _doubled_units(stored_rows, new)
+        if doubled:
+            raise _refuse(
+                f"{len(doubled)} unit(s) of '{entry.id}' would have more than one ok record",
+                path,
+                doubled,
+            )
+        taken = [
+            f"record id {r.record_id} is already stored"
+            for r in new
+            if store.has_record_id(r.record_id)
+        ]
+        if taken:
+            raise _refuse(f"{len(taken)} record id(s) are already stored here", path, taken)
         result.already_stored += min(len(stored), len(ordered))
-        result.append.extend(ordered[len(stored) :])
+        result.append.extend(new)
         result.chains[digest] = chain.head_of(ordered, digest)
     return result

@@ -20,7 +20,10 @@ Design:
   (:mod:`prereg.runners.chain`), computed inside the appending transaction, so
   concurrent writers serialise on the chain's head; a unique index keeps one record
   per chain position. :mod:`prereg.runners.verify_runs` checks the chains, the
-  schema (triggers and indexes present) and the registry's anchors.
+  schema (triggers and indexes present and unaltered), SQLite's integrity check and
+  the registry's anchors. The schema is applied only to a new store: reading an
+  existing one never re-creates a dropped trigger or index (that would erase the
+  evidence), and writing to a store whose schema was changed is refused (exit 3).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Self
 
-from prereg.core.errors import BadInput
+from prereg.core.errors import BadInput, IntegrityError
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
 
@@ -71,40 +74,97 @@ BEGIN SELECT RAISE(ABORT, 'run records are append-only: DELETE is refused'); END
 """
 
 
-#: What the schema must hold for the store's guarantees (checked by verify_runs).
-REQUIRED_OBJECTS = (
-    ("trigger", "records_no_update"),
-    ("trigger", "records_no_delete"),
-    ("index", "one_ok_record_per_unit"),
-    ("index", "one_link_per_chain_position"),
-)
-
+#: The columns a store written before run-record hash chains lacks.
+CHAIN_COLUMNS = frozenset({"chain_index", "prev_hash", "record_hash"})
 
 _SCHEMA_TABLE_CHECK = ""  # connect first, check the columns, then apply the schema
+
+_EXPECTED: dict[tuple[str, str], str | None] = {}
+
+
+def expected_schema() -> dict[tuple[str, str], str | None]:
+    """(type, name) -> SQL of every schema object of the records table, as SQLite stores it.
+
+    Built once from ``_SCHEMA`` in an in-memory database, so it is exactly the text a
+    store created by this prereg holds (SQLite keeps the statement without ``IF NOT
+    EXISTS``). A schema change needs a migration of existing stores anyway.
+    """
+    if not _EXPECTED:
+        conn = sqlite3.connect(":memory:")
+        try:
+            conn.executescript(_SCHEMA)
+            _EXPECTED.update(_schema_of(conn))
+        finally:
+            conn.close()
+    return _EXPECTED
+
+
+def _schema_of(conn: sqlite3.Connection) -> dict[tuple[str, str], str | None]:
+    rows = conn.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'records'"
+    ).fetchall()
+    return {(str(kind), str(name)): sql for kind, name, sql in rows}
+
+
+def schema_drift(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """(type, name, what) for every object of the records table that differs from the
+    schema this prereg creates: "dropped", "altered" or "added" (a trigger or index an
+    attacker dropped, rewrote or slipped in)."""
+    expected, actual = expected_schema(), _schema_of(conn)
+    drift = [(kind, name, "dropped") for kind, name in expected if (kind, name) not in actual]
+    drift += [
+        (kind, name, "altered" if (kind, name) in expected else "added")
+        for (kind, name), sql in actual.items()
+        if expected.get((kind, name), "") != sql
+    ]
+    return sorted(drift)
+
+
+@contextmanager
+def sqlite_errors() -> Iterator[None]:
+    """Let every SQLite failure surface as ``sqlite3.DatabaseError``.
+
+    A damaged file can make SQLite name bytes that are not UTF-8 in an error message
+    (a schema entry, say); Python's sqlite3 then raises UnicodeDecodeError instead.
+    """
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise sqlite3.DatabaseError(
+            f"the database holds bytes that are not UTF-8 ({exc.reason} at byte {exc.start} "
+            "of an SQLite message)"
+        ) from None
 
 
 class DuplicateRecord(Exception):
     """The unit already has an ok record (or this record id was already stored)."""
 
 
-class ChainConflict(Exception):
-    """A record with a chain link that does not continue the stored chain (import)."""
+class ChainConflict(IntegrityError):
+    """A record with a chain link that does not continue the stored chain (import; exit 3)."""
 
 
 @dataclass(frozen=True)
 class ChainRow:
-    """One stored link, as the database holds it (for verification)."""
+    """One stored link, as the database holds it (for verification).
+
+    The values are as SQLite returns them: a damaged or edited file can hold a value of
+    another type than the column's, which verification reports instead of trusting.
+    """
 
     seq: int
     chain_index: int
     prev_hash: str
     record_hash: str
     record_id: str
+    registration_digest: str
+    registration_id: str
     arm: str
     task_id: str
     repeat: int
     status: str
     success: int | None
+    cost_usd: float | None
     body: str
 
 
@@ -141,6 +201,7 @@ class Database:
         self.path = store_path(path)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self._drift: list[tuple[str, str, str]] = []
 
     def close(self) -> None:
         with self._lock:
@@ -165,25 +226,61 @@ class RunStore(Database):
             return self._conn
         if not create and not self.path.exists():
             return None
-        conn = connect_wal(self.path, _SCHEMA_TABLE_CHECK)
+        with sqlite_errors():
+            conn = connect_wal(self.path, _SCHEMA_TABLE_CHECK)
+            try:
+                self._drift = self._prepare(conn)
+            except BaseException:
+                conn.close()
+                raise
+        self._conn = conn
+        return self._conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+        """Create a new store's schema; return how an existing one's differs from it.
+
+        An existing store's schema is never re-applied: a dropped trigger or index would
+        be re-created by the next read, and the tampering would leave no trace.
+        """
         columns = {row[1] for row in conn.execute("PRAGMA table_info(records)")}
-        if columns and "chain_index" not in columns:
-            conn.close()
+        if columns and not columns & CHAIN_COLUMNS:
             raise BadInput(
                 f"{self.path} was written by a prereg without run-record hash chains; "
                 "its records cannot be verified. Move it away and run again (or import "
                 "its records through a prereg of that version's export)",
                 file=str(self.path),
             )
-        conn.executescript(_SCHEMA)
-        self._conn = conn
-        return self._conn
+        if not columns:
+            conn.executescript(_SCHEMA)  # a new store (or one holding other tables only)
+        return schema_drift(conn)
+
+    def schema_drift(self) -> list[tuple[str, str, str]]:
+        """How the store's schema differs from this prereg's (see :func:`schema_drift`)."""
+        with self._lock:
+            if self._connect(create=False) is None:
+                return []
+            return list(self._drift)
+
+    def integrity_problems(self, limit: int = 20) -> list[str]:
+        """SQLite's own ``integrity_check`` (b-tree structure, every index against its
+        table, row order): empty when the file is sound."""
+        rows = self._query(f"PRAGMA integrity_check({int(limit)})")
+        found = [str(row[0]) for row in rows]
+        return [] if found == ["ok"] else found
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             conn = self._connect(create=True)
             assert conn is not None
+            if self._drift:
+                raise IntegrityError(
+                    "the run store's schema was changed, so it no longer keeps records "
+                    "append-only and one per unit; nothing is written to it. Run `prereg "
+                    "verify`",
+                    file=str(self.path),
+                    details=[f"{kind} {name}: {what}" for kind, name, what in self._drift],
+                )
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -286,7 +383,8 @@ class RunStore(Database):
             conn = self._connect(create=False)
             if conn is None:
                 return []
-            return conn.execute(sql, params).fetchall()
+            with sqlite_errors():
+                return conn.execute(sql, params).fetchall()
 
     def records(
         self,
@@ -325,20 +423,26 @@ class RunStore(Database):
         )
         return float(rows[0][0]) if rows else 0.0  # type: ignore[arg-type]
 
-    def digests(self) -> list[str]:
-        """Every registration digest with records, in order of first appearance."""
+    def digests(self, registration_id: str | None = None) -> list[str]:
+        """Every registration digest with records (filed under ``registration_id``, if
+        given), in order of first appearance."""
+        where = ""
+        params: tuple[str, ...] = ()
+        if registration_id is not None:
+            where, params = " WHERE registration_id = ?", (registration_id,)
         rows = self._query(
-            "SELECT registration_digest, MIN(seq) FROM records GROUP BY registration_digest "
-            "ORDER BY MIN(seq)"
+            f"SELECT registration_digest, MIN(seq) FROM records{where} "
+            "GROUP BY registration_digest ORDER BY MIN(seq)",
+            params,
         )
         return [str(d) for d, _ in rows]
 
     def chain_rows(self, digest: str) -> list[ChainRow]:
         """The stored links of ``digest``'s chain, in chain order (for verification)."""
         rows = self._query(
-            "SELECT seq, chain_index, prev_hash, record_hash, record_id, arm, task_id, repeat,"
-            " status, success, body FROM records WHERE registration_digest = ?"
-            " ORDER BY chain_index, seq",
+            "SELECT seq, chain_index, prev_hash, record_hash, record_id, registration_digest,"
+            " registration_id, arm, task_id, repeat, status, success, cost_usd, body"
+            " FROM records WHERE registration_digest = ? ORDER BY chain_index, seq",
             (digest,),
         )
         return [ChainRow(*row) for row in rows]  # type: ignore[arg-type]

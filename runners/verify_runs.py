@@ -1,11 +1,13 @@
 """Verify the run store: every chain, the schema that keeps it append-only, the anchors.
 
-``prereg verify`` runs this after the registry's checks; ``analyse`` and ``export`` run
-:func:`verified_records` for the registration they read. A problem is reported, never
-raised as a traceback: an edited record, a removed, inserted or reordered one, a
-dropped trigger or index, a second ok record for a unit, a record whose indexed columns
-disagree with its body, a chain shorter than or different from what the registry
-anchored, and a store file SQLite cannot read.
+``prereg verify`` runs this after the registry's checks; ``run``, ``analyse``, ``export``
+and ``import`` run :func:`verified_records` for the registration they read. A problem is
+reported, never raised as a traceback: an edited record, a removed, inserted or
+reordered one, a dropped, altered or added trigger or index, a second ok record for a
+unit, a record whose columns disagree with its body or hold a value of another type, a
+chain shorter than or different from what the registry anchored, a chain of a digest no
+registration has, a store SQLite's integrity check faults (a damaged page, an index that
+disagrees with its table), and a store file SQLite cannot read.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import Problem
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import REQUIRED_OBJECTS, ChainRow, RunStore, store_path
+from prereg.runners.store import ChainRow, RunStore, store_path
+
+#: Problems named in a refusal (``prereg verify`` lists them all).
+MAX_LISTED = 20
 
 
 @dataclass
@@ -42,23 +47,88 @@ class RunsReport:
         }
 
 
+_TEXT_COLUMNS = (
+    "prev_hash",
+    "record_hash",
+    "record_id",
+    "registration_digest",
+    "registration_id",
+    "arm",
+    "task_id",
+    "status",
+    "body",
+)
+
+
+#: The columns compared with the record's body, in the order of _row_problems.
+_COMPARED = (
+    "record_id",
+    "registration_digest",
+    "registration_id",
+    "arm",
+    "task_id",
+    "repeat",
+    "status",
+    "success",
+    "cost_usd",
+)
+
+
+def _mistyped(row: ChainRow) -> list[str]:
+    """Columns holding a value of another type than the schema's (a damaged or edited file)."""
+    wrong = [name for name in _TEXT_COLUMNS if type(getattr(row, name)) is not str]
+    wrong += [n for n in ("seq", "chain_index", "repeat") if type(getattr(row, n)) is not int]
+    if row.success is not None and type(row.success) is not int:
+        wrong.append("success")
+    if row.cost_usd is not None and type(row.cost_usd) is not float:
+        wrong.append("cost_usd")
+    return wrong
+
+
 def _row_problems(row: ChainRow, where: str) -> list[Problem]:
-    """A row's indexed columns against its body (analysis reads the body)."""
+    """A row's columns against its body (analysis reads the body, the store the columns)."""
+    wrong = _mistyped(row)
+    if wrong:
+        return [
+            Problem(
+                "runs-record", where, f"column(s) {', '.join(wrong)} hold a value of another type"
+            )
+        ]
     try:
         record = RunRecord.model_validate_json(row.body)
     except ValidationError:
         return [Problem("runs-record", where, "the stored record is not a valid run record")]
-    stated = (row.record_id, row.arm, row.task_id, row.repeat, row.status, row.success)
+    stated = (
+        row.record_id,
+        row.registration_digest,
+        row.registration_id,
+        row.arm,
+        row.task_id,
+        row.repeat,
+        row.status,
+        row.success,
+        row.cost_usd,
+    )
     actual = (
         record.record_id,
+        record.registration_digest,
+        record.registration_id,
         record.arm,
         record.task_id,
         record.repeat,
         record.status,
         None if record.success is None else int(record.success),
+        record.cost_usd,
     )
-    if stated != actual:
-        return [Problem("runs-record", where, "the row's columns disagree with its record")]
+    differing = [name for name, a, b in zip(_COMPARED, stated, actual, strict=True) if a != b]
+    if differing:
+        return [
+            Problem(
+                "runs-record",
+                where,
+                f"the row's column(s) {', '.join(differing)} disagree with its record",
+            )
+        ]
     return []
 
 
@@ -66,8 +136,18 @@ def check_chain(rows: list[ChainRow], digest: str) -> tuple[list[Problem], str]:
     """Problems of one stored chain, and its head hash as recomputed."""
     problems: list[Problem] = []
     prev = chain.genesis(digest)
+    last_seq: object = None
     for expected, row in enumerate(rows):
         where = f"runs {digest[:19]}... link {expected} (record {row.record_id})"
+        if isinstance(last_seq, int) and isinstance(row.seq, int) and row.seq <= last_seq:
+            problems.append(
+                Problem(
+                    "runs-chain",
+                    where,
+                    "stored before the link it follows: the store's write order was changed",
+                )
+            )
+        last_seq = row.seq
         if row.chain_index != expected:
             problems.append(
                 Problem(
@@ -135,40 +215,91 @@ def check_anchors(registry: Registry, digest: str, rows: list[ChainRow]) -> list
     return problems
 
 
+def check_owner(registry: Registry, digest: str, rows: list[ChainRow]) -> list[Problem]:
+    """The chain's digest must be a registration's, and its records filed under its id."""
+    owners = {
+        e.get("digest"): e.get("id")
+        for e in registry.ledger.events()
+        if e.get("event") == "registration"
+    }
+    where = f"runs {digest[:19]}..."
+    if digest not in owners:
+        return [
+            Problem(
+                "runs-unregistered",
+                where,
+                f"{len(rows)} record(s) of a registration digest no registration here has",
+            )
+        ]
+    stray = sorted({str(r.registration_id) for r in rows if r.registration_id != owners[digest]})
+    if stray:
+        return [
+            Problem(
+                "runs-record",
+                where,
+                f"records filed under {stray}, but the digest is that of '{owners[digest]}'",
+            )
+        ]
+    return []
+
+
+def store_problems(store: RunStore) -> list[Problem]:
+    """The schema (triggers and indexes present and unaltered) and SQLite's integrity check."""
+    name = store.path.name
+    problems = [
+        Problem(
+            "runs-schema",
+            f"{name}: {kind} {obj}",
+            f"the {kind} was {what}: the store's schema is what keeps it append-only and "
+            "one record per unit and per chain position",
+        )
+        for kind, obj, what in store.schema_drift()
+    ]
+    problems += [
+        Problem("runs-corrupt", name, f"SQLite's integrity check: {issue}")
+        for issue in store.integrity_problems()
+    ]
+    return problems
+
+
+def _missing_chains(
+    registry: Registry, present: set[str], digest: str | None = None
+) -> list[Problem]:
+    """Anchors pinning records of a digest the store holds none of (the chain was removed)."""
+    pinned: dict[str, str] = {}
+    for anchor in registry.anchors(digest):
+        if anchor.get("count") and anchor.get("digest") not in present:
+            pinned[str(anchor.get("digest"))] = str(anchor.get("id"))
+    return [
+        Problem(
+            "runs-anchor",
+            f"runs of '{reg_id}'",
+            "the registry pinned run records, but the run store holds none of them",
+        )
+        for reg_id in sorted(pinned.values())
+    ]
+
+
 def verify_runs(runs: Path, registry: Registry) -> RunsReport:
     """Check every chain of the store at ``runs`` (a folder or the database file)."""
     report = RunsReport()
     path = store_path(runs)
     if not path.exists():
-        for anchor in registry.anchors():
-            if anchor.get("count"):
-                report.problems.append(
-                    Problem(
-                        "runs-anchor",
-                        f"runs of '{anchor.get('id')}'",
-                        "the registry pinned run records, but the run store is missing",
-                    )
-                )
+        report.problems += _missing_chains(registry, set())
         return report
     store = RunStore(path)
     try:
-        present = store.schema_objects()
-        for kind, name in REQUIRED_OBJECTS:
-            if (kind, name) not in present:
-                report.problems.append(
-                    Problem(
-                        "runs-schema",
-                        f"{path.name}: {kind} {name}",
-                        f"the {kind} that keeps the store append-only and one-per-unit was dropped",
-                    )
-                )
-        for digest in store.digests():
+        report.problems += store_problems(store)
+        digests = store.digests()
+        for digest in digests:
             rows = store.chain_rows(digest)
             report.records += len(rows)
             problems, head = check_chain(rows, digest)
             report.problems += problems
             report.problems += check_anchors(registry, digest, rows)
+            report.problems += check_owner(registry, digest, rows)
             report.heads[digest] = {"count": len(rows), "head": head}
+        report.problems += _missing_chains(registry, set(digests))
     except sqlite3.DatabaseError as exc:
         report.problems.append(
             Problem("runs-unreadable", path.name, f"the run store cannot be read: {exc}")
@@ -184,23 +315,28 @@ def verified_records(
     """The records filed under ``entry`` (its id or its digest), after their chains verify.
 
     Returns (records, heads by digest); IntegrityError (exit 3) naming every problem of
-    each chain involved, the registry's anchors included.
+    the store's schema and integrity and of each chain involved, the registry's anchors
+    included. No record is parsed before its chain verified.
     """
     path = store_path(runs)
     if not path.exists():
+        _refuse_if(entry, _missing_chains(registry, set(), entry.digest))
         return [], {}
     store = RunStore(path)
     problems: list[Problem] = []
     heads: dict[str, dict[str, Any]] = {}
     try:
-        by_id = store.records(registration_id=entry.id)
-        digests = {entry.digest} | {r.registration_digest for r in by_id}
+        problems += store_problems(store)
+        digests = {entry.digest, *store.digests(registration_id=entry.id)}
         for digest in sorted(digests):
             rows = store.chain_rows(digest)
             found, head = check_chain(rows, digest)
             problems += found + check_anchors(registry, digest, rows)
             if rows:
+                problems += check_owner(registry, digest, rows)
                 heads[digest] = {"count": len(rows), "head": head}
+        _refuse_if(entry, problems)
+        by_id = store.records(registration_id=entry.id)
         by_digest = store.records(registration_digest=entry.digest)
     except sqlite3.DatabaseError as exc:
         raise IntegrityError(
@@ -208,16 +344,22 @@ def verified_records(
         ) from None
     finally:
         store.close()
-    if problems:
-        raise IntegrityError(
-            f"the run records of '{entry.id}' fail verification, so they are not used; run "
-            "`prereg verify` for the whole store",
-            details=[f"{p.kind}: {p.entry}: {p.message}" for p in problems],
-        )
     seen: dict[str, RunRecord] = {}
     for record in [*by_id, *by_digest]:
         seen.setdefault(record.record_id, record)
     return list(seen.values()), heads
+
+
+def _refuse_if(entry: Entry, problems: list[Problem]) -> None:
+    if problems:
+        raise IntegrityError(
+            f"the run records of '{entry.id}' fail verification, so they are not used; run "
+            "`prereg verify` for the whole store",
+            details=[f"{p.kind}: {p.entry}: {p.message}" for p in problems[:MAX_LISTED]]
+            + (
+                [f"... and {len(problems) - MAX_LISTED} more"] if len(problems) > MAX_LISTED else []
+            ),
+        )
 
 
 def anchor_runs(runs: Path, registry: Registry, entry: Entry) -> dict[str, Any]:

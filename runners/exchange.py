@@ -205,6 +205,11 @@ def read_records(path: Path) -> list[tuple[int, RunRecord]]:
         raise BadInput(f"missing column(s) {missing}", file=f"{path}:1")
     for row in reader:
         number = reader.line_num
+        # csv.DictReader files fields beyond the header under None and pads short rows with None
+        if None in row or any(value is None for value in row.values()):
+            raise BadInput(
+                "the row has more or fewer fields than the header", file=f"{path}:{number}"
+            )
         try:
             out.append((number, RunRecord.model_validate(from_row(dict(row)))))
         except (ValidationError, ValueError) as exc:

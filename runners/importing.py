@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from prereg.core.errors import IntegrityError
+from prereg.core.errors import IntegrityError, ProtocolRefusal
+from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.hosts import DRIVERS
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import expand_units, plan_from_registration
@@ -163,6 +164,16 @@ def plan_import(
         if unplanned:
             raise _refuse(
                 f"{len(unplanned)} record(s) are not runs '{entry.id}' plans", path, unplanned
+            )
+        if entry.registration.split == LOCKED_SPLIT and not any(
+            c.get("digest") == entry.digest for c in entry.claims
+        ):
+            raise ProtocolRefusal(
+                f"'{entry.id}' ran on the locked split elsewhere, but holds no claim on it in "
+                "this registry: its runs are refused here (the locked split is run once, "
+                "under the registration that claims it); nothing was imported",
+                file=path,
+                field="split",
             )
         stored_rows = store.chain_rows(digest)
         _stored_chain(registry, store, entry, digest, stored_rows)

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from prereg.core.errors import IntegrityError
+from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import Problem
 from prereg.runners import chain
@@ -215,6 +216,30 @@ def check_anchors(registry: Registry, digest: str, rows: list[ChainRow]) -> list
     return problems
 
 
+def check_claim(registry: Registry, digest: str, rows: list[ChainRow]) -> list[Problem]:
+    """Runs of a registration on the locked split need that registration's claim.
+
+    Catches the documented tail limit of the registry: removing the newest claim line
+    together with its mirror leaves a consistent ledger, but not runs no claim covers.
+    """
+    events = registry.ledger.events()
+    registered = [
+        e for e in events if e.get("event") == "registration" and e.get("digest") == digest
+    ]
+    if not rows or not registered or registered[0].get("split") != LOCKED_SPLIT:
+        return []
+    if any(e.get("event") == "locked-split-claim" and e.get("digest") == digest for e in events):
+        return []
+    return [
+        Problem(
+            "runs-locked-split",
+            f"runs of '{registered[0].get('id')}'",
+            f"{len(rows)} record(s) on the locked split, but no claim of the registry covers "
+            "them (a claim line was removed, or the runs were made elsewhere)",
+        )
+    ]
+
+
 def check_owner(registry: Registry, digest: str, rows: list[ChainRow]) -> list[Problem]:
     """The chain's digest must be a registration's, and its records filed under its id."""
     owners = {
@@ -298,6 +323,7 @@ def verify_runs(runs: Path, registry: Registry) -> RunsReport:
             report.problems += problems
             report.problems += check_anchors(registry, digest, rows)
             report.problems += check_owner(registry, digest, rows)
+            report.problems += check_claim(registry, digest, rows)
             report.heads[digest] = {"count": len(rows), "head": head}
         report.problems += _missing_chains(registry, set(digests))
     except sqlite3.DatabaseError as exc:

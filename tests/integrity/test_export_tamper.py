@@ -299,13 +299,6 @@ def test_records_of_a_registration_this_workspace_does_not_hold(
     refused(cli, fresh, out, "not registered here")
 
 
-@pytest.mark.xfail(
-    raises=TypeError,
-    strict=True,
-    reason="runners/exchange.py (outside this change's files, reported): from_row meets a "
-    "ragged CSV row, fewer fields than the header (int(None)) or a renamed column beside an "
-    "extra field (sorted([None, str])), with TypeError, a traceback, instead of BadInput",
-)
 @pytest.mark.parametrize("ragged", ["a missing field", "a renamed column and an extra field"])
 def test_a_ragged_csv_is_bad_input(
     exports: dict[str, Path], fresh: Path, cli: Any, ragged: str, tmp_path: Path

@@ -86,14 +86,9 @@ def base_exports(small_template: Path) -> dict[str, str | None]:
 
 
 #: A hole outside the files of this change, reported (see test_export_tamper.py).
-CSV_HOLE = pytest.mark.xfail(
-    raises=TypeError,
-    strict=False,
-    reason="runners/exchange.py: a ragged CSV row raises TypeError, not BadInput",
-)
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", pytest.param("csv", marks=CSV_HOLE)])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 @SETTINGS
 @given(data=st.data())
 def test_any_content_changing_edit_of_an_export_is_refused(

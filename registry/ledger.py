@@ -20,6 +20,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from prereg.core.errors import IntegrityError
 from prereg.core.version import code_version
 from prereg.registry.digest import PREFIX, canonical_json, sha256_hex
 
@@ -61,11 +62,21 @@ class Ledger:
         with self.lock:
             yield
 
+    def read(self) -> bytes:
+        """The ledger's bytes (empty when there is none yet); IntegrityError if unreadable."""
+        if not os.path.lexists(self.path):
+            return b""
+        try:
+            return self.path.read_bytes()
+        except OSError as exc:  # a folder, a broken link or a loop in place of the file
+            raise IntegrityError(
+                f"the ledger cannot be read ({exc.strerror or exc}); it should be a file",
+                file=str(self.path),
+            ) from None
+
     def lines(self) -> list[LedgerLine]:
-        if not self.path.exists():
-            return []
         out = []
-        for number, raw in enumerate(self.path.read_bytes().split(b"\n"), start=1):
+        for number, raw in enumerate(self.read().split(b"\n"), start=1):
             if not raw.strip():
                 continue
             try:

@@ -68,8 +68,11 @@ def _check_chain(registry: Registry, problems: list[Problem]) -> list[dict[str, 
     prev_hash = GENESIS
     expected_seq = 1
     events = []
-    path = registry.ledger.path
-    raw = path.read_bytes() if path.exists() else b""
+    try:
+        raw = registry.ledger.read()
+    except IntegrityError as exc:
+        problems.append(Problem("ledger-unreadable", "ledger.jsonl", exc.message))
+        return []
     if raw and (not raw.endswith(b"\n") or b"\n\n" in raw or raw.startswith(b"\n")):
         problems.append(
             Problem(

@@ -100,3 +100,15 @@ def test_an_edited_referenced_object_is_refused(ran: Path, cli) -> None:  # type
 
 def test_an_intact_registration_still_runs_and_analyses(ran: Path, cli) -> None:  # type: ignore[no-untyped-def]
     assert cli("-w", ran, "analyse", "music-library-pilot", "--json").code == 0
+
+
+@pytest.mark.parametrize("command", [["verify"], ["analyse", "music-library-pilot"]])
+def test_a_folder_in_place_of_the_ledger_is_an_integrity_failure(  # type: ignore[no-untyped-def]
+    ran: Path, cli, command: list[str]
+) -> None:
+    ledger = ran / "registry" / "ledger.jsonl"
+    ledger.unlink()
+    ledger.mkdir()
+    result = cli("-w", ran, *command, "--json")
+    assert result.code == 3, result.stdout
+    assert "ledger" in result.stdout

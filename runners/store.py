@@ -136,6 +136,36 @@ def sqlite_errors() -> Iterator[None]:
         ) from None
 
 
+#: The columns copied from a record into its row (indexes and sums read them; the
+#: verification compares them with the record's body).
+INDEXED_COLUMNS = (
+    "record_id",
+    "registration_digest",
+    "registration_id",
+    "arm",
+    "task_id",
+    "repeat",
+    "status",
+    "success",
+    "cost_usd",
+)
+
+
+def indexed_columns(record: RunRecord) -> tuple[object, ...]:
+    """The values of :data:`INDEXED_COLUMNS` for ``record``, as the row stores them."""
+    return (
+        record.record_id,
+        record.registration_digest,
+        record.registration_id,
+        record.arm,
+        record.task_id,
+        record.repeat,
+        record.status,
+        None if record.success is None else int(record.success),
+        record.cost_usd,
+    )
+
+
 class DuplicateRecord(Exception):
     """The unit already has an ok record (or this record id was already stored)."""
 
@@ -337,15 +367,7 @@ class RunStore(Database):
     def _insert(conn: sqlite3.Connection, record: RunRecord) -> None:
         assert record.chain is not None
         row = (
-            record.record_id,
-            record.registration_digest,
-            record.registration_id,
-            record.arm,
-            record.task_id,
-            record.repeat,
-            record.status,
-            None if record.success is None else int(record.success),
-            record.cost_usd,
+            *indexed_columns(record),
             datetime.now(UTC).isoformat(),
             record.chain.index,
             record.chain.prev,

@@ -26,7 +26,7 @@ from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import Problem
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import ChainRow, RunStore, store_path
+from prereg.runners.store import INDEXED_COLUMNS, ChainRow, RunStore, indexed_columns, store_path
 
 #: Problems named in a refusal (``prereg verify`` lists them all).
 MAX_LISTED = 20
@@ -61,20 +61,6 @@ _TEXT_COLUMNS = (
 )
 
 
-#: The columns compared with the record's body, in the order of _row_problems.
-_COMPARED = (
-    "record_id",
-    "registration_digest",
-    "registration_id",
-    "arm",
-    "task_id",
-    "repeat",
-    "status",
-    "success",
-    "cost_usd",
-)
-
-
 def _mistyped(row: ChainRow) -> list[str]:
     """Columns holding a value of another type than the schema's (a damaged or edited file)."""
     wrong = [name for name in _TEXT_COLUMNS if type(getattr(row, name)) is not str]
@@ -99,29 +85,9 @@ def _row_problems(row: ChainRow, where: str) -> list[Problem]:
         record = RunRecord.model_validate_json(row.body)
     except ValidationError:
         return [Problem("runs-record", where, "the stored record is not a valid run record")]
-    stated = (
-        row.record_id,
-        row.registration_digest,
-        row.registration_id,
-        row.arm,
-        row.task_id,
-        row.repeat,
-        row.status,
-        row.success,
-        row.cost_usd,
-    )
-    actual = (
-        record.record_id,
-        record.registration_digest,
-        record.registration_id,
-        record.arm,
-        record.task_id,
-        record.repeat,
-        record.status,
-        None if record.success is None else int(record.success),
-        record.cost_usd,
-    )
-    differing = [name for name, a, b in zip(_COMPARED, stated, actual, strict=True) if a != b]
+    stated = tuple(getattr(row, name) for name in INDEXED_COLUMNS)
+    actual = indexed_columns(record)
+    differing = [name for name, a, b in zip(INDEXED_COLUMNS, stated, actual, strict=True) if a != b]
     if differing:
         return [
             Problem(

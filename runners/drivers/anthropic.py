@@ -34,6 +34,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from prereg.registry.hosts import DRIVERS
 from prereg.runners.drivers.base import (
     Action,
     CutAtCap,
@@ -97,9 +98,8 @@ class AnthropicDriver(ModelDriver):
     provider: ClassVar[Provider] = "anthropic"
     #: the Claude API path has no field for server metadata: only tools are sent
     server_text = "none"
-    reserved_params: ClassVar[frozenset[str]] = frozenset(
-        {"model", "max_tokens", "messages", "tools", "tool_choice", "stream"}
-    )
+    #: the request fields the driver sets itself (the registry refuses them at register)
+    reserved_params: ClassVar[frozenset[str]] = DRIVERS["anthropic"].reserved_params
 
     def _make_client(self) -> Any:
         import anthropic  # lazy: the Anthropic SDK is heavy; loaded at the first request

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from prereg.registry.hosts import DRIVERS
 from prereg.runners.drivers.base import (
     Action,
     CutAtCap,
@@ -110,20 +111,8 @@ class OpenAIDriver(ModelDriver):
     provider: ClassVar[Provider] = "openai"
     #: the host path transmits each MCP server's name and description (a namespace)
     server_text = "name_and_description"
-    reserved_params: ClassVar[frozenset[str]] = frozenset(
-        {
-            "model",
-            "input",
-            "tools",
-            "tool_choice",
-            "parallel_tool_calls",
-            "max_output_tokens",
-            "stream",
-            "background",
-            "previous_response_id",
-            "conversation",
-        }
-    )
+    #: the request fields the driver sets itself (the registry refuses them at register)
+    reserved_params: ClassVar[frozenset[str]] = DRIVERS["openai"].reserved_params
 
     def _make_client(self) -> Any:
         import openai  # lazy: the OpenAI SDK is heavy; loaded at the first request

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal, WriteFailure
+from prereg.core.files import write_atomic
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.fingerprints import locked_fingerprints, split_map
 from prereg.experiments.models import LOCKED_SPLIT, SplitName
@@ -81,18 +81,8 @@ def frozen_body_digest(frozen: dict[str, Any]) -> str:
 
 
 def _write_readonly(path: Path, data: bytes) -> None:
-    """Write ``data`` read-only at ``path`` atomically; WriteFailure leaves no temporary."""
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data)
-        os.chmod(tmp, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise WriteFailure(
-            f"cannot write {path.name}: {exc.strerror or exc}", file=str(path)
-        ) from None
+    """Write a registry file read-only, whole or not at all (WriteFailure, exit 1)."""
+    write_atomic(path, data, readonly=True)
 
 
 def pending_path(path: Path) -> Path:

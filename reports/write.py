@@ -8,9 +8,9 @@ then rename), so a reader never sees a half-written report.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from prereg.core.files import write_atomic
 from prereg.core.output import dumps
 from prereg.core.workspace import Workspace
 from prereg.reports import render_html, render_md
@@ -26,10 +26,7 @@ def output_dir(ws: Workspace, report: Report) -> Path:
 
 
 def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_atomic(path, data, what=f"the report file {path.name}")
 
 
 def write_report(ws: Workspace, report: Report) -> Path:

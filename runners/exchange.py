@@ -14,14 +14,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from prereg.core.errors import BadInput, WriteFailure
+from prereg.core.errors import BadInput
+from prereg.core.files import write_atomic
 from prereg.core.yamlio import format_loc
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
 
@@ -129,28 +129,19 @@ def from_row(row: dict[str, str]) -> dict[str, Any]:
 
 def write_records(records: Iterable[RunRecord], path: Path, fmt: Format) -> int:
     """Write records to ``path`` atomically (temporary file, then rename); returns count."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    buffer = io.StringIO(newline="")
     n = 0
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            if fmt == "jsonl":
-                for record in records:
-                    fh.write(record.model_dump_json() + "\n")
-                    n += 1
-            else:
-                writer = csv.DictWriter(fh, fieldnames=list(EXPORT_COLUMNS))
-                writer.writeheader()
-                for record in records:
-                    writer.writerow(to_row(record))
-                    n += 1
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise WriteFailure(
-            f"cannot write the export: {exc.strerror or exc}", file=str(path)
-        ) from None
+    if fmt == "jsonl":
+        for record in records:
+            buffer.write(record.model_dump_json() + "\n")
+            n += 1
+    else:
+        writer = csv.DictWriter(buffer, fieldnames=list(EXPORT_COLUMNS))
+        writer.writeheader()
+        for record in records:
+            writer.writerow(to_row(record))
+            n += 1
+    write_atomic(Path(path), buffer.getvalue().encode("utf-8"), what="the export")
     return n
 
 

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Self
 
-from prereg.core.errors import BadInput, IntegrityError
+from prereg.core.errors import BadInput, IntegrityError, WriteFailure
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
 
@@ -164,6 +164,17 @@ def indexed_columns(record: RunRecord) -> tuple[object, ...]:
         None if record.success is None else int(record.success),
         record.cost_usd,
     )
+
+
+def _write_failure(exc: sqlite3.OperationalError, path: Path) -> Exception:
+    """A refused write (disk full, read-only) as WriteFailure, exit 1; others unchanged.
+
+    The transaction is rolled back by SQLite, so no half record is left.
+    """
+    text = str(exc).lower()
+    if "full" in text or "readonly" in text or "read-only" in text or "disk i/o" in text:
+        return WriteFailure(f"cannot write a run record: {exc}", file=str(path))
+    return exc
 
 
 class DuplicateRecord(Exception):
@@ -311,13 +322,16 @@ class RunStore(Database):
                     file=str(self.path),
                     details=[f"{kind} {name}: {what}" for kind, name, what in self._drift],
                 )
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                raise _write_failure(exc, self.path) from None
 
     # ---- writing -------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prereg.runners import exchange
+from prereg.core import files
 
 PILOT = "drafts/music-library-pilot.yaml"
 
@@ -61,7 +61,7 @@ def test_a_full_disk_leaves_no_temporary_file(  # type: ignore[no-untyped-def]
     def full(*_args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(exchange.os, "replace", full)  # the rename after the last write
+    monkeypatch.setattr(files.os, "replace", full)  # the rename after the last write
     out = tmp_path / "exports" / "r.jsonl"
     result = cli("-w", ran, "export", "music-library-pilot", "--out", out, "--json")
     assert result.code == 1, result.stdout

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from prereg.core.errors import ProtocolRefusal
+from prereg.core.errors import ProtocolRefusal, WriteFailure
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
 from prereg.registry.registry import Entry, Registry
@@ -389,7 +389,7 @@ def anchor_chains(
     if mine is not None:
         try:
             registry.anchor_runs(entry, int(mine["count"]), str(mine["head"]))
-        except OSError:
+        except (OSError, WriteFailure):  # a read-only registry: the report says "unpinned"
             pass
     for digest, info in out.items():
         pinned = [

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from prereg.core import files
+from prereg.core.errors import WriteFailure
+from prereg.registry.registry import Registry
 from prereg.runners.store import RunStore
 
 PILOT = "drafts/music-library-pilot.yaml"
@@ -55,3 +57,21 @@ def test_a_full_disk_while_writing_the_report_leaves_no_temporary_files(  # type
     assert result.json()["error"] == "WriteFailure"
     leftovers = [p for p in (ws / "reports").rglob("*") if ".tmp" in p.name]
     assert leftovers == []
+
+
+def test_a_registry_that_cannot_be_written_still_analyses_with_the_head_unpinned(  # type: ignore[no-untyped-def]
+    ws: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cli("-w", ws, "register", ws / PILOT).code == 0
+
+    def refused(*_args: object) -> None:
+        raise WriteFailure("cannot write: Read-only file system")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Registry, "anchor_runs", lambda *_args: None)  # a run with no anchor
+        assert cli("-w", ws, "run", "music-library-pilot", "--max-units", "4").code == 0
+        patch.setattr(Registry, "anchor_runs", refused)  # then a registry that refuses writes
+        result = cli("-w", ws, "analyse", "music-library-pilot", "--allow-incomplete", "--json")
+    assert result.code == 0, result.stdout
+    chains = result.json()["provenance"]["run_chains"]
+    assert [(c["count"], c["anchor"]) for c in chains.values()] == [(4, None)]

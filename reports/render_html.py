@@ -20,12 +20,14 @@ from prereg.reports.model import Report, TestReport
 from prereg.reports.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
+    arm_table,
     control_rows,
     exploratory_tables,
     headline,
+    intent_table,
     interval,
+    multiplicity_table,
     num,
-    pct,
     primary_line,
     pvalue,
 )
@@ -196,33 +198,7 @@ def _arms(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
     body: list[Any] = []
     body += [
         el("h2", f"Per-arm rates (registered outcome: {r.outcome})"),
-        table(
-            [
-                "arm",
-                "surface",
-                "runs ok",
-                "infra errors",
-                "successes / measured",
-                "rate",
-                "interval",
-                "ICC (source)",
-                "DEFF",
-            ],
-            [
-                [
-                    a.id,
-                    a.surface,
-                    a.runs_ok,
-                    a.infra_errors,
-                    f"{a.successes} / {a.measured}",
-                    pct(a.rate),
-                    interval(a.interval, "pct"),
-                    f"{num(a.icc, 2)} ({a.icc_source})",
-                    num(a.design_effect, 2),
-                ]
-                for a in r.arms
-            ],
-        ),
+        table(*arm_table(r)),
     ]
     if "arm_rates" in figures:
         body.append(_figure("arm_rates", figures["arm_rates"]))
@@ -286,21 +262,7 @@ def _multiplicity(r: Report) -> list[Any]:
         body += [
             el("h2", f"Multiplicity (registered: {m.method}, q = {m.q:g}, family {m.family})"),
             el("p", m.note),
-            table(
-                ["hypothesis", "tasks", "estimate", "p", "e", "adjusted", "rejected"],
-                [
-                    [
-                        x.hypothesis,
-                        x.n,
-                        num(x.estimate),
-                        pvalue(x.pvalue),
-                        num(x.evalue, 2),
-                        pvalue(x.adjusted),
-                        "yes" if x.reject else "no",
-                    ]
-                    for x in m.members
-                ],
-            ),
+            table(*multiplicity_table(r)),
         ]
     return body
 
@@ -308,31 +270,7 @@ def _multiplicity(r: Report) -> list[Any]:
 def _intents(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
     intents: list[Any] = []
     if r.per_intent:
-        intents = [
-            table(
-                [
-                    "intent",
-                    "tasks",
-                    "control rate",
-                    "treatment rate",
-                    "difference",
-                    "interval",
-                    "discordant (b, c)",
-                ],
-                [
-                    [
-                        x.intent,
-                        x.tasks,
-                        pct(x.control_rate),
-                        pct(x.treatment_rate),
-                        num(x.difference),
-                        interval(x.interval),
-                        "-" if x.discordant is None else f"{x.discordant.b}, {x.discordant.c}",
-                    ]
-                    for x in r.per_intent
-                ],
-            )
-        ]
+        intents = [table(*intent_table(r))]
         if "forest" in figures:
             intents.append(_figure("forest", figures["forest"]))
     return intents

@@ -20,12 +20,14 @@ from prereg.reports.model import Report, TestReport
 from prereg.reports.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
+    arm_table,
     control_rows,
     exploratory_tables,
     headline,
+    intent_table,
     interval,
+    multiplicity_table,
     num,
-    pct,
     primary_line,
     pvalue,
 )
@@ -154,33 +156,7 @@ def _runs(r: Report) -> list[str]:
 def _arms(r: Report) -> list[str]:
     out: list[str] = []
     out += [f"## Per-arm rates (registered outcome: {esc(r.outcome)})", ""]
-    out += table(
-        [
-            "arm",
-            "surface",
-            "runs ok",
-            "infra errors",
-            "successes / measured",
-            "rate",
-            "interval",
-            "ICC (source)",
-            "DEFF",
-        ],
-        [
-            [
-                a.id,
-                a.surface,
-                a.runs_ok,
-                a.infra_errors,
-                f"{a.successes} / {a.measured}",
-                pct(a.rate),
-                interval(a.interval, "pct"),
-                f"{num(a.icc, 2)} ({a.icc_source})",
-                num(a.design_effect, 2),
-            ]
-            for a in r.arms
-        ],
-    )
+    out += table(*arm_table(r))
     out.append("")
     return out
 
@@ -254,55 +230,20 @@ def _multiplicity(r: Report) -> list[str]:
             esc(m.note),
             "",
         ]
-        out += table(
-            ["hypothesis", "tasks", "estimate", "p", "e", "adjusted", "rejected"],
-            [
-                [
-                    x.hypothesis,
-                    x.n,
-                    num(x.estimate),
-                    pvalue(x.pvalue),
-                    num(x.evalue, 2),
-                    pvalue(x.adjusted),
-                    "yes" if x.reject else "no",
-                ]
-                for x in m.members
-            ],
-        )
+        out += table(*multiplicity_table(r))
         out.append("")
     return out
 
 
 def _intent_table(r: Report) -> list[str]:
-    return table(
-        [
-            "intent",
-            "tasks",
-            "control rate",
-            "treatment rate",
-            "difference",
-            "interval",
-            "discordant (b, c)",
-        ],
-        [
-            [
-                x.intent,
-                x.tasks,
-                pct(x.control_rate),
-                pct(x.treatment_rate),
-                num(x.difference),
-                interval(x.interval),
-                "-" if x.discordant is None else f"{x.discordant.b}, {x.discordant.c}",
-            ]
-            for x in r.per_intent
-        ],
-    )
+    """The per-intent table (shown registered or exploratory)."""
+    return table(*intent_table(r))
 
 
-def _registered_intents(r: Report, intent_table: list[str]) -> list[str]:
+def _registered_intents(r: Report, intents: list[str]) -> list[str]:
     out: list[str] = []
     if r.per_intent and r.per_intent_registered:
-        out += ["## Per-intent paired differences (listed, not flagged)", ""] + intent_table + [""]
+        out += ["## Per-intent paired differences (listed, not flagged)", ""] + intents + [""]
     return out
 
 
@@ -321,12 +262,12 @@ def _controls(r: Report) -> list[str]:
     return out
 
 
-def _exploratory(r: Report, intent_table: list[str]) -> list[str]:
+def _exploratory(r: Report, intents: list[str]) -> list[str]:
     out: list[str] = []
     out += ["## Exploratory", "", esc(r.exploratory.get("note", "")), ""]
     if r.per_intent and not r.per_intent_registered:
         out += ["Per-intent paired differences (not registered; listed, not flagged):", ""]
-        out += intent_table + [""]
+        out += intents + [""]
     for title, header, rows in exploratory_tables(r.exploratory):
         out += [f"### {esc(title)}", ""] + table(header, rows) + [""]
     return out

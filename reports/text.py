@@ -217,3 +217,83 @@ def exploratory_tables(exploratory: dict[str, Any]) -> list[tuple[str, list[str]
                 )
             )
     return out
+
+
+#: A table as both renderers draw it: header, then rows of cells (untrusted cells are
+#: escaped by the renderer).
+Table = tuple[list[str], list[list[Any]]]
+
+
+def arm_table(report: Report) -> Table:
+    """Per-arm rates, intervals and design effects."""
+    header = [
+        "arm",
+        "surface",
+        "runs ok",
+        "infra errors",
+        "successes / measured",
+        "rate",
+        "interval",
+        "ICC (source)",
+        "DEFF",
+    ]
+    rows = [
+        [
+            a.id,
+            a.surface,
+            a.runs_ok,
+            a.infra_errors,
+            f"{a.successes} / {a.measured}",
+            pct(a.rate),
+            interval(a.interval, "pct"),
+            f"{num(a.icc, 2)} ({a.icc_source})",
+            num(a.design_effect, 2),
+        ]
+        for a in report.arms
+    ]
+    return header, rows
+
+
+def multiplicity_table(report: Report) -> Table:
+    """The registered family's members, adjusted values and decisions."""
+    assert report.multiplicity is not None
+    header = ["hypothesis", "tasks", "estimate", "p", "e", "adjusted", "rejected"]
+    rows = [
+        [
+            x.hypothesis,
+            x.n,
+            num(x.estimate),
+            pvalue(x.pvalue),
+            num(x.evalue, 2),
+            pvalue(x.adjusted),
+            "yes" if x.reject else "no",
+        ]
+        for x in report.multiplicity.members
+    ]
+    return header, rows
+
+
+def intent_table(report: Report) -> Table:
+    """Per-intent paired differences."""
+    header = [
+        "intent",
+        "tasks",
+        "control rate",
+        "treatment rate",
+        "difference",
+        "interval",
+        "discordant (b, c)",
+    ]
+    rows = [
+        [
+            x.intent,
+            x.tasks,
+            pct(x.control_rate),
+            pct(x.treatment_rate),
+            num(x.difference),
+            interval(x.interval),
+            "-" if x.discordant is None else f"{x.discordant.b}, {x.discordant.c}",
+        ]
+        for x in report.per_intent
+    ]
+    return header, rows

@@ -30,7 +30,8 @@ neutralises such text:
   no renderer makes a link;
 - **JSON** (:func:`json_safe`): the encoder escapes C0 itself; what it leaves raw under
   ``ensure_ascii=False`` (DEL, C1, bidi and other format characters) is written as
-  ``\\uXXXX`` escapes, which decode to the same string, so ``--json`` stays exact data.
+  ``\\u`` escapes (four hex digits), which decode to the same string, so ``--json``
+  stays exact data.
 
 HTML is escaped by ``html.escape`` in :mod:`prereg.reports.render_html`.
 """
@@ -191,8 +192,8 @@ _NON_ASCII = re.compile(r"[^\x00-\x7e]")
 def json_safe(document: str) -> str:
     """``document`` (JSON text) with every unsafe character (:func:`unsafe`) that
     :func:`json.dumps` leaves raw under ``ensure_ascii=False`` (DEL, C1, bidi and other
-    format characters, line separators, lone surrogates) written as a ``\\uXXXX``
-    escape: the same data, decoded, and nothing a terminal acts on."""
+    format characters, line separators, lone surrogates) written as a ``\\u`` escape
+    (four hex digits): the same data, decoded, and nothing a terminal acts on."""
     return _NON_ASCII.sub(_json_escape, document)
 
 

@@ -9,6 +9,12 @@ can be used in arithmetic directly. Everything random is seeded with
 
 from prereg.stats.bootstrap import paired_bootstrap
 from prereg.stats.clustering import design_effect, icc_binary
+from prereg.stats.contrasts import (
+    check_weights,
+    contrast_bootstrap,
+    contrast_sign_flip,
+    factorial_weights,
+)
 from prereg.stats.funnel import loss_shares, pass_hat_k
 from prereg.stats.intervals import jeffreys_interval
 from prereg.stats.multiplicity import (
@@ -32,6 +38,7 @@ from prereg.stats.planning import (
 from prereg.stats.registrable import REGISTRABLE_TESTS, TEST_NAMES, RegistrableTest, TestName
 from prereg.stats.results import (
     BootstrapResult,
+    ContrastResult,
     DifferenceInterval,
     EValueResult,
     McNemarResult,
@@ -77,6 +84,11 @@ __all__ = [
     "paired_bootstrap",
     "exact_permutation_test",
     "sign_flip_test",
+    # registered contrasts over design cells
+    "factorial_weights",
+    "check_weights",
+    "contrast_bootstrap",
+    "contrast_sign_flip",
     # planning
     "mde_paired",
     "prompts_for_mde",
@@ -86,6 +98,7 @@ __all__ = [
     "simulate_sequential_monitor",
     # result types
     "BootstrapResult",
+    "ContrastResult",
     "DifferenceInterval",
     "EValueResult",
     "McNemarResult",

@@ -200,6 +200,16 @@ def paired_bootstrap(
     whatever its number of rows; with equal rows per prompt this is the plain
     mean(treatment) - mean(control).
 
+    The resampling unit is whatever ``prompts`` labels: task ids resample tasks; the
+    paraphrase cluster (family) or intent of each row resamples those (no other argument
+    is needed). A unit's rows then pool into one per-unit difference, every unit counts
+    once, and rows weigh equally within a unit (give each task the same number of rows,
+    or pre-average, to weight tasks equally). With run labels the run effects are fitted
+    on (unit, run) cells, so a unit x run interaction stays in the residual that the
+    correction below subtracts; fitting runs on task cells while resampling clusters
+    would under-subtract it. When paraphrases share a cluster effect, resampling tasks
+    under-covers (bench/cluster_coverage.py, tests/stats/test_cluster_resampling.py).
+
     Each draw resamples prompts with replacement and, when run labels are given, each
     arm's runs with replacement, independently per arm. Two schemes for the runs:
 

@@ -233,3 +233,28 @@ class MonitorExact:
     threshold: float
     min_prompts: int
     method: str = "exact dynamic programme over discordant counts (b, c)"
+
+
+@dataclass(frozen=True, eq=False)
+class ContrastResult:
+    """Cluster bootstrap of a contrast of cell means over resampling units.
+
+    ``n`` is the number of resampling units, ``n_rows`` the rows of the input matrix;
+    ``weights`` the checked cell weights; ``unit_contrasts`` the per-unit contrasts
+    d_u (their mean is ``estimate``); ``pvalue`` the centred two-sided bootstrap p.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    level: float
+    se: float
+    pvalue: float
+    n: int
+    n_rows: int
+    draws: int
+    seed: int | None
+    weights: tuple[float, ...]
+    method: str
+    unit_contrasts: FloatArray = field(repr=False)
+    distribution: FloatArray = field(repr=False)

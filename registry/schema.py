@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     StrictFloat,
     StrictStr,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -69,45 +70,6 @@ Identifier = Annotated[str, Field(pattern=ID_PATTERN, min_length=1, max_length=1
 StrictPair = Annotated[tuple[StrictStr, StrictStr], Field(strict=False)]
 StrictFloatPair = Annotated[tuple[StrictFloat, StrictFloat], Field(strict=False)]
 Probability = Annotated[float, Field(gt=0.0, lt=1.0)]
-
-
-class Arm(Strict):
-    """One arm: a surface of the experiment (optionally transformed by a control).
-
-    A control arm (InvokeRank, 7.2) is a registered, deterministic transformation of
-    its ``reference`` arm's offer (default: the first arm without a control), on the
-    same surface: ``placebo`` offers exactly the reference's pool; ``blinded``
-    replaces the surface's names, titles, descriptions, schema text and server text
-    by neutral placeholders; ``decoy`` adds the unrelated server named by ``decoy``
-    (a surface of the experiment) to the pool; ``clone_swap`` replaces the surface
-    by two copies under matched opaque labels, crossing labels and listing order in
-    a balanced 2 x 2. See ``prereg.experiments.controls`` and ``prereg.reports.controls``.
-    """
-
-    id: Identifier
-    surface: str = Field(min_length=1)
-    control: ControlName | None = None
-    reference: Identifier | None = None
-    decoy: str | None = Field(None, min_length=1)
-    description: str | None = None
-
-    @model_validator(mode="after")
-    def _control_fields(self) -> Arm:
-        if self.control == "decoy" and self.decoy is None:
-            raise FieldRuleError(
-                "decoy",
-                "a decoy control names the server it adds to the "
-                "pool (decoy: <surface id of the experiment>)",
-            )
-        if self.decoy is not None and self.control != "decoy":
-            raise FieldRuleError("decoy", "'decoy' is only for an arm with control: decoy")
-        if self.reference is not None and self.control is None:
-            raise FieldRuleError(
-                "reference",
-                "'reference' is only for a control arm (it "
-                "names the arm the control is judged against)",
-            )
-        return self
 
 
 class Live(Strict):
@@ -176,6 +138,106 @@ class Budgets(Strict):
     call_limit: int = Field(20, gt=0)
     turn_limit: int = Field(24, gt=0)
     spend_usd: float | None = Field(None, ge=0)
+
+
+#: A registered system prompt: the text itself is registered (and digested), and sent as
+#: the provider's system field (Anthropic ``system``, OpenAI ``instructions``).
+SystemPrompt = Annotated[str, Field(min_length=1, max_length=100_000)]
+
+
+class HostOverride(Strict):
+    """An arm's host, over the registration's ``host``.
+
+    Fields given replace the registration's. An arm that names another ``driver`` than
+    the registration's gets a fresh host: nothing else is inherited (another provider's
+    model or params would be meaningless), so it gives its own ``model`` and ``params``.
+    ``params`` given replace the inherited params whole (no key-by-key merge: what an arm
+    sends is what its ``params`` say). ``batch`` and ``live`` stay registration-wide.
+    """
+
+    driver: DriverName | None = None
+    model: str | None = Field(None, min_length=1)
+    params: dict[str, Any] | None = None
+    allow_sampling: bool | None = None
+    tool_search: bool | None = None
+
+    def apply(self, base: Host) -> Host:
+        """The arm's host: ``base`` with this override's fields (see the class docstring)."""
+        given = self.model_dump(exclude_none=True)
+        if self.driver is not None and self.driver != base.driver:
+            fresh = {"driver": self.driver, "batch": base.batch, "live": base.live}
+            return Host.model_validate({**fresh, **given})
+        return Host.model_validate({**base.model_dump(), **given})
+
+
+class BudgetsOverride(Strict):
+    """An arm's budgets, over the registration's, field by field.
+
+    ``spend_usd`` is not here: the spend cap is the registration's (one cap over every
+    arm's requests).
+    """
+
+    completion_cap: int | None = Field(None, gt=0)
+    episode_tokens: int | None = Field(None, gt=0)
+    call_limit: int | None = Field(None, gt=0)
+    turn_limit: int | None = Field(None, gt=0)
+
+    def apply(self, base: Budgets) -> Budgets:
+        return base.model_copy(update=self.model_dump(exclude_none=True))
+
+
+class Configuration(Strict):
+    """One arm's fully resolved configuration: what its runs were sent with."""
+
+    host: Host
+    budgets: Budgets
+    system_prompt: SystemPrompt | None = None
+
+
+class Arm(Strict):
+    """One arm: a surface of the experiment (optionally transformed by a control).
+
+    A control arm (InvokeRank, 7.2) is a registered, deterministic transformation of
+    its ``reference`` arm's offer (default: the first arm without a control), on the
+    same surface: ``placebo`` offers exactly the reference's pool; ``blinded``
+    replaces the surface's names, titles, descriptions, schema text and server text
+    by neutral placeholders; ``decoy`` adds the unrelated server named by ``decoy``
+    (a surface of the experiment) to the pool; ``clone_swap`` replaces the surface
+    by two copies under matched opaque labels, crossing labels and listing order in
+    a balanced 2 x 2. See ``prereg.experiments.controls`` and ``prereg.reports.controls``.
+
+    An arm is a whole configuration (issue 13): besides its surface it may override the
+    registration's ``host`` (see :class:`HostOverride`), ``budgets`` (field by field)
+    and ``system_prompt``; :meth:`Registration.config_of` resolves the result.
+    """
+
+    id: Identifier
+    surface: str = Field(min_length=1)
+    control: ControlName | None = None
+    reference: Identifier | None = None
+    decoy: str | None = Field(None, min_length=1)
+    description: str | None = None
+    host: HostOverride | None = None
+    budgets: BudgetsOverride | None = None
+    system_prompt: SystemPrompt | None = None
+
+    @model_validator(mode="after")
+    def _control_fields(self) -> Arm:
+        if self.control == "decoy" and self.decoy is None:
+            raise FieldRuleError(
+                "decoy",
+                "a decoy control names the server it adds to the "
+                "pool (decoy: <surface id of the experiment>)",
+            )
+        if self.decoy is not None and self.control != "decoy":
+            raise FieldRuleError("decoy", "'decoy' is only for an arm with control: decoy")
+        if self.reference is not None and self.control is None:
+            raise FieldRuleError(
+                "reference",
+                "'reference' is only for a control arm (it "
+                "names the arm the control is judged against)",
+            )
+        return self
 
 
 class Design(Strict):
@@ -259,6 +321,7 @@ class Registration(Strict):
     arms: list[Arm] = Field(min_length=1)
     host: Host
     budgets: Budgets = Field(default_factory=lambda: Budgets())
+    system_prompt: SystemPrompt | None = None
     design: Design = Field(default_factory=lambda: Design())
     outcome: OutcomeName = "success"
     primary: TestSpec
@@ -282,6 +345,7 @@ class Registration(Strict):
         ]:
             _check_compared_arms(where, spec, ids)
         self._check_controls(ids)
+        self._check_configurations()
         if self.supersedes == self.id:
             raise FieldRuleError("supersedes", "a registration cannot supersede itself")
         return self
@@ -330,6 +394,51 @@ class Registration(Strict):
                     f"'{ref.surface}' of arm '{reference}'",
                 )
 
+    def _check_configurations(self) -> None:
+        """Every arm's host resolves; all arms share one evidence class; batch is uniform."""
+        for index, arm in enumerate(self.arms):
+            if arm.host is None:
+                continue
+            try:
+                arm.host.apply(self.host)
+            except FieldRuleError as exc:
+                raise FieldRuleError(f"arms[{index}].host.{exc.field_path[-1]}", str(exc)) from None
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                cause = first.get("ctx", {}).get("error")
+                if isinstance(cause, FieldRuleError):  # a rule of Host, on one of its fields
+                    where, message = ".".join(map(str, cause.field_path)), str(cause)
+                else:
+                    where = ".".join(str(p) for p in first["loc"]) or "driver"
+                    message = first["msg"]
+                raise FieldRuleError(f"arms[{index}].host.{where}", message) from None
+        configs = [self.config_of(arm.id) for arm in self.arms]
+        classes = {DRIVERS[c.host.driver].evidence_class for c in configs}
+        if len(classes) > 1:
+            listed = ", ".join(
+                f"{arm.id}: {c.host.driver} ({DRIVERS[c.host.driver].evidence_class})"
+                for arm, c in zip(self.arms, configs, strict=True)
+            )
+            raise FieldRuleError(
+                "arms",
+                "all arms of a registration share one evidence class (runs of different "
+                f"classes are never compared); these arms mix them: {listed}",
+            )
+        if self.host.batch and len({_request_key(c.host) for c in configs}) > 1:
+            raise FieldRuleError(
+                "host.batch",
+                "a batch registration sends every arm through one provider batch: its "
+                "arms may not differ in driver, model or params",
+            )
+
+    def config_of(self, arm_id: str) -> Configuration:
+        """The arm's fully resolved configuration (registration defaults, arm overrides)."""
+        arm = next(a for a in self.arms if a.id == arm_id)
+        host = self.host if arm.host is None else arm.host.apply(self.host)
+        budgets = self.budgets if arm.budgets is None else arm.budgets.apply(self.budgets)
+        prompt = arm.system_prompt if arm.system_prompt is not None else self.system_prompt
+        return Configuration(host=host, budgets=budgets, system_prompt=prompt)
+
     def reference_of(self, arm_id: str) -> str | None:
         """The arm a control arm is judged against (None for an arm without a control)."""
         arm = next(a for a in self.arms if a.id == arm_id)
@@ -343,6 +452,11 @@ class Registration(Strict):
         if spec.compare:
             return spec.compare
         return (self.arms[0].id, self.arms[1].id)
+
+
+def _request_key(host: Host) -> str:
+    """What a provider request depends on in a host (batch arms must agree on it)."""
+    return repr((host.driver, host.model, sorted(host.params.items()), host.tool_search))
 
 
 def _check_compared_arms(where: str, spec: TestSpec, ids: list[str]) -> None:

@@ -35,6 +35,7 @@ from prereg.experiments.offers import (
     plain_offer,
 )
 from prereg.experiments.surfaces import Role, Surface, Tool
+from prereg.registry.digest import canonical_json
 from prereg.registry.schema import Registration
 
 
@@ -47,6 +48,58 @@ class Budgets:
     call_limit: int | None = None
     turn_limit: int | None = None
     spend_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class ArmConfig:
+    """One arm's resolved configuration (:meth:`Registration.config_of`), as the runners use it.
+
+    ``budgets.spend_usd`` is the registration's cap (one cap over every arm).
+    """
+
+    driver: str
+    model: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    tool_search: bool = False
+    allow_sampling: bool = False
+    budgets: Budgets = Budgets()
+    system_prompt: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The configuration as a record stores it: the system prompt by its sha256."""
+        b = self.budgets
+        prompt = self.system_prompt
+        return {
+            "driver": self.driver,
+            "model": self.model,
+            "params": dict(self.params),
+            "tool_search": self.tool_search,
+            "allow_sampling": self.allow_sampling,
+            "budgets": {
+                "completion_cap": b.completion_cap,
+                "episode_tokens": b.episode_tokens,
+                "call_limit": b.call_limit,
+                "turn_limit": b.turn_limit,
+            },
+            "system_prompt_sha256": None
+            if prompt is None
+            else "sha256:" + hashlib.sha256(prompt.encode()).hexdigest(),
+        }
+
+    def digest(self) -> str:
+        """sha256 of :meth:`as_json` (canonical JSON): equal configurations, equal digests."""
+        return "sha256:" + hashlib.sha256(canonical_json(self.as_json())).hexdigest()
+
+    @property
+    def host_key(self) -> tuple[object, ...]:
+        """What building a driver depends on: arms with equal keys share one driver."""
+        return (
+            self.driver,
+            self.model,
+            canonical_json(dict(self.params)),
+            self.tool_search,
+            self.allow_sampling,
+        )
 
 
 @dataclass(frozen=True)
@@ -64,6 +117,9 @@ class RunPlan:
     """What a run needs from a registration, independent of the registry's classes.
 
     ``arm_specs`` carries each arm's control; empty means plain arms (``arms``).
+    ``driver``, ``model``, ``params`` and ``budgets`` are the registration's defaults;
+    ``configs`` holds each arm's resolved configuration (:meth:`config`), which is what
+    a unit runs with. ``budgets.spend_usd`` is the one spend cap of the whole plan.
     """
 
     registration_id: str
@@ -82,10 +138,44 @@ class RunPlan:
     seed: int = 0
     arm_specs: tuple[ArmSpec, ...] = ()
     live: LiveSpec | None = None
+    configs: Mapping[str, ArmConfig] = field(default_factory=dict)
+
+    def config(self, arm: str) -> ArmConfig:
+        """The arm's configuration (the registration's defaults when none was resolved)."""
+        found = self.configs.get(arm)
+        if found is not None:
+            return found
+        return ArmConfig(self.driver, self.model, dict(self.params), budgets=self.budgets)
+
+    def arm_configs(self) -> dict[str, ArmConfig]:
+        """Every arm's configuration, in arm order."""
+        return {arm: self.config(arm) for arm, _ in self.arms}
 
     def specs(self) -> tuple[ArmSpec, ...]:
         """Every arm with its control (plain arms when none was registered)."""
         return self.arm_specs or tuple(ArmSpec(a, s) for a, s in self.arms)
+
+
+def arm_config(registration: Registration, arm_id: str) -> ArmConfig:
+    """The arm's resolved configuration (:meth:`Registration.config_of`) for the runners;
+    the spend cap is the registration's."""
+    c = registration.config_of(arm_id)
+    b = c.budgets
+    return ArmConfig(
+        driver=c.host.driver,
+        model=c.host.model,
+        params=dict(c.host.params),
+        tool_search=c.host.tool_search,
+        allow_sampling=c.host.allow_sampling,
+        budgets=Budgets(
+            b.completion_cap,
+            b.episode_tokens,
+            b.call_limit,
+            b.turn_limit,
+            registration.budgets.spend_usd,
+        ),
+        system_prompt=c.system_prompt,
+    )
 
 
 def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
@@ -114,6 +204,7 @@ def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
             timeout_s=live_reg.timeout_s,
         )
     )
+    configs = {arm.id: arm_config(registration, arm.id) for arm in registration.arms}
     return RunPlan(
         registration_id=registration.id,
         digest=digest,
@@ -133,6 +224,7 @@ def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
         seed=d.seed,
         arm_specs=specs,
         live=live,
+        configs=configs,
     )
 
 

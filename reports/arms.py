@@ -27,7 +27,8 @@ import numpy as np
 
 from prereg import stats
 from prereg.registry.schema import Registration
-from prereg.reports.model import ArmReport, Interval, Provenance
+from prereg.registry.units import arm_config
+from prereg.reports.model import ArmConfiguration, ArmReport, Interval, Provenance
 from prereg.reports.observations import Obs
 from prereg.reports.pairs import runset
 
@@ -47,6 +48,12 @@ def pooled_icc(observations: Sequence[Obs], arms: Sequence[str], outcome: str) -
                 values.append(v)
                 groups.append(f"{o.arm}\x00{o.task_id}")
     return _icc(values, groups)
+
+
+def configuration(reg: Registration, arm_id: str) -> ArmConfiguration:
+    """The arm's resolved configuration as the report states it."""
+    config = arm_config(reg, arm_id)
+    return ArmConfiguration(**config.as_json(), digest=config.digest())
 
 
 def arm_report(
@@ -90,6 +97,7 @@ def arm_report(
         id=arm_id,
         surface=arm.surface,
         control=arm.control,
+        configuration=configuration(reg, arm_id),
         outcome=outcome,
         planned_runs=planned,
         runs=len(mine) + len(arm_infra),

@@ -128,14 +128,23 @@ def check_runs(entry: Entry, observations: Sequence[Obs], planned: Sequence[Unit
                 ),
             ),
         )
-    driver = entry.registration.host.driver
-    wrong_driver = [o for o in observations if o.driver is not None and o.driver != driver]
+    reg = entry.registration
+    drivers = {arm.id: reg.config_of(arm.id).host.driver for arm in reg.arms}
+    wrong_driver = [
+        o
+        for o in observations
+        if o.driver is not None and o.arm in drivers and o.driver != drivers[o.arm]
+    ]
     if wrong_driver:
         raise IntegrityError(
-            f"{len(wrong_driver)} run(s) of '{entry.id}' were made by another driver than the "
-            f"registered one ('{driver}')",
+            f"{len(wrong_driver)} run(s) of '{entry.id}' were made by another driver than "
+            "their arm's registered one",
             details=_named(
-                wrong_driver, lambda o: f"run {o.record_id} ({o.label()}): driver {o.driver}"
+                wrong_driver,
+                lambda o: (
+                    f"run {o.record_id} ({o.label()}): driver {o.driver}, arm '{o.arm}' "
+                    f"registers {drivers[o.arm]}"
+                ),
             ),
         )
     plan = set(planned)

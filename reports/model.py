@@ -48,10 +48,24 @@ class Interval(Model):
     method: str
 
 
+class ArmConfiguration(Model):
+    """The arm's registered configuration (resolved: registration defaults, arm overrides)."""
+
+    driver: str
+    model: str | None
+    params: dict[str, Any]
+    tool_search: bool
+    allow_sampling: bool
+    budgets: dict[str, int | None]
+    system_prompt_sha256: str | None
+    digest: str = Field(description="sha256 of the configuration; equal digests, equal hosts")
+
+
 class ArmReport(Model):
     id: str
     surface: str
     control: str | None = None
+    configuration: ArmConfiguration | None = None
     outcome: str
     planned_runs: int
     runs: int

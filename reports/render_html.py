@@ -21,6 +21,8 @@ from prereg.reports.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
     arm_table,
+    configuration_table,
+    configurations_differ,
     control_rows,
     exploratory_tables,
     headline,
@@ -200,6 +202,11 @@ def _arms(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
         el("h2", f"Per-arm rates (registered outcome: {r.outcome})"),
         table(*arm_table(r)),
     ]
+    if configurations_differ(r):
+        body += [
+            el("h3", "Configurations (the arms differ in host, model, budgets or prompt)"),
+            table(*configuration_table(r)),
+        ]
     if "arm_rates" in figures:
         body.append(_figure("arm_rates", figures["arm_rates"]))
     return body

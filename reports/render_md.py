@@ -21,6 +21,8 @@ from prereg.reports.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
     arm_table,
+    configuration_table,
+    configurations_differ,
     control_rows,
     exploratory_tables,
     headline,
@@ -158,6 +160,10 @@ def _arms(r: Report) -> list[str]:
     out += [f"## Per-arm rates (registered outcome: {esc(r.outcome)})", ""]
     out += table(*arm_table(r))
     out.append("")
+    if configurations_differ(r):
+        out += ["### Configurations (the arms differ in host, model, budgets or prompt)", ""]
+        out += table(*configuration_table(r))
+        out.append("")
     return out
 
 

@@ -17,6 +17,8 @@ from prereg.core.untrusted import display
 from prereg.reports.model import Report
 from prereg.reports.text import (
     EXPLORATORY_BANNER,
+    configuration_table,
+    configurations_differ,
     control_interval,
     control_short,
     headline,
@@ -72,6 +74,12 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
             f"{a.design_effect:.2f}",
         )
     console.print(table)
+    if configurations_differ(r):
+        header, rows = configuration_table(r)
+        configs = Table(*header, title=display("configurations (the arms differ)"))
+        for row in rows:
+            configs.add_row(*(display(str(cell)) for cell in row))
+        console.print(configs)
     console.print(display(primary_line(r)))
     if r.controls:
         controls = Table(

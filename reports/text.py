@@ -254,6 +254,30 @@ def arm_table(report: Report) -> Table:
     return header, rows
 
 
+def configurations_differ(report: Report) -> bool:
+    """Whether the arms run on different configurations (host, model, budgets, prompt)."""
+    digests = {a.configuration.digest for a in report.arms if a.configuration is not None}
+    return len(digests) > 1
+
+
+def configuration_table(report: Report) -> Table:
+    """Per-arm configuration: driver, model, params, budgets, system prompt (by digest)."""
+    header = ["arm", "driver", "model", "params", "budgets", "system prompt", "configuration"]
+    rows = []
+    for a in report.arms:
+        c = a.configuration
+        if c is None:
+            continue
+        budgets = ", ".join(f"{k} {v}" for k, v in c.budgets.items() if v is not None)
+        params = ", ".join(f"{k}={v}" for k, v in sorted(c.params.items())) or "-"
+        search = "; tool search" if c.tool_search else ""
+        prompt = "-" if c.system_prompt_sha256 is None else c.system_prompt_sha256[:19]
+        rows.append(
+            [a.id, c.driver + search, c.model or "-", params, budgets, prompt, c.digest[:19]]
+        )
+    return header, rows
+
+
 def multiplicity_table(report: Report) -> Table:
     """The registered family's members, adjusted values and decisions."""
     assert report.multiplicity is not None

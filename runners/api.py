@@ -21,12 +21,11 @@ from prereg.core.workspace import Workspace
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.units import build_offers
 from prereg.registry.verify import verified_entry
-from prereg.runners.drivers.base import Driver
 from prereg.runners.exchange import Format, read_records, write_records
 from prereg.runners.importing import plan_import
-from prereg.runners.orchestrate import Progress, RunSummary, execute
+from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute
 from prereg.runners.prepare import open_registry, prepare
-from prereg.runners.providers.factory import create_run_driver
+from prereg.runners.providers.factory import create_run_drivers
 from prereg.runners.store import RunStore
 from prereg.runners.verify_runs import anchor_runs, verified_records
 
@@ -38,9 +37,10 @@ def run_registration(
     concurrency: int = 4,
     max_units: int | None = None,
     progress: Progress | None = None,
-    driver: Driver | None = None,
+    driver: Drivers | None = None,
 ) -> RunSummary:
-    """Run (or resume) a registration; ``driver`` overrides the registered one (benches)."""
+    """Run (or resume) a registration; ``driver`` overrides the registered drivers: one
+    driver for every arm, or one per arm id (benches, tests)."""
     if concurrency < 1:
         raise BadInput("--concurrency must be at least 1", field="concurrency")
     if max_units is not None and max_units < 0:
@@ -48,7 +48,7 @@ def run_registration(
     registry, entry, plan, experiment = prepare(ws, registration_id)
     if driver is None:
         try:
-            driver = create_run_driver(plan, entry.registration, ws)  # providers: issue 7
+            driver = create_run_drivers(plan, ws)
         except ValueError as exc:
             raise BadInput(str(exc), field="host.params") from None
     build_offers(plan, experiment)  # a control that cannot apply is refused (exit 2) here,

@@ -14,7 +14,7 @@ from a tool or a prompt can change how the harness behaves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from prereg.experiments.offers import ArmOffer, Server, arm_offer, offered_items
 from prereg.experiments.refs import as_step_ref
 from prereg.experiments.service import OperationError, ServiceStore, State
 from prereg.experiments.surfaces import Role, Surface, Tool, ToolRefused, execute_tool
-from prereg.registry.units import Budgets, RunUnit
+from prereg.registry.units import ArmConfig, Budgets, RunUnit
 from prereg.runners.drivers.base import (
     CutAtCap,
     Driver,
@@ -137,7 +137,11 @@ def recorded_path(task: Task, surface: Surface) -> RecordedPath:
 
 
 class Harness:
-    """Runs episodes for one run (one experiment, one set of budgets).
+    """Runs episodes for one run of one experiment.
+
+    Each unit runs under its arm's configuration (``configs``: arm id -> ArmConfig, from
+    :meth:`prereg.registry.units.RunPlan.arm_configs`): budgets, model, params and
+    system prompt; ``budgets``, ``model`` and ``params`` serve an arm without one.
 
     ``offers`` (arm id -> :class:`ArmOffer`, from :func:`prereg.registry.units.build_offers`)
     say what each arm offers, controls applied; an arm without one offers its surface
@@ -154,6 +158,7 @@ class Harness:
         rotations: int,
         offers: dict[str, ArmOffer] | None = None,
         live: LiveSession | None = None,
+        configs: Mapping[str, ArmConfig] | None = None,
     ) -> None:
         self.experiment = experiment
         self.budgets = budgets
@@ -162,7 +167,15 @@ class Harness:
         self.rotations = rotations
         self.offers = dict(offers or {})
         self.live = live
+        self.configs = dict(configs or {})
         self._validators: dict[tuple[str, str], Any] = {}
+
+    def config_of(self, unit: RunUnit) -> ArmConfig:
+        """The unit's arm's configuration; the harness-wide defaults for an arm without one."""
+        found = self.configs.get(unit.arm)
+        if found is not None:
+            return found
+        return ArmConfig("", self.model, self.params, budgets=self.budgets)
 
     def _validator(self, tool: Tool) -> Any:
         key = (tool.surface, tool.name)
@@ -218,12 +231,14 @@ class Harness:
             offer = self.offer_of(unit)
             focal = offer.clones[unit.cell & 1][0] if offer.clones else offer.servers[0]
             solution = recorded_path(unit.task, focal.surface)
+        config = self.config_of(unit)
         return Episode(
             prompt=unit.task.prompt,
             tools=tools,
-            completion_cap=self.budgets.completion_cap,
-            model=self.model,
-            params=self.params,
+            completion_cap=config.budgets.completion_cap,
+            model=config.model,
+            params=dict(config.params),
+            system=config.system_prompt,
             seed=unit.seed,
             prompt_seed=unit.prompt_seed,
             label=unit.label,
@@ -247,7 +262,7 @@ class Harness:
         )
         history: list[Exchange] = []
         spent_tokens = 0
-        b = self.budgets
+        b = self.config_of(unit).budgets
         while True:
             if b.turn_limit is not None and len(out.turns) >= b.turn_limit:
                 out.stop = "turn_limit"

@@ -78,23 +78,31 @@ def _entries(registry: Registry, rows: list[tuple[int, RunRecord]], path: str) -
 
 
 def _unplanned(registry: Registry, entry: Entry, records: list[RunRecord]) -> list[str]:
-    """Records that are not units of ``entry``'s plan, or of another driver or class."""
+    """Records that are not units of ``entry``'s plan, or not of their arm's configuration
+    (another driver, evidence class, model, budgets or system prompt)."""
     reg = entry.registration
     plan = plan_from_registration(reg, entry.digest)
     planned = {u.key for u in expand_units(plan, registry.load_experiment(entry))}
-    driver = reg.host.driver
-    evidence = DRIVERS[driver].evidence_class
+    configs = plan.arm_configs()
     wrong: list[str] = []
     for record in records:
         where = f"record {record.record_id} ({record.arm}/{record.task_id}/r{record.repeat})"
         if record.unit_key not in planned:
             wrong.append(f"{where}: not a unit '{entry.id}' plans")
-        elif record.split != reg.split:
+            continue
+        if record.split != reg.split:
             wrong.append(f"{where}: split {record.split}, the registration's is {reg.split}")
-        if record.driver != driver or record.evidence_class != evidence:
+        config = configs[record.arm]
+        evidence = DRIVERS[config.driver].evidence_class  # type: ignore[index]
+        if record.driver != config.driver or record.evidence_class != evidence:
             wrong.append(
-                f"{where}: driver {record.driver} ({record.evidence_class}); the registration "
-                f"runs {driver} ({evidence})"
+                f"{where}: driver {record.driver} ({record.evidence_class}); arm "
+                f"'{record.arm}' runs {config.driver} ({evidence})"
+            )
+        elif record.config is not None and record.config.digest != config.digest():
+            wrong.append(
+                f"{where}: configuration {record.config.digest}; arm '{record.arm}' is "
+                f"registered with {config.digest()}"
             )
     return wrong
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -92,20 +92,53 @@ async def run_unit(plan: RunPlan, harness: Harness, unit: RunUnit, driver: Drive
         return infra_record(plan, unit, driver, message[:2000], started, _now(), result)
 
 
+Drivers = Driver | Mapping[str, Driver]
+
+
+def drivers_by_arm(plan: RunPlan, drivers: Drivers) -> dict[str, Driver]:
+    """Each arm's driver: one driver serves every arm, or a mapping names each arm's."""
+    if not isinstance(drivers, Mapping):
+        return {arm: drivers for arm, _ in plan.arms}
+    missing = [arm for arm, _ in plan.arms if arm not in drivers]
+    if missing:
+        raise ValueError(f"no driver for arm(s) {', '.join(missing)}")
+    return dict(drivers)
+
+
+def distinct(drivers: Mapping[str, Driver]) -> list[Driver]:
+    """The distinct driver objects, in arm order (arms with one host share one driver)."""
+    out: list[Driver] = []
+    for driver in drivers.values():
+        if not any(driver is seen for seen in out):
+            out.append(driver)
+    return out
+
+
+def describe(drivers: Mapping[str, Driver]) -> tuple[str, str]:
+    """(driver names, evidence class) for the summary: names joined by '+' in arm order."""
+    names: list[str] = []
+    for driver in distinct(drivers):
+        if driver.name not in names:
+            names.append(driver.name)
+    classes = sorted({d.evidence_class for d in drivers.values()})
+    return "+".join(names), "+".join(classes)
+
+
 async def run_plan(
     plan: RunPlan,
     experiment: Experiment,
     store: RunStore,
-    driver: Driver,
+    driver: Drivers,
     *,
     concurrency: int = 4,
     max_units: int | None = None,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> RunSummary:
-    """Run the plan's missing units against ``driver``; records go to ``store``."""
+    """Run the plan's missing units, each on its arm's driver; records go to ``store``."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
+    by_arm = drivers_by_arm(plan, driver)
     progress = progress or Progress()
     offers = build_offers(plan, experiment)  # BadInput before anything runs
     check_live(plan, experiment)
@@ -126,6 +159,7 @@ async def run_plan(
         plan.rotations,
         offers=offers,
         live=live,
+        configs=plan.arm_configs(),
     )
     cap = plan.budgets.spend_usd
     state = {
@@ -148,7 +182,7 @@ async def run_plan(
             unit = next(queue, None)
             if unit is None:
                 return
-            record = await run_unit(plan, harness, unit, driver)
+            record = await run_unit(plan, harness, unit, by_arm[unit.arm])
             try:
                 store.append(record)
             except DuplicateRecord:
@@ -176,11 +210,12 @@ async def run_plan(
         stopped = "spend_cap"
     remaining = len(units) - len(store.completed_keys(plan.digest))
     attempted = state["completed"] + state["failed"]
+    names, evidence_class = describe(by_arm)
     return RunSummary(
         registration_id=plan.registration_id,
         registration_digest=plan.digest,
-        driver=driver.name,
-        evidence_class=driver.evidence_class,
+        driver=names,
+        evidence_class=evidence_class,
         planned=len(units),
         skipped_existing=skipped,
         completed=int(state["completed"]),
@@ -199,13 +234,13 @@ def execute(
     plan: RunPlan,
     experiment: Experiment,
     store: RunStore,
-    driver: Driver,
+    driver: Drivers,
     *,
     concurrency: int = 4,
     max_units: int | None = None,
     progress: Progress | None = None,
 ) -> RunSummary:
-    """Synchronous entry point: run the plan in a fresh event loop, close the driver."""
+    """Synchronous entry point: run the plan in a fresh event loop, close the drivers."""
 
     async def main() -> RunSummary:
         try:
@@ -219,6 +254,7 @@ def execute(
                 progress=progress,
             )
         finally:
-            await driver.aclose()
+            for each in distinct(drivers_by_arm(plan, driver)):
+                await each.aclose()
 
     return asyncio.run(main())

@@ -218,6 +218,33 @@ class ChainLink(Strict):
     hash: str = Field(pattern=DIGEST_PATTERN)
 
 
+class ConfigBudgets(Strict):
+    completion_cap: int | None = None
+    episode_tokens: int | None = None
+    call_limit: int | None = None
+    turn_limit: int | None = None
+
+
+class Configuration(Strict):
+    """The arm's fully resolved configuration the unit ran with (issue 13).
+
+    The registration's digest covers it (it is a function of the frozen registration);
+    the record carries it so that a record says, on its own, what produced it, and so
+    that import and verify can check it against the registration. The system prompt is
+    stored by its sha256 (the text is in the frozen registration). ``digest`` is the
+    sha256 of the rest, as canonical JSON: equal configurations, equal digests.
+    """
+
+    driver: str
+    model: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    tool_search: bool = False
+    allow_sampling: bool = False
+    budgets: ConfigBudgets = Field(default_factory=ConfigBudgets)
+    system_prompt_sha256: str | None = Field(None, pattern=DIGEST_PATTERN)
+    digest: str = Field(pattern=DIGEST_PATTERN)
+
+
 class RunRecord(Strict):
     """One run unit's outcome. See the module docstring for the invariants."""
 
@@ -261,6 +288,7 @@ class RunRecord(Strict):
     trace: list[TraceEvent] = Field(default_factory=list)
     batch: bool = False
     offer: Offer | None = None
+    config: Configuration | None = None
     #: set by the run store when the record is appended (None before it is stored)
     chain: ChainLink | None = None
 
@@ -359,6 +387,7 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "batch",
     "trace",
     "offer",
+    "config",
     "chain",
     "schema_version",
 )

@@ -46,6 +46,7 @@ from prereg.runners.harness import EpisodeResult
 from prereg.runners.providers.credentials import redact
 from prereg.runners.record import (
     CloneCell,
+    Configuration,
     Funnel,
     Offer,
     OfferedServer,
@@ -104,6 +105,12 @@ def terminal_class(result: EpisodeResult) -> str:
     if result.answer is None:
         return "unresolved"
     return "searched_then_declined" if result.searched else "answered_without_search"
+
+
+def configuration(plan: RunPlan, arm: str) -> Configuration:
+    """The arm's resolved configuration as the record carries it (with its digest)."""
+    config = plan.config(arm)
+    return Configuration(**config.as_json(), digest=config.digest())
 
 
 def offer_record(unit: RunUnit, driver: Driver, result: EpisodeResult | None) -> Offer | None:
@@ -224,7 +231,7 @@ def score(
         rotation=unit.rotation,
         driver=driver.name,
         evidence_class=driver.evidence_class,
-        model_requested=plan.model,
+        model_requested=plan.config(unit.arm).model,
         model_returned=models[-1] if models else None,
         started_at=started_at,
         finished_at=finished_at,
@@ -248,6 +255,7 @@ def score(
         trace=result.trace,
         batch=plan.batch,
         offer=offer_record(unit, driver, result),
+        config=configuration(plan, unit.arm),
     )
 
 
@@ -280,7 +288,7 @@ def infra_record(
         rotation=unit.rotation,
         driver=driver.name,
         evidence_class=driver.evidence_class,
-        model_requested=plan.model,
+        model_requested=plan.config(unit.arm).model,
         started_at=started_at,
         finished_at=finished_at,
         success=None,
@@ -289,4 +297,5 @@ def infra_record(
         trace=trace,
         batch=plan.batch,
         offer=offer_record(unit, driver, result),
+        config=configuration(plan, unit.arm),
     )

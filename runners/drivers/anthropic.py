@@ -2,7 +2,8 @@
 
 What is sent (and nothing else):
 
-- ``model`` as registered, ``max_tokens`` = the completion cap, the user prompt,
+- ``model`` as registered, ``max_tokens`` = the completion cap, the arm's
+  registered system prompt (if any) as ``system``, the user prompt,
   then for each past turn the assistant content exactly as returned and a
   ``tool_result`` for its tool call;
 - the arm's tools as client-side tools: name, description, input schema.
@@ -171,6 +172,8 @@ class AnthropicDriver(ModelDriver):
             "max_tokens": episode.completion_cap,
             "messages": messages,
         }
+        if episode.system is not None:
+            body["system"] = episode.system
         tools = self.tools(episode)
         if tools:
             body["tools"] = tools

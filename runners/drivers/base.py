@@ -119,6 +119,8 @@ class Episode:
     prompt_seed: int
     label: str = ""
     solution: RecordedPath | None = None
+    #: the registered system prompt (sent as the provider's system field), or None
+    system: str | None = None
 
 
 # ---- what the driver returns ---------------------------------------------------------------

@@ -3,7 +3,8 @@
 What is sent (and nothing else):
 
 - ``model`` as registered, ``max_output_tokens`` = the completion cap (it covers
-  reasoning tokens too), the user prompt as the first input item, then for each
+  reasoning tokens too), the arm's registered system prompt (if any) as
+  ``instructions``, the user prompt as the first input item, then for each
   past turn the output items exactly as returned (reasoning, tool search and
   function-call items) and a ``function_call_output`` for its call;
 - the arm's tools as client-side function tools, **grouped by integration in a
@@ -186,6 +187,8 @@ class OpenAIDriver(ModelDriver):
             else:
                 items.append({"role": "user", "content": exchange.result.text})
         body: dict[str, Any] = {"model": self.model, "input": items}
+        if episode.system is not None:
+            body["instructions"] = episode.system
         if episode.completion_cap is not None:
             body["max_output_tokens"] = episode.completion_cap
         tools = self.tools(episode)

@@ -17,8 +17,7 @@ from typing import Any
 from prereg.core.errors import BadInput
 from prereg.core.workspace import Workspace
 from prereg.registry.hosts import PROVIDER_DRIVERS
-from prereg.registry.schema import Registration
-from prereg.registry.units import RunPlan
+from prereg.registry.units import ArmConfig, RunPlan
 from prereg.runners.drivers.base import Driver, InfraError
 from prereg.runners.drivers.table import FACTORIES, create_driver
 from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key, is_provider
@@ -37,55 +36,75 @@ def spent_so_far(runs: Path, digest: str) -> float:
         store.close()
 
 
-def create_run_driver(
+def create_run_drivers(
     plan: RunPlan,
-    registration: Registration,
     ws: Workspace,
     *,
     prices: Path | str | None = None,
     settings: dict[str, Any] | None = None,
     for_batch: bool = False,
-) -> Driver:
-    """The driver for ``plan``; provider drivers get tool search, sampling rule, spend.
+) -> dict[str, Driver]:
+    """Each arm's driver; arms with the same host (driver, model, params, tool search,
+    sampling rule) share one. Provider drivers share one spend meter: the registered
+    ``budgets.spend_usd`` caps the spend of every arm together.
 
     A registration with ``host.batch: true`` is refused on the synchronous path
     (``for_batch`` false): its records would say ``batch: true`` for requests that
     did not go through a batch.
     """
-    provider = plan.driver
-    if provider not in PROVIDER_DRIVERS:
-        return create_driver(provider, plan.model, plan.params)
-    if not is_provider(provider):  # credentials.Provider lists every provider driver
-        raise InfraError(f"driver '{provider}' has no provider credentials in this installation")
-    if plan.batch and not for_batch:
+    configs = plan.arm_configs()
+    if plan.batch and not for_batch and any(c.driver in PROVIDER_DRIVERS for c in configs.values()):
         raise BadInput(
             "this registration runs through the provider's batch API (host.batch: "
             "true): run it with `prereg run --batch`",
             field="host.batch",
         )
-    host = registration.host
+    built: dict[tuple[object, ...], Driver] = {}
+    spend: SpendMeter | None = None
+    out: dict[str, Driver] = {}
+    for arm, config in configs.items():
+        if config.host_key not in built:
+            if config.driver in PROVIDER_DRIVERS and spend is None:
+                spend = SpendMeter(plan.budgets.spend_usd, spent_so_far(ws.runs, plan.digest))
+            built[config.host_key] = _build(config, plan, spend, prices, settings)
+        out[arm] = built[config.host_key]
+    return out
+
+
+def _build(
+    config: ArmConfig,
+    plan: RunPlan,
+    spend: SpendMeter | None,
+    prices: Path | str | None,
+    settings: dict[str, Any] | None,
+) -> Driver:
+    provider = config.driver
+    if provider not in PROVIDER_DRIVERS:
+        return create_driver(provider, config.model, config.params)
+    if not is_provider(provider):  # credentials.Provider lists every provider driver
+        raise InfraError(f"driver '{provider}' has no provider credentials in this installation")
     try:
         api_key(provider)  # fail before anything is written, not once per unit
     except MissingKey as exc:
-        raise BadInput(str(exc), field=KEY_VARIABLES[plan.driver]) from None
-    chosen = ProviderSettings.from_env(plan.driver, settings or {})
+        raise BadInput(str(exc), field=KEY_VARIABLES[provider]) from None
+    chosen = ProviderSettings.from_env(provider, settings or {})
     if prices is not None:
         chosen = chosen.with_overrides({"prices_path": str(prices)})
     table: PriceTable = load_prices(chosen.prices_path)
-    if plan.budgets.spend_usd is not None and table.price(plan.driver, plan.model) is None:
+    if plan.budgets.spend_usd is not None and table.price(provider, config.model) is None:
         raise BadInput(
             f"budgets.spend_usd is set but the price table ({table.version}, "
-            f"{table.origin}) has no price for {plan.driver} model '{plan.model}': "
+            f"{table.origin}) has no price for {provider} model '{config.model}': "
             "the cap could not be enforced; add the model with --prices FILE or "
             "PREREG_PRICES",
             field="host.model",
         )
-    spend = SpendMeter(plan.budgets.spend_usd, spent_so_far(ws.runs, plan.digest))
+    assert spend is not None
     return FACTORIES[provider](
-        plan.model,
-        dict(plan.params),
-        tool_search=bool(host.tool_search),
-        allow_sampling=bool(host.allow_sampling),
+        config.model,
+        dict(config.params),
+        tool_search=config.tool_search,
+        allow_sampling=config.allow_sampling,
         settings=chosen,
         spend=spend,
         prices=table,

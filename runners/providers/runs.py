@@ -38,7 +38,7 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.hosts import PROVIDER_DRIVERS
-from prereg.registry.units import RunPlan, RunUnit, expand_units
+from prereg.registry.units import ArmConfig, RunPlan, RunUnit, expand_units
 from prereg.runners.drivers.base import InfraError
 from prereg.runners.harness import Harness
 from prereg.runners.orchestrate import Progress, RunSummary, run_plan
@@ -51,7 +51,7 @@ from prereg.runners.providers.batch import (
 )
 from prereg.runners.providers.batch_store import BatchStore
 from prereg.runners.providers.driver import ModelDriver
-from prereg.runners.providers.factory import create_run_driver, spent_so_far
+from prereg.runners.providers.factory import create_run_drivers, spent_so_far
 from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.store import RunStore
@@ -101,28 +101,41 @@ def estimate_run(
     max_units: int | None = None,
     prices: Path | str | None = None,
 ) -> dict[str, Any]:
-    """The dry-run report (see the module docstring); sends and writes nothing."""
+    """The dry-run report (see the module docstring); sends and writes nothing.
+
+    ``arms`` gives each arm's units, requests and spend bound under its own configuration;
+    the top-level figures are their sums (a bound is unknown when any arm's is).
+    """
     _, entry, plan, experiment = prepare(ws, registration_id)
     planned, recorded, pending = _pending(plan, experiment, ws.runs, max_units)
-    b = plan.budgets
-    bounds = unit_bounds(b.turn_limit, b.completion_cap, b.episode_tokens)
-    n = len(pending)
     batch = batch or plan.batch
+    configs = plan.arm_configs()
+    arms = {
+        arm: _arm_estimate(config, sum(u.arm == arm for u in pending), batch=batch, prices=prices)
+        for arm, config in configs.items()
+    }
+    first = next(iter(arms.values()))
+    bounds = [a["spend_upper_bound_usd"] for a in arms.values()]
+    maxima = [a["requests"]["max"] for a in arms.values()]
+    notes = list(dict.fromkeys(n for a in arms.values() for n in a["notes"]))
+    b = plan.budgets
     out: dict[str, Any] = {
         "registration_id": plan.registration_id,
         "registration_digest": plan.digest,
-        "driver": plan.driver,
-        "model": plan.model,
+        "driver": "+".join(dict.fromkeys(c.driver for c in configs.values())),
+        "model": "+".join(dict.fromkeys(str(c.model) for c in configs.values()))
+        if any(c.model for c in configs.values())
+        else None,
         "batch": batch,
         "tool_search": bool(entry.registration.host.tool_search),
         "units_planned": planned,
         "units_recorded": recorded,
-        "units_to_run": n,
+        "units_to_run": len(pending),
         "requests": {
-            "min": n,
-            "max": None if bounds["requests"] is None else n * bounds["requests"],
+            "min": len(pending),
+            "max": None if None in maxima else sum(maxima),
         },
-        "per_unit_max": bounds,
+        "per_unit_max": first["per_unit_max"],
         "budgets": {
             "completion_cap": b.completion_cap,
             "episode_tokens": b.episode_tokens,
@@ -130,30 +143,60 @@ def estimate_run(
             "turn_limit": b.turn_limit,
             "spend_usd": b.spend_usd,
         },
-        "price_table": None,
-        "price": None,
-        "spend_upper_bound_usd": None,
+        "price_table": next((a["price_table"] for a in arms.values() if a["price_table"]), None),
+        "price": first["price"],
+        "spend_upper_bound_usd": None if None in bounds else round(sum(bounds), 6),
         "spent_usd": spent_so_far(ws.runs, plan.digest),
         "spend_cap_usd": b.spend_usd,
         "assumptions": [ASSUMPTION],
+        "notes": notes,
+        "arms": arms,
+    }
+    if b.spend_usd is not None and out["spend_upper_bound_usd"] is not None:
+        remaining = max(b.spend_usd - out["spent_usd"], 0.0)
+        out["notes"].append(
+            f"the registered spend cap leaves ${remaining:.4f}; the run stops "
+            "there whatever the bound"
+        )
+    return out
+
+
+def _arm_estimate(
+    config: ArmConfig, n: int, *, batch: bool, prices: Path | str | None
+) -> dict[str, Any]:
+    """One arm's dry-run figures: its units, requests and spend bound (no cap applied)."""
+    b = config.budgets
+    bounds = unit_bounds(b.turn_limit, b.completion_cap, b.episode_tokens)
+    out: dict[str, Any] = {
+        "driver": config.driver,
+        "model": config.model,
+        "units_to_run": n,
+        "requests": {
+            "min": n,
+            "max": None if bounds["requests"] is None else n * bounds["requests"],
+        },
+        "per_unit_max": bounds,
+        "price_table": None,
+        "price": None,
+        "spend_upper_bound_usd": None,
         "notes": [],
     }
-    if plan.driver not in PROVIDER_DRIVERS:
+    if config.driver not in PROVIDER_DRIVERS:
         out["spend_upper_bound_usd"] = 0.0
-        out["notes"].append(f"driver '{plan.driver}' makes no paid requests (cost null)")
+        out["notes"].append(f"driver '{config.driver}' makes no paid requests (cost null)")
         return out
-    settings = ProviderSettings.from_env(plan.driver)
+    settings = ProviderSettings.from_env(config.driver)
     table = load_prices(prices if prices is not None else settings.prices_path)
     out["price_table"] = {"version": table.version, "date": table.date, "origin": table.origin}
-    price = table.price(plan.driver, plan.model)
+    price = table.price(config.driver, config.model)
     if price is None:
         out["notes"].append(
-            f"model '{plan.model}' is not in the price table: no spend bound "
+            f"model '{config.model}' is not in the price table: no spend bound "
             "(add it with --prices FILE)"
         )
         return out
     out["price"] = price.model_dump()
-    discount = table.batch_discount(plan.driver) if batch else 1.0
+    discount = table.batch_discount(config.driver) if batch else 1.0
     if bounds["input_tokens"] is None or bounds["output_tokens"] is None:
         out["notes"].append("a budget is unlimited: no spend bound")
         return out
@@ -162,13 +205,30 @@ def estimate_run(
     )
     out["per_unit_max"] = {**bounds, "usd": round(per_unit, 6)}
     out["spend_upper_bound_usd"] = round(per_unit * n, 6)
-    if b.spend_usd is not None:
-        remaining = max(b.spend_usd - out["spent_usd"], 0.0)
-        out["notes"].append(
-            f"the registered spend cap leaves ${remaining:.4f}; the run stops "
-            "there whatever the bound"
-        )
     return out
+
+
+def check_batchable(plan: RunPlan) -> None:
+    """BadInput unless every arm is a single-turn provider configuration on one driver."""
+    configs = plan.arm_configs()
+    for arm, config in configs.items():
+        if config.driver not in PROVIDER_DRIVERS:
+            raise BadInput(
+                f"--batch needs an anthropic or openai host (arm '{arm}' runs on "
+                f"driver '{config.driver}')",
+                field="host.driver",
+            )
+        if config.budgets.turn_limit != 1:
+            raise BadInput(
+                "--batch runs single-turn units only (selection runs): register "
+                f"budgets.turn_limit: 1 (arm '{arm}' has {config.budgets.turn_limit})",
+                field="budgets.turn_limit",
+            )
+    if len({c.host_key for c in configs.values()}) > 1:
+        raise BadInput(
+            "--batch sends every arm through one provider batch: the arms' hosts differ",
+            field="host.batch",
+        )
 
 
 def run_batched(
@@ -185,28 +245,24 @@ def run_batched(
     if concurrency < 1:
         raise BadInput("--concurrency must be at least 1", field="concurrency")
     registry, entry, plan, experiment = prepare(ws, registration_id)
-    if plan.driver not in PROVIDER_DRIVERS:
-        raise BadInput(
-            f"--batch needs an anthropic or openai host (this registration's "
-            f"driver is '{plan.driver}')",
-            field="host.driver",
-        )
-    if plan.budgets.turn_limit != 1:
-        raise BadInput(
-            "--batch runs single-turn units only (selection runs): register "
-            f"budgets.turn_limit: 1 (this registration has "
-            f"{plan.budgets.turn_limit})",
-            field="budgets.turn_limit",
-        )
+    check_batchable(plan)
     plan = replace(plan, batch=True)
-    driver = create_run_driver(plan, entry.registration, ws, prices=prices, for_batch=True)
+    drivers = create_run_drivers(plan, ws, prices=prices, for_batch=True)
+    driver = drivers[plan.arms[0][0]]
     if not isinstance(driver, ModelDriver):  # PROVIDER_DRIVERS build ModelDriver subclasses
         raise InfraError(f"driver '{plan.driver}' has no batch API")
     _, _, pending = _pending(plan, experiment, ws.runs, max_units)
     verified_records(ws.runs, registry, entry)  # resume only onto a chain that verifies
     if plan.split == LOCKED_SPLIT:
         registry.claim_locked_split(entry)
-    harness = Harness(experiment, plan.budgets, plan.model, dict(plan.params), plan.rotations)
+    harness = Harness(
+        experiment,
+        plan.budgets,
+        plan.model,
+        dict(plan.params),
+        plan.rotations,
+        configs=plan.arm_configs(),
+    )
     episodes = [(u.key, harness.episode_for(u, driver, harness.offered(u))) for u in pending]
     store = RunStore(ws.runs)
     batches = BatchStore(ws.runs)

@@ -15,7 +15,7 @@ from prereg.runners.api import run_registration
 from prereg.runners.orchestrate import Progress, RunSummary
 from prereg.runners.prepare import prepare
 from prereg.runners.providers.batch import BatchStatus
-from prereg.runners.providers.factory import create_run_driver
+from prereg.runners.providers.factory import create_run_drivers
 from prereg.runners.providers.runs import run_batched
 
 
@@ -44,14 +44,14 @@ def provider_run(
             prices=prices,
         )
         return summary, {"batch": report.to_json()}
-    _, entry, plan, _ = prepare(ws, registration_id)
-    driver = create_run_driver(plan, entry.registration, ws, prices=prices)
+    _, _, plan, _ = prepare(ws, registration_id)
+    drivers = create_run_drivers(plan, ws, prices=prices)
     summary = run_registration(
         ws,
         registration_id,
         concurrency=concurrency,
         max_units=max_units,
         progress=progress,
-        driver=driver,
+        driver=drivers,
     )
     return summary, {"prices": str(prices)}

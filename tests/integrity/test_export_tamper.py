@@ -222,11 +222,11 @@ UNPLANNED: dict[str, tuple[dict[str, Any], str]] = {
             "retries": None,
             "tokens": {},
         },
-        "driver replay (replay); the registration runs local (local)",
+        "driver replay (replay); arm",
     ),
     "api": (
         {"driver": "openai", "evidence_class": "api"},
-        "driver openai (api); the registration runs local (local)",
+        "driver openai (api); arm",
     ),
 }
 

@@ -52,8 +52,11 @@ def _problems(cli: Any, ws: Path) -> tuple[int, dict[str, Any]]:
     return result.code, json.loads(result.stdout)
 
 
-def assert_caught(cli: Any, ws: Path, *kinds: str) -> list[dict[str, Any]]:
-    """verify exits 3 naming ``kinds``; analyse and export exit 3 and write nothing."""
+def assert_caught(
+    cli: Any, ws: Path, *kinds: str, reg_id: str = PILOT_ID
+) -> list[dict[str, Any]]:
+    """verify exits 3 naming ``kinds``; analyse and export of ``reg_id`` exit 3 and write
+    nothing."""
     registry_before = tree_digest(ws / "registry")
     code, data = _problems(cli, ws)
     assert code == 3, data
@@ -64,18 +67,18 @@ def assert_caught(cli: Any, ws: Path, *kinds: str) -> list[dict[str, Any]]:
     for kind in kinds:
         assert kind in found, (kind, runs)
     assert [p for p in data["problems"] if p["kind"].startswith("runs-")] == runs
-    assert_refused(cli, ws)
+    assert_refused(cli, ws, reg_id)
     assert tree_digest(ws / "registry") == registry_before
     return list(runs)
 
 
-def assert_refused(cli: Any, ws: Path) -> None:
-    analysed = cli("-w", ws, "analyse", PILOT_ID, "--json")
+def assert_refused(cli: Any, ws: Path, reg_id: str = PILOT_ID) -> None:
+    analysed = cli("-w", ws, "analyse", reg_id, "--json")
     assert analysed.code == 3, analysed.stdout
     assert json.loads(analysed.stdout)["error"] == "IntegrityError"
-    assert not (ws / "reports" / PILOT_ID).exists()
+    assert not (ws / "reports" / reg_id).exists()
     out = ws.parent / "export.jsonl"
-    exported = cli("-w", ws, "export", PILOT_ID, "--out", out, "--json")
+    exported = cli("-w", ws, "export", reg_id, "--out", out, "--json")
     assert exported.code == 3, exported.stdout
     assert not out.exists()
 
@@ -213,9 +216,38 @@ def test_a_flipped_byte_at_a_random_place_in_a_used_page(victim: Path, cli: Any,
     _, _, leaves = records_pages(db)
     low, high = rng.choice(leaves)
     before = logical_content(db)
+    rows = _rows(db)
+    assert rows is not None
     _flip(db, rng.randrange(low, high), rng.randrange(1, 256))
     assert logical_content(db) != before
-    assert_caught(cli, victim)
+    # analyse and export refuse the registration whose record the byte belonged to (the
+    # other registration's evidence is untouched, and analysing it is not refused)
+    after = _rows(db)
+    changed = (
+        {PILOT_ID}
+        if after is None
+        else {row[0] for seq, row in rows.items() if after.get(seq) != row}
+    )
+    assert len(changed) == 1
+    assert_caught(cli, victim, reg_id=changed.pop().decode())
+
+
+def _rows(db: Path) -> dict[int, tuple[Any, ...]] | None:
+    """seq -> (registration_id, the rest of the row) as raw bytes; None if unreadable."""
+    try:
+        conn = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+        conn.text_factory = bytes
+        try:
+            found = conn.execute(
+                "SELECT seq, registration_id, record_id, registration_digest, arm, task_id,"
+                " repeat, status, success, cost_usd, chain_index, prev_hash, record_hash, body"
+                " FROM records"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return None
+    return {row[0]: tuple(row[1:]) for row in found}
 
 
 def test_a_record_moved_to_another_registration(victim: Path, cli: Any) -> None:

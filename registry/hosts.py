@@ -11,6 +11,10 @@ The table also says which ``host.params`` each driver accepts (:func:`params_pro
 so a registration whose params the driver would refuse at run is refused at register
 (:func:`prereg.registry.resolve.check_host_params`); the test
 tests/registry/test_registry_hostile_input_params.py checks that the drivers agree.
+Likewise which ``host.model`` names a driver knows, when it has a closed set (the local
+host's named profiles, :data:`LOCAL_PROFILES`; :func:`model_problem`, checked at register
+by :func:`prereg.registry.resolve.check_host_model`); tests/test_extension_tables.py
+checks that they are the driver's.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ class ParamRule:
 
     ``kind``: ``integer`` (an int, not a bool), ``number`` (an int or a float, not a
     bool) or ``boolean``. ``minimum`` bounds a number from below, inclusively unless
-    ``exclusive``.
+    ``exclusive``; ``maximum`` bounds it from above, inclusively.
     """
 
     kind: Literal["integer", "number", "boolean"]
     minimum: float | None = None
     exclusive: bool = False
+    maximum: float | None = None
 
     def problem(self, value: object) -> str | None:
         """Why ``value`` is refused, or None."""
@@ -50,6 +55,8 @@ class ParamRule:
                 return f"must be > {self.minimum:g}"
             if not self.exclusive and not value >= self.minimum:
                 return f"must be >= {self.minimum:g}"
+        if self.maximum is not None and not value <= self.maximum:
+            return f"must be <= {self.maximum:g}"
         return None
 
 
@@ -69,6 +76,9 @@ class DriverSpec:
     #: keys a provider driver sets itself from the registration, so ``host.params`` may
     #: not (the driver refuses them at run; the schema refuses them at register)
     reserved_params: frozenset[str] = field(default_factory=frozenset)
+    #: the ``host.model`` names the driver knows, or None: any name (a provider's model,
+    #: or a driver that ignores it)
+    models: tuple[str, ...] | None = None
 
 
 #: The local host's settings (``prereg.runners.drivers.local.LocalParams``), with the
@@ -81,7 +91,13 @@ LOCAL_PARAMS: Mapping[str, ParamRule] = {
     "temperature": ParamRule("number", minimum=0, exclusive=True),
     "second_goal_ratio": ParamRule("number"),
     "server_text": ParamRule("boolean"),
+    "bm25_k1": ParamRule("number", minimum=0),
+    "bm25_b": ParamRule("number", minimum=0, maximum=1),
 }
+
+#: The local host's named profiles (``prereg.runners.drivers.local.PROFILES``, where their
+#: values live): simulated hosts, not models. ``host.model`` may name one, or be absent.
+LOCAL_PROFILES: tuple[str, ...] = ("local-default", "local-careful", "local-hasty")
 
 
 DRIVERS: Mapping[DriverName, DriverSpec] = {
@@ -96,8 +112,10 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
         "local",
         needs_model=False,
         provider=False,
-        summary="offline BM25 tool-search host (a simulated host, no model)",
+        summary="offline BM25 tool-search host (a simulated host, no model; "
+        "host.model may name a profile)",
         params=LOCAL_PARAMS,
+        models=LOCAL_PROFILES,
     ),
     "anthropic": DriverSpec(
         "api",
@@ -154,6 +172,21 @@ def params_problem(driver: DriverName, params: Mapping[str, object]) -> tuple[st
         if problem is not None:
             return key, f"{driver} host param '{key}': {problem} (got {value!r})"
     return None
+
+
+def model_problem(driver: DriverName, model: str | None) -> str | None:
+    """Why the driver would refuse ``host.model`` at run, or None.
+
+    Only a driver with a closed set of names (:attr:`DriverSpec.models`) refuses one; an
+    absent model is the driver's own concern (the schema requires one where needed).
+    """
+    known = DRIVERS[driver].models
+    if model is None or known is None or model in known:
+        return None
+    return (
+        f"the {driver} driver has no model '{model}' (it takes: {', '.join(known)}; "
+        "or leave host.model out)"
+    )
 
 
 #: Names of the drivers that call a provider API, in table order.

@@ -19,7 +19,7 @@ from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.offers import ArmSpec, offers_for
 from prereg.registry.digest import document_digest, file_digest
-from prereg.registry.hosts import params_problem
+from prereg.registry.hosts import model_problem, params_problem
 from prereg.registry.schema import Registration
 
 
@@ -90,6 +90,16 @@ def check_host_params(registration: Registration, source: bytes, shown: str) -> 
     raise BadInput(why, file=where, field=f"host.params.{key}")
 
 
+def check_host_model(registration: Registration, source: bytes, shown: str) -> None:
+    """A ``host.model`` the driver does not know (a local profile) is refused now."""
+    why = model_problem(registration.host.driver, registration.host.model)
+    if why is None:
+        return
+    position = parse_yaml(source, shown).line_of(("host", "model"))
+    where = f"{shown}:{position[0]}:{position[1]}" if position else shown
+    raise BadInput(why, file=where, field="host.model")
+
+
 def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
     """Validate a registration file and resolve its experiment; BadInput on any problem.
 
@@ -107,6 +117,7 @@ def _resolve(path: Path, experiments_dir: Path, shown: str) -> Resolved:
     source = read_registration(path, shown)
     registration = load_model(Registration, source, shown)
     check_host_params(registration, source, shown)
+    check_host_model(registration, source, shown)
 
     folder = experiments_dir / registration.experiment
     # lexists: an experiment.yaml that is a FIFO or a symlink loop is refused by the

@@ -22,6 +22,7 @@ from prereg.registry.schema import Arm, Host, Multiplicity, Registration
 from prereg.reports import controls as report_controls
 from prereg.reports.registered import ADAPTERS
 from prereg.runners import record
+from prereg.runners.drivers import local
 from prereg.runners.drivers.table import FACTORIES
 
 
@@ -81,7 +82,8 @@ def test_drivers() -> None:
     assert _enum(Host, "driver") == names
     assert list(FACTORIES) == names, "every declared driver needs a factory in the runners"
     for name, spec in hosts.DRIVERS.items():
-        driver = FACTORIES[name](model="some-model", params={})
+        model = spec.models[0] if spec.models else "some-model"
+        driver = FACTORIES[name](model=model, params={})
         assert driver.evidence_class == spec.evidence_class, name
         if not spec.needs_model:
             Host(driver=name)
@@ -89,6 +91,23 @@ def test_drivers() -> None:
             with pytest.raises(ValidationError, match="model"):
                 Host(driver=name)
     assert hosts.PROVIDER_DRIVERS == tuple(n for n in names if hosts.DRIVERS[n].provider)
+
+
+def test_driver_models() -> None:
+    """A driver with a closed set of models: the registry's list is the driver's."""
+    assert hosts.DRIVERS["local"].models == tuple(local.PROFILES)
+    for name, spec in hosts.DRIVERS.items():
+        if spec.models is None:
+            assert hosts.model_problem(name, "any-model-at-all") is None
+            continue
+        for model in spec.models:
+            assert hosts.model_problem(name, model) is None
+            FACTORIES[name](model=model, params={})  # the driver builds it ...
+        assert hosts.model_problem(name, None) is None
+        problem = hosts.model_problem(name, "no-such-model")
+        assert problem is not None and ", ".join(spec.models) in problem
+        with pytest.raises(ValueError, match="no-such-model"):  # ... and refuses the rest
+            FACTORIES[name](model="no-such-model", params={})
 
 
 def test_split_names() -> None:

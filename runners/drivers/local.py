@@ -3,19 +3,21 @@
 It behaves like a host in the ways that matter to the measurements, with
 mechanics simple enough to state here:
 
-1. **Search.** It ranks the offered tools by BM25 (k1 = 1.2, b = 0.75) of the
-   prompt's content words against each tool's name, title and description (words
-   lowercased, identifiers split, a light plural stemmer), and surfaces the top
-   ``search_k`` tools with a positive score. A tool whose metadata shares no word
-   with the prompt is never surfaced: an unrelated decoy is almost never chosen,
-   and neutral placeholder names and descriptions lower selection.
+1. **Search.** It ranks the offered tools by BM25 (``bm25_k1`` = 1.2 and ``bm25_b`` =
+   0.75 by default) of the prompt's content words against each tool's name, title and
+   description (words lowercased, identifiers split, a light plural stemmer), and
+   surfaces the top ``search_k`` tools with a positive score. A tool whose metadata
+   shares no word with the prompt is never surfaced: an unrelated decoy is almost never
+   chosen, and neutral placeholder names and descriptions lower selection.
 2. **Decide.** It uses a tool with probability
    ``sigmoid(sharpness * (best_score - threshold) + prompt_sd * z_prompt)``,
-   otherwise answers by itself. ``z_prompt`` is a standard normal drawn from the
-   prompt's seed, shared by every repeat (and arm) of the prompt, so repeats vary
-   (the draw uses the unit's seed) and are correlated (they share ``z_prompt``).
+   otherwise answers by itself (it declines). ``z_prompt`` is a standard normal drawn
+   from the prompt's seed, shared by every repeat (and arm) of the prompt, so repeats
+   vary (the draw uses the unit's seed) and are correlated (they share ``z_prompt``).
 3. **Choose.** The goal tool is drawn from the surfaced tools with probabilities
-   proportional to ``exp(score / temperature)``. If the prompt joins two requests
+   proportional to ``exp(score / temperature)``: this is how it breaks near-ties (a low
+   temperature nearly always takes the best score, a high one spreads its choice over
+   near-equals; exact ties are equally likely). If the prompt joins two requests
    ("and", "with", "then") a second goal is the best other surfaced tool scoring at
    least ``second_goal_ratio`` of the first.
 4. **Fill arguments** against the goal tool's input schema: identifiers from the
@@ -36,6 +38,12 @@ Server text: by default the host reads tools only, like the Claude API path
 tool's integration name and description too (appended to the tool's search
 text), like the OpenAI path, and declares ``server_text = "name_and_description"``.
 
+Profiles: ``host.model`` may name one of :data:`PROFILES` (``local-default``,
+``local-careful``, ``local-hasty``), a set of the values above; ``host.params`` then
+override single values. These are simulated hosts, settings of this one mechanism, not
+models and not imitations of any provider's host: comparing two profiles compares two
+settings of the mechanism, offline. No ``host.model`` is ``local-default``'s values.
+
 Measured: wall-clock latency of each turn and token counts in the host's own
 word tokenizer (what it read and wrote); cost is None (nothing is priced). A
 response longer than the completion cap is cut. Evidence class ``local``.
@@ -49,7 +57,7 @@ import random
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from statistics import NormalDist
 from typing import Any
 
@@ -112,7 +120,8 @@ def terms(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class LocalParams:
-    """The host's settings (a registration's ``host.params`` may override them)."""
+    """The host's settings: a profile's values (``host.model``, see :data:`PROFILES`),
+    each of which a registration's ``host.params`` may override."""
 
     search_k: int = 5
     threshold: float = 1.5
@@ -121,19 +130,45 @@ class LocalParams:
     temperature: float = 0.8
     second_goal_ratio: float = 0.6
     server_text: bool = False
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> LocalParams:
+    def from_params(cls, params: Mapping[str, Any], base: LocalParams | None = None) -> LocalParams:
+        """``base`` (default: the defaults) with ``params`` overriding its values."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(params) - known)
         if unknown:
             raise ValueError(f"unknown local host params {unknown} (known: {sorted(known)})")
-        out = cls(**{k: params[k] for k in params})
+        out = replace(base or cls(), **{k: params[k] for k in params})
         if out.search_k < 1 or out.temperature <= 0 or out.prompt_sd < 0:
             raise ValueError("local host params: search_k >= 1, temperature > 0, prompt_sd >= 0")
+        if not out.bm25_k1 >= 0 or not 0 <= out.bm25_b <= 1:
+            raise ValueError("local host params: bm25_k1 >= 0, 0 <= bm25_b <= 1")
         if not isinstance(out.server_text, bool):
             raise ValueError("local host params: server_text must be true or false")
         return out
+
+
+#: The named profiles a registration may give as ``host.model``: simulated hosts, not
+#: models. Each is a set of :class:`LocalParams` values; ``host.params`` override them
+#: one by one. ``host.model`` absent (null) is ``local-default``'s values, today's host.
+#: ``prereg.registry.hosts.DRIVERS["local"].models`` lists the same names (the registry
+#: refuses any other at register; tests/test_extension_tables.py checks they agree).
+PROFILES: Mapping[str, LocalParams] = {
+    # the defaults above
+    "local-default": LocalParams(),
+    # acts only on a strong match, then picks the best-scoring tool almost every time;
+    # BM25 saturates a repeated word sooner (k1) and penalises long descriptions more (b)
+    "local-careful": LocalParams(
+        threshold=3.0, sharpness=2.0, prompt_sd=0.5, temperature=0.3, bm25_k1=0.9, bm25_b=0.9
+    ),
+    # acts on a weak match, looks at fewer tools, spreads its choice over near-equals,
+    # and ignores description length (b = 0)
+    "local-hasty": LocalParams(
+        search_k=3, threshold=0.5, sharpness=1.0, temperature=1.6, bm25_b=0.0
+    ),
+}
 
 
 class BM25:
@@ -315,7 +350,7 @@ class _Episode:
             )
             for t in self.tools
         ]
-        self.index = BM25(self.docs)
+        self.index = BM25(self.docs, k1=params.bm25_k1, b=params.bm25_b)
         self.query = terms(episode.prompt)
         self.phrases = phrases(episode.prompt)
         calls: list[tuple[ToolCall, ToolResult]] = []
@@ -633,11 +668,20 @@ def _is_id(name: str) -> bool:
     return name == "id" or name.endswith("_id")
 
 
+def profile(model: str | None) -> LocalParams:
+    """The values of profile ``model`` (None: the defaults); ValueError for an unknown name."""
+    if model is None:
+        return LocalParams()
+    if model not in PROFILES:
+        raise ValueError(f"the local host has no profile '{model}' (known: {', '.join(PROFILES)})")
+    return PROFILES[model]
+
+
 def create(
     model: str | None = None, params: Mapping[str, Any] | None = None, **options: Any
 ) -> LocalHost:
-    """The local host; ``model`` is ignored (there is none), ``params`` see LocalParams;
-    it takes no options."""
+    """The local host with profile ``model`` (:data:`PROFILES`; None: the defaults) and
+    ``params`` overriding its values (see LocalParams); it takes no options."""
     if options:
         raise TypeError(f"the local host takes no options (got {sorted(options)})")
-    return LocalHost(LocalParams.from_params(params or {}))
+    return LocalHost(LocalParams.from_params(params or {}, base=profile(model)))

@@ -50,6 +50,7 @@ from prereg.experiments.models import (
     Task,
     Updated,
 )
+from prereg.experiments.oracles import certification_problem
 from prereg.experiments.refs import as_step_ref
 from prereg.experiments.schema_lint import unknown_keywords
 from prereg.experiments.service import type_ok
@@ -652,6 +653,10 @@ def _check_corpus(corpus: CorpusFile, doc: Doc, service: ServiceFile) -> list[Ta
         task = _check_task_remit(loc, task, ops, doc)
         _check_solution(loc, task, ops, doc)
         _check_goal(loc, task, colls, doc)
+        if task.solution.certified:
+            problem = certification_problem(task, service)
+            if problem is not None:
+                raise doc.fail((*loc, "solution", "certified"), problem)
         tasks.append(task)
     return tasks
 

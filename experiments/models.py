@@ -222,6 +222,16 @@ class SolutionStep(Strict):
 
 
 class Solution(Strict):
+    """The recorded path; ``certified: true`` declares it the task's certified shortest path.
+
+    A certified path is checked when the experiment loads
+    (:func:`prereg.experiments.oracles.certification_problem`): replayed on a fresh
+    service it reaches the goal, every identifier it passes comes from an earlier step
+    (or the prompt), and removing any one step breaks it. Its length is the task's
+    certified minimum, which a registered ``call_limit_over_certified`` builds on.
+    """
+
+    certified: bool = False
     steps: list[SolutionStep] = Field(default_factory=list)
     answer: str | None = None
 
@@ -281,6 +291,11 @@ class Task(Strict):
     goal: Goal = Field(default_factory=Goal)
     solution: Solution = Field(default_factory=Solution)
     notes: str | None = None
+
+    @property
+    def certified_minimum(self) -> int | None:
+        """Operations on the certified shortest path; None when the path is not certified."""
+        return len(self.solution.steps) if self.solution.certified else None
 
     @property
     def rules_out_anything(self) -> bool:

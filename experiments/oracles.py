@@ -13,17 +13,22 @@ log. An oracle that does not apply to a task is None, not True.
   (None when none was attempted);
 - answer: the final answer contains every required string, as whole words
   (None when the task requires none).
+
+A recorded path declared ``certified`` is checked here too, at load
+(:func:`certification_problem`): what "certified shortest path" means in prereg.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prereg.experiments.models import Goal, Task
-from prereg.experiments.service import OpEvent, State
+from prereg.experiments.models import Goal, ServiceFile, SolutionStep, StepRef, Task
+from prereg.experiments.refs import RefError, as_step_ref, lookup
+from prereg.experiments.service import OperationError, OpEvent, ServiceStore, State
 from prereg.experiments.text import normalise
 
 
@@ -146,3 +151,133 @@ def judge(
     confirmation = all(e.confirmed for e in destructive) if destructive else None
     answer_v = answer_ok(goal.answer_includes, answer) if goal.answer_includes else None
     return Verdicts(final_state, no_mutation, prohibited, confirmation, answer_v)
+
+
+# ---- certified paths ------------------------------------------------------------------------
+#
+# A task's recorded path declared ``certified: true`` is its certified shortest operation
+# path (ToolBottleneckBench 3.2: "minimal, and its calls respect the data dependencies").
+# What prereg checks, cheaply and at load:
+#
+# 1. it reaches the goal: replayed operation by operation on a fresh service, every step
+#    runs, the state ends as the goal asks (or unchanged for a read-only goal), no step
+#    is outside the task's remit, every destructive step is confirmed, and every string
+#    the answer must include appears in what the steps returned (the evidence) and in the
+#    recorded answer, if one is given;
+# 2. it respects the data dependencies: an identifier argument (a parameter with a
+#    ``ref``) is a reference to an earlier step's result, or a literal the prompt states:
+#    an agent cannot know a record id it has not read;
+# 3. it is 1-minimal: without any one of its steps (later references renumbered; a
+#    reference to the dropped step breaks), it no longer reaches the goal.
+#
+# 1-minimality is not a proof that no shorter path exists through other operations; it
+# proves that no step of this path is redundant, which is what the call limit's
+# "certified minimum + k" needs to be honest about the path it counts.
+
+
+def _replay(
+    steps: Sequence[SolutionStep], service: ServiceFile
+) -> tuple[ServiceStore, State, list[Any]] | str:
+    """Run the steps on a fresh service: (the store, the state before, each step's
+    result), or why a step broke."""
+    store = ServiceStore(service)
+    before = store.snapshot()
+    results: list[Any] = []
+    for j, step in enumerate(steps):
+        args: dict[str, Any] = {}
+        try:
+            for name, value in step.args.items():
+                ref = as_step_ref(value)
+                args[name] = value if ref is None else lookup(results[ref.step], ref.path)
+            results.append(store.call(step.op, args))
+        except (RefError, IndexError) as exc:
+            return f"step {j} ({step.op}): {exc}"
+        except OperationError as exc:
+            return f"step {j} ({step.op}) failed: {exc}"
+    return store, before, results
+
+
+def _reach_problem(task: Task, steps: Sequence[SolutionStep], service: ServiceFile) -> str | None:
+    """Why the path (the task's steps, or a subset) does not reach the task's goal."""
+    replayed = _replay(steps, service)
+    if isinstance(replayed, str):
+        return replayed
+    store, before, results = replayed
+    reached = [s.op for s in steps]
+    v = judge(task, before, store.snapshot(), store.log, reached, task.solution.answer)
+    failed = [
+        name
+        for name in ("final_state", "no_mutation", "prohibited_operations", "confirmation")
+        if getattr(v, name) is False
+    ]
+    if failed:
+        return f"the {failed[0].replace('_', ' ')} oracle fails"
+    evidence = json.dumps(results, ensure_ascii=False, default=str)
+    for phrase in task.goal.answer_includes:
+        if not answer_ok([phrase], evidence):
+            return f"'{phrase}' (the answer must include it) is in no step's result"
+    if task.solution.answer is not None and v.answer is False:
+        return "the recorded answer lacks a string the goal's answer must include"
+    return None
+
+
+def _dependency_problem(task: Task, service: ServiceFile) -> str | None:
+    """An identifier passed as a literal the prompt does not state (see above, 2)."""
+    for j, step in enumerate(task.solution.steps):
+        params = service.operations[step.op].params
+        for name, value in step.args.items():
+            spec = params.get(name)
+            if spec is None or spec.ref is None or as_step_ref(value) is not None:
+                continue
+            literals = value if isinstance(value, list) else [value]
+            for literal in literals:
+                if not answer_ok([str(literal)], task.prompt):
+                    return (
+                        f"step {j} ({step.op}) passes the {spec.ref} id '{literal}' as a "
+                        "literal the prompt does not state: take it from an earlier step "
+                        "({step: N, path: ...}), so the path counts the read that finds it"
+                    )
+    return None
+
+
+def _without(steps: Sequence[SolutionStep], dropped: int) -> list[SolutionStep] | None:
+    """The steps without step ``dropped``, references renumbered; None when a later step
+    refers to it (the dependency breaks, so the step is needed)."""
+    out: list[SolutionStep] = []
+    for j, step in enumerate(steps):
+        if j == dropped:
+            continue
+        args: dict[str, Any] = {}
+        for name, value in step.args.items():
+            ref = as_step_ref(value)
+            if ref is None:
+                args[name] = value
+            elif ref.step == dropped:
+                return None
+            else:
+                shifted = ref.step - (1 if ref.step > dropped else 0)
+                args[name] = StepRef(step=shifted, path=ref.path).model_dump()
+        out.append(SolutionStep(op=step.op, args=args))
+    return out
+
+
+def certification_problem(task: Task, service: ServiceFile) -> str | None:
+    """Why the task's path is not a certified shortest path (see above), or None.
+
+    Costs one replay per step plus one: cheap for recorded paths of a few steps.
+    """
+    steps = list(task.solution.steps)
+    problem = _reach_problem(task, steps, service)
+    if problem is not None:
+        return f"the certified path does not reach the goal: {problem}"
+    problem = _dependency_problem(task, service)
+    if problem is not None:
+        return f"the certified path does not respect its data dependencies: {problem}"
+    for j in range(len(steps)):
+        shorter = _without(steps, j)
+        if shorter is not None and _reach_problem(task, shorter, service) is None:
+            return (
+                f"the certified path is not minimal: without step {j} ({steps[j].op}) it "
+                "still reaches the goal"
+            )
+    return None

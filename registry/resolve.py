@@ -15,7 +15,7 @@ from typing import Any
 from prereg.core.errors import BadInput
 from prereg.core.safeio import MAX_REGISTRATION_BYTES, UnreadableFile, escaped, read_regular_file
 from prereg.core.yamlio import load_model, parse_yaml
-from prereg.experiments import Experiment, load_experiment
+from prereg.experiments import Experiment, Task, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.offers import ArmSpec, offers_for
 from prereg.registry.digest import document_digest, file_digest
@@ -100,6 +100,38 @@ def check_host_model(registration: Registration, source: bytes, shown: str) -> N
     raise BadInput(why, file=where, field="host.model")
 
 
+def check_certified(
+    registration: Registration, tasks: list[Task], source: bytes, shown: str
+) -> None:
+    """``call_limit_over_certified`` (the registration's or an arm's) needs every task of
+    the split to declare a certified path (``solution: {certified: true}``, checked when
+    the experiment loaded); refused now, naming the tasks, not at run."""
+    rule = "call_limit_over_certified"
+    uses = [
+        a.id
+        for a in registration.arms
+        if registration.config_of(a.id).budgets.call_limit_over_certified is not None
+    ]
+    uncertified = [t.id for t in tasks if t.certified_minimum is None]
+    if not uses or not uncertified:
+        return
+    site: tuple[int | str, ...] = ("budgets", rule)
+    if registration.budgets.call_limit_over_certified is None:  # an arm's own rule
+        index = next(i for i, a in enumerate(registration.arms) if a.id == uses[0])
+        site = ("arms", index, "budgets", rule)
+    position = parse_yaml(source, shown).line_of(site)
+    where = f"{shown}:{position[0]}:{position[1]}" if position else shown
+    listed = ", ".join(uncertified[:10]) + (" ..." if len(uncertified) > 10 else "")
+    raise BadInput(
+        f"'certified minimum + k' needs a certified path for every task of split "
+        f"'{registration.split}' of experiment '{registration.experiment}'; "
+        f"{len(uncertified)} of {len(tasks)} have none ({listed}): declare them in the "
+        "corpus (solution: {certified: true, steps: [...]}) or register a call_limit",
+        file=where,
+        field=".".join(map(str, site)),
+    )
+
+
 def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
     """Validate a registration file and resolve its experiment; BadInput on any problem.
 
@@ -179,6 +211,7 @@ def _resolve(path: Path, experiments_dir: Path, shown: str) -> Resolved:
             file=shown,
             field="split",
         )
+    check_certified(registration, tasks, source, shown)
 
     document = build_document(registration, files)
     return Resolved(

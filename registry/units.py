@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from prereg.experiments import Experiment, Task
 from prereg.experiments.offers import (
@@ -41,13 +41,38 @@ from prereg.registry.schema import Registration
 
 @dataclass(frozen=True)
 class Budgets:
-    """The registered harness budgets (None: no limit)."""
+    """The registered harness budgets (None: no limit).
+
+    ``call_limit_over_certified`` / ``turn_limit_over_calls``: the registered rules that
+    set a unit's call limit to its task's certified minimum plus k, and its turn limit to
+    its call limit plus k (:func:`unit_budgets`); with a rule, its limit here is None.
+    """
 
     completion_cap: int | None = None
     episode_tokens: int | None = None
     call_limit: int | None = None
     turn_limit: int | None = None
     spend_usd: float | None = None
+    call_limit_over_certified: int | None = None
+    turn_limit_over_calls: int | None = None
+
+
+@dataclass(frozen=True)
+class HarnessPolicy:
+    """The registration's harness rules (``harness:``): infrastructure failures and cost."""
+
+    infrastructure: Literal["retry", "count_as_failure"] = "retry"
+    attempts: int | None = None
+    cache_credit: bool = True
+
+    def settles(self, infra_attempts: int) -> bool:
+        """Whether a unit without an ok record is settled (counted as a failure, not run
+        again) after ``infra_attempts`` infrastructure failures."""
+        return (
+            self.infrastructure == "count_as_failure"
+            and self.attempts is not None
+            and infra_attempts >= self.attempts
+        )
 
 
 @dataclass(frozen=True)
@@ -80,6 +105,16 @@ class ArmConfig:
                 "episode_tokens": b.episode_tokens,
                 "call_limit": b.call_limit,
                 "turn_limit": b.turn_limit,
+                # the rules only when registered: a configuration without them keeps the
+                # digest it had before they existed
+                **{
+                    rule: value
+                    for rule, value in (
+                        ("call_limit_over_certified", b.call_limit_over_certified),
+                        ("turn_limit_over_calls", b.turn_limit_over_calls),
+                    )
+                    if value is not None
+                },
             },
             "system_prompt_sha256": None
             if prompt is None
@@ -139,6 +174,7 @@ class RunPlan:
     arm_specs: tuple[ArmSpec, ...] = ()
     live: LiveSpec | None = None
     configs: Mapping[str, ArmConfig] = field(default_factory=dict)
+    harness: HarnessPolicy = HarnessPolicy()
 
     def config(self, arm: str) -> ArmConfig:
         """The arm's configuration (the registration's defaults when none was resolved)."""
@@ -173,9 +209,40 @@ def arm_config(registration: Registration, arm_id: str) -> ArmConfig:
             b.call_limit,
             b.turn_limit,
             registration.budgets.spend_usd,
+            b.call_limit_over_certified,
+            b.turn_limit_over_calls,
         ),
         system_prompt=c.system_prompt,
     )
+
+
+def unit_budgets(budgets: Budgets, task: Task) -> Budgets:
+    """The budgets one unit runs under: the registered rules resolved for its task.
+
+    ``call_limit_over_certified: k`` gives call limit = the task's certified minimum + k;
+    ``turn_limit_over_calls: k`` gives turn limit = the (resolved) call limit + k, or no
+    turn limit when there is no call limit. Without rules, the budgets as registered.
+    Raises ValueError for a rule on a task without a certified path (refused at register).
+    """
+    call_limit = budgets.call_limit
+    if budgets.call_limit_over_certified is not None:
+        minimum = task.certified_minimum
+        if minimum is None:
+            raise ValueError(
+                f"task '{task.id}' has no certified path, so 'certified minimum + "
+                f"{budgets.call_limit_over_certified}' is undefined for it"
+            )
+        call_limit = minimum + budgets.call_limit_over_certified
+    turn_limit = budgets.turn_limit
+    if budgets.turn_limit_over_calls is not None:
+        turn_limit = None if call_limit is None else call_limit + budgets.turn_limit_over_calls
+    return replace(budgets, call_limit=call_limit, turn_limit=turn_limit)
+
+
+def harness_policy(registration: Registration) -> HarnessPolicy:
+    """The registration's ``harness:`` rules for the runners and the analysis."""
+    h = registration.harness
+    return HarnessPolicy(h.infrastructure, h.attempts, h.cache_credit)
 
 
 def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
@@ -217,7 +284,13 @@ def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
         params=dict(h.params),
         batch=bool(getattr(h, "batch", False)),
         budgets=Budgets(
-            b.completion_cap, b.episode_tokens, b.call_limit, b.turn_limit, b.spend_usd
+            b.completion_cap,
+            b.episode_tokens,
+            b.call_limit,
+            b.turn_limit,
+            b.spend_usd,
+            b.call_limit_over_certified,
+            b.turn_limit_over_calls,
         ),
         repeats=d.repeats,
         rotations=d.rotations,
@@ -225,6 +298,7 @@ def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
         arm_specs=specs,
         live=live,
         configs=configs,
+        harness=harness_policy(registration),
     )
 
 

@@ -29,7 +29,7 @@ from prereg.registry.registry import Entry, Registry
 from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
 from prereg.reports import controls, exploratory, family, stopping
-from prereg.reports.arms import arm_report, pooled_icc
+from prereg.reports.arms import arm_report, denominators, pooled_icc
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, require_claim
 from prereg.reports.model import (
     Completeness,
@@ -104,6 +104,7 @@ def completeness(loaded: LoadedRuns, primary_pairs: PairData) -> Completeness:
                 f"the registered stopping rule crossed its threshold at task {cut} of the "
                 "planned order; the units of the first tasks up to it are complete"
             )
+    policy, counted = loaded.policy, len(loaded.counted)
     return Completeness(
         complete=complete,
         planned=len(loaded.planned),
@@ -112,7 +113,11 @@ def completeness(loaded: LoadedRuns, primary_pairs: PairData) -> Completeness:
         missing_units=[unit_label(u) for u in missing[:MAX_NAMED]],
         infra_errors_open=len(open_infra),
         stopping_cut=cut,
-        basis=basis,
+        basis=f"{basis}; {denominators(policy.infrastructure, policy.attempts, counted)}",
+        infrastructure=policy.infrastructure,
+        attempts=policy.attempts,
+        counted_as_failure=counted,
+        denominators=denominators(policy.infrastructure, policy.attempts, counted),
     )
 
 

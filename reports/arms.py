@@ -50,6 +50,21 @@ def pooled_icc(observations: Sequence[Obs], arms: Sequence[str], outcome: str) -
     return _icc(values, groups)
 
 
+def denominators(infrastructure: str, attempts: int | None, counted: int) -> str:
+    """The registered infrastructure policy and what it did to the denominators, in words
+    (the report states it next to completeness)."""
+    if infrastructure == "count_as_failure":
+        return (
+            f"infrastructure failures: count_as_failure after {attempts} attempt(s) "
+            f"(intention to treat): {counted} unit(s) counted as failures, kept in every "
+            "rate, pair and test denominator; units with attempts left stay missing"
+        )
+    return (
+        "infrastructure failures: retry: infra_error records are left out of every "
+        "denominator and their units stay missing until a run completes"
+    )
+
+
 def configuration(reg: Registration, arm_id: str) -> ArmConfiguration:
     """The arm's resolved configuration as the report states it."""
     config = arm_config(reg, arm_id)
@@ -92,7 +107,8 @@ def arm_report(
     ji = stats.jeffreys_interval(successes, trials, level=level, deff=deff)
     units = [o.unit for o in measured]
     arm_infra = [o for o in infra if o.arm == arm_id]
-    costs = [o.cost_usd for o in [*mine, *arm_infra] if o.cost_usd is not None]
+    ok_runs = [o for o in mine if o.ok]  # ``mine`` also holds units counted as failures
+    costs = [o.cost_usd for o in [*ok_runs, *arm_infra] if o.cost_usd is not None]
     return ArmReport(
         id=arm_id,
         surface=arm.surface,
@@ -100,9 +116,10 @@ def arm_report(
         configuration=configuration(reg, arm_id),
         outcome=outcome,
         planned_runs=planned,
-        runs=len(mine) + len(arm_infra),
-        runs_ok=len(mine),
+        runs=len(ok_runs) + len(arm_infra),
+        runs_ok=len(ok_runs),
         infra_errors=len(arm_infra),
+        counted_as_failure=len(mine) - len(ok_runs),
         measured=trials,
         successes=successes,
         rate=(successes / trials) if trials else None,
@@ -132,6 +149,15 @@ def arm_report(
                 "icc": "prereg.stats.icc_binary(outcomes, task)",
             },
             registration_field="arms",
-            runs=runset(units, f"arm {arm_id}; status ok; outcome '{outcome}' measured"),
+            runs=runset(
+                units,
+                f"arm {arm_id}; status ok"
+                + (
+                    "; units counted as failures (infrastructure)"
+                    if len(mine) > len(ok_runs)
+                    else ""
+                )
+                + f"; outcome '{outcome}' measured",
+            ),
         ),
     )

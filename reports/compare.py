@@ -7,19 +7,21 @@ registrations share by id, the paired change from A to B on the same tasks.
 What the paired comparison requires, and the refusals (exit 4 unless noted):
 
 - each registration's runs belong to it (the checks of :mod:`.load`; exit 3);
+- the same experiment and the same split;
 - the same tasks: the two splits hold the same task ids, and every shared task
   has identical content (prompt, intent, polarity, goal, permitted and
   prohibited operations); the offending tasks are named;
 - the same evidence class (never pooled, not even across a comparison);
-- the same model asked for, and the same models returned, so that a model swap
-  cannot hide inside a comparison;
 - the same registered outcome;
 - at least one arm id in common.
 
-Everything else that differs (budgets, design, host parameters, surfaces,
-tests) is what a later registration is allowed to change; it is listed under
-``differences`` so the reader sees it. The paired deltas are not registered by
-either registration: they are exploratory and carry no verdict.
+Hosts and models may differ (issue 13: a configuration is model + route + harness):
+each side lists every arm's configuration (driver, model, configuration digest) and
+the models its runs returned, and each paired change names the configuration on
+either side, so a model swap is labelled, never hidden. Everything else that differs
+(host, budgets, design, surfaces, tests) is listed under ``differences``. The paired
+deltas are not registered by either registration: they are exploratory and carry no
+verdict.
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ from prereg import stats
 from prereg.core.errors import BadInput, ProtocolRefusal
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
+from prereg.registry.hosts import DRIVERS
 from prereg.registry.registry import Registry
+from prereg.registry.schema import Registration
+from prereg.registry.units import arm_config
 from prereg.registry.verify import verified_entry
 from prereg.reports.analysis import Options, build_report
 from prereg.reports.load import LoadedRuns, load_runs
@@ -59,10 +64,14 @@ class Side(Model):
     models_requested: list[str]
     models_returned: list[str]
     evidence_class: str | None
+    configurations: dict[str, str]  # arm -> its configuration's label (driver, model, digest)
 
 
 class ArmChange(Model):
     arm: str
+    configuration_a: str  # the arm's configuration in A (label)
+    configuration_b: str  # ... and in B
+    same_configuration: bool
     tasks: int
     rate_a: float | None
     rate_b: float | None
@@ -110,20 +119,18 @@ def _check(a: LoadedRuns, b: LoadedRuns) -> tuple[list[str], list[str]]:
             f"corpora differ: {len(changed)} shared task(s) have different content: "
             f"{', '.join(changed[:10])}"
         )
-    if a.evidence_class != b.evidence_class and a.used and b.used:
+    if ra.experiment != rb.experiment:
         problems.append(
-            f"evidence classes differ: {a.entry.id} {a.evidence_class}, "
-            f"{b.entry.id} {b.evidence_class} (never pooled)"
+            f"experiments differ: {a.entry.id} {ra.experiment}, {b.entry.id} {rb.experiment}"
         )
-    if ra.host.model != rb.host.model:
+    if ra.split != rb.split:
+        problems.append(f"splits differ: {a.entry.id} {ra.split}, {b.entry.id} {rb.split}")
+    classes_a, classes_b = _classes(ra), _classes(rb)
+    if classes_a != classes_b or (a.evidence_class != b.evidence_class and a.used and b.used):
         problems.append(
-            f"models asked for differ: {a.entry.id} {ra.host.model!r}, "
-            f"{b.entry.id} {rb.host.model!r}"
+            f"evidence classes differ: {a.entry.id} {a.evidence_class or '/'.join(classes_a)}, "
+            f"{b.entry.id} {b.evidence_class or '/'.join(classes_b)} (never pooled)"
         )
-    ma = sorted({o.model_returned for o in a.used if o.model_returned})
-    mb = sorted({o.model_returned for o in b.used if o.model_returned})
-    if ma != mb:
-        problems.append(f"models returned differ: {a.entry.id} {ma}, {b.entry.id} {mb}")
     if ra.outcome != rb.outcome:
         problems.append(f"outcomes differ: {a.entry.id} {ra.outcome}, {b.entry.id} {rb.outcome}")
     if not {x.id for x in ra.arms} & {x.id for x in rb.arms}:
@@ -146,6 +153,18 @@ def _check(a: LoadedRuns, b: LoadedRuns) -> tuple[list[str], list[str]]:
     return problems, differences
 
 
+def _classes(reg: Registration) -> list[str]:
+    """The evidence classes a registration's arms run in (one, by the schema's rule)."""
+    return sorted({DRIVERS[reg.config_of(x.id).host.driver].evidence_class for x in reg.arms})
+
+
+def config_label(reg: Registration, arm: str) -> str:
+    """An arm's configuration as a label: driver, model and configuration digest."""
+    config = arm_config(reg, arm)
+    model = f" {config.model}" if config.model else ""
+    return f"{config.driver}{model} [{config.digest()[7:19]}]"
+
+
 def _side(loaded: LoadedRuns, head: dict[str, Any]) -> Side:
     report = build_report(loaded, head, Options(allow_incomplete=True, command="prereg compare"))
     return Side(
@@ -161,6 +180,10 @@ def _side(loaded: LoadedRuns, head: dict[str, Any]) -> Side:
         models_requested=report.runs.models_requested,
         models_returned=report.runs.models_returned,
         evidence_class=report.runs.evidence_class,
+        configurations={
+            x.id: config_label(loaded.entry.registration, x.id)
+            for x in loaded.entry.registration.arms
+        },
     )
 
 
@@ -207,8 +230,12 @@ def _arm_change(a: LoadedRuns, b: LoadedRuns, arm: str, outcome: str, seed: int)
         interval = Interval(low=res.low, high=res.high, level=0.95, method=res.method)
     mc = stats.mcnemar_exact(b_only_a, c_only_b)
     units = [(arm, t, r) for t in tasks for r in ya[t]]
+    ra, rb = a.entry.registration, b.entry.registration
     return ArmChange(
         arm=arm,
+        configuration_a=config_label(ra, arm),
+        configuration_b=config_label(rb, arm),
+        same_configuration=arm_config(ra, arm).digest() == arm_config(rb, arm).digest(),
         tasks=len(tasks),
         rate_a=sum(rows_a) / len(rows_a) if rows_a else None,
         rate_b=sum(rows_b) / len(rows_b) if rows_b else None,
@@ -256,9 +283,9 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
         a=_side(a, head),
         b=_side(b, head),
         requirements=[
+            "same experiment and split",
             "same tasks with identical content",
             "same evidence class",
-            "same model asked for and returned",
             "same outcome",
             "a shared arm",
         ],
@@ -266,7 +293,8 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
         changes=[_arm_change(a, b, arm, outcome, seed) for arm in shared],
         label=(
             "exploratory: the paired changes between registrations were registered by "
-            "neither; each side's verdict is its own registered analysis"
+            "neither; each side's verdict is its own registered analysis; each change "
+            "names the configuration (driver, model, digest) on either side"
         ),
         prereg_version=code_version(),
         ledger_head=head,
@@ -286,8 +314,13 @@ def describe(c: Comparison) -> list[str]:
         )
     for ch in c.changes:
         iv = ch.interval
+        configs = (
+            f" [{ch.configuration_a}]"
+            if ch.same_configuration
+            else f" [{ch.configuration_a} -> {ch.configuration_b}]"
+        )
         lines.append(
-            f"arm {ch.arm}, {c.a.registration} -> {c.b.registration} on {ch.tasks} "
+            f"arm {ch.arm}{configs}, {c.a.registration} -> {c.b.registration} on {ch.tasks} "
             f"tasks: {num(ch.rate_a)} -> {num(ch.rate_b)}, change {num(ch.difference)}"
             + (f" ({num(iv.low)} to {num(iv.high)}, 95%)" if iv else "")
             + f"; discordant {ch.discordant.n}, McNemar p {num(ch.mcnemar_pvalue)}"

@@ -13,13 +13,19 @@ Analysis only ever sees runs that provably belong to the registration:
 Completeness (exit 4 unless ``--allow-incomplete``) is judged later, in
 :mod:`prereg.reports.analysis`, because a registered stopping rule changes what
 "complete" means.
+
+Infrastructure failures follow the registered policy (``harness.infrastructure``):
+under ``retry`` they are only counted (``infra``) and their units stay missing until
+a run completes; under ``count_as_failure`` a planned unit with no ok record and at
+least ``attempts`` infra_error records is settled and counted as a failure
+(``counted``, also part of ``used``): see :func:`counted_failures`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
@@ -28,7 +34,13 @@ from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.experiments.offers import ArmOffer
 from prereg.registry.registry import Entry, Registry
-from prereg.registry.units import build_offers, expand_units, plan_from_registration
+from prereg.registry.units import (
+    HarnessPolicy,
+    build_offers,
+    expand_units,
+    harness_policy,
+    plan_from_registration,
+)
 from prereg.reports.observations import Obs, RecordLike, from_record, unit_label
 from prereg.runners.verify_runs import verified_records
 
@@ -44,13 +56,17 @@ class LoadedRuns:
     tasks: tuple[Any, ...]  # the split's tasks, in corpus order
     surfaces: dict[str, Any]  # arm id -> frozen surface (or None)
     planned: tuple[Unit, ...]
-    used: tuple[Obs, ...]  # the one ok record of each completed unit
+    used: tuple[Obs, ...]  # the one ok record of each completed unit (+ ``counted``)
     infra: tuple[Obs, ...]  # infrastructure-failure records (all of them)
     records: int
     evidence_class: str | None
     offers: dict[str, Any] = field(default_factory=dict)  # arm id -> ArmOffer (as run)
     #: the verified run chains read (digest -> count, head); empty for supplied records
     chains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the registered harness rules (how infrastructure failures count)
+    policy: HarnessPolicy = HarnessPolicy()
+    #: units counted as failures under count_as_failure (also in ``used``)
+    counted: tuple[Obs, ...] = ()
 
     @property
     def completed(self) -> set[Unit]:
@@ -164,6 +180,27 @@ def check_runs(entry: Entry, observations: Sequence[Obs], planned: Sequence[Unit
         )
 
 
+def counted_failures(
+    observations: Sequence[Obs], planned: Sequence[Unit], policy: HarnessPolicy
+) -> list[Obs]:
+    """Under ``count_as_failure``: one failure per planned unit without an ok record whose
+    infra_error records reached the registered attempts, in planned order. It is the
+    unit's last infra_error record with ``counted_failure`` set and no cost or tokens
+    (the records themselves carry those, so nothing is counted twice). Empty otherwise."""
+    if policy.infrastructure != "count_as_failure":
+        return []
+    ok = {o.unit for o in observations if o.ok}
+    failed: dict[Unit, list[Obs]] = {}
+    for o in observations:
+        if not o.ok and o.unit not in ok:
+            failed.setdefault(o.unit, []).append(o)
+    return [
+        replace(failed[u][-1], counted_failure=True, cost_usd=None, tokens=None)
+        for u in planned
+        if u in failed and policy.settles(len(failed[u]))
+    ]
+
+
 _EXPERIMENTS: dict[tuple[str, tuple[tuple[str, str], ...]], Experiment] = {}
 
 
@@ -221,15 +258,19 @@ def load_runs(
     planned = planned_units(entry, experiment)
     check_runs(entry, observations, planned)
     classes = {o.evidence_class for o in observations}
+    policy = harness_policy(entry.registration)
+    counted = counted_failures(observations, planned, policy)
     return LoadedRuns(
         entry=entry,
         tasks=tasks,
         surfaces=surfaces,
         planned=tuple(planned),
-        used=tuple(o for o in observations if o.ok),
+        used=tuple(o for o in observations if o.ok) + tuple(counted),
         infra=tuple(o for o in observations if not o.ok),
         records=len(observations),
         evidence_class=next(iter(classes)) if len(classes) == 1 else None,
         offers=arm_offers(entry, experiment),
         chains=chains,
+        policy=policy,
+        counted=tuple(counted),
     )

@@ -71,6 +71,11 @@ class ArmReport(Model):
     runs: int
     runs_ok: int
     infra_errors: int
+    counted_as_failure: int = Field(
+        0,
+        description="units counted as failures (harness.infrastructure: count_as_failure): "
+        "their registered attempts all failed on infrastructure; in measured, not in runs_ok",
+    )
     measured: int = Field(description="ok runs whose outcome was measured (the trials)")
     successes: int
     rate: float | None
@@ -212,6 +217,18 @@ class Completeness(Model):
         None, description="prompts required by a crossed stopping rule"
     )
     basis: str
+    infrastructure: Literal["retry", "count_as_failure"] = Field(
+        "retry", description="the registered infrastructure-failure policy"
+    )
+    attempts: int | None = Field(
+        None, description="infra_error records after which a unit counts as a failure"
+    )
+    counted_as_failure: int = Field(
+        0, description="units counted as failures under count_as_failure (completed, failed)"
+    )
+    denominators: str = Field(
+        "", description="how infrastructure failures enter the denominators, in words"
+    )
 
 
 class RunsSummary(Model):

@@ -19,6 +19,12 @@ Outcome definitions (fixed here, before any data, for every registration):
   outcome, never imputed (invariant 7).
 - ``focal``: the terminal class is ``focal`` (positive tasks only); null when
   the terminal class was not recorded.
+- a unit counted as a failure under ``harness: {infrastructure: count_as_failure}``
+  (its registered attempts all failed on infrastructure; :mod:`.load` builds it from
+  its last infra_error record, with ``counted_failure`` set and no cost or tokens, which
+  its records already carry): every outcome is false (success, each funnel stage,
+  focal), with the same positive-tasks-only rule as any run. Intention to treat: the
+  unit is kept in every denominator, never dropped.
 """
 
 from __future__ import annotations
@@ -87,6 +93,8 @@ class Obs:
     batch: Any = None
     terminal_flag: str | None = None
     offer: Mapping[str, Any] | None = None  # the record's offer block, as plain data
+    #: an unsettled-by-infrastructure unit counted as a failure (see the module docstring)
+    counted_failure: bool = False
 
     @property
     def first_server(self) -> str | None:
@@ -117,10 +125,14 @@ class Obs:
         See the module docstring for the definitions. Returns None for runs that
         are not ``ok`` (an infrastructure failure has no agent outcome).
         """
-        if not self.ok:
+        if not self.ok and not self.counted_failure:
             return None
         if name in POSITIVE_ONLY and self.polarity != "positive":
             return None
+        if self.counted_failure:
+            if name not in ("success", "focal", *STAGES):
+                raise ValueError(f"unknown outcome '{name}'")
+            return False
         if name == "success":
             return self.success
         if name == "focal":

@@ -27,7 +27,7 @@ from prereg.experiments.offers import ArmOffer, Server, arm_offer, offered_items
 from prereg.experiments.refs import as_step_ref
 from prereg.experiments.service import OperationError, ServiceStore, State
 from prereg.experiments.surfaces import Role, Surface, Tool, ToolRefused, execute_tool
-from prereg.registry.units import ArmConfig, Budgets, RunUnit
+from prereg.registry.units import ArmConfig, Budgets, RunUnit, unit_budgets
 from prereg.runners.drivers.base import (
     CutAtCap,
     Driver,
@@ -141,7 +141,8 @@ class Harness:
 
     Each unit runs under its arm's configuration (``configs``: arm id -> ArmConfig, from
     :meth:`prereg.registry.units.RunPlan.arm_configs`): budgets, model, params and
-    system prompt; ``budgets``, ``model`` and ``params`` serve an arm without one.
+    system prompt; ``budgets``, ``model`` and ``params`` serve an arm without one. A
+    registered limit rule is resolved per task (:meth:`budgets_of`).
 
     ``offers`` (arm id -> :class:`ArmOffer`, from :func:`prereg.registry.units.build_offers`)
     say what each arm offers, controls applied; an arm without one offers its surface
@@ -176,6 +177,11 @@ class Harness:
         if found is not None:
             return found
         return ArmConfig("", self.model, self.params, budgets=self.budgets)
+
+    def budgets_of(self, unit: RunUnit) -> Budgets:
+        """The limits the unit runs under: its arm's budgets, with a registered rule
+        (``call_limit_over_certified``, ``turn_limit_over_calls``) resolved for its task."""
+        return unit_budgets(self.config_of(unit).budgets, unit.task)
 
     def _validator(self, tool: Tool) -> Any:
         key = (tool.surface, tool.name)
@@ -262,7 +268,7 @@ class Harness:
         )
         history: list[Exchange] = []
         spent_tokens = 0
-        b = self.config_of(unit).budgets
+        b = self.budgets_of(unit)
         while True:
             if b.turn_limit is not None and len(out.turns) >= b.turn_limit:
                 out.stop = "turn_limit"

@@ -15,13 +15,17 @@
   cost of ``concurrency - 1`` units. Null costs (replay, local) count as zero.
 - **Infrastructure failures** (a driver raising, a record that fails its own
   consistency checks) are written as ``status: infra_error`` with the error and
-  reported as ``failed``; they are never scored as agent failures.
+  reported as ``failed``; they are never scored as agent failures. Under the
+  registered ``harness: {infrastructure: count_as_failure, attempts: N}`` a unit
+  with N infra_error records and no ok one is settled (:func:`settled_keys`): it is
+  not run again, and the analysis counts it as a failure (intention to treat).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -46,12 +50,12 @@ class RunSummary:
     driver: str
     evidence_class: str
     planned: int  # units in the registration's plan
-    skipped_existing: int  # already had an ok record before this run
+    skipped_existing: int  # already settled before this run (an ok record, or counted)
     completed: int  # ok records written by this run
     failed: int  # infra_error records written by this run
     successes: int  # of the completed, how many succeeded
     duplicates: int  # written meanwhile by another process
-    remaining: int  # units still without an ok record
+    remaining: int  # units still unsettled (no ok record, attempts left)
     spend_usd: float  # measured spend recorded under the digest
     stopped: str | None  # None | "spend_cap" | "max_units"
     elapsed_s: float
@@ -90,6 +94,18 @@ async def run_unit(plan: RunPlan, harness: Harness, unit: RunUnit, driver: Drive
     except Exception as exc:  # the driver or the recording failed: infrastructure
         message = f"{type(exc).__name__}: {exc}".strip()
         return infra_record(plan, unit, driver, message[:2000], started, _now(), result)
+
+
+def settled_keys(plan: RunPlan, store: RunStore) -> set[tuple[str, str, int]]:
+    """Units not to run again: those with an ok record and, under ``count_as_failure``,
+    those whose registered attempts all ended in infra_error (the store counts them)."""
+    done = store.completed_keys(plan.digest)
+    if plan.harness.infrastructure != "count_as_failure":
+        return done
+    attempts = Counter(
+        r.unit_key for r in store.records(registration_digest=plan.digest, status="infra_error")
+    )
+    return done | {key for key, n in attempts.items() if plan.harness.settles(n)}
 
 
 Drivers = Driver | Mapping[str, Driver]
@@ -143,7 +159,7 @@ async def run_plan(
     offers = build_offers(plan, experiment)  # BadInput before anything runs
     check_live(plan, experiment)
     units = expand_units(plan, experiment)
-    done = store.completed_keys(plan.digest)
+    done = settled_keys(plan, store)
     pending = [u for u in units if u.key not in done]
     skipped = len(units) - len(pending)
     stopped: str | None = None
@@ -208,7 +224,7 @@ async def run_plan(
     elapsed = clock() - start
     if state["capped"]:
         stopped = "spend_cap"
-    remaining = len(units) - len(store.completed_keys(plan.digest))
+    remaining = len(units) - len(settled_keys(plan, store))
     attempted = state["completed"] + state["failed"]
     names, evidence_class = describe(by_arm)
     return RunSummary(

@@ -219,10 +219,18 @@ class ChainLink(Strict):
 
 
 class ConfigBudgets(Strict):
+    """The arm's registered budgets. With a rule (``call_limit_over_certified``: the call
+    limit is each task's certified minimum plus k; ``turn_limit_over_calls``: the turn
+    limit is the call limit plus k) the limit it replaces is null here: the record keeps
+    the registered rule, and the task's certified path (digested with the corpus) gives
+    the unit's own limit."""
+
     completion_cap: int | None = None
     episode_tokens: int | None = None
     call_limit: int | None = None
     turn_limit: int | None = None
+    call_limit_over_certified: int | None = None
+    turn_limit_over_calls: int | None = None
 
 
 class Configuration(Strict):

@@ -213,6 +213,7 @@ class ModelDriver(ABC):
         spend: SpendMeter | None = None,
         prices: PriceTable | None = None,
         http_client_factory: Any = None,
+        cache_credit: bool = True,
     ) -> None:
         if not model:
             raise BadInput(
@@ -240,6 +241,8 @@ class ModelDriver(ABC):
         self.loads_all_tools = not self.tool_search
         self.settings = settings or ProviderSettings.from_env(self.provider)
         self.prices = prices or load_prices(self.settings.prices_path)
+        #: the registration's cost policy (``harness.cache_credit``; see ``cost``)
+        self.cache_credit = bool(cache_credit)
         self.spend = spend or SpendMeter(None)
         self.limiter = RateLimiter(self.settings.rpm, self.settings.tpm)
         self.stats = RetryStats()
@@ -288,10 +291,11 @@ class ModelDriver(ABC):
         return self.prices.price(self.provider, self.model)
 
     def cost(self, billed: Priced, model_returned: str | None, *, batch: bool) -> float | None:
-        """Cost at the price of the model that answered (else the one requested)."""
+        """Cost at the price of the model that answered (else the one requested), under
+        the registered cost policy (cache credit or not)."""
         price = self.prices.price(self.provider, model_returned) or self.price
         discount = self.prices.batch_discount(self.provider) if batch else 1.0
-        return cost_usd(price, billed, discount=discount)
+        return cost_usd(price, billed, discount=discount, cache_credit=self.cache_credit)
 
     def _client_for_loop(self) -> Any:
         loop = asyncio.get_running_loop()

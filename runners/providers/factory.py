@@ -108,4 +108,5 @@ def _build(
         settings=chosen,
         spend=spend,
         prices=table,
+        cache_credit=plan.harness.cache_credit,
     )

@@ -91,12 +91,22 @@ class Priced:
     output: int  # every generated token, reasoning included
 
 
-def cost_usd(price: ModelPrice | None, tokens: Priced, *, discount: float = 1.0) -> float | None:
-    """Cost of one request; None if the model is unpriced (not measured, not guessed)."""
+def cost_usd(
+    price: ModelPrice | None, tokens: Priced, *, discount: float = 1.0, cache_credit: bool = True
+) -> float | None:
+    """Cost of one request; None if the model is unpriced (not measured, not guessed).
+
+    ``cache_credit`` (the registration's ``harness.cache_credit``): with it, cache reads
+    and writes are priced at their own rates where the table lists them; without it
+    (seed 001: frozen rates, no cache credit) every input token is priced at the
+    uncached input rate, however the provider served it.
+    """
     if price is None:
         return None
     cached_rate = price.cached_input if price.cached_input is not None else price.input
     write_rate = price.cache_write if price.cache_write is not None else price.input
+    if not cache_credit:
+        cached_rate = write_rate = price.input
     total = (
         tokens.uncached_input * price.input
         + tokens.cached_input * cached_rate

@@ -57,11 +57,14 @@ def test_compare_reports_both_results_and_the_paired_change(cli, ws: Path) -> No
     assert data["label"].startswith("exploratory")
 
 
-def test_compare_refuses_when_models_returned_differ(cli, ws: Path) -> None:
+def test_compare_labels_models_returned_when_they_differ(cli, ws: Path) -> None:
+    # issue 13, item 7: another model is compared, never hidden: each side lists it
     _two(cli, ws, model_b="another-model")
     result = cli("-w", ws, "compare", "spotify-002", "spotify-003", "--json")
-    assert result.code == 4
-    assert any("models returned differ" in d for d in result.json()["details"])
+    assert result.code == 0, result.stdout + result.stderr
+    data = result.json()
+    assert "another-model" in data["b"]["models_returned"]
+    assert "another-model" not in data["a"]["models_returned"]
 
 
 def test_compare_refuses_different_corpora_and_says_which(cli, ws: Path) -> None:

@@ -17,6 +17,21 @@ from prereg.stats.contrasts import (
 )
 from prereg.stats.funnel import loss_shares, pass_hat_k
 from prereg.stats.intervals import jeffreys_interval
+from prereg.stats.invokerank import (
+    FUNNEL_STAGES,
+    RHO_DEFAULTS,
+    beta_interval,
+    betabinom_loglik,
+    betabinom_moments,
+    cap_prior,
+    equal_tailed,
+    false_invoke_rate,
+    fit_beta_prior,
+    funnel_lever,
+    grouped_icc,
+    intervals_overlap,
+    invokerank,
+)
 from prereg.stats.multiplicity import (
     MULTIPLICITY_METHODS,
     MultiplicityMethod,
@@ -37,10 +52,13 @@ from prereg.stats.planning import (
 )
 from prereg.stats.registrable import REGISTRABLE_TESTS, TEST_NAMES, RegistrableTest, TestName
 from prereg.stats.results import (
+    BetaPrior,
     BootstrapResult,
     ContrastResult,
     DifferenceInterval,
     EValueResult,
+    FunnelStage,
+    InvokeRankResult,
     McNemarResult,
     MonitorExact,
     MonitorResult,
@@ -109,4 +127,21 @@ __all__ = [
     "PermutationResult",
     "ProportionInterval",
     "TOSTResult",
+    # the InvokeRank score (published path, 4.1-4.2)
+    "FUNNEL_STAGES",
+    "RHO_DEFAULTS",
+    "invokerank",
+    "fit_beta_prior",
+    "betabinom_loglik",
+    "betabinom_moments",
+    "cap_prior",
+    "grouped_icc",
+    "equal_tailed",
+    "beta_interval",
+    "intervals_overlap",
+    "funnel_lever",
+    "false_invoke_rate",
+    "BetaPrior",
+    "FunnelStage",
+    "InvokeRankResult",
 ]

@@ -258,3 +258,91 @@ class ContrastResult:
     method: str
     unit_contrasts: FloatArray = field(repr=False)
     distribution: FloatArray = field(repr=False)
+
+
+@dataclass(frozen=True)
+class BetaPrior:
+    """The shared Beta(mu kappa, (1 - mu) kappa) prior of one funnel stage.
+
+    ``method`` says how it was obtained (marginal ML, the method of moments, or
+    Jeffreys Beta(1/2, 1/2), in which case mu = 1/2 and kappa = 1); ``loglik`` is the
+    beta-binomial marginal log-likelihood at the estimate (nan for Jeffreys).
+    """
+
+    mu: float
+    kappa: float
+    method: str
+    converged: bool
+    loglik: float
+    cells_with_trials: int
+
+    @property
+    def alpha(self) -> float:
+        return self.mu * self.kappa
+
+    @property
+    def beta(self) -> float:
+        return (1.0 - self.mu) * self.kappa
+
+
+@dataclass(frozen=True, eq=False)
+class FunnelStage:
+    """One stage of the InvokeRank funnel, per intent cell (arrays indexed by cell).
+
+    ``successes``/``trials`` are the sequential counts (runs reaching the stage among
+    those reaching its parent); ``rho_source`` per cell is ``cell``, ``pooled`` or
+    ``default``; ``prior_alpha``/``prior_beta`` are after capPrior (``capped`` where it
+    bound); the posterior is Beta(``posterior_alpha``, ``posterior_beta``).
+    """
+
+    stage: str
+    successes: NDArray[np.int64]
+    trials: NDArray[np.int64]
+    rho: FloatArray
+    rho_source: tuple[str, ...]
+    pooled_rho: float
+    deff: FloatArray
+    effective_successes: FloatArray
+    effective_trials: FloatArray
+    prior: BetaPrior
+    prior_alpha: FloatArray
+    prior_beta: FloatArray
+    capped: BoolArray
+    posterior_alpha: FloatArray
+    posterior_beta: FloatArray
+
+    @property
+    def posterior_mean(self) -> FloatArray:
+        total = self.posterior_alpha + self.posterior_beta
+        return np.asarray(self.posterior_alpha / total)
+
+
+@dataclass(frozen=True, eq=False)
+class InvokeRankResult:
+    """The InvokeRank score of one arm: Q per intent cell and the weighted roll-up.
+
+    ``q`` is the mean of the Q draws per cell (InvokeRank = 100 q), ``q_exact`` the
+    product of the stage posterior means; ``q_low``/``q_high`` and
+    ``rollup_low``/``rollup_high`` map each level to equal-tailed bounds;
+    ``posterior_means`` and ``loss_shares`` are cells x stages.
+    """
+
+    stages: tuple[str, ...]
+    cells: int
+    weights: FloatArray
+    q: FloatArray
+    q_exact: FloatArray
+    q_low: dict[float, FloatArray]
+    q_high: dict[float, FloatArray]
+    rollup: float
+    rollup_low: dict[float, float]
+    rollup_high: dict[float, float]
+    posterior_means: FloatArray
+    loss_shares: FloatArray
+    fits: tuple[FunnelStage, ...]
+    draws: int
+    seed: int | None
+    capped_prior: bool
+    method: str
+    q_draws: FloatArray = field(repr=False)
+    rollup_draws: FloatArray = field(repr=False)

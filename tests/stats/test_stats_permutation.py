@@ -202,13 +202,44 @@ def test_sign_flip_lattice_for_means_over_runs(alt: str) -> None:
     assert res.pvalue == pytest.approx(_lattice_reference(k.tolist(), alt), rel=1e-9)
 
 
-def test_sign_flip_monte_carlo_close_to_exact() -> None:
+def test_sign_flip_lattice_found_relative_to_the_data() -> None:
+    # multiples of 1/101 (no denominator K <= 64 on the absolute scale) are integers
+    # relative to the smallest magnitude: exact, not Monte Carlo
     rng = np.random.default_rng(6)
     cents = rng.integers(-150, 250, 60)
     cents[cents == 0] = 7
-    res = sign_flip_test(cents / 101.0, "greater", seed=1)  # 1/101: no lattice K <= 64
+    res = sign_flip_test(cents / 101.0, "greater", seed=1)
+    assert res.exact and "lattice" in res.method
+    assert res.pvalue == pytest.approx(_lattice_reference(cents.tolist(), "greater"), rel=1e-9)
+
+
+def _meet_in_the_middle(d: np.ndarray, alt: str) -> float:
+    """Exact sign-flip p by enumeration of both halves' 2^(k/2) sums (independent code)."""
+    half = d.size // 2
+
+    def sums(v: np.ndarray) -> np.ndarray:
+        signs = 1 - 2 * ((np.arange(2**v.size)[:, None] >> np.arange(v.size)) & 1)
+        return signs @ v
+
+    a, b = sums(d[:half]), np.sort(sums(d[half:]))
+    obs, tol = d.sum(), 1e-9 * np.abs(d).sum()
+    if alt == "greater":
+        hits = (b.size - np.searchsorted(b, obs - tol - a)).sum()
+    elif alt == "less":
+        hits = np.searchsorted(b, obs + tol - a, side="right").sum()
+    else:
+        hits = (b.size - np.searchsorted(b, abs(obs) - tol - a)).sum()
+        hits += np.searchsorted(b, -abs(obs) + tol - a, side="right").sum()
+    return float(hits) / 2.0**d.size
+
+
+def test_sign_flip_monte_carlo_close_to_exact() -> None:
+    # 42 continuous differences: no lattice, beyond complete enumeration -> Monte Carlo
+    rng = np.random.default_rng(6)
+    d = rng.normal(0.35, 1.0, 42)
+    res = sign_flip_test(d, "greater", seed=1)
     assert not res.exact and res.n_resamples == 100_000
-    exact = _lattice_reference(cents.tolist(), "greater")
+    exact = _meet_in_the_middle(d, "greater")
     assert res.pvalue == pytest.approx(exact, abs=4 * math.sqrt(exact * (1 - exact) / 1e5) + 1e-5)
 
 

@@ -123,7 +123,7 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
         provider=True,
         summary="the Anthropic Messages API",
         reserved_params=frozenset(
-            {"model", "max_tokens", "messages", "tools", "tool_choice", "stream"}
+            {"model", "max_tokens", "messages", "system", "tools", "tool_choice", "stream"}
         ),
     ),
     "openai": DriverSpec(
@@ -135,6 +135,7 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
             {
                 "model",
                 "input",
+                "instructions",
                 "tools",
                 "tool_choice",
                 "parallel_tool_calls",

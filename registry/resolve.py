@@ -20,7 +20,7 @@ from prereg.experiments.loader import folder_reader
 from prereg.experiments.offers import ArmSpec, offers_for
 from prereg.registry.digest import document_digest, file_digest
 from prereg.registry.hosts import model_problem, params_problem
-from prereg.registry.schema import Registration
+from prereg.registry.schema import Host, Registration
 
 
 @dataclass(frozen=True)
@@ -79,25 +79,57 @@ def read_registration(path: Path, shown: str) -> bytes:
         raise BadInput(f"{exc.reason}; expected a registration YAML file", file=shown) from None
 
 
-def check_host_params(registration: Registration, source: bytes, shown: str) -> None:
-    """``host.params`` the driver would refuse at run are refused now (BadInput at the key)."""
-    problem = params_problem(registration.host.driver, registration.host.params)
-    if problem is None:
-        return
-    key, why = problem
-    position = parse_yaml(source, shown).line_of(("host", "params", key))
+def _hosts(registration: Registration) -> list[tuple[tuple[str | int, ...], Host]]:
+    """(where the host is written, the resolved host): the registration's, then each arm's
+    that overrides it (an arm's params or model come from its own ``host:`` block when it
+    gives them, else from the registration's)."""
+    out: list[tuple[tuple[str | int, ...], Host]] = [(("host",), registration.host)]
+    for index, arm in enumerate(registration.arms):
+        if arm.host is not None:
+            out.append((("arms", index, "host"), registration.config_of(arm.id).host))
+    return out
+
+
+def _refuse_at(
+    source: bytes, shown: str, path: tuple[str | int, ...], field: str, why: str
+) -> BadInput:
+    position = parse_yaml(source, shown).line_of(path)
     where = f"{shown}:{position[0]}:{position[1]}" if position else shown
-    raise BadInput(why, file=where, field=f"host.params.{key}")
+    return BadInput(why, file=where, field=field)
+
+
+def _written(source: bytes, shown: str, path: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """``path`` if the YAML writes it, else the nearest ancestor it writes (an arm that
+    inherits its params is refused at its ``host:`` block)."""
+    located = parse_yaml(source, shown)
+    while len(path) > 1 and located.line_of(path) is None:
+        path = path[:-1]
+    return path
+
+
+def check_host_params(registration: Registration, source: bytes, shown: str) -> None:
+    """``params`` the driver would refuse at run are refused now (BadInput at the key), for
+    the registration's host and every arm's resolved host."""
+    for at, host in _hosts(registration):
+        problem = params_problem(host.driver, host.params)
+        if problem is None:
+            continue
+        key, why = problem
+        path = _written(source, shown, (*at, "params", key))
+        field = ".".join(f"[{p}]" if isinstance(p, int) else p for p in (*at, "params", key))
+        raise _refuse_at(source, shown, path, field.replace(".[", "["), why)
 
 
 def check_host_model(registration: Registration, source: bytes, shown: str) -> None:
-    """A ``host.model`` the driver does not know (a local profile) is refused now."""
-    why = model_problem(registration.host.driver, registration.host.model)
-    if why is None:
-        return
-    position = parse_yaml(source, shown).line_of(("host", "model"))
-    where = f"{shown}:{position[0]}:{position[1]}" if position else shown
-    raise BadInput(why, file=where, field="host.model")
+    """A ``model`` the driver does not know (a local profile) is refused now, for the
+    registration's host and every arm's resolved host."""
+    for at, host in _hosts(registration):
+        why = model_problem(host.driver, host.model)
+        if why is None:
+            continue
+        path = _written(source, shown, (*at, "model"))
+        field = ".".join(f"[{p}]" if isinstance(p, int) else p for p in (*at, "model"))
+        raise _refuse_at(source, shown, path, field.replace(".[", "["), why)
 
 
 def check_certified(

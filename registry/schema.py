@@ -16,7 +16,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictFloat,
+    StrictInt,
     StrictStr,
     ValidationError,
     field_validator,
@@ -26,8 +28,16 @@ from pydantic import (
 from prereg.core.yamlio import FieldRuleError
 from prereg.experiments.controls import ControlName
 from prereg.experiments.models import LOCKED_SPLIT, SplitName
+from prereg.registry.factorial import SETTABLE, DesignError, expand, settable
 from prereg.registry.hosts import DRIVERS, DriverName
-from prereg.stats import REGISTRABLE_TESTS, TEST_NAMES, MultiplicityMethod, TestName
+from prereg.stats import (
+    REGISTRABLE_TESTS,
+    TEST_NAMES,
+    MultiplicityMethod,
+    TestName,
+    check_weights,
+    factorial_weights,
+)
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 
@@ -316,6 +326,8 @@ class Arm(Strict):
     host: HostOverride | None = None
     budgets: BudgetsOverride | None = None
     system_prompt: SystemPrompt | None = None
+    #: the factor levels of a factorial cell (set by the expansion, see ``Factorial``)
+    cell: dict[str, StrictStr | StrictInt | StrictFloat | StrictBool] | None = None
 
     @model_validator(mode="after")
     def _control_fields(self) -> Arm:
@@ -332,6 +344,97 @@ class Arm(Strict):
                 "reference",
                 "'reference' is only for a control arm (it "
                 "names the arm the control is judged against)",
+            )
+        return self
+
+
+class Factor(Strict):
+    """One factor of a factorial design: the arm field it sets and its levels."""
+
+    id: Identifier
+    sets: str = Field(min_length=1)
+    levels: list[StrictStr | StrictInt | StrictFloat | StrictBool] = Field(min_length=2)
+    description: str | None = None
+
+    @field_validator("sets")
+    @classmethod
+    def _settable(cls, value: str) -> str:
+        if not settable(value):
+            raise ValueError(
+                f"a factor cannot set '{value}'; it sets one of: "
+                f"{', '.join(SETTABLE)}, or host.params.<key>"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Factor:
+        if len({repr(v) for v in self.levels}) != len(self.levels):
+            raise FieldRuleError("levels", f"factor '{self.id}' repeats a level")
+        return self
+
+
+class Factorial(Strict):
+    """Factors crossed into cells, plus extra cells; see :mod:`prereg.registry.factorial`."""
+
+    base: dict[str, Any] = Field(default_factory=dict)
+    factors: list[Factor] = Field(min_length=1)
+    extra_cells: list[dict[str, StrictStr | StrictInt | StrictFloat | StrictBool]] = Field(
+        default_factory=list
+    )
+
+    @model_validator(mode="after")
+    def _factors(self) -> Factorial:
+        ids = [f.id for f in self.factors]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise FieldRuleError("factors", f"duplicate factor id(s): {', '.join(dupes)}")
+        paths = [f.sets for f in self.factors]
+        twice = sorted({p for p in paths if paths.count(p) > 1})
+        if twice:
+            raise FieldRuleError("factors", f"two factors set the same field: {', '.join(twice)}")
+        return self
+
+
+#: What a test pairs, aggregates and resamples by (issue 13, item 5): the task (prompt),
+#: its paraphrase cluster (the task family) or its intent. See ``prereg.reports.pairs``.
+Unit = Literal["task", "cluster", "intent"]
+#: The tests that need one binary outcome per task, so pair by task only.
+TASK_ONLY_TESTS = frozenset({"mcnemar_exact", "beta_mixture"})
+#: The tests a contrast may be registered with (a contrast is a weighted sum of arms).
+CONTRAST_TESTS = frozenset({"paired_bootstrap", "sign_flip_test"})
+
+
+class Contrast(Strict):
+    """A named weighted combination of arms (cells), tested as registered.
+
+    Give ``weights`` (arm id -> weight; they must sum to ``sum_to``, default 0) or
+    ``effect`` (factor ids of a two-level factorial: one factor is its main effect, the
+    mean of the cells at the second level minus the mean at the first, seed 001's E_a;
+    two or more their interaction, the difference of differences averaged over the other
+    factors, seed 001's E_ab; weights from :func:`prereg.stats.factorial_weights`).
+    The per-unit contrast is sum_c w_c m_{u,c}, m_{u,c} the unit's mean outcome in cell
+    c; ``test``: ``paired_bootstrap`` (cluster bootstrap over units, percentile
+    interval, centred p) or ``sign_flip_test`` (exact, over units).
+    """
+
+    id: Identifier
+    effect: list[Identifier] | None = Field(None, min_length=1)
+    weights: dict[str, StrictFloat | StrictInt] | None = None
+    sum_to: float = 0.0
+    test: Literal["paired_bootstrap", "sign_flip_test"] = "paired_bootstrap"
+    alpha: Probability = 0.05
+    sides: Literal["two-sided", "greater", "less"] = "two-sided"
+    unit: Unit = "task"
+    outcome: OutcomeName | None = None
+    draws: int = Field(10_000, ge=100, le=1_000_000)
+    level: Probability | None = None
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _one_definition(self) -> Contrast:
+        if (self.effect is None) == (self.weights is None):
+            raise FieldRuleError(
+                "weights", "give exactly one of 'weights' (arm -> weight) or 'effect' (factors)"
             )
         return self
 
@@ -355,6 +458,9 @@ class TestSpec(Strict):
     margin: float | None = Field(None, gt=0, lt=1)
     level: Probability | None = None
     draws: int = Field(10_000, ge=100, le=1_000_000)
+    unit: Unit = "task"
+    #: test a registered contrast (``contrasts[].id``) instead of a pair of arms
+    contrast: Identifier | None = None
 
     @field_validator("test", mode="before")
     @classmethod
@@ -378,13 +484,32 @@ class TestSpec(Strict):
             raise FieldRuleError(
                 "margin", f"{self.test} needs an equivalence margin (margin: 0.05, say)"
             )
+        if self.unit != "task" and self.test in TASK_ONLY_TESTS:
+            raise FieldRuleError(
+                "unit",
+                f"{self.test} needs one binary outcome per task: its unit is 'task' "
+                f"(use paired_bootstrap, sign_flip_test or tost_paired to pair by {self.unit})",
+            )
+        if self.contrast is not None:
+            if self.test not in CONTRAST_TESTS:
+                raise FieldRuleError(
+                    "test",
+                    f"a contrast is tested with {' or '.join(sorted(CONTRAST_TESTS))}, "
+                    f"not {self.test}",
+                )
+            if self.compare is not None or self.favours is not None:
+                raise FieldRuleError(
+                    "compare",
+                    "a test of a contrast takes no 'compare' or 'favours' (the contrast's "
+                    "weights say what is compared; 'sides' gives the direction)",
+                )
         return self
 
 
 class Multiplicity(Strict):
     method: MultiplicityMethod = "bh"
     q: Probability = 0.10
-    family: Literal["per-intent", "secondary"] = "per-intent"
+    family: Literal["per-intent", "secondary", "contrasts"] = "per-intent"
 
 
 class Stopping(Strict):
@@ -415,6 +540,8 @@ class Registration(Strict):
     kind: Literal["exploratory", "confirmatory"]
     split: SplitName
     arms: list[Arm] = Field(min_length=1)
+    factorial: Factorial | None = None
+    contrasts: list[Contrast] = Field(default_factory=list)
     host: Host
     budgets: Budgets = Field(default_factory=lambda: Budgets())
     harness: HarnessRules = Field(default_factory=lambda: HarnessRules())
@@ -428,6 +555,40 @@ class Registration(Strict):
     plan: Plan | None = None
     supersedes: Identifier | None = None
     notes: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_factorial(cls, data: Any) -> Any:
+        """``factorial:`` becomes ``arms:`` (one arm per cell); arms already listed (a frozen
+        copy lists what it was expanded to) must be exactly the expansion."""
+        if not isinstance(data, dict) or data.get("factorial") is None:
+            return data
+        try:
+            design = Factorial.model_validate(data["factorial"])
+            arms = expand(design.model_dump(mode="python"))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            cause = first.get("ctx", {}).get("error")
+            if isinstance(cause, FieldRuleError):
+                where = ".".join(filter(None, [where, *map(str, cause.field_path)]))
+            raise FieldRuleError(f"factorial.{where}".rstrip("."), first["msg"]) from None
+        except DesignError as exc:
+            raise FieldRuleError(exc.field, str(exc)) from None
+        if data.get("arms") is None:
+            return {**data, "arms": arms}
+        try:
+            listed = [Arm.model_validate(a).model_dump() for a in data["arms"]]
+            matches = listed == [Arm.model_validate(a).model_dump() for a in arms]
+        except (ValidationError, TypeError):
+            matches = False
+        if not matches:
+            raise FieldRuleError(
+                "arms",
+                "a factorial registration's arms are its cells: leave 'arms' out (they are "
+                "generated from 'factorial')",
+            )
+        return data
 
     @model_validator(mode="after")
     def _rules(self) -> Registration:
@@ -443,6 +604,7 @@ class Registration(Strict):
             _check_compared_arms(where, spec, ids)
         self._check_controls(ids)
         self._check_configurations()
+        self._check_contrasts(ids)
         if self.supersedes == self.id:
             raise FieldRuleError("supersedes", "a registration cannot supersede itself")
         return self
@@ -528,6 +690,88 @@ class Registration(Strict):
                 "arms may not differ in driver, model or params",
             )
 
+    def _check_contrasts(self, ids: list[str]) -> None:
+        """Contrasts name existing arms or factors, sum as declared; tests name contrasts."""
+        names = [c.id for c in self.contrasts]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise FieldRuleError("contrasts", f"duplicate contrast id(s): {', '.join(dupes)}")
+        for index, contrast in enumerate(self.contrasts):
+            where = f"contrasts[{index}]"
+            try:
+                self.contrast_weights(contrast.id)
+            except ValueError as exc:
+                field = "effect" if contrast.effect is not None else "weights"
+                raise FieldRuleError(f"{where}.{field}", str(exc)) from None
+        specs = [("primary", self.primary)] + [
+            (f"secondary[{i}]", s) for i, s in enumerate(self.secondary)
+        ]
+        for where, spec in specs:
+            if spec.contrast is not None and spec.contrast not in names:
+                raise FieldRuleError(
+                    f"{where}.contrast",
+                    f"names unknown contrast '{spec.contrast}' (registered: "
+                    f"{', '.join(names) or 'none'})",
+                )
+        family = self.multiplicity.family if self.multiplicity else None
+        if self.primary.contrast is not None:
+            if self.stopping is not None:
+                raise FieldRuleError(
+                    "stopping",
+                    "the stopping rule monitors the discordant pairs of two arms; a primary "
+                    "test of a contrast has none (register a fixed-sample design)",
+                )
+            if family == "per-intent":
+                raise FieldRuleError(
+                    "multiplicity.family",
+                    "the per-intent family tests the primary comparison on each intent; a "
+                    "primary test of a contrast is not a comparison of two arms (use "
+                    "family: contrasts or secondary)",
+                )
+        if family == "contrasts":
+            assert self.multiplicity is not None
+            if not self.contrasts:
+                raise FieldRuleError(
+                    "multiplicity.family", "the family 'contrasts' needs registered contrasts"
+                )
+            if self.multiplicity.method == "e-bh":
+                raise FieldRuleError(
+                    "multiplicity.method",
+                    "contrasts are tested by p-values; correct them with holm, bh or none "
+                    "(e-bh needs e-values)",
+                )
+
+    def contrast_weights(self, contrast_id: str) -> dict[str, float]:
+        """Arm id -> weight of a registered contrast (ValueError if it cannot be built)."""
+        contrast = next(c for c in self.contrasts if c.id == contrast_id)
+        ids = [a.id for a in self.arms]
+        if contrast.weights is not None:
+            unknown = sorted(set(contrast.weights) - set(ids))
+            if unknown:
+                raise ValueError(
+                    f"weights name unknown arm(s) {', '.join(unknown)} (arms: {', '.join(ids)})"
+                )
+            weights = {arm: float(w) for arm, w in contrast.weights.items()}
+            check_weights(list(weights.values()), sum_to=contrast.sum_to)
+            return weights
+        assert contrast.effect is not None
+        if self.factorial is None:
+            raise ValueError("an 'effect' contrast needs a factorial design ('factorial:')")
+        factors = {f.id: f for f in self.factorial.factors}
+        for factor in contrast.effect:
+            if factor not in factors:
+                raise ValueError(f"unknown factor '{factor}' (factors: {', '.join(factors)})")
+            if len(factors[factor].levels) != 2:
+                raise ValueError(
+                    f"factor '{factor}' has {len(factors[factor].levels)} levels; an effect "
+                    "contrast needs two-level factors (give 'weights' instead)"
+                )
+        cells = [a.cell or {} for a in self.arms]
+        low_high = {f.id: (f.levels[0], f.levels[1]) for f in self.factorial.factors}
+        weights = dict(zip(ids, factorial_weights(cells, contrast.effect, low_high), strict=True))
+        check_weights(list(weights.values()), sum_to=0.0)
+        return {arm: w for arm, w in weights.items() if w != 0.0}
+
     def config_of(self, arm_id: str) -> Configuration:
         """The arm's fully resolved configuration (registration defaults, arm overrides)."""
         arm = next(a for a in self.arms if a.id == arm_id)
@@ -558,6 +802,8 @@ def _request_key(host: Host) -> str:
 
 def _check_compared_arms(where: str, spec: TestSpec, ids: list[str]) -> None:
     """A test compares two distinct registered arms and favours one of them."""
+    if spec.contrast is not None:
+        return  # a contrast's arms are its weights' (checked with the contrasts)
     pair = spec.compare or tuple(ids[:2])
     if len(ids) < 2 or len(pair) != 2:
         raise FieldRuleError(where, "a comparative test needs at least two arms")

@@ -28,11 +28,13 @@ from prereg.core.workspace import Workspace
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
-from prereg.reports import controls, exploratory, family, stopping
+from prereg.reports import contrasts, controls, exploratory, family, stopping
 from prereg.reports.arms import arm_report, denominators, pooled_icc
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, require_claim
 from prereg.reports.model import (
     Completeness,
+    ContrastReport,
+    MultiplicityReport,
     Reading,
     Report,
     ReportProvenance,
@@ -72,6 +74,7 @@ class _Pairs:
                 outcome,
                 self.loaded.task_order,
                 self.loaded.intents,
+                {t.id: t.cluster for t in self.loaded.tasks},
             )
         return self.cache[key]
 
@@ -223,6 +226,22 @@ def _tasks(loaded: LoadedRuns) -> list[dict[str, Any]]:
     ]
 
 
+def _family(
+    inputs: contrasts.ContrastInputs,
+    contrast_reports: list[ContrastReport],
+    primary_pairs: PairData,
+    secondary: list[TestReport],
+    prior: tuple[float, float],
+) -> MultiplicityReport | None:
+    """The registered multiplicity family: the contrasts, the intents or the secondaries."""
+    reg = inputs.reg
+    if reg.multiplicity is not None and reg.multiplicity.family == "contrasts":
+        return contrasts.family_report(inputs, contrast_reports) if contrast_reports else None
+    if not primary_pairs.n:
+        return None
+    return family.multiplicity_report(reg, primary_pairs, secondary, inputs.seed, prior)
+
+
 def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> Report:
     """Everything after loading: completeness, the registered analysis, the verdict."""
     entry = loaded.entry
@@ -257,30 +276,32 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
     primary: TestReport | None = None
     secondary: list[TestReport] = []
     stop = None
-    if loaded.used:
-        primary = run_test(
-            reg.primary,
-            role="primary",
-            field_name="primary",
-            pairs=primary_pairs,
+    inputs = contrasts.ContrastInputs(
+        reg, loaded.used, loaded.task_order, {t.id: t for t in loaded.tasks}, seed
+    )
+
+    def test(spec: TestSpec, role: str, field_name: str) -> TestReport:
+        if spec.contrast is not None:
+            return contrasts.contrast_test(inputs, spec, role=role, field_name=field_name)
+        return run_test(
+            spec,
+            role=role,
+            field_name=field_name,
+            pairs=pairs.get(reg, spec),
             seed=seed,
             prior=prior,
         )
+
+    contrast_reports = contrasts.contrast_reports(inputs) if loaded.used else []
+    if loaded.used:
+        primary = test(reg.primary, "primary", "primary")
         secondary = [
-            run_test(
-                spec,
-                role="secondary",
-                field_name=f"secondary[{i}]",
-                pairs=pairs.get(reg, spec),
-                seed=seed,
-                prior=prior,
-            )
-            for i, spec in enumerate(reg.secondary)
+            test(spec, "secondary", f"secondary[{i}]") for i, spec in enumerate(reg.secondary)
         ]
         if reg.stopping is not None:
             stop = stopping.stopping_report(reg, primary_pairs)
     difference = None
-    if primary_pairs.n:
+    if primary_pairs.n and reg.primary.contrast is None:
         spec = TestSpec(
             test="paired_bootstrap",
             alpha=reg.primary.alpha,
@@ -290,10 +311,9 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         difference = run_test(
             spec, role="descriptive", field_name="arms", pairs=primary_pairs, seed=seed
         )
-    multiplicity = None
+    multiplicity = _family(inputs, contrast_reports, primary_pairs, secondary, prior)
     per_intent = []
-    if primary_pairs.n:
-        multiplicity = family.multiplicity_report(reg, primary_pairs, secondary, seed, prior)
+    if primary_pairs.n and reg.primary.contrast is None:
         per_intent = family.intent_rows(reg, primary_pairs, seed, level)
 
     reading: Reading | None
@@ -334,6 +354,7 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         primary=primary,
         secondary=secondary,
         multiplicity=multiplicity,
+        contrasts=contrast_reports,
         per_intent=per_intent,
         per_intent_registered=(
             reg.multiplicity is not None and reg.multiplicity.family == "per-intent"

@@ -105,6 +105,9 @@ class TestReport(Model):
     sides: str
     alpha: float
     aggregate: str
+    unit: str = Field("task", description="what the test pairs and resamples by")
+    units: int | None = Field(None, description="how many such units the test used")
+    contrast: str | None = Field(None, description="the registered contrast tested, if any")
     outcome: str
     estimate: float | None
     estimate_label: str
@@ -123,6 +126,30 @@ class TestReport(Model):
         "(or the stopping rule's) reading can become the verdict",
     )
     reason: str
+    method: str
+    note: str = ""
+    provenance: Provenance
+
+
+class ContrastReport(Model):
+    """A registered contrast: its weights, its test as registered, and the family's reading."""
+
+    id: str
+    description: str | None = None
+    effect: list[str] | None = Field(None, description="the factors of an effect contrast")
+    weights: dict[str, float] = Field(description="arm (cell) id -> weight, zeros left out")
+    test: str
+    sides: str
+    alpha: float
+    unit: str = Field(description="what was resampled: task, cluster or intent")
+    outcome: str
+    tasks: int = Field(description="tasks with every weighted cell measured")
+    units: int
+    estimate: float | None
+    interval: Interval | None
+    pvalue: float | None
+    adjusted: float | None = Field(None, description="adjusted by the registered family rule")
+    reject: bool | None = Field(None, description="rejected by the registered family rule")
     method: str
     note: str = ""
     provenance: Provenance
@@ -293,6 +320,7 @@ class Report(Model):
     primary: TestReport | None
     secondary: list[TestReport]
     multiplicity: MultiplicityReport | None
+    contrasts: list[ContrastReport] = Field(default_factory=list)
     per_intent: list[IntentRow]
     per_intent_registered: bool
     stopping: StoppingReport | None

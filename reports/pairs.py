@@ -80,6 +80,7 @@ class PairData:
     treatment_runs: dict[str, dict[int, bool]]
     filter_text: str
     units: tuple[tuple[str, str, int], ...] = field(default=())
+    clusters: dict[str, str] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -99,6 +100,39 @@ class PairData:
             {t: self.treatment_runs[t] for t in chosen},
             self.filter_text,
             units,
+            {t: self.clusters[t] for t in chosen if t in self.clusters},
+        )
+
+    def labels(self, unit: str) -> list[str]:
+        """Each paired task's resampling unit (issue 13, item 5): the task itself, its
+        paraphrase cluster or its intent, in task order."""
+        if unit == "task":
+            return list(self.tasks)
+        table = self.clusters if unit == "cluster" else self.intents
+        missing = [t for t in self.tasks if t not in table]
+        if missing:
+            raise ValueError(f"no {unit} known for task(s) {', '.join(missing[:5])}")
+        return [table[t] for t in self.tasks]
+
+    def n_units(self, unit: str) -> int:
+        return len(set(self.labels(unit)))
+
+    def per_unit(self, how: str, unit: str) -> tuple[np.ndarray, np.ndarray]:
+        """(control, treatment) per unit: the mean of its tasks' aggregated values.
+
+        Every unit counts once and every task once within its unit (the reading of a
+        cluster bootstrap where a family's paraphrases are one observation).
+        """
+        c, t = self.per_task(how)
+        if unit == "task":
+            return c, t
+        labels = self.labels(unit)
+        order = list(dict.fromkeys(labels))
+        codes = np.array([order.index(label) for label in labels], dtype=int)
+        sizes = np.bincount(codes, minlength=len(order)).astype(float)
+        return (
+            np.bincount(codes, weights=c, minlength=len(order)) / sizes,
+            np.bincount(codes, weights=t, minlength=len(order)) / sizes,
         )
 
     def per_task(self, how: str) -> tuple[np.ndarray, np.ndarray]:
@@ -112,22 +146,29 @@ class PairData:
         c, t = self.per_task(how if how in BINARY_AGGREGATES else "majority")
         return int(np.sum((c == 1) & (t == 0))), int(np.sum((c == 0) & (t == 1)))
 
-    def long_form(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(control, treatment, prompt, repeat) rows for every repeat both arms measured.
+    def long_form(
+        self, unit: str = "task"
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(control, treatment, unit, repeat) rows for every repeat both arms measured.
 
         Rows pair the two arms' runs with the same repeat index on the same task
-        (the bootstrap treats each repeat index as a replicate run of the arm).
+        (the bootstrap treats each repeat index as a replicate run of the arm); the third
+        column codes the task's resampling unit (:meth:`labels`), so the bootstrap
+        resamples whole clusters or intents when the registration says so.
         """
         yc: list[float] = []
         yt: list[float] = []
         prompts: list[int] = []
         runs: list[int] = []
+        labels = self.labels(unit)
+        order = list(dict.fromkeys(labels))
+        codes = [order.index(label) for label in labels]
         for i, task in enumerate(self.tasks):
             both = sorted(set(self.control_runs[task]) & set(self.treatment_runs[task]))
             for r in both:
                 yc.append(float(self.control_runs[task][r]))
                 yt.append(float(self.treatment_runs[task][r]))
-                prompts.append(i)
+                prompts.append(codes[i])
                 runs.append(r)
         return (np.array(yc), np.array(yt), np.array(prompts, dtype=int), np.array(runs, dtype=int))
 
@@ -142,6 +183,7 @@ def build_pairs(
     outcome: str,
     task_order: Sequence[str],
     intents: dict[str, str],
+    clusters: dict[str, str] | None = None,
 ) -> PairData:
     """Pair two arms' measured outcomes by task and repeat."""
     runs: dict[str, dict[str, dict[int, bool]]] = {control: {}, treatment: {}}
@@ -173,4 +215,5 @@ def build_pairs(
         treatment_runs={t: runs[treatment][t] for t in tasks},
         filter_text=filter_text,
         units=tuple(used),
+        clusters={t: clusters[t] for t in tasks if clusters and t in clusters},
     )

@@ -138,6 +138,8 @@ class _Ctx:
             sides=spec.sides,
             alpha=spec.alpha,
             aggregate=aggregate or spec.aggregate,
+            unit=spec.unit,
+            units=self.pairs.n_units(spec.unit) if self.pairs.n else 0,
             outcome=self.pairs.outcome,
             estimate=_f(estimate),
             estimate_label=estimate_label,
@@ -259,9 +261,10 @@ FEW_CLUSTERS = 20
 
 def _bootstrap(ctx: _Ctx) -> TestReport:
     spec, pairs = ctx.spec, ctx.pairs
-    yc, yt, prompts, runs = pairs.long_form()
+    yc, yt, prompts, runs = pairs.long_form(spec.unit)
     if yc.size == 0:
         return _empty(ctx, "prereg.stats.paired_bootstrap")
+    n_units = pairs.n_units(spec.unit)
     decision_level = 1.0 - spec.alpha if spec.sides == "two-sided" else 1.0 - 2.0 * spec.alpha
     params = {
         "draws": spec.draws,
@@ -270,6 +273,8 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
         "runs": "repeat index of each arm",
         "rows": int(yc.size),
         "prompts": pairs.n,
+        "unit": spec.unit,
+        "units": n_units,
     }
     res = stats.paired_bootstrap(
         yc,
@@ -317,7 +322,7 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
         estimate=res.estimate,
         estimate_label=(
             f"difference in mean outcome, {pairs.treatment} - {pairs.control}, "
-            "prompt-weighted over every run"
+            f"{spec.unit}-weighted over every run"
         ),
         interval=Interval(
             low=_f(shown.low), high=_f(shown.high), level=shown.level, method=shown.method
@@ -332,9 +337,9 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
             "the decision uses the interval at level "
             f"{decision_level:g}; the p-value inverts the two-sided percentile interval"
             + (
-                f"; caution: only {pairs.n} prompts, and a percentile bootstrap over fewer "
-                f"than {FEW_CLUSTERS} clusters is anti-conservative (intervals too narrow)"
-                if pairs.n < FEW_CLUSTERS
+                f"; caution: only {n_units} {spec.unit}s, and a percentile bootstrap over "
+                f"fewer than {FEW_CLUSTERS} clusters is anti-conservative (intervals too narrow)"
+                if n_units < FEW_CLUSTERS
                 else ""
             )
         ),
@@ -346,7 +351,7 @@ def _tost(ctx: _Ctx) -> TestReport:
     spec, pairs = ctx.spec, ctx.pairs
     if pairs.n == 0:
         return _empty(ctx, "prereg.stats.tost_paired")
-    ctl, trt = pairs.per_task(spec.aggregate)
+    ctl, trt = pairs.per_unit(spec.aggregate, spec.unit)
     d = trt - ctl
     margin = float(spec.margin or 0.0)
     res = stats.tost_paired(d, margin=margin, alpha=spec.alpha)
@@ -356,10 +361,10 @@ def _tost(ctx: _Ctx) -> TestReport:
     reachable = True
     reason = ""
     if res.b is not None:
-        floor = stats.equivalence_margin(np.zeros(pairs.n), alpha=spec.alpha)
+        floor = stats.equivalence_margin(np.zeros(d.size), alpha=spec.alpha)
         reachable = floor <= margin
         reason = (
-            f"with {pairs.n} task(s) equivalence within ±{margin:g} is unreachable even "
+            f"with {d.size} {spec.unit}(s) equivalence within ±{margin:g} is unreachable even "
             f"with no discordant pair (the smallest reachable margin is {floor:.3f})"
         )
     elif not defined:
@@ -371,7 +376,7 @@ def _tost(ctx: _Ctx) -> TestReport:
     return ctx.report(
         estimate=res.estimate,
         estimate_label=(
-            f"mean per-task difference, {pairs.treatment} - {pairs.control}, "
+            f"mean per-{spec.unit} difference, {pairs.treatment} - {pairs.control}, "
             f"repeats aggregated by '{spec.aggregate}'"
         ),
         interval=(
@@ -388,6 +393,8 @@ def _tost(ctx: _Ctx) -> TestReport:
             "alpha": spec.alpha,
             "aggregate": spec.aggregate,
             "tasks": pairs.n,
+            "unit": spec.unit,
+            "units": int(d.size),
             "min_margin": _f(res.min_margin),
         },
         method=res.method,
@@ -401,7 +408,7 @@ def _sign_flip(ctx: _Ctx) -> TestReport:
     spec, pairs = ctx.spec, ctx.pairs
     if pairs.n == 0:
         return _empty(ctx, "prereg.stats.sign_flip_test")
-    ctl, trt = pairs.per_task(spec.aggregate)
+    ctl, trt = pairs.per_unit(spec.aggregate, spec.unit)
     d = trt - ctl
     res = stats.sign_flip_test(d, alternative=spec.sides)
     sides = 2 if spec.sides == "two-sided" else 1
@@ -412,24 +419,31 @@ def _sign_flip(ctx: _Ctx) -> TestReport:
         direction=_sign(res.estimate),
         attainable=nonzero >= min_disc,
         unattainable_reason=(
-            f"{nonzero} task(s) differ, fewer than the {min_disc} "
+            f"{nonzero} {spec.unit}(s) differ, fewer than the {min_disc} "
             "an exact sign-flip test needs to reach alpha"
         ),
     )
-    binary = spec.aggregate in BINARY_AGGREGATES
+    # per-task binary differences have Tango's interval; per-cluster means do not
+    binary = spec.aggregate in BINARY_AGGREGATES and spec.unit == "task"
     b = int(np.sum(d < 0))
     c = int(np.sum(d > 0))
     return ctx.report(
         estimate=res.estimate,
         estimate_label=(
-            f"mean per-task difference, {pairs.treatment} - {pairs.control}, "
+            f"mean per-{spec.unit} difference, {pairs.treatment} - {pairs.control}, "
             f"repeats aggregated by '{spec.aggregate}'"
         ),
         interval=_tango(b, c, pairs.n, interval_level(spec)) if binary else None,
         decision="reject" if ev.rejects else "no_reject",
         evidence=ev,
         function="prereg.stats.sign_flip_test",
-        parameters={"alternative": spec.sides, "aggregate": spec.aggregate, "tasks": pairs.n},
+        parameters={
+            "alternative": spec.sides,
+            "aggregate": spec.aggregate,
+            "tasks": pairs.n,
+            "unit": spec.unit,
+            "units": int(d.size),
+        },
         method=res.method,
         statistic=res.statistic,
         pvalue=res.pvalue,
@@ -442,7 +456,7 @@ def _permutation(ctx: _Ctx) -> TestReport:
     spec, pairs = ctx.spec, ctx.pairs
     if pairs.n == 0:
         return _empty(ctx, "prereg.stats.exact_permutation_test")
-    ctl, trt = pairs.per_task(spec.aggregate)
+    ctl, trt = pairs.per_unit(spec.aggregate, spec.unit)
     res = stats.exact_permutation_test(trt, ctl, alternative=spec.sides, seed=ctx.seed)
     pooled = np.concatenate([ctl, trt])
     ev = Evidence(
@@ -454,7 +468,7 @@ def _permutation(ctx: _Ctx) -> TestReport:
     return ctx.report(
         estimate=res.estimate,
         estimate_label=(
-            f"difference of per-task means, {pairs.treatment} - {pairs.control} "
+            f"difference of per-{spec.unit} means, {pairs.treatment} - {pairs.control} "
             "(unpaired, as registered)"
         ),
         interval=None,
@@ -466,6 +480,7 @@ def _permutation(ctx: _Ctx) -> TestReport:
             "y": pairs.control,
             "alternative": spec.sides,
             "aggregate": spec.aggregate,
+            "unit": spec.unit,
             "seed": ctx.seed,
         },
         method=res.method,

@@ -23,6 +23,7 @@ from prereg.reports.text import (
     arm_table,
     configuration_table,
     configurations_differ,
+    contrast_table,
     control_rows,
     exploratory_tables,
     headline,
@@ -264,6 +265,9 @@ def _secondary(r: Report) -> list[Any]:
 
 def _multiplicity(r: Report) -> list[Any]:
     body: list[Any] = []
+    if r.contrasts:
+        body += [el("h2", "Registered contrasts"), table(*contrast_table(r))]
+        body += [el("p", f"{c.id}: {c.note}") for c in r.contrasts if c.note]
     if r.multiplicity is not None:
         m = r.multiplicity
         body += [
@@ -385,7 +389,8 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     intents = _intents(r, figures)
     body = _title(r) + _registration(r) + _runs(r) + _arms(r, figures) + _primary(r)
     body += _stopping(r, figures) + _secondary(r) + _multiplicity(r)
-    body += _registered_intents(r, intents) + _controls(r) + _exploratory(r, figures, intents)
+    body += _registered_intents(r, intents) + _controls(r)
+    body += _exploratory(r, figures, intents)
     body += _surfaces(r) + _provenance(r)
 
     head = join(

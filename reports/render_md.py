@@ -23,6 +23,7 @@ from prereg.reports.text import (
     arm_table,
     configuration_table,
     configurations_differ,
+    contrast_table,
     control_rows,
     exploratory_tables,
     headline,
@@ -226,8 +227,18 @@ def _secondary(r: Report) -> list[str]:
     return out
 
 
+def _contrasts(r: Report) -> list[str]:
+    if not r.contrasts:
+        return []
+    out = ["## Registered contrasts", ""]
+    out += table(*contrast_table(r))
+    out.append("")
+    out += [f"- {esc(c.id)}: {esc(c.note)}" for c in r.contrasts if c.note]
+    return out
+
+
 def _multiplicity(r: Report) -> list[str]:
-    out: list[str] = []
+    out: list[str] = _contrasts(r)
     if r.multiplicity is not None:
         m = r.multiplicity
         out += [

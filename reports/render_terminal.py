@@ -19,8 +19,10 @@ from prereg.reports.text import (
     EXPLORATORY_BANNER,
     configuration_table,
     configurations_differ,
+    contrast_table,
     control_interval,
     control_short,
+    drop_columns,
     headline,
     pct,
     primary_line,
@@ -75,12 +77,18 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
         )
     console.print(table)
     if configurations_differ(r):
-        header, rows = configuration_table(r)
+        header, rows = drop_columns(configuration_table(r), {"configuration", "params"})
         configs = Table(*header, title=display("configurations (the arms differ)"))
         for row in rows:
             configs.add_row(*(display(str(cell)) for cell in row))
         console.print(configs)
     console.print(display(primary_line(r)))
+    if r.contrasts:
+        header, rows = drop_columns(contrast_table(r), {"weights", "test"})
+        contrasts = Table(*header, title=display("registered contrasts"))
+        for row in rows:
+            contrasts.add_row(*(display(str(cell)) for cell in row))
+        console.print(contrasts)
     if r.controls:
         controls = Table(
             "check",

@@ -75,8 +75,10 @@ def primary_line(report: Report) -> str:
         )
         if p.min_discordant is not None:
             disc += f", needed at least {p.min_discordant}"
+    on = f"{p.n} tasks" if p.unit == "task" else f"{p.n} tasks in {p.units} {p.unit}s"
+    what = f"contrast '{p.contrast}' by " if p.contrast else ""
     return (
-        f"{p.test} ({p.sides}, alpha {p.alpha:g}) on {p.n} tasks: estimate "
+        f"{what}{p.test} ({p.sides}, alpha {p.alpha:g}) on {on}: estimate "
         f"{num(p.estimate)}, interval {interval(p.interval)}, {stat}{disc}"
     )
 
@@ -260,6 +262,22 @@ def configurations_differ(report: Report) -> bool:
     return len(digests) > 1
 
 
+#: Short names of the budgets in the configuration table.
+BUDGET_WORDS = {
+    "completion_cap": "cap",
+    "episode_tokens": "tokens",
+    "call_limit": "calls",
+    "turn_limit": "turns",
+}
+
+
+def drop_columns(table: Table, names: set[str]) -> Table:
+    """The table without the named columns (the terminal shows a narrower table)."""
+    header, rows = table
+    keep = [i for i, name in enumerate(header) if name not in names]
+    return [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
 def configuration_table(report: Report) -> Table:
     """Per-arm configuration: driver, model, params, budgets, system prompt (by digest)."""
     header = ["arm", "driver", "model", "params", "budgets", "system prompt", "configuration"]
@@ -268,13 +286,41 @@ def configuration_table(report: Report) -> Table:
         c = a.configuration
         if c is None:
             continue
-        budgets = ", ".join(f"{k} {v}" for k, v in c.budgets.items() if v is not None)
+        budgets = ", ".join(
+            f"{BUDGET_WORDS.get(k, k)} {v}" for k, v in c.budgets.items() if v is not None
+        )
         params = ", ".join(f"{k}={v}" for k, v in sorted(c.params.items())) or "-"
         search = "; tool search" if c.tool_search else ""
         prompt = "-" if c.system_prompt_sha256 is None else c.system_prompt_sha256[:19]
         rows.append(
             [a.id, c.driver + search, c.model or "-", params, budgets, prompt, c.digest[:19]]
         )
+    return header, rows
+
+
+def contrast_table(report: Report) -> Table:
+    """The registered contrasts: weights, unit, estimate, interval, p, family's reading."""
+    header = ["contrast", "weights", "test", "unit (n)", "estimate", "interval", "p"]
+    family = report.multiplicity is not None and report.multiplicity.family == "contrasts"
+    if family:
+        header += ["adjusted", "rejected"]
+    rows = []
+    for c in report.contrasts:
+        weights = (
+            f"effect of {' x '.join(c.effect)}" if c.effect else ""
+        ) + f" ({', '.join(f'{w:+g} {arm}' for arm, w in c.weights.items())})"
+        row = [
+            c.id,
+            weights.strip(),
+            f"{c.test}, {c.sides}",
+            f"{c.unit} ({c.units})",
+            num(c.estimate),
+            interval(c.interval),
+            pvalue(c.pvalue),
+        ]
+        if family:
+            row += [pvalue(c.adjusted), "yes" if c.reject else "no"]
+        rows.append(row)
     return header, rows
 
 

@@ -6,13 +6,20 @@ import math
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
-from prereg.stats._scipy import optimize
+from prereg.stats._scipy import optimize, special
 from prereg.stats._scipy import stats as sps
 from prereg.stats._validate import count, positive, probability, vector
 from prereg.stats.results import DifferenceInterval, McNemarResult, TOSTResult
 
-__all__ = ["mcnemar_exact", "tango_interval", "tost_paired", "equivalence_margin"]
+__all__ = [
+    "mcnemar_exact",
+    "tango_interval",
+    "tost_paired",
+    "equivalence_margin",
+    "exact_equivalence_region",
+]
 
 
 def mcnemar_exact(b: int, c: int) -> McNemarResult:
@@ -156,10 +163,203 @@ def tango_interval(b: int, c: int, n: int, level: float = 0.95) -> DifferenceInt
 
 
 # ---------------------------------------------------------------------------
+# exact unconditional test of H0: delta >= delta0 for paired binary outcomes
+# ---------------------------------------------------------------------------
+
+#: points of the nuisance grid (discordance rate psi) before local refinement
+_PSI_GRID = 201
+#: local maxima of the grid refined by a bounded scalar search
+_PSI_REFINE = 3
+#: points of each local refinement round
+_PSI_LOCAL = 25
+
+
+def _tango_z_grid(n: int, delta0: float) -> NDArray[np.float64]:
+    """Tango's Z(b, c; delta0) for every outcome b + c <= n (as ``_tango_z``), vectorised.
+
+    Returned as Tango's statistic made monotone, Z'(b, c) = max of Z(b', c') over
+    b' <= b, c' >= c (Tango's Z is already increasing in b and decreasing in c, so this
+    changes nothing but guarantees it): every tail {Z' <= z} is then, for each c, a
+    prefix b <= b*(c) with b*(c) nondecreasing in c (Barnard's convexity), so the
+    null probability of a tail is largest on the boundary delta = delta0. Outcomes with
+    b + c > n are +inf.
+    """
+    b = np.arange(n + 1, dtype=np.float64)[:, None]
+    c = np.arange(n + 1, dtype=np.float64)[None, :]
+    valid = (b + c) <= n
+    a_ = 2.0 * n
+    b_ = -b - c + (2.0 * n - b + c) * delta0
+    c_ = -c * delta0 * (1.0 - delta0)
+    disc = np.maximum(b_ * b_ - 4.0 * a_ * c_, 0.0)
+    q21 = np.clip((np.sqrt(disc) - b_) / (2.0 * a_), max(0.0, -delta0), 1.0)
+    var = n * (2.0 * q21 + delta0 * (1.0 - delta0))
+    num = b - c - n * delta0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(
+            var > 0.0,
+            num / np.sqrt(np.where(var > 0.0, var, 1.0)),
+            np.where(num == 0.0, 0.0, np.sign(num) * np.inf),
+        )
+    z = np.where(valid, z, -np.inf)
+    z = np.maximum.accumulate(z, axis=0)
+    z = np.maximum.accumulate(z[:, ::-1], axis=1)[:, ::-1]
+    return np.where(valid, z, np.inf)
+
+
+def _tail_probability(
+    bstar: NDArray[np.float64], n: int, delta0: float, psi: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """P(B <= b*(C)) for each discordance rate psi on the boundary delta = delta0.
+
+    (B, C, n - B - C) is trinomial with p10 = (psi + delta0) / 2, p01 = (psi - delta0) / 2:
+    C ~ Bin(n, p01) and B | C = c ~ Bin(n - c, p10 / (1 - p01)).
+    """
+    psi = np.asarray(psi, dtype=np.float64)[:, None]
+    c = np.arange(n + 1, dtype=np.float64)[None, :]
+    p10 = np.clip((psi + delta0) / 2.0, 0.0, 1.0)
+    p01 = np.clip((psi - delta0) / 2.0, 0.0, 1.0)
+    log_choose = special.gammaln(n + 1.0) - special.gammaln(c + 1.0) - special.gammaln(n - c + 1.0)
+    pmf_c = np.exp(log_choose + special.xlogy(c, p01) + special.xlog1py(n - c, -p01))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(p01 < 1.0, np.clip(p10 / (1.0 - p01), 0.0, 1.0), 0.0)
+    kept = np.broadcast_to(bstar[None, :], pmf_c.shape)
+    size = np.broadcast_to(n - c, pmf_c.shape)
+    cdf = np.where(kept >= size, 1.0, 0.0)
+    # the binomial cdf (regularised incomplete beta, P(Bin(m, q) <= k) = I_{1-q}(m - k,
+    # k + 1)) only where it is neither 0 nor 1; where C = c has probability below 1e-17
+    # the cdf is taken as 1, which can only overstate the tail (by at most n 1e-17)
+    negligible = pmf_c < 1e-17
+    cdf[negligible] = 1.0
+    partial = (kept >= 0.0) & (kept < size) & ~negligible
+    if partial.any():
+        k = kept[partial]
+        qq = np.broadcast_to(q, pmf_c.shape)[partial]
+        cdf[partial] = special.betainc(size[partial] - k, k + 1.0, 1.0 - qq)
+    out: NDArray[np.float64] = np.minimum((pmf_c * cdf).sum(axis=1), 1.0)
+    return out
+
+
+def _sup_over_nuisance(bstar: NDArray[np.float64], n: int, delta0: float) -> float:
+    """sup over psi in [|delta0|, 1] of the tail probability on the boundary.
+
+    A grid of 201 rates including both ends; then, around each of the three largest
+    local maxima, two rounds of 24 equally spaced rates between the neighbours of the
+    best point so far (the spacing falls to 1/200 x 1/12 x 1/12 of the range).
+    """
+    lo = abs(delta0)
+    grid = np.linspace(lo, 1.0, _PSI_GRID)
+    values = _tail_probability(bstar, n, delta0, grid)
+    best = float(values.max())
+    inner = np.flatnonzero(
+        (values[1:-1] >= values[:-2]) & (values[1:-1] >= values[2:]) & (values[1:-1] > 0.0)
+    )
+    peaks = inner[np.argsort(values[1:-1][inner])[::-1][:_PSI_REFINE]] + 1
+    if peaks.size == 0:
+        return min(best, 1.0)
+    centre = grid[peaks]
+    step = grid[1] - grid[0]
+    for _ in range(2):
+        offsets = np.linspace(-step, step, _PSI_LOCAL)
+        points = np.clip(centre[:, None] + offsets[None, :], lo, 1.0)
+        local = _tail_probability(bstar, n, delta0, points.ravel()).reshape(points.shape)
+        best = max(best, float(local.max()))
+        centre = points[np.arange(points.shape[0]), local.argmax(axis=1)]
+        step = offsets[1] - offsets[0]
+    return min(best, 1.0)
+
+
+def _exact_upper_p(b: int, c: int, n: int, delta0: float) -> float:
+    """Exact unconditional p value of H0: delta >= delta0 against delta < delta0.
+
+    p = sup over the nuisance psi of P(Z'(B, C) <= Z'(b, c)) on the boundary, Z' Tango's
+    statistic at delta0 (``_tango_z_grid``); near-ties (within 1e-9) count as at least
+    as extreme. Valid for the whole composite null delta >= delta0 because the tails
+    are Barnard-convex (Sidik 2003).
+    """
+    if delta0 >= 1.0:
+        return 0.0 if b - c < n else 1.0
+    if delta0 <= -1.0:
+        return 1.0
+    z = _tango_z_grid(n, delta0)
+    level = z[b, c] + 1e-9 * max(1.0, abs(float(z[b, c])))
+    bstar = (z <= level).sum(axis=0).astype(np.float64) - 1.0
+    return _sup_over_nuisance(bstar, n, delta0)
+
+
+def _exact_upper_bound(b: int, c: int, n: int, alpha: float) -> float:
+    """Smallest delta0 at which the exact test of delta >= delta0 rejects at ``alpha``
+    (bisection to 1e-6, from a bracket around Tango's asymptotic bound; 1 when it never
+    rejects)."""
+    est = (b - c) / n
+    rejects = lambda d0: _exact_upper_p(b, c, n, d0) <= alpha  # noqa: E731
+    floor, ceiling = max(est, -1.0 + 1e-12), 1.0 - 1e-12
+    if not rejects(ceiling):
+        return 1.0
+    if rejects(floor):
+        return floor
+    _, guess = _tango_bounds(b, c, n, float(sps.norm.ppf(1.0 - alpha)))
+    lo, hi, width = floor, ceiling, 0.01
+    start = min(max(guess, floor), ceiling)
+    if rejects(start):  # walk down until it stops rejecting
+        hi = start
+        while hi - width > floor and rejects(hi - width):
+            hi, width = hi - width, 2 * width
+        lo = max(floor, hi - width)
+    else:  # walk up until it rejects
+        lo = start
+        while lo + width < ceiling and not rejects(lo + width):
+            lo, width = lo + width, 2 * width
+        hi = min(ceiling, lo + width)
+    while hi - lo > 1e-6:
+        mid = 0.5 * (lo + hi)
+        if rejects(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def exact_equivalence_region(n: int, margin: float, alpha: float = 0.05) -> NDArray[np.bool_]:
+    """Outcomes (b, c) at which :func:`tost_paired` (exact, binary) declares equivalence.
+
+    A boolean (n + 1) x (n + 1) matrix indexed by b (first arm only succeeded) and c
+    (second only): the exact upper test rejects where Z' <= z*, z* the largest level
+    whose supremum tail probability is at most ``alpha`` (found by bisection over the
+    levels); the lower test is its mirror image (b and c exchanged). For checking the
+    type I error by enumeration over the trinomial (b, c, n - b - c).
+    """
+    n = count(n, "n")
+    margin = positive(margin, "margin")
+    alpha = probability(alpha, "alpha")
+    if n == 0 or margin >= 1.0:
+        raise ValueError("n must be positive and margin below 1")
+    z = _tango_z_grid(n, margin)
+    levels = np.unique(z[np.isfinite(z)])
+
+    def size(level: float) -> float:
+        bstar = (z <= level + 1e-9 * max(1.0, abs(level))).sum(axis=0).astype(np.float64)
+        return _sup_over_nuisance(bstar - 1.0, n, margin)
+
+    lo, hi = -1, levels.size  # size(levels[lo]) <= alpha < size(levels[hi])
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if size(float(levels[mid])) <= alpha:
+            lo = mid
+        else:
+            hi = mid
+    if lo < 0:
+        return np.zeros((n + 1, n + 1), dtype=bool)
+    level = float(levels[lo])
+    upper = z <= level + 1e-9 * max(1.0, abs(level))
+    region: NDArray[np.bool_] = upper & upper.T
+    return region
+
+
+# ---------------------------------------------------------------------------
 # TOST
 # ---------------------------------------------------------------------------
 
-Method = Literal["auto", "t", "tango"]
+Method = Literal["auto", "t", "tango", "exact"]
 
 
 def _is_paired_binary(d: np.ndarray[Any, Any]) -> bool:
@@ -167,13 +367,67 @@ def _is_paired_binary(d: np.ndarray[Any, Any]) -> bool:
 
 
 def _resolve_method(d: np.ndarray[Any, Any], method: str) -> str:
-    if method not in ("auto", "t", "tango"):
-        raise ValueError(f"method must be 'auto', 't' or 'tango', got {method!r}")
+    if method not in ("auto", "t", "tango", "exact"):
+        raise ValueError(f"method must be 'auto', 't', 'tango' or 'exact', got {method!r}")
     if method == "auto":
-        return "tango" if _is_paired_binary(d) else "t"
-    if method == "tango" and not _is_paired_binary(d):
-        raise ValueError("method='tango' needs paired binary differences (each -1, 0 or +1)")
+        return "exact" if _is_paired_binary(d) else "t"
+    if method in ("tango", "exact") and not _is_paired_binary(d):
+        raise ValueError(f"method={method!r} needs paired binary differences (each -1, 0 or +1)")
     return method
+
+
+def _tost_binary(d: NDArray[np.float64], margin: float, alpha: float, used: str) -> TOSTResult:
+    """The binary branch of :func:`tost_paired`: exact unconditional or Tango's z."""
+    n = int(d.size)
+    b = int(np.sum(d == 1.0))
+    c = int(np.sum(d == -1.0))
+    est = float(d.mean())
+    if used == "exact":
+        high = _exact_upper_bound(b, c, n, alpha)
+        low = -_exact_upper_bound(c, b, n, alpha)
+        method = "TOST, exact unconditional with Tango's ordering (paired proportions)"
+    else:
+        low, high = _tango_bounds(b, c, n, float(sps.norm.ppf(1.0 - alpha)))
+        method = "TOST, Tango score tests (paired proportions)"
+    note = ""
+    if b + c == 0:
+        note = f"no discordant pairs: equivalence holds only for margins >= {max(-low, high):.4g}"
+    if margin >= 1.0:
+        # |delta| <= 1 always; H0 |delta| >= margin only possible at delta = +-1
+        zl = zu = math.nan
+        pl = 0.0 if est > -1.0 else 1.0
+        pu = 0.0 if est < 1.0 else 1.0
+        note = (note + "; " if note else "") + "margin >= 1 is vacuous for proportions"
+    else:
+        zl = _tango_z(b, c, n, -margin)
+        zu = _tango_z(b, c, n, margin)
+        if used == "exact":
+            pl = _exact_upper_p(c, b, n, margin)  # the lower test is the mirror image
+            pu = _exact_upper_p(b, c, n, margin)
+        else:
+            pl = float(sps.norm.sf(zl))
+            pu = float(sps.norm.cdf(zu))
+    p = max(pl, pu)
+    return TOSTResult(
+        estimate=est,
+        low=low,
+        high=high,
+        level=1.0 - 2.0 * alpha,
+        margin=margin,
+        alpha=alpha,
+        statistic_lower=zl,
+        statistic_upper=zu,
+        pvalue_lower=pl,
+        pvalue_upper=pu,
+        pvalue=p,
+        equivalent=bool(p <= alpha),
+        min_margin=max(-low, high),
+        n=n,
+        b=b,
+        c=c,
+        method=method,
+        note=note,
+    )
 
 
 def tost_paired(
@@ -188,14 +442,26 @@ def tost_paired(
 
     Method (``method='auto'`` decides from the data type, not from the result):
 
-    * Paired binary outcomes (every difference -1, 0 or +1): Tango's (1998) score
-      tests, Z(-margin) >= z_{1-alpha} and Z(+margin) <= -z_{1-alpha}, with b and c the
-      numbers of +1 and -1 differences. Tango designed this test for equivalence of
-      paired proportions. Its variance is taken under the null boundary, so it stays
-      positive when there are no discordant pairs: with n pairs and none discordant,
-      equivalence within ``margin`` is shown iff margin >= z^2 / (n + z^2) (a score-test
-      analogue of the rule of three). A t-test would instead see a zero standard
-      deviation and declare equivalence at any margin, which is wrong.
+    * Paired binary outcomes (every difference -1, 0 or +1), ``'exact'``: an exact
+      unconditional test (Sidik 2003, Stat Med 22:265-278; Chan, Tang, Tang and Tang
+      2003, Stat Med 22:1215-1231). With b and c the numbers of +1 and -1 differences,
+      each one-sided test orders the outcomes by Tango's (1998) score statistic Z at its
+      margin and takes p = sup over the discordance rate psi = p10 + p01 (the nuisance
+      parameter) of P(Z(B, C) at least as extreme as observed), the probability computed
+      exactly over the trinomial (B, C, n - B - C) on the null boundary delta = +-margin,
+      psi in [margin, 1]. The supremum is taken over a grid of 201 rates including both
+      ends, refined by a bounded scalar search around the three highest local maxima.
+      The tails are Barnard-convex (Z increases in b and decreases in c; enforced by a
+      monotone envelope), so the boundary supremum bounds the rejection probability at
+      every point of the null, and the type I error is at most alpha wherever the
+      supremum is found (checked by enumeration in the tests over n = 10..60, margins
+      0.05, 0.1, 0.2 and a fine discordance grid). Tango's asymptotic z test exceeded
+      alpha at parts of the boundary (0.072 with no discordant pair on 25 prompts at a
+      margin of 0.1, since 0.9^25 > 0.05). ``low``/``high`` invert the two exact
+      one-sided tests (bisection to 1e-6), ``min_margin`` is the larger of -low and high.
+      Cost: O(n^2) per p value; the interval takes about 50 of them.
+    * ``'tango'`` (only when asked): Tango's score z tests, Z(-margin) >= z_{1-alpha} and
+      Z(+margin) <= -z_{1-alpha}, with Tango's asymptotic interval; it can exceed alpha.
     * Otherwise (e.g. per-prompt differences of means over several runs, costs): the
       paired t-based TOST, t_L = (mean + margin) / se, t_U = (mean - margin) / se,
       se = sd / sqrt(n), n - 1 degrees of freedom (as statsmodels ``ttost_paired``).
@@ -212,49 +478,8 @@ def tost_paired(
     n = int(d.size)
     est = float(d.mean())
     level = 1.0 - 2.0 * alpha
-    if used == "tango":
-        b = int(np.sum(d == 1.0))
-        c = int(np.sum(d == -1.0))
-        z = float(sps.norm.ppf(1.0 - alpha))
-        low, high = _tango_bounds(b, c, n, z)
-        note = ""
-        if b + c == 0:
-            note = (
-                "no discordant pairs: Tango's variance is taken at the null boundary, "
-                f"so equivalence holds for margins >= z^2/(n+z^2) = {max(-low, high):.4g}"
-            )
-        if margin >= 1.0:
-            # |delta| <= 1 always; H0 |delta| >= margin only possible at delta = +-1
-            zl = zu = math.nan
-            pl = 0.0 if est > -1.0 else 1.0
-            pu = 0.0 if est < 1.0 else 1.0
-            note = (note + "; " if note else "") + "margin >= 1 is vacuous for proportions"
-        else:
-            zl = _tango_z(b, c, n, -margin)
-            zu = _tango_z(b, c, n, margin)
-            pl = float(sps.norm.sf(zl))
-            pu = float(sps.norm.cdf(zu))
-        p = max(pl, pu)
-        return TOSTResult(
-            estimate=est,
-            low=low,
-            high=high,
-            level=level,
-            margin=margin,
-            alpha=alpha,
-            statistic_lower=zl,
-            statistic_upper=zu,
-            pvalue_lower=pl,
-            pvalue_upper=pu,
-            pvalue=p,
-            equivalent=bool(p <= alpha),
-            min_margin=max(-low, high),
-            n=n,
-            b=b,
-            c=c,
-            method="TOST, Tango score tests (paired proportions)",
-            note=note,
-        )
+    if used in ("exact", "tango"):
+        return _tost_binary(d, margin, alpha, used)
     # t-based
     sd = float(d.std(ddof=1)) if n >= 2 else math.nan
     if n < 2 or sd == 0.0:
@@ -323,11 +548,13 @@ def equivalence_margin(differences: Any, alpha: float = 0.05, method: Method = "
     """The smallest symmetric margin at which :func:`tost_paired` rejects at ``alpha``.
 
     This is max(-low, high) of the (1 - 2 alpha) interval the TOST inverts:
-    |mean| + t_{1-alpha, n-1} se for the t-based test, and the larger absolute end of
-    Tango's (1 - 2 alpha) score interval for paired binary outcomes (z^2 / (n + z^2)
-    when nothing is discordant). It is how ToolBottleneckBench reports equivalence
-    ("the smallest symmetric margins at which the two one-sided tests reject").
-    nan when the t-based test is undefined (zero spread or n < 2).
+    |mean| + t_{1-alpha, n-1} se for the t-based test; for paired binary outcomes the
+    larger absolute end of the interval inverting the two exact unconditional one-sided
+    tests (``'exact'``, the default for binary data), or of Tango's (1 - 2 alpha) score
+    interval (``'tango'``; z^2 / (n + z^2) when nothing is discordant). It is how
+    ToolBottleneckBench reports equivalence ("the smallest symmetric margins at which the
+    two one-sided tests reject"). nan when the t-based test is undefined (zero spread
+    or n < 2).
     """
     d = vector(differences, "differences")
     alpha = probability(alpha, "alpha")
@@ -335,9 +562,12 @@ def equivalence_margin(differences: Any, alpha: float = 0.05, method: Method = "
         raise ValueError("alpha must be below 0.5 for a TOST")
     used = _resolve_method(d, method)
     n = int(d.size)
-    if used == "tango":
+    if used in ("exact", "tango"):
         b = int(np.sum(d == 1.0))
         c = int(np.sum(d == -1.0))
+        if used == "exact":
+            high = _exact_upper_bound(b, c, n, alpha)
+            return max(_exact_upper_bound(c, b, n, alpha), high)
         z = float(sps.norm.ppf(1.0 - alpha))
         low, high = _tango_bounds(b, c, n, z)
         return max(-low, high)

@@ -15,6 +15,7 @@ import typer
 
 from prereg.commands._common import JsonOpt, bundled_sources, workspace
 from prereg.commands.progress import RichProgress
+from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace, init_workspace
@@ -23,7 +24,13 @@ from prereg.reports import Options, Report, analyse, render_terminal, write_repo
 from prereg.reports.compare import compare, describe
 from prereg.runners.api import run_registration
 
-DEMO_DRAFT = "music-library-pilot.yaml"
+#: ``prereg demo --example NAME``: the bundled drafts it can run (all on the local host).
+DEMO_EXAMPLES = {
+    "pilot": "music-library-pilot.yaml",  # two surfaces, one host
+    "hosts": "music-library-hosts.yaml",  # one surface, two simulated hosts
+    "factorial": "music-library-factorial.yaml",  # host profile x completion cap, contrasts
+}
+DEMO_DRAFT = DEMO_EXAMPLES["pilot"]
 
 
 def _analyse(ws: Workspace, reg_id: str, options: Options) -> tuple[dict[str, Any], Report, Path]:
@@ -113,20 +120,34 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        example: Annotated[
+            str,
+            typer.Option(
+                "--example",
+                help="Which bundled draft: pilot (two surfaces), hosts (two simulated "
+                "hosts on one surface) or factorial (profile x cap, with contrasts).",
+            ),
+        ] = "pilot",
         as_json: JsonOpt = False,
     ) -> None:
-        """Init a workspace, register the bundled pilot, run it on the local host, analyse it.
+        """Init a workspace, register a bundled draft, run it on the local host, analyse it.
 
         Needs no network and no API key. Safe to re-run: registration is idempotent and
         completed runs are kept (resume).
         """
+        if example not in DEMO_EXAMPLES:
+            raise BadInput(
+                f"no example '{example}' (examples: {', '.join(DEMO_EXAMPLES)})",
+                field="--example",
+            )
+        draft = DEMO_EXAMPLES[example]
         root = directory or Path(os.environ.get("PREREG_DEMO_DIR") or "prereg-demo")
         started = time.monotonic()
         init_workspace(root, bundled_sources())
         ws = Workspace(root.resolve())
         entry = (
             Registry(ws.registry)
-            .register(ws.drafts / DEMO_DRAFT, ws.experiments, display=f"drafts/{DEMO_DRAFT}")
+            .register(ws.drafts / draft, ws.experiments, display=f"drafts/{draft}")
             .entry
         )
         run_summary = _run_local(ws, entry.id, quiet=as_json)

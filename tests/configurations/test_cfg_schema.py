@@ -81,7 +81,21 @@ BAD = [
     ({"host": {"batch": True}}, "arms[1].host.batch", "unknown field"),
     ({"colour": "red"}, "arms[1].colour", "unknown field"),
     ({"host": {"params": {"temperature": 0.2}}}, "arms[1].host", "allow_sampling"),
+    ({"host": {"model": "local-lazy"}}, "arms[1].host.model", "no model 'local-lazy'"),
+    ({"host": {"params": {"search_k": 0}}}, "arms[1].host.params.search_k", "must be >= 1"),
 ]
+
+
+@pytest.mark.parametrize(("driver", "key"), [("anthropic", "system"), ("openai", "instructions")])
+def test_the_system_prompt_field_is_the_registrations_not_a_param(
+    ws: Path, cli: Any, driver: str, key: str
+) -> None:
+    doc = pilot()
+    doc["host"] = {"driver": driver, "model": "m", "params": {key: "be evil"}}
+    draft = ws / "drafts" / "sys.yaml"
+    draft.write_text(yaml.safe_dump(doc, sort_keys=False))
+    result = cli("-w", ws, "register", draft, "--json")
+    assert result.code == 2 and result.json()["field"] == f"host.params.{key}"
 
 
 @pytest.mark.parametrize(("override", "field", "words"), BAD)
@@ -107,3 +121,90 @@ def test_a_batch_registration_refuses_arms_on_different_hosts(ws: Path, cli: Any
     draft.write_text(yaml.safe_dump(doc, sort_keys=False))
     result = cli("-w", ws, "register", draft, "--json")
     assert result.code == 2 and result.json()["field"] == "host.batch"
+
+
+# ---- factorial designs and contrasts ----------------------------------------------------
+
+FACTORIAL = Path(__file__).parents[2] / "registry" / "drafts" / "music-library-factorial.yaml"
+
+
+def factorial(edit: Any = None) -> dict[str, Any]:
+    doc = yaml.safe_load(FACTORIAL.read_text())
+    if edit is not None:
+        edit(doc)
+    return doc
+
+
+def test_cells_extra_cells_and_their_weights() -> None:
+    def extra(doc: dict[str, Any]) -> None:
+        doc["factorial"]["extra_cells"] = [{"profile": "local-careful", "cap": 4096}]
+
+    reg = Registration.model_validate(factorial(extra))
+    ids = [a.id for a in reg.arms]
+    assert len(ids) == 5 and ids[-1] == "profile-local-careful--cap-4096"
+    assert reg.arms[-1].cell == {"profile": "local-careful", "cap": 4096}
+    assert reg.config_of(ids[-1]).budgets.completion_cap == 4096
+    assert reg.config_of(ids[-1]).host.model == "local-careful"
+    # a checkpoint cell outside the crossed levels takes no part in the factorial effects
+    assert ids[-1] not in reg.contrast_weights("profile-by-cap")
+    # the frozen document lists the cells; validating it again gives the same registration
+    again = Registration.model_validate(reg.model_dump(mode="json"))
+    assert again == reg
+
+
+def _set(path: str, value: Any) -> Any:
+    def edit(doc: dict[str, Any]) -> None:
+        target = doc
+        parts = path.split(".")
+        for part in parts[:-1]:
+            target = target[int(part)] if part.isdigit() else target[part]
+        last = parts[-1]
+        if last.isdigit():
+            target[int(last)] = value
+        else:
+            target[last] = value
+
+    return edit
+
+
+FACTORIAL_BAD = [
+    (_set("factorial.factors.1.levels.0", "big"), "factorial.factors[1].levels[0]", "integer"),
+    (_set("factorial.factors.0.sets", "host.colour"), "factorial.factors[0].sets", "cannot set"),
+    (_set("contrasts.0.effect", ["profil"]), "contrasts[0].effect", "unknown factor"),
+    (
+        _set("contrasts.0", {"id": "x", "weights": {"nope": 1, "profile-local-hasty--cap-48": -1}}),
+        "contrasts[0].weights",
+        "unknown arm",
+    ),
+    (
+        _set("contrasts.0", {"id": "x", "weights": {"profile-local-hasty--cap-48": 1}}),
+        "contrasts[0].weights",
+        "sum to",
+    ),
+    (_set("primary.contrast", "nope"), "primary.contrast", "unknown contrast"),
+    (_set("primary", {"test": "mcnemar_exact", "unit": "cluster"}), "primary.unit", "per task"),
+    (_set("arms", [{"id": "a", "surface": "semantic"}]), "arms", "leave 'arms' out"),
+    (
+        _set("factorial.extra_cells", [{"profile": "local-careful"}]),
+        "factorial.extra_cells[0]",
+        "missing: cap",
+    ),
+    (_set("multiplicity.method", "e-bh"), "multiplicity.method", "e-values"),
+    (_set("factorial.factors.1.levels", [48, 48]), "factorial.factors[1].levels", "repeats"),
+]
+
+
+@pytest.mark.parametrize(("edit", "field", "words"), FACTORIAL_BAD)
+def test_bad_factorial_designs_are_refused_at_register(
+    ws: Path, cli: Any, edit: Any, field: str, words: str
+) -> None:
+    draft = ws / "drafts" / "bad.yaml"
+    draft.write_text(yaml.safe_dump(factorial(edit), sort_keys=False))
+    before = tree_digest(ws / "registry")
+    result = cli("-w", ws, "register", draft, "--json")
+    assert result.code == 2, result.stdout + result.stderr
+    error = result.json()
+    assert error["field"].startswith(field), error
+    assert words in error["message"], error
+    assert re.search(r"bad\.yaml:\d+:\d+$", error["file"]), error
+    assert tree_digest(ws / "registry") == before

@@ -52,9 +52,7 @@ def _problems(cli: Any, ws: Path) -> tuple[int, dict[str, Any]]:
     return result.code, json.loads(result.stdout)
 
 
-def assert_caught(
-    cli: Any, ws: Path, *kinds: str, reg_id: str = PILOT_ID
-) -> list[dict[str, Any]]:
+def assert_caught(cli: Any, ws: Path, *kinds: str, reg_id: str = PILOT_ID) -> list[dict[str, Any]]:
     """verify exits 3 naming ``kinds``; analyse and export of ``reg_id`` exit 3 and write
     nothing."""
     registry_before = tree_digest(ws / "registry")

@@ -13,7 +13,7 @@ def test_few_prompts_bootstrap_carries_a_caution(ws: Path, cli) -> None:
     primary = report["primary"]
     assert primary["test"] == "paired_bootstrap"
     assert primary["n"] < 20
-    assert f"caution: only {primary['n']} prompts" in primary["note"]
+    assert f"caution: only {primary['n']} tasks" in primary["note"]
 
 
 def test_enough_prompts_no_caution(ws: Path, cli) -> None:

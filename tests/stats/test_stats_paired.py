@@ -207,14 +207,14 @@ def test_tost_binary_uses_tango_and_handles_no_discordant_pairs() -> None:
     d = np.zeros(n)
     z = sps.norm.ppf(0.95)
     floor = z * z / (n + z * z)
-    res = tost_paired(d, 0.1)
+    res = tost_paired(d, 0.1, method="tango")
     assert "Tango" in res.method and res.b == 0 and res.c == 0
     assert np.isfinite(res.pvalue) and not res.equivalent and "no discordant" in res.note
     # closed form at b = c = 0: Z(margin) = -sqrt(n margin / (1 - margin))
     assert res.pvalue == pytest.approx(sps.norm.cdf(-math.sqrt(n * 0.1 / 0.9)), rel=1e-10)
-    assert tost_paired(d, floor * 1.001).equivalent
-    assert not tost_paired(d, floor * 0.999).equivalent
-    assert equivalence_margin(d) == pytest.approx(floor, rel=1e-9)
+    assert tost_paired(d, floor * 1.001, method="tango").equivalent
+    assert not tost_paired(d, floor * 0.999, method="tango").equivalent
+    assert equivalence_margin(d, method="tango") == pytest.approx(floor, rel=1e-9)
 
 
 def test_tost_t_degenerate_is_explained_not_divided_by_zero() -> None:
@@ -227,7 +227,7 @@ def test_tost_t_degenerate_is_explained_not_divided_by_zero() -> None:
 
 def test_tost_tango_p_matches_score_statistic() -> None:
     d = np.array([1] * 9 + [-1] * 5 + [0] * 46, dtype=float)
-    res = tost_paired(d, 0.15, alpha=0.05)
+    res = tost_paired(d, 0.15, alpha=0.05, method="tango")
     pl = sps.norm.sf(_tango_z_reference(9, 5, 60, -0.15))
     pu = sps.norm.cdf(_tango_z_reference(9, 5, 60, 0.15))
     assert res.pvalue == pytest.approx(max(pl, pu), rel=1e-6)
@@ -240,12 +240,15 @@ def test_equivalence_margin_is_the_rejection_boundary(kind: str) -> None:
         d = rng.normal(0.03, 0.2, 30)
     else:
         d = rng.choice([-1.0, 0.0, 1.0], size=80, p=[0.1, 0.75, 0.15])
+    method = "t" if kind == "t" else "tango"  # the exact test: test_calibration_tost.py
     for alpha in (0.05, 0.10):
-        m = equivalence_margin(d, alpha)
-        assert tost_paired(d, m * (1 + 1e-7), alpha).equivalent
-        assert not tost_paired(d, m * (1 - 1e-7), alpha).equivalent
-        assert tost_paired(d, m, alpha).pvalue == pytest.approx(alpha, rel=1e-6)
-        assert m == pytest.approx(tost_paired(d, 0.5, alpha).min_margin, rel=1e-12)
+        m = equivalence_margin(d, alpha, method=method)
+        assert tost_paired(d, m * (1 + 1e-7), alpha, method=method).equivalent
+        assert not tost_paired(d, m * (1 - 1e-7), alpha, method=method).equivalent
+        assert tost_paired(d, m, alpha, method=method).pvalue == pytest.approx(alpha, rel=1e-6)
+        assert m == pytest.approx(
+            tost_paired(d, 0.5, alpha, method=method).min_margin, rel=1e-12
+        )
 
 
 def test_tost_tango_type1_error_near_alpha_at_the_margin() -> None:
@@ -257,7 +260,7 @@ def test_tost_tango_type1_error_near_alpha_at_the_margin() -> None:
     rej = 0
     for row in u:
         d = np.where(row < q12, 1.0, np.where(row < q12 + q21, -1.0, 0.0))
-        rej += tost_paired(d, margin).equivalent
+        rej += tost_paired(d, margin, method="tango").equivalent
     assert rej / sims <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sims)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from prereg.core.errors import IntegrityError
+from prereg.core.errors import IntegrityError, WriteFailure
 from prereg.core.version import code_version
 from prereg.registry.digest import PREFIX, canonical_json, sha256_hex
 
@@ -58,9 +58,21 @@ class Ledger:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.lock:
+        """Hold the ledger's lock (to append); WriteFailure (exit 1) when the registry
+        cannot be written (a read-only workspace: the lock file cannot be opened)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.lock.acquire()
+        except OSError as exc:
+            raise WriteFailure(
+                f"the registry cannot be written (its lock {self.path.name}.lock: "
+                f"{exc.strerror or exc})",
+                file=str(self.path),
+            ) from None
+        try:
             yield
+        finally:
+            self.lock.release()
 
     def read(self) -> bytes:
         """The ledger's bytes (empty when there is none yet); IntegrityError if unreadable."""

@@ -28,6 +28,7 @@ Design:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -172,7 +173,7 @@ def _write_failure(exc: sqlite3.OperationalError, path: Path) -> Exception:
     The transaction is rolled back by SQLite, so no half record is left.
     """
     text = str(exc).lower()
-    if "full" in text or "readonly" in text or "read-only" in text or "disk i/o" in text:
+    if "full" in text or "disk i/o" in text or _readonly_refused(exc):
         return WriteFailure(f"cannot write a run record: {exc}", file=str(path))
     return exc
 
@@ -233,6 +234,56 @@ def connect_wal(path: Path, schema: str) -> sqlite3.Connection:
     return conn
 
 
+def writable(path: Path) -> bool:
+    """Whether this process may write the database file and create its ``-wal`` and
+    ``-shm`` files beside it (what opening it for writing in WAL mode needs)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _readonly_refused(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open the run database for reading only: it cannot write the file, whatever runs.
+
+    ``mode=ro`` first: it reads a write-ahead log a writer left (SQLite needs the
+    ``-shm`` file beside it, existing or creatable). Where it cannot be created (a
+    read-only folder) and there is no log to read, ``immutable=1``: SQLite then reads
+    the file alone and takes no locks, which is sound because no writer is at work (a
+    writer in WAL mode keeps a ``-shm`` file). A log with content that cannot be read
+    is WriteFailure (exit 1), saying so, rather than a silently shorter store.
+    """
+    uri = path.absolute().as_uri()
+    try:
+        conn = sqlite3.connect(
+            f"{uri}?mode=ro", uri=True, timeout=60.0, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+    except sqlite3.OperationalError as exc:
+        if not _readonly_refused(exc):
+            raise
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise WriteFailure(
+            f"the run store cannot be read without write access to {path.parent}: its "
+            f"write-ahead log {wal.name} holds writes not yet merged into {path.name}, and "
+            f"SQLite must create {path.name}-shm beside it to read them. Make the folder "
+            "writable and run `prereg verify` once (it merges the log); then it reads "
+            "read-only",
+            file=str(path),
+        )
+    return sqlite3.connect(
+        f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
+    )
+
+
 class Database:
     """A lazily opened connection to the run database, closed once."""
 
@@ -241,6 +292,7 @@ class Database:
     def __init__(self, path: Path | str) -> None:
         self.path = store_path(path)
         self._conn: sqlite3.Connection | None = None
+        self.readonly = False  # whether the open connection is read-only
         self._lock = threading.Lock()
         self._drift: list[tuple[str, str, str]] = []
 
@@ -263,19 +315,42 @@ class RunStore(Database):
     # ---- connection ----------------------------------------------------------------------
 
     def _connect(self, create: bool) -> sqlite3.Connection | None:
-        if self._conn is not None:
+        """The connection: read-only for reading a store this process cannot write (a
+        read-only workspace reads like any other); read-write to create or append."""
+        if self._conn is not None and (not create or not self.readonly):
             return self._conn
         if not create and not self.path.exists():
             return None
+        if self._conn is not None:  # read-only so far; a write needs a writable connection
+            self._conn.close()
+            self._conn = None
         with sqlite_errors():
-            conn = connect_wal(self.path, _SCHEMA_TABLE_CHECK)
+            conn, readonly = self._open(create)
             try:
+                if readonly and not self._columns(conn):
+                    conn.close()  # no records table yet: nothing to read, nothing created
+                    return None
                 self._drift = self._prepare(conn)
             except BaseException:
                 conn.close()
                 raise
-        self._conn = conn
+        self._conn, self.readonly = conn, readonly
         return self._conn
+
+    def _open(self, create: bool) -> tuple[sqlite3.Connection, bool]:
+        """(connection, whether it is read-only)."""
+        if not create and not writable(self.path):
+            return connect_readonly(self.path), True
+        try:
+            return connect_wal(self.path, _SCHEMA_TABLE_CHECK), False
+        except sqlite3.OperationalError as exc:
+            if create or not _readonly_refused(exc):
+                raise
+            return connect_readonly(self.path), True  # refused although access said yes
+
+    @staticmethod
+    def _columns(conn: sqlite3.Connection) -> set[str]:
+        return {str(row[1]) for row in conn.execute("PRAGMA table_info(records)")}
 
     def _prepare(self, conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
         """Create a new store's schema; return how an existing one's differs from it.
@@ -283,7 +358,7 @@ class RunStore(Database):
         An existing store's schema is never re-applied: a dropped trigger or index would
         be re-created by the next read, and the tampering would leave no trace.
         """
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(records)")}
+        columns = self._columns(conn)
         if columns and not columns & CHAIN_COLUMNS:
             raise BadInput(
                 f"{self.path} was written by a prereg without run-record hash chains; "
@@ -312,7 +387,10 @@ class RunStore(Database):
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            conn = self._connect(create=True)
+            try:
+                conn = self._connect(create=True)
+            except sqlite3.OperationalError as exc:  # a store that cannot be opened to write
+                raise _write_failure(exc, self.path) from None
             assert conn is not None
             if self._drift:
                 raise IntegrityError(

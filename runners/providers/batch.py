@@ -36,7 +36,8 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from prereg.core.errors import PreregError
@@ -53,12 +54,33 @@ from prereg.runners.providers.driver import ModelDriver, Parsed
 from prereg.runners.providers.retry import with_retries
 
 UnitKey = tuple[str, str, int]
+T = TypeVar("T")
 
 
 class BatchPending(PreregError):
     """A batch has not ended within the allowed wait; the next run resumes it."""
 
     exit_code = 1
+
+
+class BatchFailed(PreregError):
+    """A batch call failed for good (the endpoint refused connections until the retries
+    ran out, an error status, a results URL refused): exit 1, like :class:`BatchPending`.
+
+    Nothing is lost: a submitted batch's id is stored before any polling, no record is
+    written before the results are read, and the next ``prereg run --batch`` resumes.
+    """
+
+    exit_code = 1
+
+
+async def _calling(provider: str, stage: str, after: str, call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``; its InfraError (retries already spent) as BatchFailed saying what now."""
+    try:
+        return await call()
+    except InfraError as exc:
+        failure = str(exc).rstrip(". ")
+        raise BatchFailed(redact(f"{failure} (while {stage}). {after}")) from None
 
 
 def custom_id(digest: str, key: UnitKey) -> str:
@@ -313,7 +335,13 @@ async def prefetch_first_turns(
     fresh = [cid for cid in by_id if cid not in covering]
     if fresh:
         requests = [BatchRequest(cid, driver.build_request(by_id[cid], [], [])) for cid in fresh]
-        batch_id, file_id = await backend.submit(requests)
+        batch_id, file_id = await _calling(
+            driver.provider,
+            f"submitting {len(requests)} request(s)",
+            "No batch id came back, so none is stored and no record was written; run "
+            "`prereg run --batch` again when the API is reachable",
+            lambda: backend.submit(requests),
+        )
         batches.record(
             batch_id,
             provider=driver.provider,
@@ -327,17 +355,32 @@ async def prefetch_first_turns(
         for cid in fresh:
             covering[cid] = batch_id
     for batch_id in waiting:
-        status = await wait_for(
-            backend,
-            batch_id,
-            poll_s=driver.settings.batch_poll_s,
-            timeout_s=driver.settings.batch_timeout_s,
-            report=report,
-            progress=progress,
-            sleep=sleep,
-            clock=clock,
+        resume = (
+            f"Batch {batch_id} is stored and no record was written: run `prereg run "
+            "--batch` again when the API is reachable to resume it without resubmitting"
         )
-        outcomes = await backend.results(status)
+        status = await _calling(
+            driver.provider,
+            f"polling batch {batch_id}",
+            resume,
+            partial(
+                wait_for,
+                backend,
+                batch_id,
+                poll_s=driver.settings.batch_poll_s,
+                timeout_s=driver.settings.batch_timeout_s,
+                report=report,
+                progress=progress,
+                sleep=sleep,
+                clock=clock,
+            ),
+        )
+        outcomes = await _calling(
+            driver.provider,
+            f"reading the results of batch {batch_id}",
+            resume,
+            partial(backend.results, status),
+        )
         ended_note = outcomes.pop("__batch__", None)
         for cid, owner in covering.items():
             if owner != batch_id:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,17 @@ import pytest
 from prereg.runners.drivers import anthropic as anthropic_driver
 from prereg.runners.drivers import openai as openai_driver
 from prereg.runners.drivers.base import InfraError, ToolCall
-from prereg.runners.providers.batch import BatchPending, custom_id, prefetch_first_turns
+from prereg.runners.providers.batch import (
+    BatchFailed,
+    BatchPending,
+    custom_id,
+    prefetch_first_turns,
+)
 from prereg.runners.providers.batch_store import BatchStore
 from prereg.runners.providers.settings import ProviderSettings
+from prereg.runners.store import RunStore
 from tests.providers.fakes import FakeProviders, episode, provider_env
+from tests.providers.test_prov_e2e import register
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -156,7 +164,7 @@ def test_interrupted_batch_resumes_by_id_without_resubmitting(
 
 def test_results_url_on_another_origin_is_refused(fake: FakeProviders, tmp_path: Path) -> None:
     fake.results_origin = "http://198.51.100.7:9"
-    with pytest.raises(InfraError, match="refusing to send the key"):
+    with pytest.raises(BatchFailed, match="refusing to send the key"):
         run(
             first_turns(
                 anthropic_driver.create("claude-haiku-4-5", {}),
@@ -186,3 +194,83 @@ def test_batch_only_driver_never_falls_back_to_a_synchronous_request(
 
     run(go())
     assert not fake.model_bodies("openai")
+
+
+# ---- the endpoint down (issue 12, item 8) ---------------------------------------------------
+
+
+def closed_url() -> str:
+    """A local address where nothing listens: every connection is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def endpoint(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+
+
+def strays(root: Path) -> list[str]:
+    """Temporary files and SQLite journals left behind."""
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if ".tmp" in p.name or p.name.endswith(("-wal", "-shm", "-journal"))
+    )
+
+
+def test_an_unreachable_endpoint_is_batch_failed_and_stores_nothing(
+    fake: FakeProviders, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endpoint(monkeypatch, closed_url())
+    store = BatchStore(tmp_path / "runs")
+    for module, model in ((anthropic_driver, "claude-haiku-4-5"), (openai_driver, "gpt-5-mini")):
+        with pytest.raises(BatchFailed, match="Connection error") as refused:
+            run(first_turns(module.create(model, {}), episodes(2), store))
+        assert "none is stored" in str(refused.value) and refused.value.exit_code == 1
+    assert store.batches(DIGEST) == []
+    assert not fake.seen  # nothing reached the provider
+
+
+@pytest.mark.parametrize("driver", ["anthropic", "openai"])
+@pytest.mark.parametrize("down_at", ["submit", "poll"])
+def test_batch_run_with_the_endpoint_down_exits_1_cleanly_and_resumes(  # type: ignore[no-untyped-def]
+    ws: Path, cli, monkeypatch: pytest.MonkeyPatch, driver: str, down_at: str
+) -> None:
+    with FakeProviders(batch_polls=3) as fake:
+        provider_env(monkeypatch, fake)
+        reg_id = register(cli, ws, driver, turns=1)
+        pending: list[str] = []
+        if down_at == "poll":  # a batch submitted, then the run interrupted before it ended
+            monkeypatch.setenv("PREREG_BATCH_TIMEOUT_S", "0.001")
+            assert cli("-w", ws, "run", reg_id, "--batch", "--json").code == 1
+            with BatchStore(ws / "runs") as batches:
+                pending = [b.batch_id for b in batches.batches(provider=driver)]
+            assert len(pending) == 1
+            monkeypatch.setenv("PREREG_BATCH_TIMEOUT_S", "20")
+        up = fake.anthropic_url if driver == "anthropic" else fake.openai_url
+
+        endpoint(monkeypatch, closed_url())
+        down = cli("-w", ws, "run", reg_id, "--batch", "--json")
+        assert down.code == 1, down.stdout
+        error = down.json()
+        assert error["error"] == "BatchFailed"
+        assert "Connection error" in error["message"]
+        assert "run `prereg run --batch` again" in error["message"]
+        assert "Traceback" not in down.stderr and down.stderr.startswith("error: ")
+        assert strays(ws) == []
+        with BatchStore(ws / "runs") as batches, RunStore(ws / "runs") as records:
+            stored = [b.batch_id for b in batches.batches(provider=driver)]
+            assert stored == pending  # nothing new stored, nothing lost
+            assert records.records() == []
+        assert cli("-w", ws, "verify").code == 0
+
+        endpoint(monkeypatch, up)
+        again = cli("-w", ws, "run", reg_id, "--batch", "--json")
+        assert again.code == 0, again.stderr
+        assert again.json()["completed"] == 24
+        assert again.json()["batch"]["resumed"] == pending
+        created = fake.anthropic_batches if driver == "anthropic" else fake.openai_batches
+        assert len(created) == 1  # a stored batch is resumed, never resubmitted

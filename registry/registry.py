@@ -126,6 +126,12 @@ class Registry:
             raise IntegrityError(
                 f"frozen copy of '{reg_id}' is missing ({path}); run `prereg verify`"
             ) from None
+        except OSError as exc:  # a folder (or a link loop) in place of the file
+            raise IntegrityError(
+                f"frozen copy of '{reg_id}' cannot be read ({exc.strerror or exc}); it should "
+                "be a file; run `prereg verify`",
+                file=str(path),
+            ) from None
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise IntegrityError(
                 f"frozen copy of '{reg_id}' is not valid JSON; run `prereg verify`"
@@ -188,6 +194,11 @@ class Registry:
         except FileNotFoundError:
             raise IntegrityError(
                 f"registry object {digest} is missing; run `prereg verify`",
+            ) from None
+        except OSError as exc:  # a folder (or a link loop) in place of the file
+            raise IntegrityError(
+                f"registry object {digest} cannot be read ({exc.strerror or exc}); it should "
+                "be a file; run `prereg verify`",
             ) from None
         if file_digest(data) != digest:
             raise IntegrityError(f"registry object {digest} was edited; run `prereg verify`")

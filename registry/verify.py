@@ -12,6 +12,8 @@ since they were registered.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +117,21 @@ def _check_chain(registry: Registry, problems: list[Problem]) -> list[dict[str, 
     return events
 
 
+def _read_file(path: Path) -> bytes | str | None:
+    """The bytes of the regular file at ``path``; None when nothing is there; else why it
+    cannot be read (a folder, a device or a link loop in its place: tampering or damage)."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return "is not a file (a folder or another kind of entry is in its place)"
+        return path.read_bytes()
+    except FileNotFoundError:  # a link to nothing
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+
+
 def _check_frozen_event(
     registry: Registry, event: dict[str, Any], problems: list[Problem]
 ) -> tuple[set[str], dict[str, Any] | None]:
@@ -124,16 +141,13 @@ def _check_frozen_event(
     path = registry.frozen_path(reg_id)
     if not path.exists() and pending_path(path).is_file():
         path = pending_path(path)  # a kill after the ledger line; the next write renames it
-    if not path.is_file():
+    raw = _read_file(path)
+    if not isinstance(raw, bytes):
+        kind, what = ("frozen-deleted", "is missing") if raw is None else ("frozen-unreadable", raw)
         problems.append(
-            Problem(
-                "frozen-deleted",
-                reg_id,
-                f"frozen copy {path.name} is missing ({event['_where']})",
-            )
+            Problem(kind, reg_id, f"frozen copy {path.name} {what} ({event['_where']})")
         )
         return referenced, None
-    raw = path.read_bytes()
     try:
         frozen = json.loads(raw)
         document = frozen["document"]
@@ -245,26 +259,34 @@ def _check_mirrors(
     """Ledger lines of ``event_kind`` against their mirror files in ``folder``."""
     mirrored = {e.get("seq"): e for e in events if e.get("event") == event_kind}
     by_seq: dict[int, tuple[Path, bytes]] = {}
+    unreadable: set[int] = set()
     lines = {e["_raw"] for e in events}
     if folder.is_dir():
         for path in sorted(folder.iterdir()):
             name = path.name
+            raw = _read_file(path)
             if name.endswith(PENDING_SUFFIX):
                 final = path.with_name(name.removesuffix(PENDING_SUFFIX))
-                if final.exists() or path.read_bytes() not in lines:
+                if final.exists() or raw not in lines:
                     continue  # an interrupted write that never happened: not a mirror
                 name = final.name
             try:
                 seq = int(name.removesuffix(".json")) if name.endswith(".json") else None
             except ValueError:
                 seq = None
-            if seq is None or not path.is_file():
+            if seq is not None and seq in mirrored and isinstance(raw, str):
+                problems.append(Problem(f"{what}-unreadable", path.name, f"the mirror {raw}"))
+                unreadable.add(seq)  # reported: not "missing" as well
+                continue
+            if seq is None or not isinstance(raw, bytes):
                 problems.append(
                     Problem(f"{what}-unknown", path.name, f"unexpected entry in {folder.name}/")
                 )
                 continue
-            by_seq[seq] = (path, path.read_bytes())  # exactly the line, no newline
+            by_seq[seq] = (path, raw)  # exactly the line, no newline
     for seq, event in mirrored.items():
+        if seq in unreadable:
+            continue
         if seq not in by_seq:
             problems.append(
                 Problem(f"{what}-deleted", event["_where"], f"the mirror of this {what} is missing")
@@ -301,7 +323,11 @@ def _check_objects(registry: Registry, referenced: set[str], problems: list[Prob
     for digest, path in registry.objects.all():
         count += 1
         present.add(digest)
-        actual = file_digest(path.read_bytes())
+        data = _read_file(path)
+        if not isinstance(data, bytes):
+            problems.append(Problem("object-unreadable", digest, f"stored object {data}"))
+            continue
+        actual = file_digest(data)
         if actual != digest:
             problems.append(
                 Problem(
@@ -318,10 +344,12 @@ def _check_objects(registry: Registry, referenced: set[str], problems: list[Prob
 def _check_referenced(registry: Registry, referenced: set[str], problems: list[Problem]) -> None:
     """Only the objects one registration references: present and unedited."""
     for digest in sorted(referenced):
-        try:
-            data = registry.objects.get(digest)
-        except FileNotFoundError:
+        data = _read_file(registry.objects.path(digest))
+        if data is None:
             problems.append(Problem("object-missing", digest, "a referenced object is missing"))
+            continue
+        if isinstance(data, str):
+            problems.append(Problem("object-unreadable", digest, f"stored object {data}"))
             continue
         actual = file_digest(data)
         if actual != digest:

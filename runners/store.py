@@ -211,11 +211,24 @@ class ChainRow:
 
 
 def store_path(path: Path | str) -> Path:
-    """The database file: ``path`` itself, or ``path/runs.sqlite`` for a folder."""
+    """The database file: ``path`` itself, or ``path/runs.sqlite`` for a folder.
+
+    A path named ``runs.sqlite`` is the file even when a folder is in its place (that is
+    reported, not looked into).
+    """
     p = Path(path)
-    if p.is_dir() or p.suffix == "":
+    if p.name != STORE_FILENAME and (p.is_dir() or p.suffix == ""):
         return p / STORE_FILENAME
     return p
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why the entry at ``path`` is no database file (a folder in its place, say); None
+    when it is a regular file or nothing is there."""
+    if not path.exists() or path.is_file():
+        return None
+    kind = "a folder" if path.is_dir() else "not a regular file"
+    return f"the run store {path.name} is {kind}, not a file: it was replaced or damaged"
 
 
 def connect_wal(path: Path, schema: str) -> sqlite3.Connection:
@@ -324,6 +337,9 @@ class RunStore(Database):
         if self._conn is not None:  # read-only so far; a write needs a writable connection
             self._conn.close()
             self._conn = None
+        problem = not_a_file(self.path)
+        if problem is not None:
+            raise IntegrityError(f"{problem}; run `prereg verify`", file=str(self.path))
         with sqlite_errors():
             conn, readonly = self._open(create)
             try:

@@ -26,7 +26,14 @@ from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import Problem
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import INDEXED_COLUMNS, ChainRow, RunStore, indexed_columns, store_path
+from prereg.runners.store import (
+    INDEXED_COLUMNS,
+    ChainRow,
+    RunStore,
+    indexed_columns,
+    not_a_file,
+    store_path,
+)
 
 #: Problems named in a refusal (``prereg verify`` lists them all).
 MAX_LISTED = 20
@@ -275,7 +282,10 @@ def verify_runs(runs: Path, registry: Registry) -> RunsReport:
     """Check every chain of the store at ``runs`` (a folder or the database file)."""
     report = RunsReport()
     path = store_path(runs)
-    if not path.exists():
+    problem = not_a_file(path)
+    if problem is not None:
+        report.problems.append(Problem("runs-unreadable", path.name, problem))
+    if problem is not None or not path.exists():
         report.problems += _missing_chains(registry, set())
         return report
     store = RunStore(path)
@@ -311,6 +321,9 @@ def verified_records(
     included. No record is parsed before its chain verified.
     """
     path = store_path(runs)
+    problem = not_a_file(path)
+    if problem is not None:
+        _refuse_if(entry, [Problem("runs-unreadable", path.name, problem)])
     if not path.exists():
         _refuse_if(entry, _missing_chains(registry, set(), entry.digest))
         return [], {}

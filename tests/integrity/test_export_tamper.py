@@ -328,7 +328,8 @@ def test_a_number_edited_to_overflow_to_infinity(
     path = tmp_path / f"inf.{fmt}"
     if fmt == "jsonl":
         content = bytearray(exports[fmt].read_bytes())
-        at = content.index(b'"latency_ms":') + len(b'"latency_ms":') + 3
+        # the second digit after the point (a latency of 10 ms or more has two before it)
+        at = content.index(b".", content.index(b'"latency_ms":')) + 2
         content[at] = ord("e")
         path.write_bytes(bytes(content))
     else:
@@ -336,7 +337,8 @@ def test_a_number_edited_to_overflow_to_infinity(
             rows = list(csv.reader(fh))
         column = rows[0].index("latency_ms")
         value = rows[1][column]
-        rows[1][column] = value[:3] + "e" + value[4:]
+        at = value.index(".") + 2
+        rows[1][column] = value[:at] + "e" + value[at + 1 :]
         with open(path, "w", newline="", encoding="utf-8") as fh:
             csv.writer(fh).writerows(rows)
     assert READ[fmt](path)[0].latency_ms == float("inf")

@@ -41,9 +41,70 @@ def content(record: RunRecord) -> dict[str, Any]:
     return data
 
 
+#: Integers RFC 8785 represents exactly (beyond them, the canonicaliser refuses).
+_INT_LIMIT = 2**53 - 1
+
+
+class _Unplain(Exception):
+    """A value the C JSON encoder would not spell as RFC 8785 does."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as ``json.dumps`` (sorted keys, no spaces, no ASCII escaping) writes
+    exactly as RFC 8785 does; raises _Unplain where that cannot be had cheaply.
+
+    Kept: exact str, bool, None, lists and dicts of them with ASCII keys (code-point and
+    UTF-16 orders agree), integers within +-(2**53 - 1), and finite floats whose ``repr``
+    needs no rewriting (no exponent, no trailing ``.0``: the canonicaliser derives its
+    spelling from ``repr`` and changes only those). A float with an integer value below
+    2**53 becomes that integer (``2.0`` and ``-0.0`` are spelled ``2`` and ``0`` either
+    way). Anything else (a subclass, a non-ASCII key, ``1e-07``, infinity) goes the
+    canonicaliser's way, which also raises what it raises.
+    """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        if -_INT_LIMIT <= value <= _INT_LIMIT:
+            return value
+        raise _Unplain
+    if kind is float:
+        spelled = repr(value)
+        if "e" in spelled or "n" in spelled:  # an exponent, inf, nan
+            raise _Unplain
+        if spelled.endswith(".0"):
+            if abs(value) <= _INT_LIMIT:
+                return int(value)
+            raise _Unplain
+        return value
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii():
+                raise _Unplain
+            out[key] = _plain(item)
+        return out
+    if kind is list:
+        return [_plain(item) for item in value]
+    raise _Unplain
+
+
+def canonical_bytes(document: Any) -> bytes:
+    """RFC 8785 canonical JSON of ``document``, byte for byte what
+    :func:`prereg.registry.digest.canonical_json` gives (tests compare them on random
+    documents), through the C JSON encoder where that is provably the same (see
+    :func:`_plain`), which is several times faster on a run record."""
+    try:
+        plain = _plain(document)
+        text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return text.encode("utf-8")
+    except (_Unplain, UnicodeEncodeError, RecursionError):  # a lone surrogate, deep nesting
+        return canonical_json(document)
+
+
 def link_hash(record_content: dict[str, Any], index: int, prev: str) -> str:
     document = {"format": FORMAT, "index": index, "prev": prev, "record": record_content}
-    return "sha256:" + hashlib.sha256(canonical_json(document)).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_bytes(document)).hexdigest()
 
 
 def link(record: RunRecord, index: int, prev: str) -> RunRecord:
@@ -131,6 +192,7 @@ __all__ = [
     "FORMAT",
     "ChainLink",
     "body_problems",
+    "canonical_bytes",
     "check_records",
     "content",
     "genesis",

@@ -521,16 +521,20 @@ class RunStore(Database):
         registration_digest: str | None = None,
         registration_id: str | None = None,
         status: str | None = None,
+        *,
+        not_registration_id: str | None = None,
     ) -> list[RunRecord]:
-        """Records in write order, optionally filtered by digest, registration id, status."""
+        """Records in write order, optionally filtered by digest, registration id, status
+        (and filed under another registration id than ``not_registration_id``)."""
         clauses, params = [], []
         for column, value in (
-            ("registration_digest", registration_digest),
-            ("registration_id", registration_id),
-            ("status", status),
+            ("registration_digest = ?", registration_digest),
+            ("registration_id = ?", registration_id),
+            ("status = ?", status),
+            ("registration_id != ?", not_registration_id),
         ):
             if value is not None:
-                clauses.append(f"{column} = ?")
+                clauses.append(column)
                 params.append(value)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._query(f"SELECT body FROM records{where} ORDER BY seq", tuple(params))

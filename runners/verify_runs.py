@@ -341,7 +341,9 @@ def verified_records(
                 heads[digest] = {"count": len(rows), "head": head}
         _refuse_if(entry, problems)
         by_id = store.records(registration_id=entry.id)
-        by_digest = store.records(registration_digest=entry.digest)
+        # the digest's records filed under another id (foreign runs the reader names);
+        # the others are in by_id already, so each record is parsed once
+        by_digest = store.records(registration_digest=entry.digest, not_registration_id=entry.id)
     except sqlite3.DatabaseError as exc:
         raise IntegrityError(
             f"the run store cannot be read ({exc}); run `prereg verify`", file=str(path)

@@ -1,0 +1,118 @@
+"""The run chain's fast canonical JSON is RFC 8785 byte for byte (or refuses alike).
+
+``chain.canonical_bytes`` goes through the C JSON encoder where it spells a document as
+the canonicaliser does; a difference of one byte would make every stored link fail to
+verify (or, worse, two encoders agree on a forged record). So: random documents, the
+floats and keys where the two spellings part, and every record of a real run.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prereg.registry.digest import canonical_json
+from prereg.runners import chain
+from prereg.runners.store import RunStore
+from tests.integrity.tamper_tools import db_path
+
+SPECIAL_FLOATS = [
+    0.0,
+    -0.0,
+    1.0,
+    -2.0,
+    0.5,
+    1e-7,
+    1e-6,
+    1.5e-5,
+    0.0001,
+    1e15,
+    1e16,
+    123456789012345.6,
+    2.0**53,
+    2.0**53 + 2,
+    1e20,
+    1.2345678901234567e20,
+    1e21,
+    1e300,
+    5e-324,
+    math.inf,
+    -math.inf,
+    math.nan,
+]
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(SPECIAL_FLOATS),
+    st.text(),
+    st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x20)),
+)
+keys = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(["a", "b", "\U0001f600", "\ufb01", "\ue000", "Z", ""]),
+)
+documents = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(keys, inner, max_size=5)),
+    max_leaves=30,
+)
+
+
+def _outcome(fn: Any, document: Any) -> bytes | type[BaseException]:
+    try:
+        result: bytes = fn(document)
+        return result
+    except (TypeError, ValueError, RecursionError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(documents)
+def test_canonical_bytes_is_rfc8785(document: Any) -> None:
+    assert _outcome(chain.canonical_bytes, document) == _outcome(canonical_json, document)
+
+
+@pytest.mark.parametrize("value", SPECIAL_FLOATS, ids=repr)
+def test_the_floats_where_the_spellings_part(value: float) -> None:
+    document = {"x": value, "y": [value, -value]}
+    assert _outcome(chain.canonical_bytes, document) == _outcome(canonical_json, document)
+
+
+def test_keys_sorted_as_utf16_not_as_code_points() -> None:
+    document = {"\U0001f600": 1, "\ufb01": 2, "a": 3}  # code points and UTF-16 disagree
+    assert chain.canonical_bytes(document) == canonical_json(document)
+
+
+def test_subclasses_and_lone_surrogates_go_the_canonicalisers_way() -> None:
+    class Text(str):
+        pass
+
+    assert chain.canonical_bytes({"k": Text("v")}) == canonical_json({"k": Text("v")})
+    with pytest.raises(ValueError):
+        chain.canonical_bytes({"k": "\ud800"})
+
+
+def test_every_record_of_a_run_hashes_as_before(small_template: Path) -> None:
+    with RunStore(db_path(small_template)) as store:
+        records = store.records()
+    assert records
+    for record in records:
+        assert record.chain is not None
+        document = {
+            "format": chain.FORMAT,
+            "index": record.chain.index,
+            "prev": record.chain.prev,
+            "record": chain.content(record),
+        }
+        assert chain.canonical_bytes(document) == canonical_json(document)
+        assert chain.link_hash(chain.content(record), record.chain.index, record.chain.prev) == (
+            record.chain.hash
+        )

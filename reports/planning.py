@@ -1,7 +1,8 @@
 """Planning a paired comparison: what a design can detect, before a token is spent.
 
 Every figure comes from :mod:`prereg.stats` (``mde_paired``, ``prompts_for_mde``,
-``mcnemar_sample_size``, ``min_discordant``, ``simulate_sequential_monitor``,
+``mcnemar_sample_size``, ``mcnemar_exact_sample_size``, ``mcnemar_exact_power``,
+``min_discordant``, ``simulate_sequential_monitor``,
 ``sequential_monitor_exact``) and, for a plan from a pilot, from the estimators of
 :mod:`prereg.reports.pilot`. :func:`build_plan` assembles the plan document that
 ``prereg plan --json`` prints; the command validates the options first (exit 2 naming
@@ -23,6 +24,8 @@ from prereg.reports.pilot import PilotEstimate, estimate_pilot, load_pilot
 from prereg.stats import (
     MonitorExact,
     MonitorSimulation,
+    mcnemar_exact_power,
+    mcnemar_exact_sample_size,
     mcnemar_sample_size,
     mde_paired,
     min_discordant,
@@ -182,9 +185,21 @@ def _paired(
 
 
 def _mcnemar(p01: float, p10: float, opts: PlanOptions) -> dict[str, Any]:
-    n = mcnemar_sample_size(p01, p10, alpha=opts.alpha, power=opts.power, sides=2)
+    """The registered test is the exact McNemar test: ``prompts`` is the fewest pairs at
+    which its exact power reaches the target; Connor's asymptotic n is shown beside it
+    with the exact power it actually gives."""
+    n = mcnemar_exact_sample_size(p01, p10, alpha=opts.alpha, power=opts.power, sides=2)
+    asymptotic = mcnemar_sample_size(p01, p10, alpha=opts.alpha, power=opts.power, sides=2)
+    finite = math.isfinite(n)
     return {
-        "prompts": int(n) if math.isfinite(n) else None,
+        "prompts": int(n) if finite else None,
+        "power_exact": mcnemar_exact_power(int(n), p01, p10, opts.alpha) if finite else None,
+        "prompts_asymptotic": int(asymptotic) if math.isfinite(asymptotic) else None,
+        "power_exact_at_asymptotic": (
+            mcnemar_exact_power(int(asymptotic), p01, p10, opts.alpha)
+            if math.isfinite(asymptotic)
+            else None
+        ),
         "p01": p01,
         "p10": p10,
         "psi": p01 + p10,
@@ -192,8 +207,11 @@ def _mcnemar(p01: float, p10: float, opts: PlanOptions) -> dict[str, Any]:
         "alpha": opts.alpha,
         "power": opts.power,
         "sides": 2,
-        "method": "Connor (1987), Biometrics 43:207-211",
-        "note": None if math.isfinite(n) else "p01 = p10: no difference to detect",
+        "method": (
+            "exact McNemar test, exact power by enumeration (Suissa and Shuster 1991); "
+            "asymptotic n: Connor (1987), Biometrics 43:207-211"
+        ),
+        "note": None if finite else "p01 = p10: no difference to detect",
     }
 
 

@@ -145,3 +145,8 @@ __all__ = [
     "FunnelStage",
     "InvokeRankResult",
 ]
+
+# calibration (issue 14): exact sample size and power of the exact McNemar test
+from prereg.stats.planning import mcnemar_exact_power, mcnemar_exact_sample_size  # noqa: E402
+
+__all__ += ["mcnemar_exact_power", "mcnemar_exact_sample_size"]

@@ -42,8 +42,10 @@ one run (session, day); --runs-per-arm replicate runs per arm. It sets a floor,
 z * sqrt(2 sigma_run^2 / runs_per_arm), that no number of prompts removes; when the
 requested MDE is at or below it the plan says so and how many runs per arm would do.
 
-[bold]McNemar sample size[/] (Connor 1987): --p01 (share of prompts where only the treatment
-succeeds) and --p10 (only the control succeeds) give the pairs McNemar's test needs.
+[bold]McNemar sample size[/]: --p01 (share of prompts where only the treatment succeeds) and
+--p10 (only the control succeeds) give the pairs the exact McNemar test (the registered
+test) needs, by exact power; Connor's (1987) asymptotic n is shown beside it with the exact
+power it actually gives (about 0.77 for a target of 0.80).
 Always reported: `min_discordant`, the fewest discordant pairs, all one way, with which the
 exact two-sided McNemar test can reject at --alpha (6 at 0.05): fewer is inconclusive
 whatever the split.
@@ -66,7 +68,7 @@ Examples:
   prereg plan --sigma-d 0.28 --prompts 58            # MDE 0.103 (10.3 points)
   prereg plan --sigma-d 0.35 --mde 0.10              # 97 prompts
   prereg plan --sigma-d 0.23 --mde 0.10 --sigma-run 0.025 --runs-per-arm 3
-  prereg plan --p01 0.45 --p10 0.05                  # Connor: 23 pairs
+  prereg plan --p01 0.45 --p10 0.05                  # exact: 25 pairs (Connor: 23)
   prereg plan --from-runs music-library-pilot --mde 0.10 --json
 
 JSON keys: prompts, mde, min_discordant, the inputs echoed (alpha, power, sigma_d,
@@ -277,9 +279,15 @@ def render(plan: dict[str, Any]) -> None:
         console.print(
             Text.assemble(
                 ("McNemar", "bold"),
-                f" (Connor 1987): p01 {mc['p01']:.3g}, p10 {mc['p10']:.3g} -> ",
+                f" (exact test): p01 {mc['p01']:.3g}, p10 {mc['p10']:.3g} -> ",
                 size,
                 f" at alpha {alpha:g}, power {power:g}",
+                (
+                    f"; Connor's asymptotic {mc['prompts_asymptotic']} pairs give exact "
+                    f"power {mc['power_exact_at_asymptotic']:.3f}"
+                    if mc["prompts_asymptotic"] is not None
+                    else ""
+                ),
                 display(f" ({mc['note']})" if mc["note"] else ""),
             )
         )

@@ -151,12 +151,14 @@ def connor(p01: float, p10: float, alpha: float = 0.05, power: float = 0.8) -> i
 
 
 def test_connor_worked_example() -> None:
+    # the plan sizes the registered (exact) test; Connor's asymptotic n is shown beside it
     out = plan(p01=0.45, p10=0.05)
-    assert out["prompts"] == 23
-    assert out["mcnemar"]["prompts"] == 23 and "Connor" in out["mcnemar"]["method"]
+    assert out["mcnemar"]["prompts_asymptotic"] == 23 and "Connor" in out["mcnemar"]["method"]
+    assert out["prompts"] == out["mcnemar"]["prompts"] == 25  # exact power 0.820, 24: 0.799
+    assert out["mcnemar"]["power_exact"] >= 0.80 > out["mcnemar"]["power_exact_at_asymptotic"]
     assert out["mde"] == pytest.approx(0.40)
     # direction does not matter for a two-sided test
-    assert plan(p01=0.05, p10=0.45)["prompts"] == 23
+    assert plan(p01=0.05, p10=0.45)["prompts"] == 25
 
 
 @pytest.mark.parametrize(
@@ -170,7 +172,8 @@ def test_connor_worked_example() -> None:
 )
 def test_connor_closed_form(p01: float, p10: float, alpha: float, power: float) -> None:
     out = plan(p01=p01, p10=p10, alpha=alpha, power=power)
-    assert out["prompts"] == connor(p01, p10, alpha, power)
+    assert out["mcnemar"]["prompts_asymptotic"] == connor(p01, p10, alpha, power)
+    assert out["mcnemar"]["power_exact"] >= power
 
 
 def test_connor_without_a_difference() -> None:

@@ -200,8 +200,10 @@ def build_pairs(
         for arm in (control, treatment):
             for r in runs[arm][task]:
                 used[(arm, task, r)] = None
+    counted = any(o.counted_failure for o in observations if o.arm in runs)
     filter_text = (
-        f"status ok; arms {control}, {treatment}; outcome '{outcome}' measured"
+        f"status ok{'; units counted as failures (infrastructure)' if counted else ''}; "
+        f"arms {control}, {treatment}; outcome '{outcome}' measured"
         + ("; positive tasks only" if outcome != "success" else "")
         + "; tasks measured in both arms"
     )

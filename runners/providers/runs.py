@@ -38,10 +38,10 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.hosts import PROVIDER_DRIVERS
-from prereg.registry.units import ArmConfig, RunPlan, RunUnit, expand_units
+from prereg.registry.units import ArmConfig, Budgets, RunPlan, RunUnit, expand_units, unit_budgets
 from prereg.runners.drivers.base import InfraError
 from prereg.runners.harness import Harness
-from prereg.runners.orchestrate import Progress, RunSummary, run_plan
+from prereg.runners.orchestrate import Progress, RunSummary, run_plan, settled_keys
 from prereg.runners.prepare import prepare
 from prereg.runners.providers.batch import (
     BatchReport,
@@ -69,7 +69,7 @@ def _pending(
     units = expand_units(plan, experiment)
     store = RunStore(runs)
     try:
-        done = store.completed_keys(plan.digest)
+        done = settled_keys(plan, store)  # ok, or settled under count_as_failure
     finally:
         store.close()
     pending = [u for u in units if u.key not in done]
@@ -111,7 +111,7 @@ def estimate_run(
     batch = batch or plan.batch
     configs = plan.arm_configs()
     arms = {
-        arm: _arm_estimate(config, sum(u.arm == arm for u in pending), batch=batch, prices=prices)
+        arm: _arm_estimate(config, [u for u in pending if u.arm == arm], batch=batch, prices=prices)
         for arm, config in configs.items()
     }
     first = next(iter(arms.values()))
@@ -161,11 +161,28 @@ def estimate_run(
     return out
 
 
+def _widest(config: ArmConfig, units: list[RunUnit]) -> Budgets:
+    """The arm's budgets with per-task limit rules resolved to their largest value over
+    ``units`` (so the bounds hold for every unit)."""
+    b = config.budgets
+    if not units or (b.call_limit_over_certified is None and b.turn_limit_over_calls is None):
+        return b
+    resolved = [unit_budgets(b, u.task) for u in units]
+    turns = [r.turn_limit for r in resolved]
+    calls = [r.call_limit for r in resolved]
+    return replace(
+        b,
+        turn_limit=None if None in turns else max(t for t in turns if t is not None),
+        call_limit=None if None in calls else max(c for c in calls if c is not None),
+    )
+
+
 def _arm_estimate(
-    config: ArmConfig, n: int, *, batch: bool, prices: Path | str | None
+    config: ArmConfig, units: list[RunUnit], *, batch: bool, prices: Path | str | None
 ) -> dict[str, Any]:
     """One arm's dry-run figures: its units, requests and spend bound (no cap applied)."""
-    b = config.budgets
+    n = len(units)
+    b = _widest(config, units)
     bounds = unit_bounds(b.turn_limit, b.completion_cap, b.episode_tokens)
     out: dict[str, Any] = {
         "driver": config.driver,

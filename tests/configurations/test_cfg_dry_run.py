@@ -1,0 +1,44 @@
+"""``prereg run --dry-run`` per arm (issue 13, item 3): per-task limit rules resolved to
+bounds that hold for every unit; settled units (count_as_failure) are not pending."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prereg.experiments import load_experiment
+from prereg.experiments.loader import folder_reader
+from tests.harness_rules.helpers import certified_copy, draft
+
+
+def test_the_dry_run_bounds_requests_under_per_task_limit_rules(ws: Path, cli: Any) -> None:
+    certified_copy(ws)
+    path = draft(
+        ws,
+        "rules-dry",
+        experiment="music-certified",
+        host={"driver": "local"},
+        arms=[
+            {"id": "baseline", "surface": "baseline"},
+            {"id": "semantic", "surface": "semantic", "budgets": {"turn_limit": 3}},
+        ],
+        budgets={
+            "completion_cap": 1024,
+            "episode_tokens": 32000,
+            "call_limit_over_certified": 2,
+            "turn_limit_over_calls": 2,
+        },
+    )
+    assert cli("-w", ws, "register", path).code == 0
+    data = cli("-w", ws, "run", "rules-dry", "--dry-run", "--json").json()
+    exp = load_experiment(folder_reader(ws / "experiments" / "music-certified"), "music-certified")
+    tasks = exp.tasks_in_split("dev")
+    widest = max(t.certified_minimum or 0 for t in tasks) + 2 + 2
+    baseline, semantic = data["arms"]["baseline"], data["arms"]["semantic"]
+    assert baseline["units_to_run"] == semantic["units_to_run"] == len(tasks)
+    # the rule's arm: turn limit = certified minimum + 2 + 2 at most, over its tasks
+    assert baseline["per_unit_max"]["requests"] == widest
+    assert baseline["requests"]["max"] == len(tasks) * widest
+    # the arm that gives an explicit turn limit drops the inherited rule
+    assert semantic["per_unit_max"]["requests"] == 3
+    assert data["requests"]["max"] == len(tasks) * (widest + 3)

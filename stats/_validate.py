@@ -9,8 +9,26 @@ import numpy as np
 from numpy.typing import NDArray
 
 
+def refuse_text(values: Any, name: str) -> None:
+    """ValueError naming ``name`` when ``values`` is, or holds, text (a string or bytes).
+
+    numpy would otherwise parse "5" as 5.0: a count or a rate read from a file as text
+    must be converted deliberately, not silently.
+    """
+    if isinstance(values, (str, bytes, np.str_, np.bytes_)):
+        raise ValueError(f"{name} must be numeric, got text {values!r}")
+    if isinstance(values, (int, float, np.number, np.bool_)):
+        return
+    arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    if arr.dtype.kind in "US" or (
+        arr.dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in arr.ravel())
+    ):
+        raise ValueError(f"{name} must be numeric, got text")
+
+
 def vector(values: Any, name: str, *, allow_empty: bool = False) -> NDArray[np.float64]:
     """A finite one-dimensional float array, or ValueError naming ``name``."""
+    refuse_text(values, name)
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim == 0:
         arr = arr.reshape(1)
@@ -31,6 +49,7 @@ def probability(
     high_open: bool = True,
 ) -> float:
     """A float in (0, 1) (ends open or closed as asked), or ValueError."""
+    refuse_text(value, name)
     v = float(value)
     ok_low = v > 0 if low_open else v >= 0
     ok_high = v < 1 if high_open else v <= 1
@@ -42,6 +61,7 @@ def probability(
 
 
 def positive(value: float, name: str, *, allow_zero: bool = False) -> float:
+    refuse_text(value, name)
     v = float(value)
     if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
@@ -50,7 +70,11 @@ def positive(value: float, name: str, *, allow_zero: bool = False) -> float:
 
 
 def count(value: Any, name: str) -> int:
-    """A non-negative integer (numpy integers and integral floats accepted)."""
+    """A non-negative integer (numpy integers and integral floats accepted; text and
+    booleans refused)."""
+    refuse_text(value, name)
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -62,6 +86,7 @@ def count(value: Any, name: str) -> int:
 
 def counts(values: Any, name: str) -> NDArray[np.int64]:
     """An array of non-negative integers (any shape)."""
+    refuse_text(values, name)
     arr = np.asarray(values)
     farr = arr.astype(np.float64)
     if not np.all(np.isfinite(farr)) or np.any(farr < 0) or np.any(farr != np.floor(farr)):

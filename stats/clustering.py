@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from prereg.stats._validate import scalar_or_array
+from prereg.stats._validate import refuse_text, scalar_or_array
 
 __all__ = ["design_effect", "icc_binary"]
 
@@ -17,16 +17,20 @@ def design_effect(cluster_sizes: Any, rho: Any) -> Any:
 
         DEFF = 1 + (Kbar - 1) rho,   Kbar = sum(m_p^2) / sum(m_p),
 
-    over the cluster (prompt) sizes m_p. Returns a float (an array if ``rho`` is an
-    array). Clusters of size 0 are allowed and contribute nothing. References: Kish
-    (1965), Survey Sampling; Rao and Scott (1992), Biometrics 48:577-585.
+    over the cluster (prompt) sizes m_p, with rho in [0, 1] (a negative intraclass
+    correlation would make clustering look like a gain; refused). Returns a float (an
+    array if ``rho`` is an array). Clusters of size 0 are allowed and contribute
+    nothing. References: Kish (1965), Survey Sampling; Rao and Scott (1992), Biometrics
+    48:577-585.
     """
+    refuse_text(cluster_sizes, "cluster_sizes")
+    refuse_text(rho, "rho")
     m = np.asarray(cluster_sizes, dtype=np.float64).ravel()
     if m.size == 0 or not np.all(np.isfinite(m)) or np.any(m < 0) or m.sum() <= 0:
         raise ValueError("cluster_sizes must be non-negative with a positive total")
     r = np.asarray(rho, dtype=np.float64)
-    if not np.all(np.isfinite(r)):
-        raise ValueError("rho must be finite")
+    if not np.all(np.isfinite(r)) or np.any(r < 0.0) or np.any(r > 1.0):
+        raise ValueError(f"rho must be in [0, 1] (an intraclass correlation), got {rho!r}")
     kbar = float(np.sum(m * m) / np.sum(m))
     return scalar_or_array(1.0 + (kbar - 1.0) * r)
 
@@ -47,6 +51,7 @@ def icc_binary(outcomes: Any, groups: Any) -> float:
     Fleiss, Levin and Paik (2003), Statistical Methods for Rates and Proportions,
     ch. 15; Ridout, Demetrio and Firth (1999), Biometrics 55:137-148.
     """
+    refuse_text(outcomes, "outcomes")
     y = np.asarray(outcomes, dtype=np.float64).ravel()
     g = np.asarray(groups).ravel()
     if y.shape != g.shape:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from prereg.stats._validate import scalar_or_array
+from prereg.stats._validate import count, refuse_text, scalar_or_array
 
 __all__ = ["loss_shares", "pass_hat_k"]
 
@@ -27,6 +27,7 @@ def loss_shares(rates: Any) -> Any:
     still get 0. Rates must lie in [0, 1]. Reference: InvokeRank method v1.0, 4.2 and
     appendix B.
     """
+    refuse_text(rates, "rates")
     r = np.asarray(rates, dtype=np.float64)
     if r.ndim == 0 or r.shape[-1] == 0:
         raise ValueError("rates must have at least one stage (last axis)")
@@ -54,9 +55,9 @@ def pass_hat_k(c: Any, n: Any, k: int) -> Any:
     two repeats). Broadcasts over ``c`` and ``n``; average the per-prompt values for a
     suite-level figure. Reference: Yao et al. (2025), tau-bench, ICLR.
     """
-    k = int(k)
-    if k < 0:
-        raise ValueError("k must be non-negative")
+    k = count(k, "k")  # 2.5 or "3" refused, not truncated or parsed
+    refuse_text(c, "c")
+    refuse_text(n, "n")
     ca = np.asarray(c, dtype=np.float64)
     na = np.asarray(n, dtype=np.float64)
     if (

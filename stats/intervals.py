@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from prereg.stats._scipy import stats as sps
-from prereg.stats._validate import probability, scalar_or_array
+from prereg.stats._validate import probability, refuse_text, scalar_or_array
 from prereg.stats.results import ProportionInterval
 
 __all__ = ["jeffreys_interval"]
@@ -27,6 +27,8 @@ def jeffreys_interval(
     Stat Sci 16:101-133; Kish (1965) for the deflation by the design effect.
     """
     level = probability(level, "level")
+    for value, name in ((successes, "successes"), (trials, "trials"), (deff, "deff")):
+        refuse_text(value, name)
     x = np.asarray(successes, dtype=np.float64)
     n = np.asarray(trials, dtype=np.float64)
     de = np.asarray(deff, dtype=np.float64)

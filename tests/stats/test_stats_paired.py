@@ -246,9 +246,7 @@ def test_equivalence_margin_is_the_rejection_boundary(kind: str) -> None:
         assert tost_paired(d, m * (1 + 1e-7), alpha, method=method).equivalent
         assert not tost_paired(d, m * (1 - 1e-7), alpha, method=method).equivalent
         assert tost_paired(d, m, alpha, method=method).pvalue == pytest.approx(alpha, rel=1e-6)
-        assert m == pytest.approx(
-            tost_paired(d, 0.5, alpha, method=method).min_margin, rel=1e-12
-        )
+        assert m == pytest.approx(tost_paired(d, 0.5, alpha, method=method).min_margin, rel=1e-12)
 
 
 def test_tost_tango_type1_error_near_alpha_at_the_margin() -> None:

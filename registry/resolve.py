@@ -164,6 +164,25 @@ def check_certified(
     )
 
 
+def check_stopping_reach(
+    registration: Registration, n_tasks: int, source: bytes, shown: str
+) -> None:
+    """A stopping rule whose ``min_prompts`` exceeds the split's tasks could never stop:
+    refused (BadInput at ``stopping.min_prompts``, exit 2)."""
+    stopping = registration.stopping
+    if stopping is None or stopping.min_prompts <= n_tasks:
+        return
+    raise _refuse_at(
+        source,
+        shown,
+        _written(source, shown, ("stopping", "min_prompts")),
+        "stopping.min_prompts",
+        f"the stopping rule needs at least {stopping.min_prompts} prompts before it may "
+        f"stop, but split '{registration.split}' holds {n_tasks} task(s): it could never "
+        "stop (lower min_prompts or register a larger split)",
+    )
+
+
 def resolve(path: Path, experiments_dir: Path, display: str | None = None) -> Resolved:
     """Validate a registration file and resolve its experiment; BadInput on any problem.
 
@@ -244,6 +263,7 @@ def _resolve(path: Path, experiments_dir: Path, shown: str) -> Resolved:
             field="split",
         )
     check_certified(registration, tasks, source, shown)
+    check_stopping_reach(registration, len(tasks), source, shown)
 
     document = build_document(registration, files)
     return Resolved(

@@ -30,6 +30,7 @@ from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
 from prereg.reports import contrasts, controls, exploratory, family, stopping
 from prereg.reports.arms import arm_report, denominators, pooled_icc
+from prereg.reports.invokerank import invokerank_report
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, require_claim
 from prereg.reports.model import (
     Completeness,
@@ -371,6 +372,7 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         controls=controls.control_reports(
             controls.Context(reg, loaded.used, loaded.task_order, loaded.intents, loaded.offers)
         ),
+        invokerank=invokerank_report(reg, loaded.used),
         registration_document=reg.model_dump(mode="json"),
         provenance=ReportProvenance(
             prereg_version=code_version(),

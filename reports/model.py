@@ -344,8 +344,134 @@ class Report(Model):
         "and verdict; they check the instrument and never change the verdict",
     )
     figures: list[str] = Field(default_factory=list)
+    invokerank: InvokeRankReport | None = Field(
+        None, description="the InvokeRank score per arm (descriptive; never the verdict)"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
+
+
+# --- The InvokeRank score (InvokeRank method v1.0, 4.1-4.2; issue 17) -------------------
+# Scores, stage rates, Lever and rates are proportions in [0, 1] (InvokeRank = 100 x q);
+# the renderers show points.
+
+
+class StagePrior(Model):
+    """One stage's shared Beta prior across the arm's intents (4.1, steps 4 and 5)."""
+
+    stage: str
+    method: str
+    mu: float
+    kappa: float
+    converged: bool
+    cells_with_trials: int
+    capped_cells: list[str] = Field(description="intents where capPrior bound")
+    pooled_rho: float | None = Field(description="ANOVA rho over all the arm's prompts")
+
+
+class StageEstimate(Model):
+    """One funnel stage of one intent: sequential counts, deflation and the posterior."""
+
+    stage: str
+    successes: int = Field(description="runs reaching the stage among those reaching its parent")
+    trials: int
+    rho: float
+    rho_source: Literal["cell", "pooled", "default"]
+    design_effect: float
+    effective_successes: float
+    effective_trials: float
+    prior_alpha: float
+    prior_beta: float
+    capped: bool
+    posterior_mean: float
+    posterior: Interval = Field(description="equal-tailed interval of the stage posterior")
+    displayed: Interval | None = Field(
+        description="Jeffreys interval on the deflated counts (4.1, step 8); null: no trials"
+    )
+
+
+class IntentScore(Model):
+    intent: str
+    prompts: int
+    runs: int
+    weight: float
+    q: float = Field(description="E[Q] by the posterior draws; the score is 100 q")
+    intervals: list[Interval] = Field(description="equal-tailed, at 90% and 95%")
+    stages: list[StageEstimate]
+    loss_shares: dict[str, float | None] = Field(description="from posterior means (4.2)")
+    lever: dict[str, float | None] = Field(
+        description="Q (r_median / r - 1)^+ per stage against the intent median (4.2)"
+    )
+    pass_k: float | None = Field(description="mean over prompts of the unbiased pass^k")
+    pass_k_prompts: int
+    provenance: Provenance
+
+
+class NegativeRate(Model):
+    """Calls on negative runs with a Jeffreys interval deflated at the pooled rho_S (4.2)."""
+
+    definition: str
+    calls: int
+    runs: int
+    prompts: int
+    rate: float
+    interval: Interval
+    rho: float
+    rho_source: str
+    design_effect: float
+    provenance: Provenance
+
+
+class ArmInvokeRank(Model):
+    arm: str
+    surface: str
+    control: str | None = None
+    evidence_class: str | None
+    configuration_digest: str | None = None
+    model: str | None = None
+    level: Literal["full", "selection", "not_computed"]
+    label: str = Field(description="InvokeRank, or Selection-level InvokeRank (IR_DS)")
+    symbol: str = Field(description="IR or IR_DS")
+    reason: str
+    stages: list[str]
+    q: float | None = Field(description="the roll-up sum_c w_c E[Q_c]; the score is 100 q")
+    intervals: list[Interval] = Field(default_factory=list)
+    weights: str = ""
+    positive_runs: int = 0
+    prompts: int = 0
+    intents: list[IntentScore] = Field(default_factory=list)
+    priors: list[StagePrior] = Field(default_factory=list)
+    funnel: list[StageEstimate] = Field(
+        default_factory=list,
+        description="pooled over intents: reaching each stage among all positive runs "
+        "(Figure 2), Jeffreys on counts deflated at the pooled rho of that indicator",
+    )
+    loss_shares_pooled: dict[str, float | None] = Field(
+        default_factory=dict, description="log-loss shares from the pooled conditional rates"
+    )
+    false_invoke: NegativeRate | None = None
+    any_external: NegativeRate | None = None
+    pass_k: float | None = None
+    tied_with: list[str] = Field(
+        default_factory=list,
+        description="arms of the same evidence class and level whose 90% roll-up "
+        "intervals overlap: 'intervals overlap, reported as tied' (a display rule)",
+    )
+    provenance: Provenance | None = None
+
+
+class InvokeRankReport(Model):
+    note: str
+    display_rule: str
+    levels: list[float]
+    draws: int
+    seed: int | None
+    pass_k: int
+    arms: list[ArmInvokeRank]
+
+
+# ``Report.invokerank`` names InvokeRankReport, defined after Report: resolve it now.
+Report.model_rebuild()

@@ -29,6 +29,7 @@ from prereg.reports.text import (
     headline,
     intent_table,
     interval,
+    invokerank_tables,
     multiplicity_table,
     num,
     primary_line,
@@ -321,6 +322,27 @@ def _controls(r: Report) -> list[Any]:
     return body
 
 
+def _invokerank(r: Report) -> list[Any]:
+    """The InvokeRank section (descriptive; IR_DS labelled; evidence classes apart)."""
+    if r.invokerank is None:
+        return []
+    body: list[Any] = [
+        el("h2", "InvokeRank score (descriptive, not registered)"),
+        el("p", r.invokerank.note, class_="muted"),
+        el("p", f"Display rule: {r.invokerank.display_rule}."),
+        el(
+            "ul",
+            *[
+                el("li", el("code", a.arm), f": {a.label} ({a.symbol}): {a.reason}")
+                for a in r.invokerank.arms
+            ],
+        ),
+    ]
+    for title, header, rows in invokerank_tables(r):
+        body += [el("h3", title), table(header, rows)]
+    return body
+
+
 def _exploratory(r: Report, figures: Mapping[str, bytes], intents: list[Any]) -> list[Any]:
     body: list[Any] = []
     body += [el("h2", "Exploratory"), el("p", r.exploratory.get("note", ""), class_="muted")]
@@ -389,7 +411,7 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     intents = _intents(r, figures)
     body = _title(r) + _registration(r) + _runs(r) + _arms(r, figures) + _primary(r)
     body += _stopping(r, figures) + _secondary(r) + _multiplicity(r)
-    body += _registered_intents(r, intents) + _controls(r)
+    body += _registered_intents(r, intents) + _controls(r) + _invokerank(r)
     body += _exploratory(r, figures, intents)
     body += _surfaces(r) + _provenance(r)
 

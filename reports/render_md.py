@@ -29,6 +29,7 @@ from prereg.reports.text import (
     headline,
     intent_table,
     interval,
+    invokerank_tables,
     multiplicity_table,
     num,
     primary_line,
@@ -279,6 +280,20 @@ def _controls(r: Report) -> list[str]:
     return out
 
 
+def _invokerank(r: Report) -> list[str]:
+    """The InvokeRank section (descriptive; IR_DS labelled; evidence classes apart)."""
+    if r.invokerank is None:
+        return []
+    out = ["## InvokeRank score (descriptive, not registered)", "", esc(r.invokerank.note), ""]
+    out += [f"Display rule: {esc(r.invokerank.display_rule)}.", ""]
+    for a in r.invokerank.arms:
+        out.append(f"- {code(a.arm)}: {esc(a.label)} ({esc(a.symbol)}): {esc(a.reason)}")
+    out.append("")
+    for title, header, rows in invokerank_tables(r):
+        out += [f"### {esc(title)}", ""] + table(header, rows) + [""]
+    return out
+
+
 def _exploratory(r: Report, intents: list[str]) -> list[str]:
     out: list[str] = []
     out += ["## Exploratory", "", esc(r.exploratory.get("note", "")), ""]
@@ -351,5 +366,6 @@ def render(report: Report) -> str:
     intents = _intent_table(r)
     out = _title(r) + _registration(r) + _runs(r) + _arms(r) + _primary(r) + _stopping(r)
     out += _secondary(r) + _multiplicity(r) + _registered_intents(r, intents) + _controls(r)
+    out += _invokerank(r)
     out += _exploratory(r, intents) + _surfaces(r) + _figures(r) + _provenance(r)
     return "\n".join(out)

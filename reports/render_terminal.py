@@ -24,6 +24,7 @@ from prereg.reports.text import (
     control_short,
     drop_columns,
     headline,
+    invokerank_leaderboard,
     pct,
     primary_line,
 )
@@ -33,6 +34,17 @@ def _span(low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return "null"
     return f"{100 * low:.1f}-{100 * high:.1f}%"
+
+
+def _invokerank(report: Report, console: Console) -> None:
+    """The InvokeRank leaderboard (short; the full section is in report.md/html)."""
+    if report.invokerank is None:
+        return
+    header, rows = drop_columns(invokerank_leaderboard(report), {"95% interval", "evidence"})
+    table = Table(*header, title=display("InvokeRank score per arm (descriptive; points)"))
+    for row in rows:
+        table.add_row(*(display(str(cell)) for cell in row))
+    console.print(table)
 
 
 def render(report: Report, console: Console, where: str | None = None) -> None:
@@ -110,6 +122,7 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
                 display(c.verdict, style=style),
             )
         console.print(controls)
+    _invokerank(r, console)
     comp = r.completeness
     console.print(
         display(

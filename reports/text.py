@@ -367,3 +367,202 @@ def intent_table(report: Report) -> Table:
         for x in report.per_intent
     ]
     return header, rows
+
+
+# --- The InvokeRank section (issue 17) -----------------------------------------------
+
+STAGE_LETTER = {"surfaced": "D", "selected": "S", "invoked": "I", "executed": "E", "completed": "C"}
+
+
+def points(value: float | None) -> str:
+    """A proportion as InvokeRank points (100 x)."""
+    if value is None or not math.isfinite(value):
+        return "null"
+    return f"{100 * value:.1f}"
+
+
+def points_interval(iv: Interval | None) -> str:
+    if iv is None or iv.low is None or iv.high is None:
+        return "null"
+    return f"{points(iv.low)} to {points(iv.high)}"
+
+
+def _by_stage(values: dict[str, float | None], scale: str) -> str:
+    fmt = pct if scale == "pct" else points
+    return ", ".join(f"{STAGE_LETTER.get(s, s)} {fmt(v)}" for s, v in values.items()) or "-"
+
+
+def invokerank_leaderboard(report: Report) -> Table:
+    """Per arm: the roll-up score with its 90% and 95% intervals and the tie display rule."""
+    header = [
+        "arm",
+        "evidence",
+        "score",
+        "value",
+        "90% interval",
+        "95% interval",
+        "runs",
+        "tied with (90% intervals overlap)",
+    ]
+    rows = []
+    ir = report.invokerank
+    for a in ir.arms if ir is not None else []:
+        ivs = {round(iv.level, 2): iv for iv in a.intervals}
+        rows.append(
+            [
+                a.arm,
+                a.evidence_class or "-",
+                a.symbol if a.level != "not_computed" else f"not computed: {a.reason}",
+                points(a.q),
+                points_interval(ivs.get(0.9)),
+                points_interval(ivs.get(0.95)),
+                a.positive_runs,
+                ", ".join(a.tied_with) or "-",
+            ]
+        )
+    return header, rows
+
+
+def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[Any]]]]:
+    """The InvokeRank section as (title, header, rows) tables for Markdown and HTML."""
+    ir = report.invokerank
+    if ir is None:
+        return []
+    scored = [a for a in ir.arms if a.level != "not_computed"]
+    out: list[tuple[str, list[str], list[list[Any]]]] = [
+        ("Score per arm (roll-up over intents, equal weights)", *invokerank_leaderboard(report))
+    ]
+    intents, stages, shares, priors, funnel, negatives = [], [], [], [], [], []
+    for a in scored:
+        for i in a.intents:
+            ivs = {round(iv.level, 2): iv for iv in i.intervals}
+            intents.append(
+                [
+                    i.intent,
+                    a.arm,
+                    a.symbol,
+                    i.prompts,
+                    i.runs,
+                    points(i.q),
+                    points_interval(ivs.get(0.9)),
+                    points_interval(ivs.get(0.95)),
+                    pct(i.pass_k) + f" ({i.pass_k_prompts} prompts)",
+                ]
+            )
+            shares.append(
+                [a.arm, i.intent, _by_stage(i.loss_shares, "pct"), _by_stage(i.lever, "points")]
+            )
+            for s in i.stages:
+                stages.append(
+                    [
+                        a.arm,
+                        i.intent,
+                        s.stage,
+                        f"{s.successes} / {s.trials}",
+                        f"{num(s.rho, 2)} ({s.rho_source})",
+                        num(s.design_effect, 2),
+                        pct(s.posterior_mean),
+                        interval(s.posterior, "pct"),
+                        "yes" if s.capped else "no",
+                    ]
+                )
+        for p in a.priors:
+            priors.append(
+                [
+                    a.arm,
+                    p.stage,
+                    p.method,
+                    num(p.mu),
+                    num(p.kappa, 1),
+                    ", ".join(p.capped_cells) or "-",
+                    num(p.pooled_rho, 2),
+                ]
+            )
+        for s in a.funnel:
+            funnel.append(
+                [
+                    a.arm,
+                    s.stage,
+                    f"{s.successes} / {s.trials}",
+                    pct(s.successes / s.trials if s.trials else None),
+                    interval(s.displayed, "pct"),
+                    f"{num(s.rho, 2)} ({s.rho_source})",
+                    num(s.design_effect, 2),
+                ]
+            )
+        funnel.append(
+            [
+                a.arm,
+                "loss shares (pooled rates)",
+                "",
+                _by_stage(a.loss_shares_pooled, "pct"),
+                "",
+                "",
+                "",
+            ]
+        )
+        for neg in (a.false_invoke, a.any_external):
+            if neg is not None:
+                negatives.append(
+                    [
+                        a.arm,
+                        neg.definition,
+                        f"{neg.calls} / {neg.runs}",
+                        pct(neg.rate),
+                        interval(neg.interval, "pct"),
+                        f"{num(neg.rho, 2)} ({neg.rho_source})",
+                    ]
+                )
+    out += [
+        (
+            "Score per intent (Figure 3)",
+            [
+                "intent",
+                "arm",
+                "score",
+                "prompts",
+                "runs",
+                "value",
+                "90% interval",
+                "95% interval",
+                f"pass^{ir.pass_k}",
+            ],
+            intents,
+        ),
+        (
+            "Funnel over all positive runs (Figure 2; Jeffreys on deflated counts)",
+            ["arm", "stage", "reached / runs", "rate", "interval", "rho (source)", "DEFF"],
+            funnel,
+        ),
+        (
+            "Stage posteriors per intent (sequential counts, capped prior)",
+            [
+                "arm",
+                "intent",
+                "stage",
+                "reached / parent",
+                "rho (source)",
+                "DEFF",
+                "posterior mean",
+                "posterior interval",
+                "capped",
+            ],
+            stages,
+        ),
+        (
+            "Loss shares (posterior means) and Lever in points (against the intent median)",
+            ["arm", "intent", "loss shares", "Lever"],
+            shares,
+        ),
+        (
+            "Shared priors per stage",
+            ["arm", "stage", "method", "mu", "kappa", "capped intents", "pooled rho"],
+            priors,
+        ),
+        (
+            "Calls on negative runs (two definitions, never conflated)",
+            ["arm", "definition", "calls / runs", "rate", "interval", "rho_S (source)"],
+            negatives,
+        ),
+    ]
+    return [t for t in out if t[2]]

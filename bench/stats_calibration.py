@@ -11,6 +11,10 @@ and simulation. Prints tables; no assertions (the fast versions live in tests/st
    two-level (corrected, default), two-level (raw pigeonhole) and prompt-only.
 4. TOST: rejection rate on the equivalence margin (the null boundary), Tango and t.
 5. BH and e-BH: false discovery rate under independence.
+6. Issue 14, before/after: the small-runs correction of the two-level bootstrap (coverage
+   with a between-run SD of 5 points, additive on the rate), the exact TOST against
+   Tango's z test (exact type I error on the margin boundary, by enumeration), and the
+   exact McNemar sample size against Connor's (exact power).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import time
 
 import numpy as np
 from scipy import stats as sps
-from scipy.special import expit
+from scipy.special import expit, gammaln, xlogy
 
 import prereg.stats as ps
+from prereg.stats.paired import _tango_z_grid, exact_equivalence_region
 
 
 def mcnemar_table() -> None:
@@ -153,7 +158,7 @@ def tost_table(reps: int) -> None:
         for _ in range(reps):
             u = rng.random(n)
             d = np.where(u < q12, 1.0, np.where(u < q12 + q21, -1.0, 0.0))
-            rej += ps.tost_paired(d, margin).equivalent
+            rej += ps.tost_paired(d, margin, method="tango").equivalent
         print(f"{'tango':>6} {n:>5} {margin:>6.2f} {rej / reps:>7.4f}")
     for n in (10, 30, 100):
         rej = 0
@@ -183,17 +188,122 @@ def fdr_table(reps: int) -> None:
     print(f"   e-BH FDR {np.mean(fdp_ebh):.4f}  power {np.mean(power_ebh):.3f}\n")
 
 
+def _additive_runs(
+    rng: np.random.Generator, p: int, r: int, sd_run: float, delta: float
+) -> tuple[np.ndarray, np.ndarray]:
+    base = rng.uniform(0.2, 0.8, p)
+    uc = sd_run * rng.standard_normal(r)
+    ut = sd_run * rng.standard_normal(r)
+    pc = np.clip(base[:, None] + uc[None, :], 0, 1)
+    pt = np.clip(base[:, None] + delta + ut[None, :], 0, 1)
+    yc = (rng.random((p, r)) < pc).astype(float).ravel()
+    yt = (rng.random((p, r)) < pt).astype(float).ravel()
+    return yc, yt
+
+
+def small_runs_table(reps: int) -> None:
+    print("6a. two-level bootstrap (corrected scheme), nominal 95% coverage, before/after the")
+    print("    small-runs t calibration; rate = U(0.2, 0.8) per prompt + run shift (SD sd_run)")
+    print(f"    + 0.05 for treatment; {reps} data sets, 1000 draws each")
+    print(
+        f"{'prompts':>7} {'runs':>4} {'sd_run':>6} | {'before':>6} {'width':>6} | "
+        f"{'after':>6} {'width':>6}"
+    )
+    for p, r, sd in [
+        (100, 3, 0.05),
+        (200, 3, 0.05),
+        (100, 5, 0.05),
+        (200, 5, 0.05),
+        (100, 3, 0.0),
+        (100, 10, 0.05),
+    ]:
+        rng = np.random.default_rng(7000 + p + r)
+        prompts, runs = np.repeat(np.arange(p), r), np.tile(np.arange(r), p)
+        cover, width = np.zeros(2), np.zeros(2)
+        for k in range(reps):
+            yc, yt = _additive_runs(rng, p, r, sd, 0.05)
+            for j, mode in enumerate(("none", "t")):
+                res = ps.paired_bootstrap(
+                    yc, yt, prompts, runs, runs, draws=1000, seed=k, small_runs=mode
+                )
+                cover[j] += res.low <= 0.05 <= res.high
+                width[j] += res.high - res.low
+        cover, width = cover / reps, width / reps
+        print(
+            f"{p:>7} {r:>4} {sd:>6.2f} | {cover[0]:>6.3f} {width[0]:>6.3f} | "
+            f"{cover[1]:>6.3f} {width[1]:>6.3f}"
+        )
+    print(f"   (Monte Carlo SE of a coverage near 0.95: {math.sqrt(0.95 * 0.05 / reps):.3f})\n")
+
+
+def _boundary_size(region: np.ndarray, n: int, margin: float, psi: np.ndarray) -> float:
+    b, c = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    keep = region & (b + c <= n)
+    b, c = b[keep], c[keep]
+    if b.size == 0:
+        return 0.0
+    log_coef = gammaln(n + 1) - gammaln(b + 1) - gammaln(c + 1) - gammaln(n - b - c + 1)
+    p10, p01 = (psi[:, None] + margin) / 2, (psi[:, None] - margin) / 2
+    terms = log_coef + xlogy(b, p10) + xlogy(c, p01) + xlogy(n - b - c, 1 - psi[:, None])
+    return float(np.exp(terms).sum(axis=1).max())
+
+
+def tost_exact_table() -> None:
+    print("6b. binary paired TOST at alpha 0.05: worst exact type I error on the margin")
+    print("    boundary (enumeration over the trinomial, 2001 discordance rates), n = 10..60")
+    print(f"{'margin':>6} | {'Tango z':>8} {'(n)':>4} {'> alpha':>7} | {'exact':>6}")
+    z = sps.norm.ppf(0.95)
+    for margin in (0.05, 0.1, 0.2):
+        psi = np.linspace(margin, 1, 2001)
+        tango, exact = [], []
+        for n in range(10, 61):
+            zg = _tango_z_grid(n, margin)
+            tango.append(_boundary_size((zg <= -z) & (zg.T <= -z), n, margin, psi))
+            exact.append(_boundary_size(exact_equivalence_region(n, margin), n, margin, psi))
+        worst = int(np.argmax(tango))
+        over = sum(t > 0.05 for t in tango)
+        print(
+            f"{margin:>6.2f} | {max(tango):>8.4f} {worst + 10:>4} {over:>4}/51 | {max(exact):>6.4f}"
+        )
+    print()
+
+
+def mcnemar_size_table() -> None:
+    print("6c. sample size for the exact McNemar test, alpha 0.05 two-sided, power 0.80")
+    print(
+        f"{'p01':>5} {'p10':>5} | {'Connor n':>8} {'exact power':>11} | {'exact n':>7} {'power':>6}"
+    )
+    for p01, p10 in [(0.45, 0.05), (0.10, 0.18), (0.05, 0.15), (0.10, 0.20), (0.20, 0.30)]:
+        nc = int(ps.mcnemar_sample_size(p01, p10))
+        ne = int(ps.mcnemar_exact_sample_size(p01, p10))
+        print(
+            f"{p01:>5.2f} {p10:>5.2f} | {nc:>8} {ps.mcnemar_exact_power(nc, p01, p10):>11.4f} | "
+            f"{ne:>7} {ps.mcnemar_exact_power(ne, p01, p10):>6.4f}"
+        )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="prereg.stats calibration")
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="fewer designs and horizons")
+    parser.add_argument("--issue14", action="store_true", help="only the issue 14 tables (6)")
     args = parser.parse_args()
     start = time.perf_counter()
+    if args.issue14:
+        small_runs_table(args.reps)
+        tost_exact_table()
+        mcnemar_size_table()
+        print(f"total {time.perf_counter() - start:.1f} s")
+        return
     mcnemar_table()
     monitor_table(args.quick)
     bootstrap_table(args.reps, args.quick)
     tost_table(args.reps)
     fdr_table(args.reps)
+    small_runs_table(args.reps)
+    tost_exact_table()
+    mcnemar_size_table()
     print(f"total {time.perf_counter() - start:.1f} s")
 
 

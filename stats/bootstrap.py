@@ -8,6 +8,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._scipy import stats as sps
 from prereg.stats._validate import probability, vector
 from prereg.stats.results import BootstrapResult
 
@@ -186,6 +187,7 @@ def paired_bootstrap(
     seed: int | None = 0,
     *,
     run_resampling: Literal["corrected", "raw"] = "corrected",
+    small_runs: Literal["t", "none"] = "t",
 ) -> BootstrapResult:
     """Paired prompt-and-run bootstrap of mean(treatment) - mean(control).
 
@@ -228,9 +230,19 @@ def paired_bootstrap(
       effect; see bench/stats_calibration.py).
 
     Without run labels both reduce to the prompt (cluster) bootstrap, which under-covers
-    when runs carry a between-run component. With few runs per arm the between-run
-    variance rests on R - 1 degrees of freedom, and expect coverage a few points below
-    nominal when it dominates (no bootstrap can repair that; plan enough runs).
+    when runs carry a between-run component.
+
+    Few runs (``small_runs="t"``, the default, corrected scheme only): each arm's
+    between-run variance rests on R - 1 degrees of freedom, so a normal-theory spread
+    for its part is too narrow (coverage 0.89 at 3 runs per arm and 0.92 at 5 for a
+    nominal 0.95 with a between-run SD of 5 points). Each arm's resampled run part is
+    multiplied by t_{R-1, q} / z_q, q = (1 + level) / 2 (2.19 at 3 runs, 1.42 at 5, 1.09
+    at 20): the t-type calibration of a variance component estimated on R - 1 degrees
+    of freedom (Satterthwaite 1946; the small-sample t interval for a mean of R run
+    effects), applied to the run part alone so the prompt part, estimated on many
+    prompts, is not widened. bench/stats_calibration.py: coverage 0.95-0.96 at 3 and
+    5 runs per arm with a dominant run component, unchanged without run effects.
+    ``small_runs="none"`` gives the uncorrected draws.
 
     Interval: percentile, (1 -+ level)/2 quantiles of the draws (linear interpolation).
     ``pvalue`` inverts it: 2 min(#{d <= 0} + 1, #{d >= 0} + 1) / (draws + 1), capped at
@@ -276,8 +288,16 @@ def paired_bootstrap(
     rng = np.random.default_rng(seed)
     wc = _counts(rng, draws, n_rc)
     wt = _counts(rng, draws, n_rt)
+    if small_runs not in ("t", "none"):
+        raise ValueError(f"small_runs must be 't' or 'none', got {small_runs!r}")
     if run_resampling == "corrected":
-        out = _prompt_draws(rng, diff_p, draws) + (wt @ et) / n_rt - (wc @ ec) / n_rc
+        q = 0.5 + level / 2.0
+        kc = kt = 1.0
+        if small_runs == "t":
+            z = float(sps.norm.ppf(q))
+            kc = float(sps.t.ppf(q, n_rc - 1)) / z if n_rc > 1 else 1.0
+            kt = float(sps.t.ppf(q, n_rt - 1)) / z if n_rt > 1 else 1.0
+        out = _prompt_draws(rng, diff_p, draws) + kt * (wt @ et) / n_rt - kc * (wc @ ec) / n_rc
     elif bool(np.all(nc == nc[:, :1]) and np.all(nt == nt[:, :1])):
         # every run of an arm has the same rows for a given prompt: the resampled arm
         # mean is (cell sums @ run multiplicities) / (rows of the prompt)

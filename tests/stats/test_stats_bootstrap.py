@@ -132,8 +132,13 @@ def test_corrected_bootstrap_matches_anova_components() -> None:
     assert res.sigma_run_control == pytest.approx(math.sqrt(s2c), rel=1e-8, abs=1e-12)
     assert res.sigma_run_treatment == pytest.approx(math.sqrt(s2t), rel=1e-8, abs=1e-12)
     d = (yt - yc).reshape(p, r).mean(axis=1)
-    expected = float(np.sum((d - d.mean()) ** 2)) / p**2 + s2c / r + s2t / r
+    # the default small-runs calibration multiplies each arm's run part by t_{R-1} / z
+    k = sps.t.ppf(0.975, r - 1) / sps.norm.ppf(0.975)
+    expected = float(np.sum((d - d.mean()) ** 2)) / p**2 + k**2 * (s2c / r + s2t / r)
     assert res.se**2 == pytest.approx(expected, rel=0.05)
+    plain = paired_bootstrap(yc, yt, prompts, runs, runs, draws=20_000, seed=7, small_runs="none")
+    expected = float(np.sum((d - d.mean()) ** 2)) / p**2 + s2c / r + s2t / r
+    assert plain.se**2 == pytest.approx(expected, rel=0.05)
 
 
 def test_corrected_bootstrap_with_missing_cells_uses_least_squares_effects() -> None:

@@ -45,6 +45,7 @@ from prereg.reports.model import (
 )
 from prereg.reports.observations import unit_label
 from prereg.reports.pairs import PairData, build_pairs
+from prereg.reports.pairwise import pairwise_changes
 from prereg.reports.registered import run_test
 from prereg.reports.verdict import final_verdict
 
@@ -312,6 +313,7 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         difference = run_test(
             spec, role="descriptive", field_name="arms", pairs=primary_pairs, seed=seed
         )
+    pairwise = pairwise_changes(reg, lambda spec: pairs.get(reg, spec), seed)
     multiplicity = _family(inputs, contrast_reports, primary_pairs, secondary, prior)
     per_intent = []
     if primary_pairs.n and reg.primary.contrast is None:
@@ -356,6 +358,7 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         secondary=secondary,
         multiplicity=multiplicity,
         contrasts=contrast_reports,
+        pairwise=pairwise,
         per_intent=per_intent,
         per_intent_registered=(
             reg.multiplicity is not None and reg.multiplicity.family == "per-intent"

@@ -155,6 +155,19 @@ class ContrastReport(Model):
     provenance: Provenance
 
 
+class PairwiseChange(Model):
+    """The paired change between two registered arms (descriptive; see reports/pairwise.py)."""
+
+    control: str
+    treatment: str
+    same_configuration: bool = Field(description="the two arms run on one configuration")
+    tasks: int
+    control_rate: float | None
+    treatment_rate: float | None
+    estimate: float | None = Field(description="treatment - control, mean outcome")
+    interval: Interval | None
+
+
 class FamilyMember(Model):
     hypothesis: str
     n: int
@@ -321,6 +334,9 @@ class Report(Model):
     secondary: list[TestReport]
     multiplicity: MultiplicityReport | None
     contrasts: list[ContrastReport] = Field(default_factory=list)
+    pairwise: list[PairwiseChange] = Field(
+        default_factory=list, description="every two plain arms, with three or more (descriptive)"
+    )
     per_intent: list[IntentRow]
     per_intent_registered: bool
     stopping: StoppingReport | None

@@ -32,6 +32,7 @@ from prereg.reports.text import (
     invokerank_tables,
     multiplicity_table,
     num,
+    pairwise_table,
     primary_line,
     pvalue,
 )
@@ -266,6 +267,11 @@ def _secondary(r: Report) -> list[Any]:
 
 def _multiplicity(r: Report) -> list[Any]:
     body: list[Any] = []
+    if r.pairwise:
+        body += [
+            el("h2", "Paired changes between the arms (descriptive)"),
+            table(*pairwise_table(r)),
+        ]
     if r.contrasts:
         body += [el("h2", "Registered contrasts"), table(*contrast_table(r))]
         body += [el("p", f"{c.id}: {c.note}") for c in r.contrasts if c.note]

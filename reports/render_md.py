@@ -32,6 +32,7 @@ from prereg.reports.text import (
     invokerank_tables,
     multiplicity_table,
     num,
+    pairwise_table,
     primary_line,
     pvalue,
 )
@@ -238,8 +239,16 @@ def _contrasts(r: Report) -> list[str]:
     return out
 
 
+def _pairwise(r: Report) -> list[str]:
+    if not r.pairwise:
+        return []
+    out = ["## Paired changes between the arms (descriptive)", ""]
+    out += table(*pairwise_table(r))
+    return [*out, ""]
+
+
 def _multiplicity(r: Report) -> list[str]:
-    out: list[str] = _contrasts(r)
+    out: list[str] = _pairwise(r) + _contrasts(r)
     if r.multiplicity is not None:
         m = r.multiplicity
         out += [

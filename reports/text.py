@@ -324,6 +324,24 @@ def contrast_table(report: Report) -> Table:
     return header, rows
 
 
+def pairwise_table(report: Report) -> Table:
+    """Paired changes between every two plain arms (descriptive)."""
+    header = ["control", "treatment", "configuration", "tasks", "rates", "change", "interval"]
+    rows = [
+        [
+            x.control,
+            x.treatment,
+            "same" if x.same_configuration else "differs",
+            x.tasks,
+            f"{pct(x.control_rate)} → {pct(x.treatment_rate)}",
+            num(x.estimate),
+            interval(x.interval),
+        ]
+        for x in report.pairwise
+    ]
+    return header, rows
+
+
 def multiplicity_table(report: Report) -> Table:
     """The registered family's members, adjusted values and decisions."""
     assert report.multiplicity is not None

@@ -122,3 +122,13 @@ def test_a_two_by_two_factorial_with_an_interaction_and_holm(ws: Path, cli: Any)
     assert [c["reject"] for c in report["contrasts"]] == list(reject)
     markdown = (ws / "reports" / "music-library-factorial" / "report.md").read_text()
     assert "## Registered contrasts" in markdown and "profile-by-cap" in markdown
+
+    # every two cells, paired by task (descriptive), each change recomputed by hand
+    pairwise = {(x["control"], x["treatment"]): x for x in report["pairwise"]}
+    assert len(pairwise) == 6 and not any(x["same_configuration"] for x in pairwise.values())
+    tasks = sorted({t for t, _ in means})
+    for (a, b), change in pairwise.items():
+        by_hand = np.mean([means[(t, b)] - means[(t, a)] for t in tasks])
+        assert change["estimate"] == pytest.approx(by_hand)
+        assert change["tasks"] == len(tasks)
+    assert "## Paired changes between the arms" in markdown

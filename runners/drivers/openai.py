@@ -22,8 +22,9 @@ What is sent (and nothing else):
 - the registration's ``host.params`` verbatim (sampling parameters only when the
   registration allows them).
 
-What is read: the first ``function_call`` (arguments that are not valid JSON are
-a malformed call, never repaired), ``status: incomplete`` with reason
+What is read: the first ``function_call`` (arguments that are not valid JSON, or
+JSON that is not an object, are a malformed call, never repaired, as a non-object
+``input`` is on the Anthropic path), ``status: incomplete`` with reason
 ``max_output_tokens`` as a cut at the cap, the ``model`` string returned, usage
 (``input_tokens`` with ``cached_tokens``, ``output_tokens`` with
 ``reasoning_tokens`` split out).
@@ -310,7 +311,7 @@ def _action(
     status: Any, reason: Any, call: dict[str, Any] | None, text: str
 ) -> tuple[Action, str | None]:
     """The turn's action and its call id: a cut at the cap, a tool call (malformed when
-    its arguments are not JSON), or the final answer; any other incomplete response is
+    its arguments are not a JSON object), or the final answer; any other incomplete response is
     an infrastructure error."""
     if status == "incomplete" and reason == "max_output_tokens":
         return CutAtCap(text=text if call is None else text + str(call.get("arguments", ""))), None
@@ -324,6 +325,9 @@ def _action(
         arguments = json.loads(raw) if isinstance(raw, str) else raw
     except json.JSONDecodeError:
         return Malformed(text=str(raw)), call_id
+    if not isinstance(arguments, dict):  # null, a list, a number, a string: no arguments object
+        text = raw if isinstance(raw, str) else json.dumps(raw, default=str)
+        return Malformed(text=text), call_id
     return ToolCall(name=str(call.get("name")), arguments=arguments, call_id=call_id), call_id
 
 

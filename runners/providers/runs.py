@@ -107,6 +107,8 @@ def estimate_run(
     the top-level figures are their sums (a bound is unknown when any arm's is).
     """
     _, entry, plan, experiment = prepare(ws, registration_id)
+    if batch:  # refused here exactly as ``run --batch`` refuses it (run_batched)
+        check_batchable(plan)
     planned, recorded, pending = _pending(plan, experiment, ws.runs, max_units)
     batch = batch or plan.batch
     configs = plan.arm_configs()

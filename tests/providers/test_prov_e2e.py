@@ -157,8 +157,13 @@ def test_dry_run_sends_and_writes_nothing(ws: Path, cli: Any, fake: FakeProvider
     assert data["per_unit_max"]["output_tokens"] == 1536
     assert data["spend_upper_bound_usd"] == pytest.approx(24 * (16000 * 0.25 + 1536 * 2) / 1e6)
     assert data["price_table"]["origin"] == "packaged" and data["spend_cap_usd"] == 5
-    batch = cli("-w", ws, "run", reg_id, "--dry-run", "--batch", "--json").json()
-    assert batch["spend_upper_bound_usd"] == pytest.approx(data["spend_upper_bound_usd"] / 2)
+    # a multi-turn registration is refused by --dry-run --batch as by run --batch (issue 16)
+    refused = cli("-w", ws, "run", reg_id, "--dry-run", "--batch", "--json")
+    assert refused.code == 2 and "single-turn" in refused.json()["message"]
+    single = register(cli, ws, "openai", turns=1, reg_id="podcast-openai-single")
+    sync = cli("-w", ws, "run", single, "--dry-run", "--json").json()
+    batch = cli("-w", ws, "run", single, "--dry-run", "--batch", "--json").json()
+    assert batch["spend_upper_bound_usd"] == pytest.approx(sync["spend_upper_bound_usd"] / 2)
     human = cli("-w", ws, "run", reg_id, "--dry-run")
     assert "spend upper bound" in human.stdout and "nothing sent" in human.stdout
 

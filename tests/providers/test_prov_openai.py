@@ -168,6 +168,30 @@ def test_malformed_arguments_are_reported_not_repaired(fake: FakeProviders) -> N
     }
 
 
+@pytest.mark.parametrize("arguments", ["null", "[1,2]", "3", '"Lumen Drift"', "true"])
+def test_arguments_that_are_not_an_object_are_malformed(
+    fake: FakeProviders, arguments: str
+) -> None:
+    """As on the Anthropic path (a non-object ``input``): valid JSON is not enough."""
+    fake.script(
+        "openai",
+        Reply(
+            200,
+            openai_response(
+                [openai_call_item("search_tracks", arguments, call_id="call_N")], model=MODEL
+            ),
+        ),
+        Reply(200, openai_text("Sorry.", model=MODEL)),
+    )
+    error = ToolResult(None, True, "error: the tool call could not be parsed")
+    first, second = run(play(driver_module.create(MODEL, {}), episode(), [error]))
+    assert first.action == Malformed(arguments)
+    assert second.action == FinalAnswer("Sorry.")
+    body2 = fake.model_bodies("openai")[1]
+    assert body2["input"][1]["arguments"] == arguments  # sent back as it came
+    assert body2["input"][2]["call_id"] == "call_N"
+
+
 def test_returned_model_differs_from_requested(fake: FakeProviders) -> None:
     fake.script("openai", Reply(200, openai_text("hi", model="gpt-5-mini-2025-08-07")))
     (turn,) = run(play(driver_module.create(MODEL, {}), episode()))

@@ -14,17 +14,18 @@ from typing import Annotated
 import typer
 
 from prereg.commands import analyse_cmds, mcp_cmds, plan_cmds, registry_cmds, run_cmds
+from prereg.commands._common import FlagHelpGroup, RootOptions, use_flag_help
 from prereg.core.errors import PreregError
 from prereg.core.output import dumps, err_console
 from prereg.core.untrusted import display_text
 from prereg.core.version import code_version
-from prereg.core.workspace import Workspace
 
 app = typer.Typer(
     name="prereg",
     help="Pre-registered experiments for tool-using LLM agents: register, run, analyse.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, ...)
+    cls=FlagHelpGroup,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
@@ -44,7 +45,8 @@ def _root(
         typer.Option(
             "--workspace",
             "-w",
-            help="Workspace folder (default: $PREREG_WORKSPACE, else the current directory).",
+            help="Workspace folder (default: $PREREG_WORKSPACE, else the nearest folder "
+            "holding a workspace from the current one upward, as git finds a repository).",
             show_default=False,
         ),
     ] = None,
@@ -55,11 +57,12 @@ def _root(
         ),
     ] = False,
 ) -> None:
-    ctx.obj = Workspace.resolve(workspace)
+    ctx.obj = RootOptions(workspace)  # resolved by each command that needs a workspace
 
 
 for _module in (registry_cmds, run_cmds, analyse_cmds, plan_cmds, mcp_cmds):
     _module.register(app)
+use_flag_help(app)
 
 
 def _is_click_exception(exc: BaseException) -> bool:

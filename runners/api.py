@@ -13,15 +13,16 @@ content whose digest was registered), never the editable workspace files
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.core.workspace import Workspace
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.units import build_offers
 from prereg.registry.verify import verified_entry
-from prereg.runners.exchange import Format, read_records, write_records
+from prereg.runners.exchange import Format, read_records, write_records, write_records_to
 from prereg.runners.importing import plan_import
 from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute
 from prereg.runners.prepare import open_registry, prepare
@@ -75,13 +76,15 @@ def run_registration(
     return summary
 
 
-def check_export_target(ws: Workspace, out: Path, force: bool) -> None:
+def check_export_target(ws: Workspace, out: Path | str, force: bool) -> None:
     """An export never lands in the registry or the run store, nor over a file unasked.
 
     BadInput (exit 2, nothing written): a path inside the workspace's ``registry/`` or
     ``runs/`` (an export there would overwrite the ledger or the store), a folder, or an
-    existing file without ``force``.
+    existing file without ``force``. Nothing to check for ``-`` (standard output).
     """
+    if is_stdout(out):
+        return
     target = Path(out).resolve()
     for protected in (ws.registry, ws.runs):
         root = protected.resolve()
@@ -97,10 +100,27 @@ def check_export_target(ws: Workspace, out: Path, force: bool) -> None:
         raise BadInput(f"{target} exists; use --force to replace it", field="--out")
 
 
+#: ``--out -``: the export goes to standard output.
+STDOUT = "-"
+
+
+def is_stdout(out: Path | str) -> bool:
+    """True for ``-``, which names standard output, not a file."""
+    return str(out) == STDOUT
+
+
 def export_registration(
-    ws: Workspace, registration_id: str, fmt: Format, out: Path, *, force: bool = False
+    ws: Workspace,
+    registration_id: str,
+    fmt: Format,
+    out: Path | str,
+    *,
+    force: bool = False,
+    stdout: BinaryIO | None = None,
 ) -> dict[str, Any]:
     """Write every record of a registration, chain links included, to ``out``.
+
+    ``out`` ``-`` writes them to ``stdout`` (default: the process's standard output).
 
     The target is checked first (:func:`check_export_target`, exit 2), then the
     registration and its run chain are verified (exit 3), and records of another digest
@@ -118,7 +138,13 @@ def export_registration(
             details=foreign[:20],
         )
     records.sort(key=lambda r: r.chain.index if r.chain else -1)
-    n = write_records(records, out, fmt)
+    if is_stdout(out):
+        if stdout is None:
+            sys.stdout.flush()  # text already written goes first
+            stdout = sys.stdout.buffer
+        n = write_records_to(records, stdout, fmt)
+    else:
+        n = write_records(records, Path(out), fmt)
     return {
         "registration_id": registration_id,
         "registration_digest": entry.digest,

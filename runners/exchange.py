@@ -16,7 +16,7 @@ import io
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import ValidationError
 
@@ -127,8 +127,8 @@ def from_row(row: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def write_records(records: Iterable[RunRecord], path: Path, fmt: Format) -> int:
-    """Write records to ``path`` atomically (temporary file, then rename); returns count."""
+def render_records(records: Iterable[RunRecord], fmt: Format) -> tuple[bytes, int]:
+    """The export file's bytes (UTF-8) and the number of records in it."""
     buffer = io.StringIO(newline="")
     n = 0
     if fmt == "jsonl":
@@ -141,7 +141,21 @@ def write_records(records: Iterable[RunRecord], path: Path, fmt: Format) -> int:
         for record in records:
             writer.writerow(to_row(record))
             n += 1
-    write_atomic(Path(path), buffer.getvalue().encode("utf-8"), what="the export")
+    return buffer.getvalue().encode("utf-8"), n
+
+
+def write_records(records: Iterable[RunRecord], path: Path, fmt: Format) -> int:
+    """Write records to ``path`` atomically (temporary file, then rename); returns count."""
+    data, n = render_records(records, fmt)
+    write_atomic(Path(path), data, what="the export")
+    return n
+
+
+def write_records_to(records: Iterable[RunRecord], stream: BinaryIO, fmt: Format) -> int:
+    """Write records to an open binary stream (``--out -``: standard output); returns count."""
+    data, n = render_records(records, fmt)
+    stream.write(data)
+    stream.flush()
     return n
 
 

@@ -2,23 +2,91 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer._click import Context, HelpFormatter, Parameter  # the types typer's classes take
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from prereg.core.workspace import Workspace
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
 
 
+@dataclass(frozen=True)
+class RootOptions:
+    """What the root callback parsed: ``-w/--workspace`` as given (None: not given)."""
+
+    workspace: Path | None = None
+
+
+def _root_option(ctx: typer.Context) -> Path | None:
+    options = ctx.find_root().obj
+    return options.workspace if isinstance(options, RootOptions) else None
+
+
 def workspace(ctx: typer.Context) -> Workspace:
-    """The workspace chosen by the global ``--workspace`` option."""
-    ws = ctx.find_root().obj
-    if not isinstance(ws, Workspace):
-        ws = Workspace.resolve(None)
-    return ws
+    """The workspace of a command that needs one (exit 2 when there is none).
+
+    ``-w`` (else ``PREREG_WORKSPACE``) names it exactly; otherwise it is found upward
+    from the current folder (:meth:`prereg.core.workspace.Workspace.discover`).
+    """
+    return Workspace.discover(_root_option(ctx))
+
+
+def target_root(ctx: typer.Context) -> Path:
+    """The folder ``init`` creates: ``-w``, else ``PREREG_WORKSPACE``, else the current one."""
+    return Workspace.resolve(_root_option(ctx)).root
+
+
+@contextmanager
+def _flags_without_placeholder(params: list[Parameter]) -> Iterator[None]:
+    """While help is drawn, on/off flags show no ``<bool>`` value placeholder.
+
+    typer's rich help prints an option's metavar, else its type (``<bool>`` for a flag,
+    which takes no value); an empty metavar prints nothing. Restored afterwards, so
+    parsing and error messages see the options unchanged.
+    """
+    flags = [p for p in params if isinstance(p, TyperOption) and p.is_flag and p.metavar is None]
+    for flag in flags:
+        flag.metavar = ""
+    try:
+        yield
+    finally:
+        for flag in flags:
+            flag.metavar = None
+
+
+class FlagHelpCommand(TyperCommand):
+    """A command whose help shows flags without a value placeholder."""
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        with _flags_without_placeholder(self.get_params(ctx)):
+            super().format_help(ctx, formatter)
+
+
+class FlagHelpGroup(TyperGroup):
+    """A command group whose help shows flags without a value placeholder."""
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        with _flags_without_placeholder(self.get_params(ctx)):
+            super().format_help(ctx, formatter)
+
+
+def use_flag_help(app: typer.Typer) -> None:
+    """Give every command of ``app`` (and of its sub-apps) :class:`FlagHelpCommand`."""
+    for info in app.registered_commands:
+        if info.cls is None or info.cls is TyperCommand:  # typer's default
+            info.cls = FlagHelpCommand
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            use_flag_help(group.typer_instance)
 
 
 def bundled_sources() -> dict[str, Traversable]:

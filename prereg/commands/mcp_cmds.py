@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from prereg.commands._common import JsonOpt
+from prereg.commands._common import FlagHelpGroup, JsonOpt
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit, err_console
 from prereg.core.untrusted import display, display_text
@@ -26,6 +26,7 @@ app = typer.Typer(
     help="Record MCP servers as snapshots and serve them from a replay server that "
     "refuses every tool call.",
     no_args_is_help=True,
+    cls=FlagHelpGroup,
 )
 
 SNAPSHOT_HELP = """Record a live MCP server's identity and complete tool list into a snapshot.

@@ -500,7 +500,7 @@ def register(app: typer.Typer) -> None:
             seed=seed,
         )
         validate(opts)
-        ws = workspace(ctx)
+        ws = workspace(ctx) if from_runs is not None else None  # only --from-runs reads one
         if as_json:
             plan = build_plan(opts, ws)
         else:

@@ -1,6 +1,15 @@
-"""The rich progress bar of ``prereg run``: units done, successes, spend, rate, ETA."""
+"""The progress of ``prereg run``: units done, successes, spend, rate, ETA.
+
+On a terminal, a rich progress bar. When stderr is not a terminal (a log file, CI, a
+pipe), a bar would be cut to the console's default width and redrawn into the log, so
+plain lines are printed instead: one at the start, then every :data:`PLAIN_EVERY_S`
+seconds or each tenth of the units, whichever comes first, and one at the end.
+"""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import (
@@ -13,23 +22,46 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from prereg.core.untrusted import display_text
 from prereg.runners.orchestrate import Progress as ProgressCallbacks
 from prereg.runners.record import RunRecord
+
+#: Seconds between two plain progress lines (at most; each tenth of the units prints too).
+PLAIN_EVERY_S = 5.0
 
 
 class RichProgress(ProgressCallbacks):
     """Draws on stderr so that stdout stays clean for ``--json``."""
 
-    def __init__(self, label: str, console: Console | None = None) -> None:
+    def __init__(
+        self,
+        label: str,
+        console: Console | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.label = label
         self.console = console or Console(stderr=True)
+        self.plain = not self.console.is_terminal
+        self.clock = clock
         self.bar: Progress | None = None
         self.task: TaskID | None = None
         self.successes = 0
         self.done = 0
         self.failed = 0
+        self.total = 0
+        self.spent = 0.0
+        self.started = 0.0
+        self.last_line = 0.0
+        self.last_tenth = 0
 
     def start(self, total: int, already: int) -> None:
+        if self.plain:
+            self.total, self.started = total, self.clock()
+            self.last_line = self.started
+            earlier = f" (+{already} recorded earlier)" if already else ""
+            self._line(f"{total} unit(s) to run{earlier}")
+            return
         self.bar = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(bar_width=24),
@@ -51,13 +83,17 @@ class RichProgress(ProgressCallbacks):
         )
 
     def advance(self, record: RunRecord, spent: float) -> None:
-        if self.bar is None or self.task is None:
-            return
         if record.status == "ok":
             self.done += 1
             self.successes += bool(record.success)
         else:
             self.failed += 1
+        self.spent = spent
+        if self.plain:
+            self._maybe_line()
+            return
+        if self.bar is None or self.task is None:
+            return
         task = self.bar.tasks[0]
         elapsed = task.elapsed or 0.0
         rate = f"{(self.done + self.failed) / elapsed:.1f}" if elapsed > 0 else "-"
@@ -72,5 +108,38 @@ class RichProgress(ProgressCallbacks):
         )
 
     def stop(self) -> None:
+        if self.plain:
+            if self.total:
+                self._line(f"done, {self._status()}")
+            return
         if self.bar is not None:
             self.bar.stop()
+
+    # -- plain lines, when stderr is not a terminal -------------------------------------
+
+    def _status(self) -> str:
+        """E.g. ``168/224 units, 150 succeeded, 12 infra, $0.00, 3.1/s, 54s``."""
+        finished = self.done + self.failed
+        elapsed = self.clock() - self.started
+        rate = f"{finished / elapsed:.1f}/s" if elapsed > 0 else "-/s"
+        return (
+            f"{finished}/{self.total} units, {self.successes} succeeded, "
+            f"{self.failed} infra, ${self.spent:.2f}, {rate}, {elapsed:.0f}s"
+        )
+
+    def _maybe_line(self) -> None:
+        now = self.clock()
+        tenth = (self.done + self.failed) * 10 // self.total if self.total else 0
+        if tenth > self.last_tenth or now - self.last_line >= PLAIN_EVERY_S:
+            self.last_tenth = max(tenth, self.last_tenth)
+            if (self.done + self.failed) < self.total:  # the last one is stop()'s
+                self._line(self._status())
+
+    def _line(self, text: str) -> None:
+        self.last_line = self.clock()
+        self.console.print(
+            f"{display_text(self.label, 120)}: {text}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )

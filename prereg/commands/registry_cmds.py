@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from prereg.commands._common import JsonOpt, bundled_sources, workspace
+from prereg.commands._common import JsonOpt, bundled_sources, target_root, workspace
 from prereg.core.errors import IntegrityError
-from prereg.core.output import console, emit, print_json
+from prereg.core.output import console, emit, print_json, short_digests
 from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace
 from prereg.core.workspace import init_workspace as create_workspace
@@ -86,7 +86,7 @@ def init_cmd(
     drafts (one exploratory, one confirmatory, both on hosts needing no API key) into
     drafts/. Existing files are left untouched.
     """
-    root = directory if directory is not None else workspace(ctx).root
+    root = directory if directory is not None else target_root(ctx)
     result = init_workspace(Path(root))
 
     def human() -> None:
@@ -191,34 +191,85 @@ def verify_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         raise typer.Exit(IntegrityError.exit_code)
 
 
+#: ``prereg list`` columns, and the order in which they give way on a narrow terminal
+#: (id, digest and status always stay; id and digest are never cut).
+LIST_COLUMNS = ("id", "kind", "experiment", "split", "digest", "registered", "status")
+LIST_DROPPED_FIRST = ("registered", "experiment", "split", "kind")
+
+
+def _list_rows(entries: list[Entry]) -> list[dict[str, str]]:
+    short = short_digests(e.digest for e in entries)
+    rows = []
+    for e in entries:
+        status = []
+        if not e.runnable:
+            status.append("not runnable")
+        if e.superseded_by:
+            status.append(f"superseded by {e.superseded_by}")
+        if e.claims:
+            status.append("claimed locked split")
+        rows.append(
+            {
+                "id": e.id,
+                "kind": e.registration.kind,
+                "experiment": e.experiment,
+                "split": e.registration.split,
+                "digest": short[e.digest],
+                "registered": e.registered_at[:16].replace("T", " "),
+                "status": ", ".join(status),
+            }
+        )
+    return rows
+
+
+def _list_columns(rows: list[dict[str, str]], width: int) -> list[str]:
+    """The columns that fit ``width`` (a table adds 3 characters a column, plus 1)."""
+    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in LIST_COLUMNS}
+    widths["status"] = min(widths["status"], 14)  # folds onto more lines
+    columns = list(LIST_COLUMNS)
+    for dropped in LIST_DROPPED_FIRST:
+        if sum(widths[c] for c in columns) + 3 * len(columns) + 1 <= width:
+            break
+        columns.remove(dropped)
+    return columns
+
+
+def _print_list(entries: list[Entry]) -> None:
+    """A table as wide as the terminal allows: full ids, digests abbreviated like git's."""
+    if not entries:
+        console.print("no registrations yet")
+        return
+    rows = _list_rows(entries)
+    columns = _list_columns(rows, console.width)
+    needed = sum(max(len(c), *(len(r[c]) for r in rows)) + 3 for c in ("id", "digest")) + 1
+    if needed + 8 > console.width:  # too narrow for a table: the id, then the rest
+        for row in rows:
+            console.print(display(row["id"], "bold"), soft_wrap=True)
+            rest = "  ".join(row[c] for c in ("digest", "kind", "status") if row[c])
+            console.print(display(f"  {rest}"), soft_wrap=True)
+        return
+    table = Table()
+    for column in columns:
+        if column in ("id", "digest"):
+            table.add_column(column, no_wrap=True, min_width=max(len(r[column]) for r in rows))
+        else:
+            table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(display(row[c]) for c in columns))
+    console.print(table)
+
+
 def list_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List registrations in ledger order."""
+    """List registrations in ledger order.
+
+    Ids are shown whole; digests are abbreviated like git's (the shortest prefix no
+    other listed digest shares, at least 12 hex characters; --json gives them whole).
+    On a narrow terminal the less needed columns are left out.
+    """
     ws = workspace(ctx)
     entries = Registry(ws.registry).entries()
     data = {"registrations": [_entry_json(ws, e) for e in entries]}
-
-    def human() -> None:
-        table = Table("id", "kind", "experiment", "split", "digest", "registered", "status")
-        for e in entries:
-            status = []
-            if not e.runnable:
-                status.append("not runnable")
-            if e.superseded_by:
-                status.append(f"superseded by {e.superseded_by}")
-            if e.claims:
-                status.append("claimed locked split")
-            table.add_row(
-                display(e.id),
-                display(e.registration.kind),
-                display(e.experiment),
-                display(e.registration.split),
-                display(e.digest[:19] + "…"),
-                display(e.registered_at[:19]),
-                display(", ".join(status)),
-            )
-        console.print(table if entries else "no registrations yet")
-
-    emit(data, as_json, human)
+    emit(data, as_json, lambda: _print_list(entries))
 
 
 def show_cmd(

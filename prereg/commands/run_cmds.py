@@ -11,23 +11,25 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from prereg.commands._common import JsonOpt, workspace
+from prereg.commands._common import FlagHelpGroup, JsonOpt, workspace
 from prereg.commands.progress import RichProgress
 from prereg.core.errors import BadInput
-from prereg.core.output import console, emit
+from prereg.core.output import console, emit, err_console
 from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.splits import describe_splits
-from prereg.runners.api import export_registration, import_file, run_registration
+from prereg.runners.api import export_registration, import_file, is_stdout, run_registration
 from prereg.runners.providers.batch import BatchStatus
 from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.providers.runs import estimate_run
 from prereg.runners.providers.summary import provider_run
 
 split_app = typer.Typer(
-    help="Splits of an experiment (dev / validation / test).", no_args_is_help=True
+    help="Splits of an experiment (dev / validation / test).",
+    no_args_is_help=True,
+    cls=FlagHelpGroup,
 )
 
 
@@ -129,7 +131,9 @@ def run(
 def export(
     ctx: typer.Context,
     registration_id: Annotated[str, typer.Argument(metavar="ID")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="File to write.")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="File to write; - writes to standard output.")
+    ],
     fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl or csv.")] = "jsonl",
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
     as_json: JsonOpt = False,
@@ -137,19 +141,21 @@ def export(
     """Export a registration's run records (one per line / row), hash-chain links included.
 
     Refuses (exit 2) a target inside the workspace's registry/ or runs/, a folder, and an
-    existing file unless --force.
+    existing file unless --force. --out - writes the records to standard output (the
+    summary line goes to stderr; --json is refused there, stdout holding the records).
     """
     if fmt not in ("jsonl", "csv"):
         raise BadInput(f"unknown format '{fmt}' (use jsonl or csv)", field="format")
     chosen: Literal["jsonl", "csv"] = "jsonl" if fmt == "jsonl" else "csv"
+    to_stdout = is_stdout(out)
+    if to_stdout and as_json:
+        raise BadInput(
+            "--json cannot go with --out -: standard output carries the records", field="--json"
+        )
     result = export_registration(workspace(ctx), registration_id, chosen, out, force=force)
-    emit(
-        result,
-        as_json,
-        lambda: console.print(
-            display(f"wrote {result['records']} record(s) of {registration_id} to {out} ({fmt})")
-        ),
-    )
+    where = "standard output" if to_stdout else str(out)
+    line = display(f"wrote {result['records']} record(s) of {registration_id} to {where} ({fmt})")
+    emit(result, as_json, lambda: (err_console if to_stdout else console).print(line))
 
 
 def import_(

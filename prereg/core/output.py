@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import date, datetime
 from pathlib import Path
@@ -82,3 +82,26 @@ def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> N
         human()
     else:
         print_json(data)
+
+
+def short_digests(digests: Iterable[str], minimum: int = 12) -> dict[str, str]:
+    """Each digest abbreviated as git abbreviates commits: ``sha256:`` and the shortest
+    prefix of its hex that no other digest of ``digests`` shares, at least ``minimum``
+    hex characters. Maps each full digest to its abbreviation (for people; ``--json``
+    keeps the full digests)."""
+    full = sorted(set(digests))
+    out: dict[str, str] = {}
+    for i, digest in enumerate(full):
+        algo, sep, hexpart = digest.rpartition(":")
+        length = minimum
+        for neighbour in (full[i - 1] if i else None, full[i + 1] if i + 1 < len(full) else None):
+            if neighbour is None:
+                continue
+            other = neighbour.rpartition(":")[2]
+            common = next(
+                (k for k, (a, b) in enumerate(zip(hexpart, other, strict=False)) if a != b),
+                min(len(hexpart), len(other)),
+            )
+            length = max(length, common + 1)
+        out[digest] = f"{algo}{sep}{hexpart[:length]}"
+    return out

@@ -13,6 +13,18 @@ from prereg.core.errors import BadInput
 
 SUBDIRS = ("experiments", "registry", "runs", "reports", "drafts")
 
+#: What marks a folder as a workspace: the two folders that hold its evidence (every
+#: workspace ``prereg init`` made has them; a source checkout of prereg has no runs/).
+MARKERS = ("registry/", "runs/")
+
+
+def is_workspace(folder: Path) -> bool:
+    """True when ``folder`` holds a workspace's ``registry/`` and ``runs/`` folders."""
+    try:
+        return all((folder / marker.rstrip("/")).is_dir() for marker in MARKERS)
+    except OSError:  # unreadable, a symlink loop
+        return False
+
 
 @dataclass(frozen=True)
 class Workspace:
@@ -25,6 +37,38 @@ class Workspace:
             return cls(Path(option).resolve())
         env = os.environ.get("PREREG_WORKSPACE")
         return cls(Path(env).resolve() if env else Path.cwd().resolve())
+
+    @classmethod
+    def discover(cls, option: Path | None, start: Path | None = None) -> Workspace:
+        """The workspace a command works in; BadInput (exit 2) when there is none.
+
+        ``--workspace`` (else ``PREREG_WORKSPACE``) names the folder exactly: it must
+        exist and be a workspace (:func:`is_workspace`). Without either, the nearest
+        folder holding a workspace from ``start`` (the current directory) upward is
+        used, as git finds its repository.
+        """
+        env = os.environ.get("PREREG_WORKSPACE")
+        named, source = (option, "--workspace") if option is not None else (env, "PREREG_WORKSPACE")
+        if named:
+            root = Path(named).expanduser().resolve()
+            if not root.exists():
+                raise BadInput(f"the workspace folder {root} does not exist", field=source)
+            if not is_workspace(root):
+                raise BadInput(
+                    f"{root} is not a prereg workspace (no {' and '.join(MARKERS)} "
+                    f"folders); create one with `prereg init {root}`",
+                    field=source,
+                )
+            return cls(root)
+        here = (start or Path.cwd()).resolve()
+        for folder in (here, *here.parents):
+            if is_workspace(folder):
+                return cls(folder)
+        raise BadInput(
+            f"not inside a prereg workspace (no folder from {here} upward holds "
+            f"{' and '.join(MARKERS)}): pass -w FOLDER, or create one with `prereg init`",
+            field="--workspace",
+        )
 
     @property
     def experiments(self) -> Path:

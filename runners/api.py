@@ -13,11 +13,12 @@ content whose digest was registered), never the editable workspace files
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from prereg.core.errors import BadInput, IntegrityError
+from prereg.core.errors import BadInput, IntegrityError, WriteFailure
 from prereg.core.workspace import Workspace
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.units import build_offers
@@ -27,7 +28,7 @@ from prereg.runners.importing import plan_import
 from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute
 from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_drivers
-from prereg.runners.store import RunStore
+from prereg.runners.store import RunStore, store_path, writable
 from prereg.runners.verify_runs import anchor_runs, verified_records
 
 
@@ -47,6 +48,8 @@ def run_registration(
     if max_units is not None and max_units < 0:
         raise BadInput("--max-units must be >= 0", field="max-units")
     registry, entry, plan, experiment = prepare(ws, registration_id)
+    check_store_writable(ws)  # before any unit runs: a paid call whose record
+    # cannot be written is lost
     if driver is None:
         try:
             driver = create_run_drivers(plan, ws)
@@ -74,6 +77,21 @@ def run_registration(
         store.close()
     anchor_runs(ws.runs, registry, entry)
     return summary
+
+
+def check_store_writable(ws: Workspace) -> None:
+    """WriteFailure (exit 1, nothing run) when this process cannot write the run store."""
+    path = store_path(ws.runs)
+    if path.exists():
+        target, ok = path, writable(path)
+    else:
+        target, ok = path.parent, not path.parent.exists() or os.access(path.parent, os.W_OK)
+    if not ok:
+        raise WriteFailure(
+            f"cannot write run records: {target} is read-only for this process; nothing "
+            "was run (make it writable, then run again)",
+            file=str(target),
+        )
 
 
 def check_export_target(ws: Workspace, out: Path | str, force: bool) -> None:

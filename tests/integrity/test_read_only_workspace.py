@@ -33,7 +33,8 @@ import pytest
 from prereg.cli import main
 from prereg.runners import store as store_module
 from prereg.runners.store import RunStore
-from tests.integrity.tamper_tools import PILOT_ID, copy_workspace, db_path
+from tests.conftest import tree_digest
+from tests.integrity.tamper_tools import OTHER_ID, PILOT_ID, copy_workspace, db_path
 
 Outcome = tuple[int, dict[str, Any] | None, str]
 
@@ -308,3 +309,25 @@ def test_a_read_only_workspace_with_a_merged_or_unmerged_log(
     (refused,) = read_only_commands(["-w", "{ws}", "verify", "--json"], prepare=without_shm)
     assert refused[0] == 1, refused
     assert refused[1] is not None and "runs.sqlite-wal" in refused[1]["message"]
+
+
+def test_run_refuses_before_any_unit_when_it_cannot_write_the_store(
+    ran_template: Path, tmp_path: Path, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No unit runs (no paid call is lost) when no record could be written."""
+    ws = copy_workspace(ran_template, tmp_path / "ws")
+    runs = ws / "runs"
+    real = os.access
+
+    def denied(path: Any, mode: int, *args: Any, **kwargs: Any) -> bool:
+        if mode & os.W_OK and Path(path).resolve().is_relative_to(runs.resolve()):
+            return False
+        return real(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(store_module.os, "access", denied)
+    before = tree_digest(runs)
+    result = cli("-w", ws, "run", OTHER_ID, "--json")
+    assert result.code == 1, result.stdout
+    assert result.json()["error"] == "WriteFailure"
+    assert "nothing was run" in result.json()["message"]
+    assert tree_digest(runs) == before

@@ -104,6 +104,19 @@ def same_origin(url: str, base: str) -> bool:
     return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
 
 
+def provider_id(value: object, what: str) -> str:
+    """An identifier the provider returned, kept verbatim: a batch is fetched by it later,
+    so it cannot be redacted. One that carries a credential (redaction would change it)
+    is refused instead (InfraError), before it is stored or printed."""
+    text = str(value)
+    if redact(text) != text:
+        raise InfraError(
+            f"the provider returned a {what} that contains a credential; refused, nothing "
+            "stored (a hostile or misconfigured endpoint?)"
+        )
+    return text
+
+
 class AnthropicBatches:
     def __init__(self, driver: ModelDriver) -> None:
         self.driver = driver
@@ -114,7 +127,7 @@ class AnthropicBatches:
         batch = await _retrying(
             self.driver, "create", lambda: client.messages.batches.create(requests=payload)
         )
-        return str(batch.id), None
+        return provider_id(batch.id, "batch id"), None
 
     async def status(self, batch_id: str) -> BatchStatus:
         client = self.driver._client_for_loop()
@@ -199,7 +212,7 @@ class OpenAIBatches:
                 input_file_id=uploaded.id, endpoint=self.endpoint, completion_window="24h"
             ),
         )
-        return str(batch.id), str(uploaded.id)
+        return provider_id(batch.id, "batch id"), provider_id(uploaded.id, "file id")
 
     async def status(self, batch_id: str) -> BatchStatus:
         client = self.driver._client_for_loop()

@@ -340,6 +340,8 @@ class FakeProviders:
         self.files: dict[str, bytes] = {}
         #: custom ids whose batch request errors (both providers)
         self.batch_errors: set[str] = set()
+        #: a hostile endpoint's batch ids (None: the provider's usual prefix)
+        self.batch_id_prefix: str | None = None
         #: override the origin of Anthropic results_url (to test the same-origin check)
         self.results_origin: str | None = None
         self._limited: set[str] = set()
@@ -508,7 +510,7 @@ class FakeProviders:
     def _anthropic_batches(self, method: str, path: str, body: Any) -> Reply:
         parts = path.strip("/").split("/")  # v1 messages batches [id] [results]
         if method == "POST" and len(parts) == 3:
-            batch_id = f"msgbatch_{next(_ids):04d}"
+            batch_id = f"{self.batch_id_prefix or 'msgbatch_'}{next(_ids):04d}"
             self.anthropic_batches[batch_id] = {
                 "id": batch_id,
                 "requests": body["requests"],
@@ -640,7 +642,7 @@ class FakeProviders:
         if method == "POST" and len(parts) == 2:
             content = self.files[body["input_file_id"]].decode()
             lines = [json.loads(line) for line in content.splitlines() if line.strip()]
-            batch_id = f"batch_{next(_ids):04d}"
+            batch_id = f"{self.batch_id_prefix or 'batch_'}{next(_ids):04d}"
             self.openai_batches[batch_id] = {
                 "id": batch_id,
                 "lines": lines,

@@ -123,3 +123,17 @@ def test_prereg_run_stores_no_key_from_an_exception_that_is_not_the_sdks(
     assert failed.trace[-1].kind == "error" and REDACTED in (failed.trace[-1].text or "")
     human = cli("-w", ws, "run", reg_id, "--max-units", "1")
     assert_no_key_anywhere(ws, result.stdout, result.stderr, human.stdout, human.stderr)
+
+
+@pytest.mark.parametrize("driver", ["anthropic", "openai"])
+def test_a_batch_id_carrying_the_key_is_refused_and_never_stored(
+    ws: Path, cli: Any, fake: FakeProviders, driver: str
+) -> None:
+    """A batch id is kept verbatim (the batch is fetched by it), so one that echoes the key
+    cannot be redacted: it is refused before it is stored or printed."""
+    fake.batch_id_prefix = (ANTHROPIC_KEY if driver == "anthropic" else OPENAI_KEY) + "_"
+    reg_id = register(cli, ws, driver, turns=1)
+    result = cli("-w", ws, "run", reg_id, "--batch", "--json")
+    assert result.code == 1, result.stdout
+    assert "contains a credential" in result.stdout + result.stderr
+    assert_no_key_anywhere(ws, result.stdout, result.stderr)

@@ -28,6 +28,7 @@ import numpy as np
 
 from prereg import stats
 from prereg.registry.schema import Contrast, Registration, TestSpec
+from prereg.reports.family import adjust
 from prereg.reports.model import (
     ContrastReport,
     FamilyMember,
@@ -160,25 +161,33 @@ def _weights_of(reg: Registration, contrast: Contrast) -> dict[str, float]:
     return {arm: weights[arm] for arm in order if arm in weights}
 
 
-def contrast_report(inputs: ContrastInputs, contrast: Contrast) -> ContrastReport:
-    """One registered contrast, computed as registered (see the module docstring)."""
-    reg = inputs.reg
-    weights = _weights_of(reg, contrast)
-    outcome = contrast.outcome or reg.outcome
+def _evaluate(
+    inputs: ContrastInputs, contrast: Contrast, spec: TestSpec | Contrast, outcome: str
+) -> tuple[dict[str, float], CellMeans, _Computed]:
+    """The contrast's weights, its cell means and its test as ``spec`` registers it (the
+    contrast itself, or a primary or secondary test that names it)."""
+    weights = _weights_of(inputs.reg, contrast)
     means = cell_means(inputs.observations, list(weights), outcome, inputs.task_order)
-    labels = unit_labels(contrast.unit, means.tasks, inputs.tasks)
     done = _compute(
         means,
         list(weights.values()),
-        test=contrast.test,
-        sides=contrast.sides,
-        alpha=contrast.alpha,
-        unit=contrast.unit,
-        labels=labels,
-        draws=contrast.draws,
-        level=contrast.level,
+        test=spec.test,
+        sides=spec.sides,
+        alpha=spec.alpha,
+        unit=spec.unit,
+        labels=unit_labels(spec.unit, means.tasks, inputs.tasks),
+        draws=spec.draws,
+        level=spec.level,
         seed=inputs.seed,
     )
+    return weights, means, done
+
+
+def contrast_report(inputs: ContrastInputs, contrast: Contrast) -> ContrastReport:
+    """One registered contrast, computed as registered (see the module docstring)."""
+    reg = inputs.reg
+    outcome = contrast.outcome or reg.outcome
+    weights, means, done = _evaluate(inputs, contrast, contrast, outcome)
     note = (
         f"{len(means.dropped)} task(s) left out: a weighted cell has no measured run "
         f"({', '.join(means.dropped[:5])})"
@@ -225,22 +234,8 @@ def contrast_test(
     reg = inputs.reg
     assert spec.contrast is not None
     contrast = next(c for c in reg.contrasts if c.id == spec.contrast)
-    weights = _weights_of(reg, contrast)
     outcome = spec.outcome or contrast.outcome or reg.outcome
-    means = cell_means(inputs.observations, list(weights), outcome, inputs.task_order)
-    labels = unit_labels(spec.unit, means.tasks, inputs.tasks)
-    done = _compute(
-        means,
-        list(weights.values()),
-        test=spec.test,
-        sides=spec.sides,
-        alpha=spec.alpha,
-        unit=spec.unit,
-        labels=labels,
-        draws=spec.draws,
-        level=spec.level,
-        seed=inputs.seed,
-    )
+    weights, means, done = _evaluate(inputs, contrast, spec, outcome)
     favoured = {"greater": 1, "less": -1}.get(spec.sides, 0)
     estimate = done.estimate
     direction = 0 if not estimate else (1 if estimate > 0 else -1)
@@ -305,13 +300,7 @@ def family_report(inputs: ContrastInputs, reports: list[ContrastReport]) -> Mult
     method = stats.MULTIPLICITY_METHODS[rule.method]
     pvals = [r.pvalue for r in reports]
     values = [p if p is not None and math.isfinite(p) else 1.0 for p in pvals]
-    result = method.apply(values, rule.q)
-    if result is None:
-        rejects = [p is not None and p <= rule.q for p in pvals]
-        adjusted: list[float | None] = list(pvals)
-    else:
-        rejects = [bool(r) for r in result.reject]
-        adjusted = [float(a) for a in result.adjusted]
+    adjusted, rejects = adjust(method, values, pvals, rule.q)
     for report, adj, rej in zip(reports, adjusted, rejects, strict=True):
         report.adjusted = adj
         report.reject = rej

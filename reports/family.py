@@ -108,6 +108,20 @@ def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float) -> 
     return rows
 
 
+def adjust(
+    method: stats.MultiplicityRule,
+    values: Sequence[float],
+    pvals: Sequence[float | None],
+    q: float,
+) -> tuple[list[float | None], list[bool]]:
+    """(adjusted values, rejections) of a family by ``method``; for ``none`` (no adjustment)
+    the raw p values, a member rejected when its p is at most ``q``."""
+    result = method.apply(list(values), q)
+    if result is None:
+        return list(pvals), [p is not None and p <= q for p in pvals]
+    return [float(a) for a in result.adjusted], [bool(r) for r in result.reject]
+
+
 def multiplicity_report(
     reg: Registration,
     pairs: PairData,
@@ -170,13 +184,8 @@ def multiplicity_report(
         values = [e if e is not None else 0.0 for e in evals]
     else:
         values = [p if p is not None else 1.0 for p in pvals]
-    result, function = method.apply(values, rule.q), method.function
-    if result is None:
-        rejects = [p is not None and p <= rule.q for p in pvals]
-        adjusted: list[float | None] = list(pvals)
-    else:
-        rejects = [bool(r) for r in result.reject]
-        adjusted = [float(a) for a in result.adjusted]
+    function = method.function
+    adjusted, rejects = adjust(method, values, pvals, rule.q)
     if takes_e and rule.family == "secondary":
         note += "; members without an e-value (e taken as 0) cannot be rejected by e-BH"
     members = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,3 +59,11 @@ def ws(tmp_path: Path, cli: Callable[..., CliResult]) -> Path:
     result = cli("init", root)
     assert result.code == 0, result.stderr
     return root
+
+
+def skip_unless_ci(reason: str) -> None:
+    """Skip on a machine that lacks what the test needs; in CI (``CI`` set, as .ci/run is
+    run) fail instead: CI installs everything, so a missing piece there is a defect."""
+    if os.environ.get("CI"):
+        pytest.fail(f"required in CI: {reason}")
+    pytest.skip(reason)

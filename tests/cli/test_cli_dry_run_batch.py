@@ -9,31 +9,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import tree_digest
-
-DRAFT = """\
-id: {id}
-title: Podcast selection against a provider host
-hypothesis: Descriptive metadata raises selection of the focal integration.
-falsification: McNemar's exact test does not reject at 0.05.
-experiment: podcast-selection
-kind: exploratory
-split: dev
-arms:
-  - {{id: descriptive, surface: focal}}
-  - {{id: neutral, surface: focal-neutral}}
-host: {{driver: {driver}{model}}}
-budgets: {{completion_cap: 256, episode_tokens: 8000, call_limit: 4, turn_limit: {turns}}}
-design: {{repeats: 1, rotations: 1, seed: 3}}
-outcome: success
-primary: {{test: mcnemar_exact, alpha: 0.05, sides: two-sided}}
-"""
+from tests.providers.test_prov_e2e import DRAFT  # the provider draft, any host
 
 
 @pytest.mark.parametrize(
     ("driver", "model", "turns", "needle"),
     [
-        ("openai", ", model: gpt-5-mini", 6, "single-turn"),
-        ("local", "", 1, "anthropic or openai host"),
+        ("openai", "gpt-5-mini", 6, "single-turn"),
+        ("local", "local-default", 1, "anthropic or openai host"),
     ],
 )
 def test_dry_run_batch_refuses_like_run_batch(
@@ -48,7 +31,9 @@ def test_dry_run_batch_refuses_like_run_batch(
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     draft = ws / "drafts" / "batch.yaml"
-    draft.write_text(DRAFT.format(id="batchless", driver=driver, model=model, turns=turns))
+    draft.write_text(
+        DRAFT.format(id="batchless", driver=driver, model=model, turns=turns, host_extra="")
+    )
     registered = cli("-w", ws, "register", draft)
     assert registered.code == 0, registered.stderr
     before = tree_digest(ws)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cli.helpers import script
+from tests.conftest import skip_unless_ci
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,7 @@ def test_root_help_offers_completion(cli: Any) -> None:
 def _completion_run(words: str, cword: int) -> list[str]:
     exe = script()
     if not exe.exists():
-        pytest.skip("the prereg console script is not installed next to the interpreter")
+        skip_unless_ci("the prereg console script is not installed next to the interpreter")
     env = {**os.environ, "_PREREG_COMPLETE": "complete_bash"}
     env.update(COMP_WORDS=words, COMP_CWORD=str(cword))
     done = subprocess.run(
@@ -52,7 +53,7 @@ def _completion_run(words: str, cword: int) -> list[str]:
 def test_show_completion_prints_a_script_and_completion_answers() -> None:
     exe = script()
     if not exe.exists():
-        pytest.skip("the prereg console script is not installed next to the interpreter")
+        skip_unless_ci("the prereg console script is not installed next to the interpreter")
     shown = subprocess.run(
         [str(exe), "--show-completion", "bash"],
         capture_output=True,

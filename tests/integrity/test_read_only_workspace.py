@@ -33,7 +33,7 @@ import pytest
 from prereg.cli import main
 from prereg.runners import store as store_module
 from prereg.runners.store import RunStore
-from tests.conftest import tree_digest
+from tests.conftest import skip_unless_ci, tree_digest
 from tests.integrity.tamper_tools import OTHER_ID, PILOT_ID, copy_workspace, db_path
 
 Outcome = tuple[int, dict[str, Any] | None, str]
@@ -254,7 +254,7 @@ def read_only_commands(small_template: Path) -> Callable[..., list[Outcome]]:
                 ]
             )
             if outcomes is None:
-                pytest.skip("no user that cannot write the workspace (not root, no nobody)")
+                skip_unless_ci("no user that cannot write the workspace (not root, no nobody)")
             assert _listing(ws) == before  # nothing made: no -wal, -shm, .tmp or lock file
             return outcomes
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ from prereg.core.version import code_version
 from prereg.registry.digest import PREFIX, canonical_json, sha256_hex
 
 GENESIS = PREFIX + "0" * 64
+# A reader holds no lock, so it can catch an append half written (the kernel copies a
+# write page by page); it waits this long, this many times, for the line to end.
+PARTIAL_LINE_WAIT = 0.02
+PARTIAL_LINE_RETRIES = 10
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,13 @@ class Ledger:
         if not os.path.lexists(self.path):
             return b""
         try:
-            return self.path.read_bytes()
+            data = self.path.read_bytes()
+            for _ in range(PARTIAL_LINE_RETRIES):
+                if not data or data.endswith(b"\n"):
+                    break
+                time.sleep(PARTIAL_LINE_WAIT)  # an append in progress: let it finish
+                data = self.path.read_bytes()
+            return data  # still no newline: a damaged last line, for the chain check
         except OSError as exc:  # a folder, a broken link or a loop in place of the file
             raise IntegrityError(
                 f"the ledger cannot be read ({exc.strerror or exc}); it should be a file",

@@ -90,6 +90,27 @@ def pending_path(path: Path) -> Path:
     return path.with_name(path.name + PENDING_SUFFIX)
 
 
+def mirror_reads(path: Path) -> tuple[Path, Path, Path]:
+    """The names to try, in order, when reading the mirror at ``path`` without the lock.
+
+    A writer renames pending to final atomically while readers hold no lock, so a
+    reader that finds neither name on one look may have looked between the two: try
+    final, then pending, then final again. The rename can fall between the first two
+    reads but never between the last two, so a mirror that exists is always found.
+    """
+    return (path, pending_path(path), path)
+
+
+def _read_mirror(path: Path) -> bytes:
+    """A mirror's bytes under its final or pending name (FileNotFoundError for neither)."""
+    for candidate in mirror_reads(path):
+        try:
+            return candidate.read_bytes()
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(str(path))
+
+
 def _reader(files: dict[str, bytes]) -> Callable[[str], bytes]:
     """Read resolved experiment files (FileNotFoundError for one not resolved)."""
 
@@ -117,10 +138,8 @@ class Registry:
 
     def _load_frozen(self, reg_id: str) -> dict[str, Any]:
         path = self.frozen_path(reg_id)
-        if not path.exists() and pending_path(path).exists():
-            path = pending_path(path)  # a kill came after the ledger line, before the rename
         try:
-            data: dict[str, Any] = json.loads(path.read_bytes())
+            data: dict[str, Any] = json.loads(_read_mirror(path))
             return data
         except FileNotFoundError:
             raise IntegrityError(

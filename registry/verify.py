@@ -27,7 +27,7 @@ from prereg.registry.registry import (
     Entry,
     Registry,
     frozen_body_digest,
-    pending_path,
+    mirror_reads,
 )
 
 
@@ -139,9 +139,7 @@ def _check_frozen_event(
     referenced: set[str] = set()
     reg_id = str(event.get("id"))
     path = registry.frozen_path(reg_id)
-    if not path.exists() and pending_path(path).is_file():
-        path = pending_path(path)  # a kill after the ledger line; the next write renames it
-    raw = _read_file(path)
+    raw = _read_mirror_file(path)
     if not isinstance(raw, bytes):
         kind, what = ("frozen-deleted", "is missing") if raw is None else ("frozen-unreadable", raw)
         problems.append(
@@ -237,7 +235,7 @@ def _check_frozen(
             documents.append(summary)
     if registry.frozen_dir.is_dir():
         for path in sorted(registry.frozen_dir.glob("*.json")):
-            if path.stem not in seen:
+            if path.stem not in seen and path.stem not in _ids_now(registry):
                 problems.append(
                     Problem(
                         "ledger-truncated",
@@ -249,49 +247,55 @@ def _check_frozen(
     return referenced, documents
 
 
+def _read_mirror_file(path: Path) -> bytes | str | None:
+    """``_read_file`` of a mirror under its final or pending name (a kill after the
+    ledger line, or a writer renaming it right now: see ``mirror_reads``)."""
+    raw: bytes | str | None = None
+    for candidate in mirror_reads(path):
+        raw = _read_file(candidate)
+        if raw is not None:
+            return raw
+    return raw
+
+
+def _ids_now(registry: Registry) -> set[str]:
+    """Registration ids in the ledger as it is now (see ``_seqs_now``)."""
+    events = registry.ledger.events()
+    return {str(e.get("id")) for e in events if e.get("event") == "registration"}
+
+
+def _seqs_now(registry: Registry) -> set[Any]:
+    """Sequence numbers in the ledger as it is now, re-read: a file that looks like it
+    lost its ledger line is first checked against lines appended since the first read
+    (a concurrent ``register`` or claim, with no lock held here)."""
+    return {e.get("seq") for e in registry.ledger.events()}
+
+
 def _check_mirrors(
+    registry: Registry,
     events: list[dict[str, Any]],
     problems: list[Problem],
     event_kind: str,
     folder: Path,
     what: str,
 ) -> None:
-    """Ledger lines of ``event_kind`` against their mirror files in ``folder``."""
+    """Ledger lines of ``event_kind`` against their mirror files in ``folder``.
+
+    Each line's mirror is read by name, final or pending, so a writer renaming it while
+    this reads (no lock is held) is never mistaken for a deletion. The listing only
+    finds what should not be there: entries no line accounts for.
+    """
     mirrored = {e.get("seq"): e for e in events if e.get("event") == event_kind}
-    by_seq: dict[int, tuple[Path, bytes]] = {}
-    unreadable: set[int] = set()
-    lines = {e["_raw"] for e in events}
-    if folder.is_dir():
-        for path in sorted(folder.iterdir()):
-            name = path.name
-            raw = _read_file(path)
-            if name.endswith(PENDING_SUFFIX):
-                final = path.with_name(name.removesuffix(PENDING_SUFFIX))
-                if final.exists() or raw not in lines:
-                    continue  # an interrupted write that never happened: not a mirror
-                name = final.name
-            try:
-                seq = int(name.removesuffix(".json")) if name.endswith(".json") else None
-            except ValueError:
-                seq = None
-            if seq is not None and seq in mirrored and isinstance(raw, str):
-                problems.append(Problem(f"{what}-unreadable", path.name, f"the mirror {raw}"))
-                unreadable.add(seq)  # reported: not "missing" as well
-                continue
-            if seq is None or not isinstance(raw, bytes):
-                problems.append(
-                    Problem(f"{what}-unknown", path.name, f"unexpected entry in {folder.name}/")
-                )
-                continue
-            by_seq[seq] = (path, raw)  # exactly the line, no newline
     for seq, event in mirrored.items():
-        if seq in unreadable:
-            continue
-        if seq not in by_seq:
+        path = folder / f"{seq:06d}.json"
+        raw = _read_mirror_file(path)
+        if raw is None:
             problems.append(
                 Problem(f"{what}-deleted", event["_where"], f"the mirror of this {what} is missing")
             )
-        elif by_seq[seq][1] != event["_raw"]:
+        elif isinstance(raw, str):
+            problems.append(Problem(f"{what}-unreadable", path.name, f"the mirror {raw}"))
+        elif raw != event["_raw"]:  # exactly the line, no newline
             problems.append(
                 Problem(
                     "ledger-edited",
@@ -299,8 +303,33 @@ def _check_mirrors(
                     f"the {what} line differs from its mirror: the line was edited",
                 )
             )
-    for seq, (path, _raw) in by_seq.items():
-        if seq not in mirrored:
+    if folder.is_dir():
+        _check_unaccounted(registry, folder, set(mirrored), problems, what)
+
+
+def _check_unaccounted(
+    registry: Registry, folder: Path, mirrored: set[Any], problems: list[Problem], what: str
+) -> None:
+    """Entries of a mirror folder that no ledger line accounts for.
+
+    Skipped: a write in progress (``write_atomic``'s temporary) and pending files (a
+    pending mirror of a line is read by name above; any other is an interrupted write
+    that never happened). A numbered final with no line is checked against the ledger
+    as it is now, since a concurrent writer may have appended after ``events`` was read.
+    """
+    for path in sorted(folder.iterdir()):
+        name = path.name
+        if name.endswith(PENDING_SUFFIX) or (name.startswith(".") and ".tmp" in name):
+            continue
+        try:
+            seq = int(name.removesuffix(".json")) if name.endswith(".json") else None
+        except ValueError:
+            seq = None
+        if seq is None or not path.is_file():
+            problems.append(
+                Problem(f"{what}-unknown", path.name, f"unexpected entry in {folder.name}/")
+            )
+        elif seq not in mirrored and seq not in _seqs_now(registry):
             problems.append(
                 Problem(
                     "ledger-truncated",
@@ -313,8 +342,8 @@ def _check_mirrors(
 def _check_claims(
     registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
 ) -> None:
-    _check_mirrors(events, problems, "locked-split-claim", registry.claims_dir, "claim")
-    _check_mirrors(events, problems, ANCHOR_EVENT, registry.anchors_dir, "anchor")
+    _check_mirrors(registry, events, problems, "locked-split-claim", registry.claims_dir, "claim")
+    _check_mirrors(registry, events, problems, ANCHOR_EVENT, registry.anchors_dir, "anchor")
 
 
 def _check_objects(registry: Registry, referenced: set[str], problems: list[Problem]) -> int:

@@ -19,13 +19,14 @@ checks that they are the driver's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
+from urllib.parse import urlsplit
 
 #: Runs of different evidence classes are never pooled (DESIGN.md, invariant 8).
 EvidenceClass = Literal["replay", "local", "api"]
-DriverName = Literal["replay", "local", "anthropic", "openai"]
+DriverName = Literal["replay", "local", "anthropic", "openai", "openai-chat"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,10 @@ class DriverSpec:
     #: the ``host.model`` names the driver knows, or None: any name (a provider's model,
     #: or a driver that ignores it)
     models: tuple[str, ...] | None = None
+    #: a provider driver's own check of the params it reads itself (key, why), or None
+    params_check: Callable[[Mapping[str, object]], tuple[str, str] | None] | None = None
+    #: the provider has a batch API (``run --batch``)
+    batch_api: bool = False
 
 
 #: The local host's settings (``prereg.runners.drivers.local.LocalParams``), with the
@@ -94,6 +99,43 @@ LOCAL_PARAMS: Mapping[str, ParamRule] = {
     "bm25_k1": ParamRule("number", minimum=0),
     "bm25_b": ParamRule("number", minimum=0, maximum=1),
 }
+
+
+def base_url_problem(value: object) -> str | None:
+    """Why a Chat Completions server's base URL is refused, or None.
+
+    An http(s) URL with a host; no credentials, query or fragment (a URL is recorded and
+    shown, so it may not carry a secret: the key comes from ``OPENAI_API_KEY``).
+    """
+    if not isinstance(value, str) or not value.strip():
+        return f"a base URL is an http(s) URL such as http://localhost:8000/v1 (got {value!r})"
+    try:
+        parts = urlsplit(value.strip())
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        return f"the base URL is not a valid URL (got {value!r})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return (
+            "a base URL is an http(s) URL with a host, such as http://localhost:8000/v1 "
+            f"(got {value!r})"
+        )
+    if parts.username is not None or parts.password is not None:
+        return (
+            "the base URL may not carry credentials (user:password@): it is recorded and "
+            "shown; put the key in OPENAI_API_KEY"
+        )
+    if parts.query or parts.fragment:
+        return "the base URL may not carry a query or a fragment (it is recorded and shown)"
+    return None
+
+
+def _chat_params(params: Mapping[str, object]) -> tuple[str, str] | None:
+    """The openai-chat driver reads ``base_url`` itself (never sent to the server)."""
+    if "base_url" not in params:
+        return None
+    problem = base_url_problem(params["base_url"])
+    return None if problem is None else ("base_url", f"host.params.base_url: {problem}")
+
 
 #: The local host's named profiles (``prereg.runners.drivers.local.PROFILES``, where their
 #: values live): simulated hosts, not models. ``host.model`` may name one, or be absent.
@@ -122,6 +164,7 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
         needs_model=True,
         provider=True,
         summary="the Anthropic Messages API",
+        batch_api=True,
         reserved_params=frozenset(
             {"model", "max_tokens", "messages", "system", "tools", "tool_choice", "stream"}
         ),
@@ -131,6 +174,7 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
         needs_model=True,
         provider=True,
         summary="the OpenAI Responses API",
+        batch_api=True,
         reserved_params=frozenset(
             {
                 "model",
@@ -146,6 +190,30 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
                 "conversation",
             }
         ),
+    ),
+    "openai-chat": DriverSpec(
+        "api",
+        needs_model=True,
+        provider=True,
+        summary="an OpenAI-compatible Chat Completions server (vLLM, SGLang, llama.cpp, "
+        "Ollama, gateways); host.params.base_url or OPENAI_BASE_URL names it",
+        reserved_params=frozenset(
+            {
+                "model",
+                "messages",
+                "tools",
+                "tool_choice",
+                "parallel_tool_calls",
+                "max_tokens",
+                "max_completion_tokens",
+                "functions",
+                "function_call",
+                "n",
+                "stream",
+                "stream_options",
+            }
+        ),
+        params_check=_chat_params,
     ),
 }
 
@@ -163,7 +231,7 @@ def params_problem(driver: DriverName, params: Mapping[str, object]) -> tuple[st
                 f"host.params may not set '{key}': the {driver} driver sets it from the "
                 "registration (model, budgets, tools)"
             )
-        return None
+        return None if spec.params_check is None else spec.params_check(params)
     for key, value in params.items():
         rule = spec.params.get(key)
         if rule is None:

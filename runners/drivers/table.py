@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from prereg.registry.hosts import DRIVERS, DriverName
-from prereg.runners.drivers import anthropic, local, openai, replay
+from prereg.runners.drivers import anthropic, local, openai, openai_chat, replay
 from prereg.runners.drivers.base import Driver, InfraError
 
 
@@ -37,6 +37,7 @@ FACTORIES: Mapping[DriverName, DriverFactory] = {
     "local": local.create,
     "anthropic": anthropic.create,
     "openai": openai.create,
+    "openai-chat": openai_chat.create,
 }
 
 assert set(FACTORIES) == set(DRIVERS), "FACTORIES and registry.hosts.DRIVERS must agree"
@@ -44,7 +45,7 @@ assert set(FACTORIES) == set(DRIVERS), "FACTORIES and registry.hosts.DRIVERS mus
 
 def create_driver(name: str, model: str | None, params: Mapping[str, Any]) -> Driver:
     """Build driver ``name`` from its model and params (no provider options)."""
-    if not name.isidentifier():
+    if not name.replace("-", "_").isidentifier():
         raise ValueError(f"invalid driver name '{name}'")
     for known, factory in FACTORIES.items():
         if known == name:

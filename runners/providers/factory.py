@@ -11,13 +11,15 @@ Every other driver is built by the generic factory, unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput
 from prereg.core.workspace import Workspace
-from prereg.registry.hosts import PROVIDER_DRIVERS
+from prereg.registry.hosts import DRIVERS, PROVIDER_DRIVERS
 from prereg.registry.units import ArmConfig, RunPlan
+from prereg.runners.drivers import openai_chat
 from prereg.runners.drivers.base import Driver, InfraError
 from prereg.runners.drivers.table import FACTORIES, create_driver
 from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key, is_provider
@@ -66,7 +68,7 @@ def create_run_drivers(
         if config.host_key not in built:
             if config.driver in PROVIDER_DRIVERS and spend is None:
                 spend = SpendMeter(plan.budgets.spend_usd, spent_so_far(ws.runs, plan.digest))
-            built[config.host_key] = _build(config, plan, spend, prices, settings)
+            built[config.host_key] = _build(config, plan, spend, prices, settings, for_batch)
         out[arm] = built[config.host_key]
     return out
 
@@ -77,17 +79,19 @@ def _build(
     spend: SpendMeter | None,
     prices: Path | str | None,
     settings: dict[str, Any] | None,
+    for_batch: bool = False,
 ) -> Driver:
     provider = config.driver
     if provider not in PROVIDER_DRIVERS:
         return create_driver(provider, config.model, config.params)
-    if not is_provider(provider):  # credentials.Provider lists every provider driver
-        raise InfraError(f"driver '{provider}' has no provider credentials in this installation")
-    try:
-        api_key(provider)  # fail before anything is written, not once per unit
-    except MissingKey as exc:
-        raise BadInput(str(exc), field=KEY_VARIABLES[provider]) from None
-    chosen = ProviderSettings.from_env(provider, settings or {})
+    if for_batch and not DRIVERS[provider].batch_api:
+        raise BadInput(
+            f"the {provider} driver has no batch API: run without --batch "
+            "(and register host.batch: false)",
+            field="host.batch",
+        )
+    _check_credentials(provider, config.params)  # before anything is written
+    chosen = ProviderSettings.from_env(provider.replace("-", "_"), settings or {})
     if prices is not None:
         chosen = chosen.with_overrides({"prices_path": str(prices)})
     table: PriceTable = load_prices(chosen.prices_path)
@@ -110,3 +114,20 @@ def _build(
         prices=table,
         cache_credit=plan.harness.cache_credit,
     )
+
+
+def _check_credentials(provider: str, params: Mapping[str, Any]) -> None:
+    """What the driver needs to send a request, checked once (BadInput naming the field).
+
+    The Chat Completions driver needs a server (``host.params.base_url`` or
+    ``OPENAI_BASE_URL``) and no key (a local server takes any); the others need their key.
+    """
+    if provider == openai_chat.NAME:
+        openai_chat.resolve_base_url(params)
+        return
+    if not is_provider(provider):  # credentials.Provider lists every keyed provider driver
+        raise InfraError(f"driver '{provider}' has no provider credentials in this installation")
+    try:
+        api_key(provider)
+    except MissingKey as exc:
+        raise BadInput(str(exc), field=KEY_VARIABLES[provider]) from None

@@ -61,7 +61,9 @@ DasGupta (2001).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -95,6 +97,20 @@ __all__ = [
     "invokerank",
     "funnel_lever",
     "false_invoke_rate",
+    "rating_from_beta",
+    "choice_loglik",
+    "fit_choice_logit",
+    "invoke_rating",
+    "InvokeRatingResult",
+    "choice_shares",
+    "ShareResult",
+    "competitor_lever",
+    "TERMINAL_CLASSES",
+    "SPLIT_CLASSES",
+    "terminal_counts",
+    "split_class",
+    "resolution_split",
+    "ResolutionSplit",
 ]
 
 FUNNEL_STAGES: tuple[str, ...] = ("surfaced", "selected", "invoked", "executed", "completed")
@@ -510,3 +526,673 @@ def false_invoke_rate(calls: Any, runs: Any, rho: float, level: float = 0.90) ->
         raise ValueError("no negative runs")
     deff = float(design_effect(n, rho))
     return jeffreys_interval(float(x.sum()), float(n.sum()), level=level, deff=deff)
+
+
+# --- Invoke Rating: conditional logit over first choice (4.2) ---------------------------
+#
+# Readings where the seed is silent (stated here and in docs/invokerank.md):
+#
+# - Choice set: every alternative available to the run (the integrations it listed) plus
+#   the outside option "no tool" at utility 0. A run whose first call went to nothing
+#   listed is the caller's to drop (it cannot be placed in the choice set).
+# - Position term gamma: linear in the listing position (0 = listed first), one
+#   coefficient shared by every alternative. Branded term lambda: an indicator that the
+#   prompt names the alternative. Either term is dropped (and reported null) when it does
+#   not vary within choice sets, where it is not identified.
+# - Partial pooling: intent effects u_jc are deviations from the integration's beta_j
+#   with a Gaussian prior N(0, prior_sd^2), i.e. a ridge penalty sum u^2 / (2 prior_sd^2)
+#   on them only (beta, gamma and lambda are unpenalised). prior_sd is fixed, 1 on the
+#   logit scale by default: the seed gives no value and no rule for estimating it.
+# - Fit: the penalised log-likelihood is maximised by a trust-region Newton method
+#   (scipy's trust-exact, exact gradient and Hessian), the seed's "penalised batch
+#   Newton-Raphson" through a maintained optimiser. Unpenalised, the estimates and their
+#   standard errors (inverse observed information) are statsmodels' ConditionalLogit's.
+# - Boundaries: an alternative never chosen has beta = -inf (its rating is unbounded
+#   below) and is fitted out of the choice sets (its limiting likelihood); when the
+#   outside option is never chosen the ratings are not identified (nan). In a bootstrap
+#   resample the same rules apply, so a percentile bound may be -inf (shown as null).
+# - Interval: percentile intervals of R from a bootstrap over prompts (200 resamples by
+#   default), resampling prompts within intents so that every intent stays represented.
+
+RATING_ORIGIN = 1000.0
+RATING_SCALE = 400.0 / math.log(10.0)
+RATING_RESAMPLES = 200
+
+
+def rating_from_beta(beta: Any) -> Any:
+    """R = 1000 + 400 beta / ln 10: 1000 is "as likely to be chosen as no tool at all"."""
+    return RATING_ORIGIN + RATING_SCALE * np.asarray(beta, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ChoiceDesign:
+    """Choice sets as arrays: run t, alternative a (0 is the outside option), parameter p."""
+
+    x: FloatArray  # (T, A, P) covariates; row a = 0 is all zeros (utility 0)
+    available: NDArray[np.bool_]  # (T, A); column 0 always True
+    chosen: NDArray[np.int64]  # (T,) in 0 .. A-1
+    penalty: FloatArray  # (P,) ridge weights 1 / prior_sd^2 (0: unpenalised)
+
+
+@dataclass(frozen=True)
+class LogitFit:
+    """A (penalised) conditional-logit maximum: estimates, covariance, log-likelihood."""
+
+    params: FloatArray
+    cov: FloatArray
+    loglik: float
+    converged: bool
+
+
+def _choice_probabilities(design: ChoiceDesign, theta: FloatArray) -> FloatArray:
+    utility = np.einsum("tap,p->ta", design.x, theta)
+    utility = np.where(design.available, utility, -np.inf)
+    utility = utility - utility.max(axis=1, keepdims=True)
+    expu = np.exp(utility)
+    out: FloatArray = expu / expu.sum(axis=1, keepdims=True)
+    return out
+
+
+def choice_loglik(design: ChoiceDesign, theta: Any) -> float:
+    """Penalised conditional-logit log-likelihood (the penalty only where weights > 0)."""
+    th = np.asarray(theta, dtype=np.float64)
+    probs = _choice_probabilities(design, th)
+    picked = probs[np.arange(design.chosen.size), design.chosen]
+    return float(np.sum(np.log(picked)) - 0.5 * np.sum(design.penalty * th**2))
+
+
+def _gradient_hessian(design: ChoiceDesign, theta: FloatArray) -> tuple[FloatArray, FloatArray]:
+    probs = _choice_probabilities(design, theta)
+    mean_x = np.einsum("ta,tap->tp", probs, design.x)
+    picked_x = design.x[np.arange(design.chosen.size), design.chosen]
+    grad = (picked_x - mean_x).sum(axis=0) - design.penalty * theta
+    second = np.einsum("ta,tap,taq->pq", probs, design.x, design.x)
+    hess = -(second - mean_x.T @ mean_x) - np.diag(design.penalty)
+    return np.asarray(grad), np.asarray(hess)
+
+
+def fit_choice_logit(design: ChoiceDesign, start: Any = None) -> LogitFit:
+    """Maximise :func:`choice_loglik` by trust-region Newton (scipy ``trust-exact``)."""
+    p = design.x.shape[2]
+    theta0 = np.zeros(p) if start is None else np.asarray(start, dtype=np.float64)
+
+    def negative(theta: FloatArray) -> float:
+        return -choice_loglik(design, theta)
+
+    def jac(theta: FloatArray) -> FloatArray:
+        return -_gradient_hessian(design, theta)[0]
+
+    def hess(theta: FloatArray) -> FloatArray:
+        return -_gradient_hessian(design, theta)[1]
+
+    fit = optimize.minimize(
+        negative, theta0, jac=jac, hess=hess, method="trust-exact", options={"gtol": 1e-9}
+    )
+    theta = np.asarray(fit.x, dtype=np.float64)
+    grad, hessian = _gradient_hessian(design, theta)
+    try:
+        cov = np.asarray(np.linalg.inv(-hessian), dtype=np.float64)
+    except np.linalg.LinAlgError:
+        cov = np.full((p, p), np.nan)
+    # converged when the Newton decrement (the log-likelihood still to gain, to second
+    # order) is negligible; one Newton step then polishes the optimiser's last iterate
+    decrement = float(grad @ cov @ grad) if np.all(np.isfinite(cov)) else math.inf
+    converged = 0.0 <= decrement < 1e-8
+    if converged:
+        theta = theta + cov @ grad
+    return LogitFit(params=theta, cov=cov, loglik=choice_loglik(design, theta), converged=converged)
+
+
+@dataclass(frozen=True)
+class ChoiceRuns:
+    """First choices of runs, validated (see :func:`invoke_rating`)."""
+
+    chosen: NDArray[np.int64]  # (T,) -1: the outside option
+    available: NDArray[np.bool_]  # (T, J)
+    intent: NDArray[np.int64]  # (T,)
+    prompt: NDArray[np.int64]  # (T,)
+    position: FloatArray | None  # (T, J)
+    branded: FloatArray | None  # (T, J)
+
+    def take(self, index: NDArray[np.int64]) -> ChoiceRuns:
+        def sub(a: FloatArray | None) -> FloatArray | None:
+            return None if a is None else a[index]
+
+        return ChoiceRuns(
+            chosen=self.chosen[index],
+            available=self.available[index],
+            intent=self.intent[index],
+            prompt=self.prompt[index],
+            position=sub(self.position),
+            branded=sub(self.branded),
+        )
+
+
+def _choice_runs(
+    chosen: Any, available: Any, intent: Any, prompt: Any, position: Any, branded: Any
+) -> ChoiceRuns:
+    c = np.asarray(chosen, dtype=np.int64).ravel()
+    av = np.asarray(available, dtype=bool)
+    if av.ndim != 2 or av.shape[0] != c.size or c.size == 0:
+        raise ValueError("available must be runs x alternatives, one row per chosen")
+    if np.any(c < -1) or np.any(c >= av.shape[1]):
+        raise ValueError("chosen must be -1 (no tool) or an alternative index")
+    if np.any((c >= 0) & ~av[np.arange(c.size), np.maximum(c, 0)]):
+        raise ValueError("a run chose an alternative that was not available to it")
+    cells = np.zeros(c.size, np.int64) if intent is None else np.asarray(intent, np.int64).ravel()
+    units = np.arange(c.size) if prompt is None else np.asarray(prompt, np.int64).ravel()
+    if cells.size != c.size or units.size != c.size or np.any(cells < 0):
+        raise ValueError("intent and prompt need one non-negative entry per run")
+
+    def matrix(a: Any, name: str) -> FloatArray | None:
+        if a is None:
+            return None
+        m = np.asarray(a, dtype=np.float64)
+        if m.shape != av.shape or not np.all(np.isfinite(m[av])):
+            raise ValueError(f"{name} must be runs x alternatives, finite where available")
+        return np.where(av, m, 0.0)
+
+    return ChoiceRuns(c, av, cells, units, matrix(position, "position"), matrix(branded, "branded"))
+
+
+def _varies(values: FloatArray | None, available: NDArray[np.bool_]) -> bool:
+    """Whether a covariate varies within some choice set (the outside option counts as 0)."""
+    if values is None:
+        return False
+    with_outside = np.concatenate([np.zeros((values.shape[0], 1)), values], axis=1)
+    mask = np.concatenate([np.ones((values.shape[0], 1), bool), available], axis=1)
+    lo = np.where(mask, with_outside, np.inf).min(axis=1)
+    hi = np.where(mask, with_outside, -np.inf).max(axis=1)
+    return bool(np.any(hi > lo))
+
+
+@dataclass(frozen=True)
+class RatingTerms:
+    """Which parameters a fit carries, in order: beta (kept alternatives), u, gamma, lambda."""
+
+    kept: NDArray[np.int64]  # alternatives in the fit (chosen at least once)
+    cells: int  # intent cells with effects (0: none)
+    position: bool
+    branded: bool
+
+
+def _design(runs: ChoiceRuns, terms: RatingTerms, prior_sd: float | None) -> ChoiceDesign:
+    t, k = runs.chosen.size, terms.kept.size
+    cols = k + k * terms.cells + int(terms.position) + int(terms.branded)
+    x = np.zeros((t, k + 1, cols))
+    x[:, 1:, :k] = np.eye(k)[None, :, :]
+    if terms.cells:
+        for j in range(k):
+            x[np.arange(t), 1 + j, k + j * terms.cells + runs.intent] = 1.0
+    col = k + k * terms.cells
+    if terms.position and runs.position is not None:
+        x[:, 1:, col] = runs.position[:, terms.kept]
+        col += 1
+    if terms.branded and runs.branded is not None:
+        x[:, 1:, col] = runs.branded[:, terms.kept]
+    available = np.concatenate([np.ones((t, 1), bool), runs.available[:, terms.kept]], axis=1)
+    lookup = np.full(runs.available.shape[1] + 1, 0, np.int64)
+    lookup[1 + terms.kept] = np.arange(1, k + 1)
+    penalty = np.zeros(cols)
+    if terms.cells and prior_sd is not None and math.isfinite(prior_sd):
+        penalty[k : k + k * terms.cells] = 1.0 / prior_sd**2
+    return ChoiceDesign(x=x, available=available, chosen=lookup[runs.chosen + 1], penalty=penalty)
+
+
+def _terms(runs: ChoiceRuns, prior_sd: float | None) -> RatingTerms:
+    counts = np.bincount(runs.chosen + 1, minlength=runs.available.shape[1] + 1)
+    kept = np.flatnonzero(counts[1:] > 0).astype(np.int64)
+    cells = int(runs.intent.max()) + 1
+    return RatingTerms(
+        kept=kept,
+        cells=cells if prior_sd is not None and cells > 1 else 0,
+        position=_varies(runs.position, runs.available),
+        branded=_varies(runs.branded, runs.available),
+    )
+
+
+def _betas(runs: ChoiceRuns, prior_sd: float | None, start: Any = None) -> FloatArray:
+    """beta per alternative for one (re)sample: -inf never chosen, nan not identified."""
+    j = runs.available.shape[1]
+    out = np.full(j, -np.inf)
+    if not np.any(runs.chosen == -1):
+        return np.full(j, np.nan)
+    terms = _terms(runs, prior_sd)
+    if terms.kept.size == 0:
+        return out
+    fit = fit_choice_logit(_design(runs, terms, prior_sd), start)
+    out[terms.kept] = fit.params[: terms.kept.size] if fit.converged else np.nan
+    return out
+
+
+@dataclass(frozen=True)
+class InvokeRatingResult:
+    """Invoke Rating per alternative (4.2): beta, R = 1000 + 400 beta / ln 10, intervals."""
+
+    beta: FloatArray  # (J,) -inf: never chosen; nan: not identified
+    se: FloatArray  # (J,) inverse observed information (penalised)
+    rating: FloatArray  # (J,)
+    rating_low: dict[float, FloatArray]  # prompt-bootstrap percentile bounds per level
+    rating_high: dict[float, FloatArray]
+    position: float | None  # gamma per listing position (None: not identified)
+    position_se: float | None
+    branded: float | None  # lambda (None: not identified)
+    branded_se: float | None
+    intent_effects: FloatArray | None  # (J, C) u_jc, partially pooled (None: none fitted)
+    chosen: NDArray[np.int64]  # (J + 1,) runs choosing no tool, then each alternative
+    runs: int
+    prompts: int
+    prior_sd: float | None
+    resamples: int
+    unidentified_resamples: int
+    converged: bool
+    loglik: float
+    method: str
+
+
+def invoke_rating(
+    chosen: Any,
+    available: Any,
+    *,
+    intent: Any = None,
+    prompt: Any = None,
+    position: Any = None,
+    branded: Any = None,
+    prior_sd: float | None = 1.0,
+    resamples: int = RATING_RESAMPLES,
+    seed: int | None = 0,
+    levels: Sequence[float] = LEVELS,
+) -> InvokeRatingResult:
+    """The Invoke Rating: a conditional logit over first choice with an outside option.
+
+    ``chosen[t]`` is the alternative run ``t`` called first (-1: no external call),
+    ``available[t, j]`` whether alternative ``j`` was listed to the run, ``intent[t]``
+    its intent cell (for partially pooled intent effects; ``prior_sd=None`` fits none),
+    ``prompt[t]`` its prompt (the bootstrap unit; default: every run its own),
+    ``position[t, j]`` the listing position (0 = first) and ``branded[t, j]`` whether
+    the prompt names the alternative. Readings of the seed: the comment block above.
+    """
+    data = _choice_runs(chosen, available, intent, prompt, position, branded)
+    if prior_sd is not None and not prior_sd > 0:
+        raise ValueError("prior_sd must be positive (or None: no intent effects)")
+    j = data.available.shape[1]
+    counts = np.bincount(data.chosen + 1, minlength=j + 1).astype(np.int64)
+    terms = _terms(data, prior_sd)
+    beta, se = np.full(j, -np.inf), np.full(j, np.nan)
+    fit: LogitFit | None = None
+    if counts[0] == 0:
+        beta[:] = np.nan
+    elif terms.kept.size:
+        fit = fit_choice_logit(_design(data, terms, prior_sd))
+        k = terms.kept.size
+        beta[terms.kept] = fit.params[:k]
+        se[terms.kept] = np.sqrt(np.diag(fit.cov)[:k])
+    boot, unidentified = _rating_bootstrap(data, prior_sd, resamples, seed, fit, terms)
+    rating = rating_from_beta(beta)
+    with np.errstate(invalid="ignore"):  # a bound at -inf (never chosen in a resample)
+        lows = {lv: np.quantile(boot, (1 - lv) / 2, axis=0) for lv in levels} if boot.size else {}
+        highs = {lv: np.quantile(boot, (1 + lv) / 2, axis=0) for lv in levels} if boot.size else {}
+    nan_j = np.full(j, np.nan)
+    return InvokeRatingResult(
+        beta=beta,
+        se=se,
+        rating=rating,
+        rating_low={lv: lows.get(lv, nan_j) for lv in levels},
+        rating_high={lv: highs.get(lv, nan_j) for lv in levels},
+        **_nuisance(fit, terms),
+        chosen=counts,
+        runs=int(data.chosen.size),
+        prompts=int(np.unique(data.prompt).size),
+        prior_sd=prior_sd,
+        resamples=int(resamples),
+        unidentified_resamples=unidentified,
+        converged=fit is not None and fit.converged,
+        loglik=math.nan if fit is None else fit.loglik,
+        method=(
+            "conditional logit over first choice with the outside option 'no tool' at "
+            "utility 0, linear position term, branded-prompt term, intent effects with a "
+            f"N(0, {prior_sd}^2) prior (trust-region Newton); percentile interval from "
+            f"{int(resamples)} resamples of prompts within intents"
+        ),
+    )
+
+
+def _nuisance(fit: LogitFit | None, terms: RatingTerms) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "position": None,
+        "position_se": None,
+        "branded": None,
+        "branded_se": None,
+        "intent_effects": None,
+    }
+    if fit is None:
+        return out
+    k = terms.kept.size
+    col = k + k * terms.cells
+    if terms.cells:
+        effects = np.full((terms.kept.max() + 1 if k else 0, terms.cells), np.nan)
+        effects[terms.kept] = fit.params[k:col].reshape(k, terms.cells)
+        out["intent_effects"] = effects
+    for name, present in (("position", terms.position), ("branded", terms.branded)):
+        if present:
+            out[name] = float(fit.params[col])
+            out[f"{name}_se"] = float(math.sqrt(fit.cov[col, col]))
+            col += 1
+    return out
+
+
+def _rating_bootstrap(
+    data: ChoiceRuns,
+    prior_sd: float | None,
+    resamples: int,
+    seed: int | None,
+    fit: LogitFit | None,
+    terms: RatingTerms,
+) -> tuple[FloatArray, int]:
+    """R over resamples of prompts within intents (rows: resamples with an identified fit)."""
+    if resamples <= 0 or fit is None:
+        return np.empty((0, data.available.shape[1])), 0
+    rng = np.random.default_rng(seed)
+    strata = [np.unique(data.prompt[data.intent == c]) for c in np.unique(data.intent)]
+    rows_of = {int(p): np.flatnonzero(data.prompt == p) for p in np.unique(data.prompt)}
+    out, unidentified = [], 0
+    for _ in range(int(resamples)):
+        picks = np.concatenate([rng.choice(s, size=s.size, replace=True) for s in strata])
+        index = np.concatenate([rows_of[int(p)] for p in picks])
+        sample = data.take(index)
+        again = _terms(sample, prior_sd)
+        same = np.array_equal(again.kept, terms.kept) and (
+            again.cells,
+            again.position,
+            again.branded,
+        ) == (terms.cells, terms.position, terms.branded)
+        beta = _betas(sample, prior_sd, fit.params if same else None)
+        if np.any(np.isnan(beta)):
+            unidentified += 1
+            continue
+        out.append(rating_from_beta(beta))
+    return (np.asarray(out) if out else np.empty((0, data.available.shape[1]))), unidentified
+
+
+# --- Invoke Share and Selection Share (4.2) ---------------------------------------------
+#
+# IS_ic = Q_ic / sum_{j in E_c} Q_jc over a contested intent (two or more eligible
+# integrations). Every integration is scored on the same runs of the intent, so Q_jc is
+# estimated by the share of those runs that reached the scored level through j (first
+# choice j for the Selection Share, D x S; completed through j for the Invoke Share) and
+# the runs cancel: the share is a ratio of counts. Plug-in, not the per-integration EB
+# posterior, because separate posteriors would not keep the shares' compositional
+# dependence (within a run first choices exclude each other), which the seed names as the
+# flaw of independent draws. The interval is a percentile bootstrap over prompts within
+# intents, which keeps that dependence and the repeat clustering.
+
+SHARE_RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class ShareResult:
+    """Shares per intent and integration, the roll-up, and their percentile intervals."""
+
+    share: FloatArray  # (C, J) nan: not eligible, not contested, or no eligible hit
+    low: dict[float, FloatArray]
+    high: dict[float, FloatArray]
+    hits: NDArray[np.int64]  # (C, J)
+    contested: NDArray[np.bool_]  # (C,)
+    rollup: FloatArray  # (J,) weighted mean over contested intents where j is eligible
+    rollup_low: dict[float, FloatArray]
+    rollup_high: dict[float, FloatArray]
+    weights: FloatArray  # (C,) as given (normalised over the intents each roll-up uses)
+    resamples: int
+
+
+def _share_table(
+    hits: FloatArray, intent: NDArray[np.int64], eligible: NDArray[np.bool_]
+) -> FloatArray:
+    cells = eligible.shape[0]
+    per = np.stack(
+        [np.bincount(intent, weights=hits[:, j], minlength=cells) for j in range(hits.shape[1])],
+        axis=1,
+    )
+    per = np.where(eligible, per, 0.0)
+    total = per.sum(axis=1, keepdims=True)
+    contested = eligible.sum(axis=1) >= 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = per / total
+    return np.asarray(np.where(eligible & contested[:, None] & (total > 0), share, np.nan))
+
+
+def _share_rollup(share: FloatArray, weights: FloatArray) -> FloatArray:
+    w = np.where(np.isfinite(share), weights[:, None], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.nansum(share * w, axis=0) / w.sum(axis=0)
+    return np.asarray(out)
+
+
+def choice_shares(
+    hits: Any,
+    intent: Any,
+    eligible: Any,
+    *,
+    prompt: Any = None,
+    weights: Any = None,
+    resamples: int = SHARE_RESAMPLES,
+    seed: int | None = 0,
+    levels: Sequence[float] = LEVELS,
+) -> ShareResult:
+    """Invoke (or Selection) Share per contested intent and its roll-up (comment above).
+
+    ``hits[t, j]`` is 1 when run ``t`` reached the scored level through integration
+    ``j``; ``intent[t]`` its intent cell; ``eligible[c, j]`` the eligible set of each
+    intent; ``prompt[t]`` the bootstrap unit; ``weights`` the intents' roll-up weights.
+    """
+    h = np.asarray(hits, dtype=np.float64)
+    cell = np.asarray(intent, dtype=np.int64).ravel()
+    el = np.asarray(eligible, dtype=bool)
+    if h.ndim != 2 or h.shape[0] != cell.size or el.ndim != 2 or el.shape[1] != h.shape[1]:
+        raise ValueError("hits is runs x integrations, eligible intents x integrations")
+    if np.any((h != 0) & (h != 1)) or np.any(cell < 0) or np.any(cell >= el.shape[0]):
+        raise ValueError("hits must be 0/1 and intents index the rows of eligible")
+    if np.any(h.sum(axis=1) > 1):
+        raise ValueError("a run reaches the scored level through at most one integration")
+    units = np.arange(cell.size) if prompt is None else np.asarray(prompt, np.int64).ravel()
+    w = _weights(weights, el.shape[0])
+    share = _share_table(h, cell, el)
+    rollup = _share_rollup(share, w)
+    rng = np.random.default_rng(seed)
+    strata = [np.unique(units[cell == c]) for c in np.unique(cell)]
+    rows_of = {int(p): np.flatnonzero(units == p) for p in np.unique(units)}
+    boot_share, boot_roll = [], []
+    for _ in range(int(resamples)):
+        picks = np.concatenate([rng.choice(s, size=s.size, replace=True) for s in strata])
+        index = np.concatenate([rows_of[int(p)] for p in picks])
+        b = _share_table(h[index], cell[index], el)
+        boot_share.append(b)
+        boot_roll.append(_share_rollup(b, w))
+    bs, br = np.asarray(boot_share), np.asarray(boot_roll)
+
+    def bound(draws: FloatArray, q: float, point: FloatArray) -> FloatArray:
+        if not draws.size:
+            return np.full(point.shape, np.nan)
+        with warnings.catch_warnings():  # an intent with no eligible hit in any resample
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = np.nanquantile(draws, q, axis=0) if np.any(np.isfinite(draws)) else point
+        return np.asarray(np.where(np.isfinite(point), out, np.nan))
+
+    counts = np.stack(
+        [np.bincount(cell, weights=h[:, j], minlength=el.shape[0]) for j in range(h.shape[1])],
+        axis=1,
+    )
+    return ShareResult(
+        share=share,
+        low={lv: bound(bs, (1 - lv) / 2, share) for lv in levels},
+        high={lv: bound(bs, (1 + lv) / 2, share) for lv in levels},
+        hits=counts.astype(np.int64),
+        contested=np.asarray(el.sum(axis=1) >= 2),
+        rollup=rollup,
+        rollup_low={lv: bound(br, (1 - lv) / 2, rollup) for lv in levels},
+        rollup_high={lv: bound(br, (1 + lv) / 2, rollup) for lv in levels},
+        weights=w,
+        resamples=int(resamples),
+    )
+
+
+def competitor_lever(focal: Any, competitors: Any) -> tuple[FloatArray, NDArray[np.int64]]:
+    """Lever per cell and stage against the best competitor (4.2, Lever).
+
+    ``focal`` is cells x stages (the focal integration's posterior means),
+    ``competitors`` competitors x cells x stages (their rates on the same stages; nan
+    where not measured). The best competitor of a cell is the one with the highest
+    product of its stage rates (its Q); its rates are the reference of
+    :func:`funnel_lever`. Returns (lever, best index per cell; -1 when no competitor of
+    the cell has a finite Q, where the lever is nan).
+    """
+    f = np.asarray(focal, dtype=np.float64)
+    comp = np.asarray(competitors, dtype=np.float64)
+    if f.ndim != 2 or comp.ndim != 3 or comp.shape[1:] != f.shape:
+        raise ValueError("focal is cells x stages, competitors competitors x cells x stages")
+    lever = np.full(f.shape, np.nan)
+    best = np.full(f.shape[0], -1, dtype=np.int64)
+    if comp.shape[0] == 0:
+        return lever, best
+    q = np.prod(comp, axis=2)
+    for c in range(f.shape[0]):
+        if not np.any(np.isfinite(q[:, c])):
+            continue
+        best[c] = int(np.nanargmax(q[:, c]))
+        lever[c] = funnel_lever(f[c : c + 1], comp[best[c], c])[0]
+    return lever, best
+
+
+# --- Terminal classes and the Agent Resolution Split (3.3, 6.3) -------------------------
+#
+# Recorded terminal classes (search behaviour, no judge): where the first external call
+# went (focal, competitor, other_external), or, with none, whether the host answered
+# without searching, searched then declined, or gave no answer (unresolved).
+# The published split's classes need the native judge for runs with no external call.
+# Reading (the seed's Table 1 is not in the text): a no-tool run whose answer the judge
+# found to meet the need is native self-service; one judged not to meet it is
+# "searched then declined" when the host searched and "unresolved" otherwise; a run with
+# no final answer is unresolved without a judge. A no-tool run with an answer and no
+# verdict is "unjudged": it stays in the denominator as its own class (never silently
+# dropped), and the Host Self-Serve Rate and No-tool Decline Rate are unknown (None)
+# while any run is unjudged; the published split that drops them ("degenerate split",
+# 6.3) is not shown.
+
+TERMINAL_CLASSES: tuple[str, ...] = (
+    "focal",
+    "competitor",
+    "other_external",
+    "answered_without_search",
+    "searched_then_declined",
+    "unresolved",
+)
+SPLIT_CLASSES: tuple[str, ...] = (
+    "focal",
+    "competitor",
+    "other_external",
+    "native_self_service",
+    "searched_then_declined",
+    "unresolved",
+    "unjudged",
+)
+_EXTERNAL = frozenset({"focal", "competitor", "other_external"})
+
+
+def terminal_counts(classes: Sequence[str], intent: Any, cells: int) -> NDArray[np.int64]:
+    """Counts per intent cell (rows) and recorded terminal class (:data:`TERMINAL_CLASSES`)."""
+    cell = np.asarray(intent, dtype=np.int64).ravel()
+    if cell.size != len(classes) or np.any(cell < 0) or np.any(cell >= cells):
+        raise ValueError("one intent cell in 0 .. cells-1 per run")
+    unknown = sorted(set(classes) - set(TERMINAL_CLASSES))
+    if unknown:
+        raise ValueError(f"unknown terminal class(es): {', '.join(unknown)}")
+    out = np.zeros((cells, len(TERMINAL_CLASSES)), dtype=np.int64)
+    for c, name in zip(cell, classes, strict=True):
+        out[c, TERMINAL_CLASSES.index(name)] += 1
+    return out
+
+
+def split_class(terminal: str, native_met: bool | None) -> str:
+    """The Agent Resolution Split class of one positive run (reading above)."""
+    if terminal in _EXTERNAL or terminal == "unresolved":
+        return terminal
+    if terminal not in TERMINAL_CLASSES:
+        raise ValueError(f"unknown terminal class: {terminal}")
+    if native_met is None:
+        return "unjudged"
+    if native_met:
+        return "native_self_service"
+    return "searched_then_declined" if terminal == "searched_then_declined" else "unresolved"
+
+
+@dataclass(frozen=True)
+class ResolutionSplit:
+    """The Agent Resolution Split over eligible positive runs (3.3)."""
+
+    counts: NDArray[np.int64]  # (C, len(SPLIT_CLASSES))
+    shares: FloatArray  # (len(SPLIT_CLASSES),) pooled over runs, unjudged kept
+    weighted_shares: FloatArray  # intent-weighted mean of the per-intent shares
+    unjudged: int
+    degenerate: bool  # some no-tool run is unjudged: the published split would drop it
+    host_self_serve: ProportionInterval | None  # None while any run is unjudged
+    no_tool_decline: ProportionInterval | None
+
+
+def resolution_split(
+    terminal: Sequence[str],
+    native_met: Sequence[bool | None],
+    intent: Any,
+    prompt: Any,
+    cells: int,
+    *,
+    weights: Any = None,
+    level: float = 0.90,
+) -> ResolutionSplit:
+    """Classes, shares and the two rates of the split (reading above).
+
+    The rates carry Jeffreys intervals on counts deflated at the indicator's own
+    one-way ANOVA rho over prompts (4.1, step 8; the stage default 0.6 when it cannot be
+    estimated), like every single rate the published path displays.
+    """
+    if len(native_met) != len(terminal):
+        raise ValueError("one native verdict (or None) per run")
+    split = [split_class(t, v) for t, v in zip(terminal, native_met, strict=True)]
+    cell = np.asarray(intent, dtype=np.int64).ravel()
+    units = np.asarray(prompt, dtype=np.int64).ravel()
+    if cell.size != len(split) or units.size != len(split) or not split:
+        raise ValueError("one intent cell and prompt per run, and at least one run")
+    counts = np.zeros((cells, len(SPLIT_CLASSES)), dtype=np.int64)
+    for c, name in zip(cell, split, strict=True):
+        counts[c, SPLIT_CLASSES.index(name)] += 1
+    total = counts.sum(axis=1)
+    w = _weights(weights, cells)
+    used = total > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_intent = counts / total[:, None]
+    weighted = (w[used, None] * per_intent[used]).sum(axis=0) / w[used].sum()
+    unjudged = int(counts[:, SPLIT_CLASSES.index("unjudged")].sum())
+    rates: list[ProportionInterval | None] = [None, None]
+    if unjudged == 0:
+        for i, name in enumerate(("native_self_service", "searched_then_declined")):
+            hit = np.array([s == name for s in split], dtype=np.float64)
+            rates[i] = _prompt_rate(hit, units, level)
+    return ResolutionSplit(
+        counts=counts,
+        shares=counts.sum(axis=0) / counts.sum(),
+        weighted_shares=np.asarray(weighted),
+        unjudged=unjudged,
+        degenerate=unjudged > 0,
+        host_self_serve=rates[0],
+        no_tool_decline=rates[1],
+    )
+
+
+def _prompt_rate(hit: FloatArray, prompt: NDArray[np.int64], level: float) -> ProportionInterval:
+    ids, index = np.unique(prompt, return_inverse=True)
+    y = np.bincount(index, weights=hit, minlength=ids.size)
+    n = np.bincount(index, minlength=ids.size)
+    rho = grouped_icc(y.astype(np.int64), n)
+    if math.isnan(rho):
+        rho = RHO_DEFAULTS["surfaced"]
+    deff = float(design_effect(n, rho))
+    return jeffreys_interval(float(y.sum()), float(n.sum()), level=level, deff=deff)

@@ -1,0 +1,195 @@
+"""Returned-state encodings (seed 3.2, D, and appendix A): the same records four ways.
+
+Every observation has an envelope that is identical byte for byte in all four
+encodings (``tool``, ``source``, ``hash``, ``provenance``) and blocks that vary:
+
+- ``raw``: ``objects`` of ``{id, type, payload}``, values as stored;
+- ``compact``: dictionary-coded tuples ``[id, type, v1, v2, ...]`` and a visible
+  ``field_dictionary`` (per type, the field order of the tuples);
+- ``typed``: ``objects`` of ``{id, type, fields}`` with values in their declared type
+  and a ``type_dictionary`` (per type, field -> type);
+- ``linked``: typed, plus identity ``links`` and a ``relation_dictionary`` for the
+  fields that hold another record's lookup key. Links only summarise what the object
+  already says (they carry no id the records do not), so they never shorten a workflow.
+
+Types (:data:`~.family.FactType`): ``money`` travels as integer minor units and decodes
+to a two-decimal string, ``date`` as an ISO date string. A value that does not survive
+its encoding (``"12.5"`` as money decodes to ``"12.50"``; a record missing a field its
+type's dictionary lists decodes with a null) is caught by :func:`round_trip_problem`
+and refused at compile time: every encoding must decode to the same values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import rfc8785
+
+from prereg.experiments.toolbottleneck.family import EncodingName, FactValue
+from prereg.experiments.toolbottleneck.world import Returned
+
+
+class EncodingError(ValueError):
+    """A value the encoding cannot carry; ``field`` names the record field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+def value_type(name: str, value: FactValue, declared: Mapping[str, str]) -> str:
+    """The type a typed encoding declares for a field."""
+    if name in declared:
+        return declared[name]
+    if name == "ref" or name.endswith("_ref") or name == "handoff_query":
+        return "key"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string"
+
+
+def _encode_value(name: str, kind: str, value: Any) -> Any:
+    try:
+        if kind in ("string", "key"):
+            return str(value)
+        if kind == "integer":
+            return int(value)
+        if kind == "number":
+            return float(value)
+        if kind == "boolean":
+            return bool(value)
+        if kind == "date":
+            return dt.date.fromisoformat(str(value)).isoformat()
+        if kind == "money":
+            units = Decimal(str(value)) * 100
+            if units != units.to_integral_value():
+                raise EncodingError(name, f"money value {value!r} has more than two decimals")
+            return int(units)
+    except (ValueError, TypeError, InvalidOperation) as exc:
+        if isinstance(exc, EncodingError):
+            raise
+        raise EncodingError(name, f"{value!r} is not a valid {kind}") from None
+    raise EncodingError(name, f"unknown type '{kind}'")
+
+
+def _decode_value(kind: str, value: Any) -> Any:
+    if kind == "money":
+        return f"{Decimal(value) / 100:.2f}"
+    return value
+
+
+def _is_relation(name: str) -> bool:
+    return name.endswith("_ref") or name == "handoff_query"
+
+
+def encode(
+    results: Sequence[Returned], encoding: EncodingName, declared: Mapping[str, str]
+) -> dict[str, Any]:
+    """The varying blocks of one observation in ``encoding``."""
+    if encoding == "raw":
+        return {
+            "objects": [{"id": r.id, "type": r.kind, "payload": dict(r.fields)} for r in results]
+        }
+    if encoding == "compact":
+        dictionary: dict[str, list[str]] = {}
+        for r in results:
+            names = dictionary.setdefault(r.kind, [])
+            names.extend(n for n in sorted(r.fields) if n not in names)
+        tuples = [[r.id, r.kind, *(r.fields.get(n) for n in dictionary[r.kind])] for r in results]
+        return {"field_dictionary": dictionary, "objects": tuples}
+    types: dict[str, dict[str, str]] = {}
+    objects = []
+    for r in results:
+        kinds = types.setdefault(r.kind, {})
+        fields = {}
+        for name, value in r.fields.items():
+            kind = kinds.setdefault(name, value_type(name, value, declared))
+            fields[name] = _encode_value(name, kind, value)
+        objects.append({"id": r.id, "type": r.kind, "fields": fields})
+    body: dict[str, Any] = {"type_dictionary": types, "objects": objects}
+    if encoding == "linked":
+        body["relation_dictionary"] = {
+            name: {"key": "ref"} for kinds in types.values() for name in kinds if _is_relation(name)
+        }
+        body["links"] = [
+            link
+            for i, obj in enumerate(objects)
+            for link in [{"path": f"/objects/{i}", "identity": obj["id"]}]
+            + [
+                {"path": f"/objects/{i}/fields/{name}", "relation": name}
+                for name in obj["fields"]
+                if _is_relation(name)
+            ]
+        ]
+    return body
+
+
+def decode(body: Mapping[str, Any], encoding: EncodingName) -> list[dict[str, Any]]:
+    """The values an observation carries: ``[{id, kind, fields}]``, whatever the encoding."""
+    if encoding == "raw":
+        return [
+            {"id": o["id"], "kind": o["type"], "fields": dict(o["payload"])}
+            for o in body["objects"]
+        ]
+    if encoding == "compact":
+        out = []
+        for row in body["objects"]:
+            names = body["field_dictionary"][row[1]]
+            out.append(
+                {"id": row[0], "kind": row[1], "fields": dict(zip(names, row[2:], strict=True))}
+            )
+        return out
+    if encoding == "linked":
+        _check_links(body)
+    types = body["type_dictionary"]
+    return [
+        {
+            "id": o["id"],
+            "kind": o["type"],
+            "fields": {n: _decode_value(types[o["type"]][n], v) for n, v in o["fields"].items()},
+        }
+        for o in body["objects"]
+    ]
+
+
+def _check_links(body: Mapping[str, Any]) -> None:
+    """Links must point at objects and relation fields that exist (a broken link is an error)."""
+    for link in body["links"]:
+        parts = link["path"].split("/")
+        obj = body["objects"][int(parts[2])]
+        if "identity" in link and link["identity"] != obj["id"]:
+            raise EncodingError("links", f"identity link {link['path']} names another record")
+        if "relation" in link and (
+            link["relation"] not in body["relation_dictionary"] or parts[4] not in obj["fields"]
+        ):
+            raise EncodingError("links", f"relation link {link['path']} is not in the dictionaries")
+
+
+def canonical(values: Any) -> bytes:
+    return rfc8785.dumps(values)
+
+
+def round_trip_problem(
+    results: Sequence[Returned], encoding: EncodingName, declared: Mapping[str, str]
+) -> EncodingError | None:
+    """Why ``results`` do not decode to the same values in ``encoding``, or None."""
+    try:
+        decoded = decode(encode(results, encoding, declared), encoding)
+    except EncodingError as exc:
+        return exc
+    expected = [r.value() for r in results]
+    if canonical(decoded) == canonical(expected):
+        return None
+    for got, want in zip(decoded, expected, strict=True):
+        for name in sorted(set(got["fields"]) | set(want["fields"])):
+            a, b = got["fields"].get(name, "<absent>"), want["fields"].get(name, "<absent>")
+            if canonical(a) != canonical(b):
+                return EncodingError(name, f"decodes to {a!r} instead of {b!r}")
+    return EncodingError("objects", "decodes to other values")  # pragma: no cover - ids differ

@@ -21,7 +21,9 @@ from prereg.runners.drivers.base import (
     ToolResult,
 )
 from prereg.runners.providers.credentials import REDACTED
+from prereg.runners.providers.prices import PriceTable
 from prereg.runners.providers.retry import RetriesExhausted
+from prereg.runners.providers.spend import SpendCapReached, SpendMeter
 from tests.providers.fake_chat import (
     FakeChat,
     chat_completion,
@@ -340,3 +342,28 @@ def test_a_response_without_choices_is_an_infrastructure_failure(chat: FakeChat)
     chat.script("chat", Reply(200, empty))
     with pytest.raises(InfraError, match="no choices"):
         run(play(driver(), episode()))
+
+
+def _priced(output_per_m: float) -> PriceTable:
+    return PriceTable.model_validate(
+        {
+            "version": "t",
+            "date": "2026-12-01",
+            "providers": {
+                "openai-chat": {"models": {MODEL: {"input": 0.0, "output": output_per_m}}}
+            },
+        }
+    )
+
+
+def test_spend_cap_holds_the_completion_cap_before_a_request(chat: FakeChat) -> None:
+    """The worst case counts the completion cap whichever field carries it: 4096 output
+    tokens at $1/M pass a $0.001 cap, so nothing is sent."""
+    d = driver(prices=_priced(1.0), spend=SpendMeter(cap_usd=0.001, spent_usd=0.0))
+    with pytest.raises(SpendCapReached):
+        run(play(d, episode(cap=4096)))
+    assert not chat.chat_bodies()
+    chat.script("chat", Reply(200, chat_text("ok", model=MODEL, usage=chat_usage(100, 50))))
+    cheap = driver(prices=_priced(1.0), spend=SpendMeter(cap_usd=0.001, spent_usd=0.0))
+    (turn,) = run(play(cheap, episode(cap=64)))
+    assert turn.cost_usd == pytest.approx(50 / 1e6)

@@ -25,7 +25,8 @@ What is sent (and nothing else):
   description, so ``server_text`` is ``"none"``;
 - ``tool_choice: "auto"`` and ``parallel_tool_calls: false``;
 - the completion cap as ``max_completion_tokens``; a server that rejects that field with a
-  400 naming it gets ``max_tokens`` instead, for the rest of the run (:attr:`cap_field`);
+  400 naming it, or ignores it (answers with more completion tokens than the cap), gets
+  ``max_tokens`` instead, for the rest of the run (:attr:`cap_field`);
 - the registration's ``host.params`` verbatim (sampling parameters only when the
   registration allows them), ``base_url`` excepted.
 
@@ -281,15 +282,25 @@ class OpenAIChatDriver(ModelDriver):
         return body
 
     async def _create(self, client: Any, body: dict[str, Any]) -> Any:
-        """Send ``body`` with the cap under :attr:`cap_field`; on a 400 that names
-        ``max_completion_tokens``, send it once more as ``max_tokens`` and keep that."""
+        """Send ``body`` with the cap under :attr:`cap_field`.
+
+        While that is ``max_completion_tokens``, a server that refuses it (a 400 naming it)
+        or ignores it (more completion tokens than the cap: some servers drop fields they
+        do not know) gets the request once more with ``max_tokens``, which is then kept
+        for the rest of the run. The discarded attempt is not recorded.
+        """
         self._server = self._server or server_name(str(client.base_url))
+        cap = body.get(_CAP_KEY)
         first = self.cap_field
+        negotiating = cap is not None and first == CAP_FIELDS[0]
         try:
-            return await _send(client, _with_cap(body, first))
+            response = await _send(client, _with_cap(body, first))
         except Exception as exc:  # noqa: BLE001 - re-raised unless it rejects the cap field
-            if _CAP_KEY not in body or first != CAP_FIELDS[0] or not _rejects(exc, first):
+            if not negotiating or not _rejects(exc, first):
                 raise
+        else:
+            if not negotiating or not _over_cap(response, cap):
+                return response
         self.cap_field = CAP_FIELDS[1]
         return await _send(client, _with_cap(body, self.cap_field))
 
@@ -420,6 +431,12 @@ def _rejects(exc: BaseException, field: str) -> bool:
     if getattr(exc, "status_code", None) != 400:
         return False
     return getattr(exc, "param", None) == field or field in str(exc)
+
+
+def _over_cap(response: Any, cap: Any) -> bool:
+    """The server generated more tokens than the cap it was sent (so it ignored it)."""
+    completion = _get(_get(response, "usage"), "completion_tokens")
+    return isinstance(completion, int) and isinstance(cap, int) and completion > cap
 
 
 _KEYWORDS: dict[type, frozenset[str]] = {}

@@ -263,6 +263,25 @@ def test_max_tokens_fallback_is_remembered_for_the_run(monkeypatch: pytest.Monke
         assert chat.rejected == 1 and d.cap_field == "max_tokens"
 
 
+def test_a_server_that_ignores_max_completion_tokens_gets_max_tokens(chat: FakeChat) -> None:
+    """Some servers drop fields they do not know: an answer longer than the cap shows it."""
+
+    def server(body: dict[str, Any]) -> Reply:
+        if "max_tokens" in body:  # the cap it knows: enforced
+            return Reply(200, chat_text("short", finish_reason="length", usage=chat_usage(9, 32)))
+        return Reply(200, chat_text("long " * 500, usage=chat_usage(9, 500)))
+
+    chat.script("chat", server, server, server)
+    d = driver()
+    first = run(play(d, episode(cap=32)))[0]
+    assert first.action == CutAtCap("short") and first.usage.output == 32
+    assert d.cap_field == "max_tokens"
+    assert [sorted(k for k in b if k.startswith("max_")) for b in chat.chat_bodies()] == [
+        ["max_completion_tokens"],
+        ["max_tokens"],
+    ]
+
+
 def test_another_400_is_not_taken_for_the_cap_field(chat: FakeChat) -> None:
     bad = {"error": {"message": "model not found", "type": "invalid_request_error"}}
     chat.script("chat", Reply(400, bad))

@@ -202,3 +202,17 @@ def test_infra_errors_are_recorded_and_retried_next_run(ws: Path, cli: Any, chat
     second = cli("-w", ws, "run", reg_id, "--json")
     assert second.json()["completed"] == 2 and second.json()["remaining"] == 0
     assert_no_key_anywhere(ws, first.stdout, first.stderr, second.stdout, second.stderr)
+
+
+def test_dry_run_and_a_tool_search_registration(ws: Path, cli: Any, chat: FakeChat) -> None:
+    reg_id = register(cli, ws, "chat-dry")
+    before = tree_digest(ws)
+    dry = cli("-w", ws, "run", reg_id, "--dry-run", "--json")
+    assert dry.code == 0, dry.stderr
+    assert dry.json()["units_to_run"] == 24 and dry.json()["spend_upper_bound_usd"] is None
+    assert tree_digest(ws) == before and not chat.seen  # unpriced: no bound, nothing sent
+    searching = register(cli, ws, "chat-search", host_extra=", tool_search: true")
+    before = tree_digest(ws)
+    refused = cli("-w", ws, "run", searching, "--json")
+    assert refused.code == 2 and "tool search" in refused.json()["message"]
+    assert tree_digest(ws) == before and not chat.seen

@@ -1,0 +1,131 @@
+"""``prereg study``: ToolBottleneckBench task families and their matched variants.
+
+Wiring only: :mod:`prereg.experiments.toolbottleneck` does the work. A family is
+compiled whole (and refused whole, exit 2, nothing written) before anything is printed
+or written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from prereg.commands._common import FlagHelpGroup, JsonOpt
+from prereg.core.errors import BadInput
+from prereg.core.files import write_atomic
+from prereg.core.output import console, dumps, emit, short_digests
+from prereg.core.untrusted import display
+from prereg.experiments.toolbottleneck import CompiledFamily, compile_family, load_family
+
+app = typer.Typer(
+    help="ToolBottleneckBench studies: compile task families into matched pressure variants.",
+    no_args_is_help=True,
+    cls=FlagHelpGroup,
+)
+
+COMPILE_HELP = """Compile a task family into matched variants that differ in one pressure.
+
+The sets: R (catalog sizes x retrievers, the Discovery block), V (menu sizes), W
+(workflow levels), D (encodings) and W-frontier (public handoffs). Each variant is
+digested (sha256 over RFC 8785 canonical JSON). The same family and seed always give
+the same digests. A family whose variants would differ in more than their pressure, a
+workflow the checker cannot certify, a shortlist larger than a catalog or an encoding
+that does not round-trip is refused (exit 2) and nothing is written.
+
+With --out DIR: one JSON file per variant under DIR/<family>/ and an index.json with
+the sets and digests. Without it, --json prints the whole compiled document."""
+
+
+def register(root: typer.Typer) -> None:
+    """Add the ``study`` group to the app."""
+    root.add_typer(app, name="study")
+
+
+def _summary(compiled: CompiledFamily, written: list[str] | None) -> dict[str, Any]:
+    document = compiled.document()
+    rows = []
+    for variant in compiled.variants:
+        catalog = variant.component("catalog")
+        rows.append(
+            {
+                "id": variant.id,
+                "digest": variant.digest,
+                "certified_minimum": variant.component("workflow")["certified_minimum"],
+                "available": None if catalog is None else catalog["availability"]["available"],
+            }
+        )
+    summary: dict[str, Any] = {
+        "format": document["format"],
+        "family": document["family"],
+        "family_digest": document["family_digest"],
+        "seed": document["seed"],
+        "sets": document["sets"],
+        "variants": rows,
+    }
+    if written is not None:
+        summary["written"] = written
+    return summary
+
+
+def _write(compiled: CompiledFamily, out: Path) -> list[str]:
+    if out.exists() and not out.is_dir():
+        raise BadInput("exists and is not a folder", file=str(out), field="--out")
+    folder = out / compiled.family.id
+    written = []
+    for variant in compiled.variants:
+        path = folder / f"{variant.cell.code}.json"
+        write_atomic(path, (dumps(dict(variant.document)) + "\n").encode(), what="a variant")
+        written.append(str(path))
+    index = _summary(compiled, None)
+    write_atomic(folder / "index.json", (dumps(index) + "\n").encode(), what="the index")
+    return [*written, str(folder / "index.json")]
+
+
+def _show(summary: dict[str, Any]) -> None:
+    short = short_digests(v["digest"] for v in summary["variants"])
+    sets_of: dict[str, list[str]] = {}
+    for name, ids in summary["sets"].items():
+        for vid in ids:
+            sets_of.setdefault(vid, []).append(name)
+    table = Table(title=f"family {display(summary['family'])} (seed {summary['seed']})")
+    for column in ("variant", "sets", "digest", "calls", "available"):
+        table.add_column(column)
+    for row in summary["variants"]:
+        available = row["available"]
+        table.add_row(
+            display(row["id"].split("/", 1)[-1]),
+            " ".join(sets_of.get(row["id"], [])),
+            short[row["digest"]],
+            str(row["certified_minimum"]),
+            "" if available is None else ("yes" if available else "no"),
+        )
+    console.print(table)
+    console.print(
+        "calls: certified minimum; available: the retriever shortlisted every required tool"
+    )
+    for path in summary.get("written", []):
+        console.print(display(f"wrote {path}"))
+
+
+@app.command("compile", help=COMPILE_HELP)
+def compile_cmd(
+    family: Annotated[Path, typer.Argument(help="The family YAML file.", metavar="FAMILY.yaml")],
+    as_json: JsonOpt = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Write the variants under this folder.", show_default=False
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of ids and orderings.", min=0)] = 0,
+) -> None:
+    compiled = compile_family(load_family(family), seed=seed, filename=str(family))
+    if out is None and as_json:
+        emit(compiled.document(), True)
+        return
+    written = _write(compiled, out) if out is not None else None
+    summary = _summary(compiled, written)
+    emit(summary, as_json, lambda: _show(summary))

@@ -1,0 +1,85 @@
+"""``prereg study compile``: prints or writes the variants and their digests; a refused
+family exits 2 naming the file and the field and writes nothing. The module is wired
+into a typer app here as prereg/cli.py wires it (register(app))."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+
+from prereg.commands import study_cmds
+from prereg.core.errors import PreregError
+from tests.conftest import tree_digest
+from tests.toolbottleneck.helpers import BUNDLED, as_yaml, family_doc
+
+FAMILY = BUNDLED / "meeting-room-conflict.yaml"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """The root of a test app (prereg/cli.py's own callback in production)."""
+
+    study_cmds.register(app)
+    capsys.readouterr()
+    try:
+        app(args=[str(a) for a in args], standalone_mode=False)
+        code = 0
+    except PreregError as exc:  # as prereg/cli.py's main maps it
+        print(exc.render())
+        code = exc.exit_code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compile_prints_every_variant_with_its_digest(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "study", "compile", FAMILY, "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["family"] == "meeting-room-conflict"
+    assert len(document["variants"]) == 18
+    assert all(v["digest"].startswith("sha256:") for v in document["variants"])
+    again = json.loads(_run(capsys, "study", "compile", FAMILY, "--json")[1])
+    assert [v["digest"] for v in again["variants"]] == [v["digest"] for v in document["variants"]]
+
+
+def test_compile_writes_one_file_per_variant_and_an_index(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = _run(capsys, "study", "compile", FAMILY, "--out", tmp_path, "--json")
+    assert code == 0
+    summary = json.loads(out)
+    folder = tmp_path / "meeting-room-conflict"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [f"{Path(p).name}" for p in summary["written"]]
+    )
+    index = json.loads((folder / "index.json").read_text())
+    for row in index["variants"]:
+        code_name = row["id"].split("/", 1)[1]
+        variant = json.loads((folder / f"{code_name}.json").read_text())
+        assert variant["digest"] == row["digest"]
+    human = _run(capsys, "study", "compile", FAMILY)
+    assert human[0] == 0 and "meeting-room-conflict" in human[1]
+
+
+def test_a_refused_family_exits_2_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    doc = family_doc()
+    doc["sizes"]["catalogs"] = [12, 48]
+    doc["sizes"]["shortlist"] = 16
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(as_yaml(doc))
+    out = tmp_path / "out"
+    before = tree_digest(tmp_path)
+    code, text, _ = _run(capsys, "study", "compile", bad, "--out", out)
+    assert code == 2
+    assert str(bad) in text and "sizes.shortlist" in text and "test-escalation" in text
+    assert tree_digest(tmp_path) == before and not out.exists()
+    missing = _run(capsys, "study", "compile", tmp_path / "nope.yaml")
+    assert missing[0] == 2 and "no such file" in missing[1]

@@ -170,9 +170,10 @@ def token_split(usage: Any) -> TokenSplit | None:
 
 
 class OpenAIChatDriver(ModelDriver):
-    # ModelDriver types ``provider`` as a credentials Provider; this driver reads OpenAI's
-    # variables itself (``_make_client``) and its name keys the settings, the price table
-    # and every message (the refactor that removes the cast: docs/providers.md)
+    # ModelDriver types ``provider`` as a credentials Provider (a driver with a key of its
+    # own); this one reads OpenAI's variables itself (``_make_client``) and its name keys the
+    # settings, the price table and every message. The cast goes once ModelDriver types
+    # ``provider`` as the driver's name (a DriverName) rather than a credentials Provider.
     provider: ClassVar[Provider] = cast("Provider", NAME)
     #: the Chat Completions path has no field for server metadata: only tools are sent
     server_text = "none"
@@ -205,12 +206,14 @@ class OpenAIChatDriver(ModelDriver):
         self.cap_field: str = CAP_FIELDS[0]
         self._call_ids = itertools.count(1)
         self._server: str | None = None
+        try:
+            self._server = server_name(self._base_url())
+        except BadInput:  # refused by the run factory before any unit; named at first use
+            pass
 
     @property
-    def server(self) -> str:
-        """``host:port`` of the server (BadInput when no base URL is set)."""
-        if self._server is None:
-            self._server = server_name(self._base_url())
+    def server(self) -> str | None:
+        """``host:port`` of the server (named in errors; what a record field would carry)."""
         return self._server
 
     def _base_url(self) -> str:

@@ -315,7 +315,10 @@ def test_base_url_from_the_registration_wins_and_is_not_sent(
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
     chat.script("chat", Reply(200, chat_text("ok")))
-    (turn,) = run(play(driver({"base_url": chat.openai_url}), episode()))
+    d = driver({"base_url": chat.openai_url})
+    assert d.server == chat.origin.removeprefix("http://")  # host:port, no scheme or path
+    assert driver().server == "127.0.0.1:9"
+    (turn,) = run(play(d, episode()))
     assert turn.action == FinalAnswer("ok")
     assert "base_url" not in chat.chat_bodies()[0]
 

@@ -15,7 +15,9 @@ from prereg.core.errors import BadInput
 from prereg.experiments.toolbottleneck.compile import (
     COMPONENTS,
     VARYING,
+    Cell,
     Variant,
+    compile_cell,
     compile_family,
     digest,
     matched_problem,
@@ -201,3 +203,19 @@ def test_malformed_families_are_refused_at_load_naming_the_field(
         compile_family(family(doc), filename="fam.yaml")
     assert info.value.exit_code == 2
     assert info.value.field == field, info.value
+
+
+def test_a_crossed_cell_is_made_of_the_single_pressure_components() -> None:
+    # the capacity factorial crosses pressures: a cell at (V=12, high, linked) must carry
+    # exactly the V=12 menu, the high workflow and the linked encoding of the matched sets
+    fam = family(family_doc())
+    compiled = compile_family(fam)
+    crossed = compile_cell(fam, Cell("capacity", 12, "high", 0, "linked"))
+    menu_12 = next(v for v in compiled.members("V") if v.cell.menu == 12)
+    high = next(v for v in compiled.members("W") if v.cell.workflow == "high")
+    linked = next(v for v in compiled.members("D") if v.cell.encoding == "linked")
+    assert crossed.component("menu") == menu_12.component("menu")
+    assert crossed.component("workflow") == high.component("workflow")
+    assert crossed.component("encoding") == linked.component("encoding")
+    assert crossed.component("core") == high.component("core")
+    assert crossed.id == "test-escalation/capacity.V12.Whigh.Dlinked"

@@ -165,11 +165,50 @@ def eprocess(report: Report) -> bytes | None:
     return _png(fig)
 
 
+TERMINAL_COLOURS = {
+    "focal": "#1f4e79",
+    "competitor": "#c55a11",
+    "other_external": "#7f6000",
+    "answered_without_search": "#a5a5a5",
+    "searched_then_declined": "#d9d9d9",
+    "unresolved": "#7f2704",
+}
+
+
+def terminal_breakdown(report: Report) -> bytes | None:
+    """Figure 4: each intent's positive runs by terminal class, per arm (negatives apart,
+    in the report's table), as stacked shares of the row's runs."""
+    ir = report.invokerank
+    rows = [
+        (f"{a.arm}: {t.intent}", t)
+        for a in (ir.arms if ir is not None else [])
+        for t in a.terminal
+        if t.polarity == "positive" and t.runs > 0
+    ]
+    if not rows:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.0, 0.8 + 0.35 * len(rows)))
+    left = [0.0] * len(rows)
+    for name, colour in TERMINAL_COLOURS.items():
+        widths = [t.counts.get(name, 0) / t.runs for _, t in rows]
+        ax.barh(range(len(rows)), widths, left=left, color=colour, label=name.replace("_", " "))
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the row's positive runs (first external call, or why none)")
+    ax.legend(frameon=False, fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    ax.set_title("Terminal classes per intent (Figure 4; unjudged: no native judge)", fontsize=9)
+    return _png(fig)
+
+
 FIGURES = {
     "arm_rates": (arm_rates, "Per-arm outcome rates with intervals"),
     "forest": (forest, "Paired differences per intent (forest plot)"),
     "funnel": (funnel, "Funnel per arm (where measured)"),
     "eprocess": (eprocess, "E-process of the registered stopping rule"),
+    "terminal_breakdown": (terminal_breakdown, "Terminal classes per intent (Figure 4)"),
 }
 
 

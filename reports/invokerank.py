@@ -47,19 +47,40 @@ from prereg.registry.schema import Registration
 from prereg.registry.units import arm_config
 from prereg.reports.model import (
     ArmInvokeRank,
+    ChoiceShares,
+    CompetitorLever,
     IntentScore,
     Interval,
     InvokeRankReport,
+    InvokeRating,
     NegativeRate,
     Provenance,
+    RatingRow,
+    ResolutionRate,
+    ResolutionSplitReport,
+    ShareRow,
     StageEstimate,
     StagePrior,
+    TerminalRow,
 )
 from prereg.reports.observations import STAGES, Obs
 from prereg.reports.pairs import runset
+from prereg.stats.invokerank import (
+    RATING_RESAMPLES,
+    SPLIT_CLASSES,
+    TERMINAL_CLASSES,
+    InvokeRatingResult,
+    choice_shares,
+    competitor_lever,
+    invoke_rating,
+    resolution_split,
+    terminal_counts,
+)
 
 LEVELS: tuple[float, float] = (0.90, 0.95)
 PASS_K = 3
+#: Gaussian prior SD of the Invoke Rating's intent effects (logit scale; the seed gives none)
+RATING_PRIOR_SD = 1.0
 EXTERNAL = frozenset({"focal", "competitor", "other_external"})
 LABELS = {
     "full": ("InvokeRank", "IR"),
@@ -392,12 +413,17 @@ def arm_invokerank(
         "label": label,
         "symbol": symbol,
     }
+    if not mixed:
+        base.update(choice_blocks(observations, meta.id, seed, runs))
     if level == "not_computed":
         return ArmInvokeRank(**base, level=level, reason=reason, stages=[], q=None)
     prompts = prompt_counts(runs, stages)
     result = stats.invokerank(
         prompts.runs, prompts.reached, prompts.cell, stages=stages, draws=draws, seed=seed
     )
+    choices = first_choices(runs)
+    if choices is not None and "competitor" in choices.roles:
+        base["lever_competitor"] = competitor_levers(result, prompts, choices)
     rho_s = result.fits[1].pooled_rho
     boundary = [f.stage for f in result.fits if "(boundary" in f.prior.method]
     if boundary:
@@ -501,3 +527,370 @@ def invokerank_section(
 def invokerank_report(reg: Registration, observations: Sequence[Obs]) -> InvokeRankReport | None:
     """The section for a registration's analysed runs (``build_report`` calls this)."""
     return invokerank_section(observations, arm_metas(reg), reg.design.seed)
+
+
+# --- First choices: Invoke Rating, shares, Lever against the best competitor -----------
+#
+# A run's choice set is the servers its offer listed, in listing order (position 0 is
+# listed first), with the outside option "no tool"; its first choice is the offer's
+# ``first_server`` (no external call: the outside option). A run whose first call went
+# to nothing listed cannot be placed and is dropped (counted). No task records whether
+# its prompt names a brand, so the branded-prompt term is not fitted (reported null).
+# The eligible set of an intent is every server listed to its runs with role focal or
+# competitor (decoys never count): the registration has no eligibility field, so this
+# is the owner-approved pool of the seed's 5.1, not a neutral eligibility (3.4).
+
+NO_TOOL = frozenset({"answered_without_search", "searched_then_declined", "unresolved"})
+ELIGIBLE_ROLES = frozenset({"focal", "competitor"})
+ELIGIBLE_NOTE = (
+    "the servers listed to the intent's runs with role focal or competitor (the pool as "
+    "registered; decoys excluded); not a neutral eligibility (InvokeRank 3.4)"
+)
+
+
+@dataclass(frozen=True)
+class Choices:
+    """An arm's positive runs as first choices over their listed servers."""
+
+    keys: list[str]
+    roles: list[str]
+    chosen: list[int]  # -1: no tool
+    available: list[list[bool]]
+    position: list[list[float]]
+    intents: list[str]
+    cell: list[int]
+    prompt: list[int]
+    units: list[tuple[str, str, int]]
+    dropped: int
+
+
+def first_choices(runs: Sequence[Obs]) -> Choices | None:
+    """The runs that recorded an offer and a terminal class, as choice sets (or None)."""
+    usable = [o for o in runs if o.ok and o.offer is not None and o.terminal_class is not None]
+    keys: dict[str, str] = {}
+    for o in usable:
+        for server in (o.offer or {}).get("servers") or []:
+            keys.setdefault(str(server["key"]), str(server["role"]))
+    placed, dropped = [], 0
+    for o in usable:
+        first = o.first_server
+        if (first is None and o.terminal_class not in NO_TOOL) or (
+            first is not None and first not in keys
+        ):
+            dropped += 1
+            continue
+        placed.append(o)
+    if not placed or not keys:
+        return None
+    order = list(keys)
+    intents = sorted({o.intent for o in placed})
+    tasks = list(dict.fromkeys(o.task_id for o in placed))
+    available, position = [], []
+    for o in placed:
+        listed = [str(s["key"]) for s in (o.offer or {}).get("servers") or []]
+        available.append([k in listed for k in order])
+        position.append([float(listed.index(k)) if k in listed else 0.0 for k in order])
+    return Choices(
+        keys=order,
+        roles=[keys[k] for k in order],
+        chosen=[-1 if o.first_server is None else order.index(o.first_server) for o in placed],
+        available=available,
+        position=position,
+        intents=intents,
+        cell=[intents.index(o.intent) for o in placed],
+        prompt=[tasks.index(o.task_id) for o in placed],
+        units=[o.unit for o in placed],
+        dropped=dropped,
+    )
+
+
+def _rating_rows(ch: Choices, fit: InvokeRatingResult) -> list[RatingRow]:
+    avail = np.asarray(ch.available)
+    rows = []
+    for j, key in enumerate(ch.keys):
+        beta = float(fit.beta[j])
+        rows.append(
+            RatingRow(
+                integration=key,
+                role=ch.roles[j],
+                listed=int(avail[:, j].sum()),
+                chosen=int(fit.chosen[j + 1]),
+                beta=_none(beta),
+                se=_none(float(fit.se[j])),
+                rating=_none(float(fit.rating[j])),
+                intervals=[
+                    _iv(
+                        fit.rating_low[lv][j],
+                        fit.rating_high[lv][j],
+                        lv,
+                        f"prompt bootstrap percentile ({fit.resamples} resamples, within intents)",
+                    )
+                    for lv in LEVELS
+                ],
+            )
+        )
+    return rows
+
+
+def invoke_rating_block(ch: Choices, arm: str, seed: int | None) -> InvokeRating:
+    """The Invoke Rating of an arm's listed servers (:func:`prereg.stats.invoke_rating`)."""
+    fit = invoke_rating(
+        ch.chosen,
+        ch.available,
+        intent=ch.cell,
+        prompt=ch.prompt,
+        position=ch.position,
+        prior_sd=RATING_PRIOR_SD,
+        resamples=RATING_RESAMPLES,
+        seed=seed,
+        levels=LEVELS,
+    )
+    never = [k for k, c in zip(ch.keys, fit.chosen[1:], strict=True) if c == 0]
+    reason = "fitted"
+    if fit.chosen[0] == 0:
+        reason = "no run chose no tool: the ratings are not identified against the outside option"
+    elif not fit.converged:
+        reason = (
+            "the likelihood has no finite maximum (choices separated by position or intent): "
+            "not identified"
+        )
+    elif never:
+        reason = f"never chosen first (rating unbounded below, shown null): {', '.join(never)}"
+    if fit.converged and fit.resamples and np.all(np.isnan(fit.rating_low[LEVELS[0]])):
+        reason += (
+            f"; {fit.unidentified_resamples} of {fit.resamples} bootstrap resamples not "
+            "identified: no interval"
+        )
+    return InvokeRating(
+        method=fit.method,
+        reason=reason,
+        runs=fit.runs,
+        prompts=fit.prompts,
+        no_tool=int(fit.chosen[0]),
+        dropped=ch.dropped,
+        position=fit.position,
+        position_se=fit.position_se,
+        branded=None,
+        branded_se=None,
+        prior_sd=fit.prior_sd,
+        resamples=fit.resamples,
+        unidentified_resamples=fit.unidentified_resamples,
+        rows=_rating_rows(ch, fit),
+        provenance=Provenance(
+            function="prereg.stats.invokerank.invoke_rating",
+            parameters={
+                "prior_sd": RATING_PRIOR_SD,
+                "resamples": RATING_RESAMPLES,
+                "seed": seed,
+                "levels": list(LEVELS),
+                "position": "listing position in the run's offer (0 = first)",
+                "branded": "not recorded: term not fitted",
+            },
+            registration_field=None,
+            runs=runset(ch.units, f"arm {arm}; positive tasks; status ok; offer recorded"),
+        ),
+    )
+
+
+def _eligible(ch: Choices) -> Any:
+    avail = np.asarray(ch.available)
+    cell = np.asarray(ch.cell)
+    roles = np.array([r in ELIGIBLE_ROLES for r in ch.roles])
+    listed = np.stack([avail[cell == c].any(axis=0) for c in range(len(ch.intents))])
+    return listed & roles[None, :]
+
+
+def shares_block(ch: Choices, arm: str, seed: int | None) -> ChoiceShares:
+    """Selection Share per contested intent and its roll-up (the Invoke Share needs every
+    eligible integration's Executed and Completed, which replayed competitors never have)."""
+    eligible = _eligible(ch)
+    chosen = np.asarray(ch.chosen)
+    hits = np.zeros((chosen.size, len(ch.keys)))
+    picked = chosen >= 0
+    hits[np.flatnonzero(picked), chosen[picked]] = 1.0
+    hits = hits * eligible[np.asarray(ch.cell)]
+    got = choice_shares(hits, ch.cell, eligible, prompt=ch.prompt, seed=seed, levels=LEVELS)
+    method = f"prompt bootstrap percentile ({got.resamples} resamples, within intents)"
+    rows = []
+    for c, intent in enumerate(ch.intents):
+        if not got.contested[c]:
+            continue
+        for j in np.flatnonzero(eligible[c]):
+            rows.append(
+                ShareRow(
+                    intent=intent,
+                    integration=ch.keys[j],
+                    hits=int(got.hits[c, j]),
+                    share=_none(float(got.share[c, j])),
+                    intervals=[
+                        _iv(got.low[lv][c, j], got.high[lv][c, j], lv, method) for lv in LEVELS
+                    ],
+                )
+            )
+    for j in np.flatnonzero(eligible[got.contested].any(axis=0)) if got.contested.any() else []:
+        rows.append(
+            ShareRow(
+                intent="roll-up",
+                integration=ch.keys[j],
+                hits=int(got.hits[got.contested, j].sum()),
+                share=_none(float(got.rollup[j])),
+                intervals=[
+                    _iv(got.rollup_low[lv][j], got.rollup_high[lv][j], lv, method) for lv in LEVELS
+                ],
+            )
+        )
+    return ChoiceShares(
+        label="Selection Share",
+        reason="competitors are replayed, so no eligible competitor has Executed or "
+        "Completed: every intent is computed at Surfaced x Selected (first choice) and "
+        "labelled Selection Share (4.2)",
+        eligible=ELIGIBLE_NOTE,
+        contested_intents=[i for i, c in zip(ch.intents, got.contested, strict=True) if c],
+        rows=rows,
+        provenance=Provenance(
+            function="prereg.stats.invokerank.choice_shares",
+            parameters={"resamples": got.resamples, "seed": seed, "weights": "equal"},
+            registration_field=None,
+            runs=runset(ch.units, f"arm {arm}; positive tasks; status ok; offer recorded"),
+        ),
+    )
+
+
+def competitor_levers(
+    result: stats.InvokeRankResult, prompts: Prompts, ch: Choices
+) -> list[CompetitorLever]:
+    """Lever at Surfaced x Selected against each intent's best competitor: the focal
+    posterior r_D r_S against the competitor's first-choice share (its only observed
+    stage), scaled to the focal Q: Q (r_best / r_focal - 1)^+ (4.2)."""
+    comp = [j for j, role in enumerate(ch.roles) if role == "competitor"]
+    cell = np.asarray(ch.cell)
+    chosen = np.asarray(ch.chosen)
+    out = []
+    for c, intent in enumerate(prompts.intents):
+        focal = float(result.posterior_means[c, 0] * result.posterior_means[c, 1])
+        mine = cell == ch.intents.index(intent) if intent in ch.intents else np.zeros(0, bool)
+        rates = [float(np.mean(chosen[mine] == j)) if mine.any() else math.nan for j in comp]
+        lever, best = competitor_lever(
+            [[focal]], np.asarray(rates, dtype=float).reshape(len(comp), 1, 1)
+        )
+        b = int(best[0])
+        scale = float(result.q_exact[c]) / focal if focal > 0 else math.nan
+        out.append(
+            CompetitorLever(
+                intent=intent,
+                best_competitor=None if b < 0 else ch.keys[comp[b]],
+                focal_rate=focal,
+                competitor_rate=None if b < 0 else rates[b],
+                lever=None if b < 0 else _none(float(lever[0, 0]) * scale),
+            )
+        )
+    return out
+
+
+# --- Terminal classes (Figure 4) and the Agent Resolution Split -------------------------
+
+SPLIT_NOTE_DEGENERATE = (
+    "{n} positive run(s) ended with no external call and carry no native-judge verdict "
+    "(no native judge has run): they are kept in the denominator as 'unjudged', and the "
+    "Host Self-Serve Rate and No-tool Decline Rate are unknown. The published split, "
+    "which drops unjudged runs from its denominator, is not shown (the seed's degenerate "
+    "split, 6.3)."
+)
+
+
+def terminal_rows(observations: Sequence[Obs], arm: str) -> list[TerminalRow]:
+    """Recorded terminal classes per intent: positive runs, then negative runs apart."""
+    out = []
+    for polarity in ("positive", "negative"):
+        runs = [
+            o
+            for o in observations
+            if o.arm == arm and o.polarity == polarity and o.ok and o.terminal_class is not None
+        ]
+        if not runs:
+            continue
+        intents = sorted({o.intent for o in runs})
+        counts = terminal_counts(
+            [str(o.terminal_class) for o in runs],
+            [intents.index(o.intent) for o in runs],
+            len(intents),
+        )
+        names = TERMINAL_CLASSES
+        for label, row in [("all intents", counts.sum(axis=0)), *zip(intents, counts, strict=True)]:
+            out.append(
+                TerminalRow(
+                    intent=label,
+                    polarity=polarity,
+                    runs=int(row.sum()),
+                    counts={n: int(v) for n, v in zip(names, row, strict=True)},
+                )
+            )
+    return out
+
+
+def _rate(value: stats.ProportionInterval | None) -> ResolutionRate | None:
+    if value is None:
+        return None
+    return ResolutionRate(
+        rate=float(value.estimate),
+        successes=int(value.successes),
+        runs=int(value.trials),
+        interval=_iv(value.low, value.high, LEVELS[0], value.method),
+    )
+
+
+def resolution_block(observations: Sequence[Obs], arm: str) -> ResolutionSplitReport | None:
+    """The Agent Resolution Split of the arm's positive runs (no native verdicts yet)."""
+    runs = [
+        o
+        for o in observations
+        if o.arm == arm and o.polarity == "positive" and o.ok and o.terminal_class is not None
+    ]
+    if not runs:
+        return None
+    intents = sorted({o.intent for o in runs})
+    tasks = list(dict.fromkeys(o.task_id for o in runs))
+    split = resolution_split(
+        [str(o.terminal_class) for o in runs],
+        [None] * len(runs),  # the native judge (issue 18) records no verdict yet
+        [intents.index(o.intent) for o in runs],
+        [tasks.index(o.task_id) for o in runs],
+        len(intents),
+        level=LEVELS[0],
+    )
+    names = SPLIT_CLASSES
+    note = (
+        SPLIT_NOTE_DEGENERATE.format(n=split.unjudged)
+        if split.degenerate
+        else "every no-tool run is judged"
+    )
+    return ResolutionSplitReport(
+        runs=len(runs),
+        counts={n: int(v) for n, v in zip(names, split.counts.sum(axis=0), strict=True)},
+        shares={n: float(v) for n, v in zip(names, split.shares, strict=True)},
+        weighted_shares={n: float(v) for n, v in zip(names, split.weighted_shares, strict=True)},
+        unjudged=split.unjudged,
+        degenerate=split.degenerate,
+        note=note,
+        host_self_serve=_rate(split.host_self_serve),
+        no_tool_decline=_rate(split.no_tool_decline),
+        provenance=Provenance(
+            function="prereg.stats.invokerank.resolution_split",
+            parameters={"level": LEVELS[0], "weights": "equal over intents"},
+            registration_field=None,
+            runs=runset([o.unit for o in runs], f"arm {arm}; positive tasks; status ok"),
+        ),
+    )
+
+
+def choice_blocks(
+    observations: Sequence[Obs], arm: str, seed: int | None, positive: Sequence[Obs]
+) -> dict[str, Any]:
+    """The first-choice, terminal and split blocks of one arm (fields of ArmInvokeRank)."""
+    ch = first_choices(positive)
+    return {
+        "rating": None if ch is None else invoke_rating_block(ch, arm, seed),
+        "shares": None if ch is None else shares_block(ch, arm, seed),
+        "terminal": terminal_rows(observations, arm),
+        "resolution": resolution_block(observations, arm),
+    }

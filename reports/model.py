@@ -441,6 +441,99 @@ class NegativeRate(Model):
     provenance: Provenance
 
 
+class RatingRow(Model):
+    """One integration's Invoke Rating (4.2): R = 1000 + 400 beta / ln 10."""
+
+    integration: str = Field(description="the offered server's key")
+    role: str
+    listed: int = Field(description="positive runs that listed it")
+    chosen: int = Field(description="positive runs whose first external call went to it")
+    beta: float | None = Field(description="null: never chosen (unbounded below) or not identified")
+    se: float | None
+    rating: float | None
+    intervals: list[Interval] = Field(description="prompt-bootstrap percentile, R scale")
+
+
+class InvokeRating(Model):
+    """A conditional logit over first choice with the outside option "no tool" (4.2)."""
+
+    method: str
+    reason: str = Field(description="what was fitted, or why nothing was")
+    runs: int
+    prompts: int
+    no_tool: int = Field(description="runs whose first choice was no tool (the outside option)")
+    dropped: int = Field(description="runs whose first call went to nothing listed")
+    position: float | None = Field(description="gamma per listing position; null: not varied")
+    position_se: float | None
+    branded: float | None = Field(description="lambda; null: no run records a branded prompt")
+    branded_se: float | None
+    prior_sd: float | None
+    resamples: int
+    unidentified_resamples: int
+    rows: list[RatingRow] = Field(default_factory=list)
+    provenance: Provenance
+
+
+class ShareRow(Model):
+    intent: str = Field(description="an intent, or 'roll-up' over the contested intents")
+    integration: str
+    hits: int
+    share: float | None
+    intervals: list[Interval]
+
+
+class ChoiceShares(Model):
+    """Invoke Share, or Selection Share when any eligible integration lacks E or C (4.2)."""
+
+    label: Literal["Invoke Share", "Selection Share"]
+    reason: str
+    eligible: str = Field(description="how the eligible set of each intent was formed")
+    contested_intents: list[str]
+    rows: list[ShareRow] = Field(default_factory=list)
+    provenance: Provenance
+
+
+class CompetitorLever(Model):
+    """Lever at Surfaced x Selected against the intent's best competitor (4.2, Lever)."""
+
+    intent: str
+    best_competitor: str | None
+    focal_rate: float = Field(description="posterior r_D r_S of the focal integration")
+    competitor_rate: float | None = Field(description="its first-choice share of the runs")
+    lever: float | None = Field(description="Q (r_best / r_focal - 1)^+")
+
+
+class TerminalRow(Model):
+    """Runs per recorded terminal class (Figure 4): positive runs, negatives apart."""
+
+    intent: str = Field(description="an intent, or 'all intents'")
+    polarity: Literal["positive", "negative"]
+    runs: int
+    counts: dict[str, int]
+
+
+class ResolutionRate(Model):
+    rate: float
+    successes: int
+    runs: int
+    interval: Interval
+
+
+class ResolutionSplitReport(Model):
+    """The Agent Resolution Split over positive runs (3.3; the degenerate split, 6.3)."""
+
+    runs: int
+    counts: dict[str, int]
+    shares: dict[str, float] = Field(description="over every positive run, unjudged kept")
+    weighted_shares: dict[str, float] = Field(description="intent-weighted (roll-up weights)")
+    unjudged: int
+    degenerate: bool
+    note: str
+    host_self_serve: ResolutionRate | None
+    no_tool_decline: ResolutionRate | None
+    provenance: Provenance
+
+
 class ArmInvokeRank(Model):
     arm: str
     surface: str
@@ -477,6 +570,11 @@ class ArmInvokeRank(Model):
         "intervals overlap: 'intervals overlap, reported as tied' (a display rule)",
     )
     provenance: Provenance | None = None
+    rating: InvokeRating | None = None
+    shares: ChoiceShares | None = None
+    lever_competitor: list[CompetitorLever] = Field(default_factory=list)
+    terminal: list[TerminalRow] = Field(default_factory=list)
+    resolution: ResolutionSplitReport | None = None
 
 
 class InvokeRankReport(Model):

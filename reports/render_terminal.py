@@ -24,6 +24,7 @@ from prereg.reports.text import (
     control_short,
     drop_columns,
     headline,
+    invokerank_choice_lines,
     invokerank_leaderboard,
     pct,
     primary_line,
@@ -45,6 +46,8 @@ def _invokerank(report: Report, console: Console) -> None:
     for row in rows:
         table.add_row(*(display(str(cell)) for cell in row))
     console.print(table)
+    for line in invokerank_choice_lines(report):
+        console.print(display(line))
 
 
 def render(report: Report, console: Console, where: str | None = None) -> None:

@@ -583,4 +583,98 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
             negatives,
         ),
     ]
+    out += invokerank_choice_tables(report)
     return [t for t in out if t[2]]
+
+
+def _rating(value: float | None) -> str:
+    return "null" if value is None or not math.isfinite(value) else f"{value:.0f}"
+
+
+def _rating_interval(iv: Interval) -> str:
+    return f"{_rating(iv.low)} to {_rating(iv.high)} ({iv.level:.0%})"
+
+
+def invokerank_choice_tables(report: Report) -> list[tuple[str, list[str], list[list[Any]]]]:
+    """First choices (Invoke Rating, shares, Lever against the best competitor), terminal
+    classes (Figure 4) and the Agent Resolution Split, per arm."""
+    ir = report.invokerank
+    rating, shares, lever, terminal, split = [], [], [], [], []
+    for a in ir.arms if ir is not None else []:
+        if a.rating is not None:
+            rating += [
+                [a.arm, r.integration, r.role, f"{r.chosen} / {r.listed}", _rating(r.rating)]
+                + [_rating_interval(iv) for iv in r.intervals]
+                for r in a.rating.rows
+            ]
+        if a.shares is not None:
+            shares += [
+                [a.arm, a.shares.label, r.intent, r.integration, r.hits, pct(r.share)]
+                + [interval(iv, "pct") for iv in r.intervals]
+                for r in a.shares.rows
+            ]
+        lever += [
+            [a.arm, x.intent, x.best_competitor or "-", pct(x.focal_rate)]
+            + [pct(x.competitor_rate), points(x.lever)]
+            for x in a.lever_competitor
+        ]
+        terminal += [[a.arm, t.polarity, t.intent, t.runs, *t.counts.values()] for t in a.terminal]
+        if a.resolution is not None:
+            res = a.resolution
+            rates = [
+                "unknown" if r is None else f"{pct(r.rate)} ({interval(r.interval, 'pct')})"
+                for r in (res.host_self_serve, res.no_tool_decline)
+            ]
+            shares_text = ", ".join(f"{k} {pct(v)}" for k, v in res.shares.items() if v)
+            split.append([a.arm, res.runs, shares_text, *rates, res.note])
+    classes = next((list(t.counts) for a in ir.arms for t in a.terminal), []) if ir else []
+    return [
+        (
+            "Invoke Rating per listed integration (conditional logit over first choice; "
+            "R = 1000 + 400 beta / ln 10, 1000 = as likely as no tool)",
+            ["arm", "integration", "role", "chosen / listed", "R", "interval", "interval"],
+            rating,
+        ),
+        (
+            "Selection Share per contested intent (eligible: the registered pool)",
+            ["arm", "metric", "intent", "integration", "first choices", "share"]
+            + ["interval", "interval"],
+            shares,
+        ),
+        (
+            "Lever at Surfaced x Selected against the best competitor (points)",
+            ["arm", "intent", "best competitor", "focal r_D r_S", "competitor", "Lever"],
+            lever,
+        ),
+        (
+            "Terminal classes per intent (Figure 4; positive runs, negatives apart)",
+            ["arm", "runs of", "intent", "runs", *classes],
+            terminal,
+        ),
+        (
+            "Agent Resolution Split (positive runs)",
+            ["arm", "runs", "class shares", "Host Self-Serve Rate", "No-tool Decline Rate"]
+            + ["note"],
+            split,
+        ),
+    ]
+
+
+def invokerank_choice_lines(report: Report) -> list[str]:
+    """Per arm, one line of Invoke Ratings and one of the resolution split (terminal)."""
+    ir = report.invokerank
+    out = []
+    for a in ir.arms if ir is not None else []:
+        if a.rating is not None and a.rating.rows:
+            ratings = ", ".join(f"{r.integration} {_rating(r.rating)}" for r in a.rating.rows)
+            out.append(f"{a.arm}: Invoke Rating (1000 = no tool) {ratings}")
+        if a.resolution is not None:
+            res = a.resolution
+            hss = res.host_self_serve
+            out.append(
+                f"{a.arm}: resolution of {res.runs} positive runs: focal "
+                f"{pct(res.shares.get('focal'))}, competitor {pct(res.shares.get('competitor'))}"
+                f", unjudged no-tool {res.unjudged}; Host Self-Serve Rate "
+                + ("unknown (no native judge)" if hss is None else pct(hss.rate))
+            )
+    return out

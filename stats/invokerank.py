@@ -551,12 +551,16 @@ def false_invoke_rate(calls: Any, runs: Any, rho: float, level: float = 0.90) ->
 #   below) and is fitted out of the choice sets (its limiting likelihood); when the
 #   outside option is never chosen the ratings are not identified (nan). In a bootstrap
 #   resample the same rules apply, so a percentile bound may be -inf (shown as null).
+#   A resample whose fit is not identified (no run chose no tool, or the optimiser finds
+#   no finite maximum) is left out; when more than 10% are, no interval is given.
 # - Interval: percentile intervals of R from a bootstrap over prompts (200 resamples by
 #   default), resampling prompts within intents so that every intent stays represented.
 
 RATING_ORIGIN = 1000.0
 RATING_SCALE = 400.0 / math.log(10.0)
 RATING_RESAMPLES = 200
+#: More unidentified resamples than this share and the rating's interval is not shown.
+UNIDENTIFIED_SHARE = 0.10
 
 
 def rating_from_beta(beta: Any) -> Any:
@@ -825,9 +829,14 @@ def invoke_rating(
     elif terms.kept.size:
         fit = fit_choice_logit(_design(data, terms, prior_sd))
         k = terms.kept.size
-        beta[terms.kept] = fit.params[:k]
-        se[terms.kept] = np.sqrt(np.diag(fit.cov)[:k])
+        if fit.converged:
+            beta[terms.kept] = fit.params[:k]
+            se[terms.kept] = np.sqrt(np.diag(fit.cov)[:k])
+        else:  # a flat or separated likelihood: not identified
+            beta[:], fit = np.nan, None
     boot, unidentified = _rating_bootstrap(data, prior_sd, resamples, seed, fit, terms)
+    if unidentified > UNIDENTIFIED_SHARE * resamples:
+        boot = boot[:0]  # a percentile over the few identified resamples would mislead
     rating = rating_from_beta(beta)
     with np.errstate(invalid="ignore"):  # a bound at -inf (never chosen in a resample)
         lows = {lv: np.quantile(boot, (1 - lv) / 2, axis=0) for lv in levels} if boot.size else {}
@@ -839,7 +848,7 @@ def invoke_rating(
         rating=rating,
         rating_low={lv: lows.get(lv, nan_j) for lv in levels},
         rating_high={lv: highs.get(lv, nan_j) for lv in levels},
-        **_nuisance(fit, terms),
+        **_nuisance(fit if fit is not None and fit.converged else None, terms, j),
         chosen=counts,
         runs=int(data.chosen.size),
         prompts=int(np.unique(data.prompt).size),
@@ -857,7 +866,7 @@ def invoke_rating(
     )
 
 
-def _nuisance(fit: LogitFit | None, terms: RatingTerms) -> dict[str, Any]:
+def _nuisance(fit: LogitFit | None, terms: RatingTerms, alternatives: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "position": None,
         "position_se": None,
@@ -870,13 +879,13 @@ def _nuisance(fit: LogitFit | None, terms: RatingTerms) -> dict[str, Any]:
     k = terms.kept.size
     col = k + k * terms.cells
     if terms.cells:
-        effects = np.full((terms.kept.max() + 1 if k else 0, terms.cells), np.nan)
+        effects = np.full((alternatives, terms.cells), np.nan)
         effects[terms.kept] = fit.params[k:col].reshape(k, terms.cells)
         out["intent_effects"] = effects
     for name, present in (("position", terms.position), ("branded", terms.branded)):
         if present:
             out[name] = float(fit.params[col])
-            out[f"{name}_se"] = float(math.sqrt(fit.cov[col, col]))
+            out[f"{name}_se"] = float(math.sqrt(max(fit.cov[col, col], 0.0)))
             col += 1
     return out
 

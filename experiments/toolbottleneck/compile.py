@@ -403,7 +403,7 @@ def _build(ctx: _Context, cell: Cell, matched_field: str) -> Variant:
         "family": ctx.family.id,
         "seed": ctx.seed,
         "cell": cell.document(),
-        "component_digests": {k: _component_digest(k, v) for k, v in components.items()},
+        "component_digests": {k: digest(v) for k, v in components.items()},
     }
     observations = _observations(ctx, wf, cell.encoding)
     # the variant digest covers the head, each component through its digest, and the
@@ -411,14 +411,6 @@ def _build(ctx: _Context, cell: Cell, matched_field: str) -> Variant:
     sealed = digest({**head, "observations": digest(observations)})
     document = {**head, "components": components, "observations": observations, "digest": sealed}
     return Variant(str(head["id"]), cell, document)
-
-
-def _component_digest(name: str, component: Any) -> str:
-    """A component's digest; a catalog's function list enters through its schemas digest
-    (which already fixes every name, in order), so 2,048 names are not hashed twice."""
-    if name == "catalog" and component is not None:
-        return digest({k: v for k, v in component.items() if k != "functions"})
-    return digest(component)
 
 
 def matched_problem(variants: Sequence[Variant], set_name: str) -> str | None:

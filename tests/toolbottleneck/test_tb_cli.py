@@ -11,7 +11,8 @@ import pytest
 import typer
 
 from prereg.commands import study_cmds
-from prereg.core.errors import PreregError
+from prereg.core.errors import BadInput, IntegrityError, PreregError
+from prereg.experiments.toolbottleneck.stored import load_variant
 from tests.conftest import tree_digest
 from tests.toolbottleneck.helpers import BUNDLED, as_yaml, family_doc
 
@@ -83,3 +84,26 @@ def test_a_refused_family_exits_2_and_writes_nothing(
     assert tree_digest(tmp_path) == before and not out.exists()
     missing = _run(capsys, "study", "compile", tmp_path / "nope.yaml")
     assert missing[0] == 2 and "no such file" in missing[1]
+
+
+def test_written_variants_load_verified_and_an_edit_is_an_integrity_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert _run(capsys, "study", "compile", FAMILY, "--out", tmp_path)[0] == 0
+    folder = tmp_path / "meeting-room-conflict"
+    files = sorted(p for p in folder.glob("*.json") if p.name != "index.json")
+    assert len(files) == 18
+    for path in files:
+        variant = load_variant(path)
+        assert variant.family == "meeting-room-conflict"
+    edited = folder / "capacity.V8.Wlow.Draw.json"
+    text = edited.read_text()
+    assert '"attendees": 14' in text
+    edited.write_text(text.replace('"attendees": 14', '"attendees": 15', 1))
+    with pytest.raises(IntegrityError) as info:
+        load_variant(edited)
+    assert info.value.exit_code == 3 and "does not match" in info.value.message
+    edited.write_text('{"format": "prereg-toolbottleneck-variants/1"}')
+    with pytest.raises(BadInput) as bad:
+        load_variant(edited)
+    assert bad.value.exit_code == 2 and bad.value.field is not None

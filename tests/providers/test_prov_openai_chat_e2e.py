@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from prereg.runners.providers.credentials import REDACTED
 from prereg.runners.store import RunStore
 from tests.conftest import tree_digest
 from tests.providers.fake_chat import ChatBrain, FakeChat
-from tests.providers.fakes import provider_env, server_error
+from tests.providers.fakes import Reply, provider_env, server_error
 from tests.providers.test_prov_e2e import assert_no_key_anywhere
 
 MODEL = "qwen2.5:7b-instruct"
@@ -216,3 +217,40 @@ def test_dry_run_and_a_tool_search_registration(ws: Path, cli: Any, chat: FakeCh
     refused = cli("-w", ws, "run", searching, "--json")
     assert refused.code == 2 and "tool search" in refused.json()["message"]
     assert tree_digest(ws) == before and not chat.seen
+
+
+def _hostile(where: str) -> Any:
+    """The default agent's answer with the client's bare key echoed into ``where``."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        answer = ChatBrain(suffix="").chat(body)
+        if where == "usage":  # reading it raises a plain ValueError quoting the key
+            answer["usage"]["prompt_tokens"] = "{RAW_KEY}"
+            return Reply(200, answer)
+        (call,) = answer["choices"][0]["message"]["tool_calls"]
+        call["id"] = "call_{RAW_KEY}"
+        call["function"]["name"] = "{RAW_KEY}"
+        call["function"]["arguments"] = '{"query": "{RAW_KEY}"}'
+        answer["model"] = "{RAW_KEY}"
+        return Reply(200, answer)
+
+    return reply
+
+
+def test_prereg_run_stores_no_key_a_hostile_server_echoes(
+    ws: Path, cli: Any, chat: FakeChat
+) -> None:
+    reg_id = register(cli, ws, "chat-hostile")
+    chat.rate_limit_every = 0
+    chat.script("chat", _hostile("usage"), _hostile("call"))  # unit 1, then unit 2
+    result = cli("-w", ws, "run", reg_id, "--max-units", "2", "--concurrency", "1", "--json")
+    assert result.code == 0, result.stderr
+    assert not chat.scripts["chat"]  # both hostile replies were served
+    records = RunStore(ws / "runs").records(registration_id=reg_id)
+    called = [e for r in records for e in r.trace if e.kind == "tool_call"]
+    assert [(e.tool, e.arguments, e.model_returned) for e in called] == [
+        (REDACTED, {"query": REDACTED}, REDACTED)
+    ]
+    (failed,) = [r for r in records if r.status == "infra_error"]
+    assert failed.error is not None and "ValueError" in failed.error and REDACTED in failed.error
+    assert_no_key_anywhere(ws, result.stdout, result.stderr)

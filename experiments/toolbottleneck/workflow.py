@@ -258,30 +258,28 @@ def build_workflow(
     family: FamilyFile, seed: int, groups: Sequence[Sequence[str]], handoffs: int, tag: str
 ) -> Workflow:
     """The world and reference program for one layout behind ``handoffs`` handoffs."""
-    route = family.route
-    kinds = family.sources
+    route, kinds = family.route, family.sources
     primary = record_id(family, seed, "primary")
-    chain = [
-        _Link(
-            kinds[i],
-            primary_ref(family, seed) if i == 0 and handoffs == 0 else "",
-            primary if i == 0 else record_id(family, seed, f"{tag}:{i}"),
-        )
-        for i in range(len(groups))
-    ]
+    request_ref = primary_ref(family, seed)  # the request names it: the first record's key
     hops = [
         _Link(
             kinds[j % len(kinds)],
-            primary_ref(family, seed)
+            request_ref
             if j == 0
-            else lookup_key(family, seed, kinds[0], f"{tag}:h{j}"),
+            else lookup_key(family, seed, kinds[j % len(kinds)], f"{tag}:h{j}"),
             record_id(family, seed, f"{tag}:h{j}"),
         )
         for j in range(handoffs)
     ]
     links = [
-        _Link(x.kind, x.ref or lookup_key(family, seed, x.kind, f"{tag}:{i}"), x.rid)
-        for i, x in enumerate(chain)
+        _Link(
+            kinds[i],
+            request_ref
+            if i == 0 and not hops
+            else lookup_key(family, seed, kinds[i], f"{tag}:{i}"),
+            primary if i == 0 else record_id(family, seed, f"{tag}:{i}"),
+        )
+        for i in range(len(groups))
     ]
     records = _hop_records(family, route, hops, links[0]) + _chain_records(
         family, route, groups, links
@@ -297,7 +295,7 @@ def build_workflow(
         sources=frozenset(links[i].rid for i, g in enumerate(groups) if g),
         final_state=final_state,
     )
-    world = World(tuple(records), functions, frozenset({primary_ref(family, seed)}))
+    world = World(tuple(records), functions, frozenset({request_ref}))
     return Workflow(world, tuple(program), goal, primary)
 
 

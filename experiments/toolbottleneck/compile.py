@@ -186,6 +186,10 @@ class _Context:
         return self._catalog_digests[size]
 
     def menu_functions(self, size: int) -> list[Function]:
+        if size < len(self.operational):
+            raise self.fail(
+                "sizes.menus", f"a menu of {size} cannot show {len(self.operational)} tools"
+            )
         if size - len(self.operational) > len(self.neighbours):
             raise self.fail(
                 "sizes.menus",
@@ -345,7 +349,9 @@ def _menu_component(ctx: _Context, cell: Cell) -> dict[str, Any]:
 
 
 def _discovery_components(ctx: _Context, cell: Cell, wf: Workflow) -> tuple[Any, Any]:
-    assert cell.catalog is not None and cell.retriever is not None
+    if cell.catalog not in ctx.family.sizes.catalogs or cell.retriever is None:
+        # the catalogs are nested prefixes of one ranking built for the registered sizes
+        raise ctx.fail("sizes.catalogs", f"cell {cell.code}: not one of the family's catalogs")
     catalog = ctx.pool()[: cell.catalog]
     picked = shortlist(
         catalog, ctx.request, cell.retriever, ctx.family.sizes.shortlist, ctx.family.id, ctx.seed

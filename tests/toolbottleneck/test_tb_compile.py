@@ -218,3 +218,16 @@ def test_a_crossed_cell_is_made_of_the_single_pressure_components() -> None:
     assert crossed.component("encoding") == linked.component("encoding")
     assert crossed.component("core") == high.component("core")
     assert crossed.id == "test-escalation/capacity.V12.Whigh.Dlinked"
+
+
+@pytest.mark.parametrize(
+    ("cell", "field"),
+    [
+        (Cell("capacity", 4, "low", 0, "raw"), "sizes.menus"),
+        (Cell("discovery", 8, "low", 0, "raw", 1024, "flat-lexical"), "sizes.catalogs"),
+    ],
+)
+def test_a_cell_outside_the_family_sizes_is_refused(cell: Cell, field: str) -> None:
+    with pytest.raises(FamilyError) as info:
+        compile_cell(family(family_doc()), cell, filename="fam.yaml")
+    assert info.value.field == field and info.value.exit_code == 2

@@ -55,6 +55,7 @@ class Options:
     allow_incomplete: bool = False
     explore: bool = False
     command: str = "prereg analyse"
+    store: str | None = None  # --store: the run store (else PREREG_STORE, else runs/)
 
 
 class _Pairs:
@@ -398,7 +399,7 @@ def analyse(
     options = options or Options()
     registry = Registry(ws.registry)
     entry = verified_entry(registry, reg_id)
-    loaded = load_runs(ws, registry, entry, records=records)
+    loaded = load_runs(ws, registry, entry, records=records, store=options.store)
     if records is None and loaded.records:
         require_claim(registry, entry)
     loaded = replace(loaded, chains=anchor_chains(registry, entry, loaded.chains))

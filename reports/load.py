@@ -42,6 +42,7 @@ from prereg.registry.units import (
     plan_from_registration,
 )
 from prereg.reports.observations import Obs, RecordLike, from_record, unit_label
+from prereg.runners.stores import resolve_store
 from prereg.runners.verify_runs import verified_records
 
 Unit = tuple[str, str, int]
@@ -242,15 +243,21 @@ def require_claim(registry: Registry, entry: Entry) -> None:
 
 
 def load_runs(
-    ws: Workspace, registry: Registry, entry: Entry, records: Sequence[RecordLike] | None = None
+    ws: Workspace,
+    registry: Registry,
+    entry: Entry,
+    records: Sequence[RecordLike] | None = None,
+    store: str | None = None,
 ) -> LoadedRuns:
-    """Load and check the runs of ``entry`` (``records`` overrides the store, for tests)."""
+    """Load and check the runs of ``entry`` (``records`` overrides the store, for tests).
+
+    ``store``: ``--store`` (else ``PREREG_STORE``, else the workspace's runs/ folder)."""
     experiment = frozen_experiment(registry, entry)
     tasks = tuple(experiment.tasks_in_split(entry.registration.split))
     surfaces = {arm.id: experiment.surfaces.get(arm.surface) for arm in entry.registration.arms}
     chains: dict[str, dict[str, Any]] = {}
     if records is None:
-        stored, chains = verified_records(ws.runs, registry, entry)
+        stored, chains = verified_records(resolve_store(ws.runs, store), registry, entry)
         raw: list[RecordLike] = list(stored)
     else:
         raw = list(records)

@@ -28,7 +28,14 @@ from prereg.runners.importing import plan_import
 from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute
 from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_drivers
-from prereg.runners.store import RunStore, store_path, writable
+from prereg.runners.store import store_path, writable
+from prereg.runners.stores import (
+    StoreLocation,
+    is_postgres,
+    open_store,
+    ready_to_write,
+    resolve_store,
+)
 from prereg.runners.verify_runs import anchor_runs, verified_records
 
 
@@ -40,15 +47,18 @@ def run_registration(
     max_units: int | None = None,
     progress: Progress | None = None,
     driver: Drivers | None = None,
+    store: str | None = None,
 ) -> RunSummary:
     """Run (or resume) a registration; ``driver`` overrides the registered drivers: one
-    driver for every arm, or one per arm id (benches, tests)."""
+    driver for every arm, or one per arm id (benches, tests). ``store``: the run store
+    (``--store``; :func:`prereg.runners.stores.resolve_store`)."""
     if concurrency < 1:
         raise BadInput("--concurrency must be at least 1", field="concurrency")
     if max_units is not None and max_units < 0:
         raise BadInput("--max-units must be >= 0", field="max-units")
+    runs = resolve_store(ws.runs, store)
     registry, entry, plan, experiment = prepare(ws, registration_id)
-    check_store_writable(ws)  # before any unit runs: a paid call whose record
+    check_store_writable(ws, runs)  # before any unit runs: a paid call whose record
     # cannot be written is lost
     if driver is None:
         try:
@@ -61,27 +71,31 @@ def run_registration(
         # the first run of a confirmatory registration spends the locked split (idempotent
         # for this registration; refused, exit 4, if another registration claimed it)
         registry.claim_locked_split(entry)
-    verified_records(ws.runs, registry, entry)  # resume only onto a chain that verifies
-    store = RunStore(ws.runs)
+    verified_records(runs, registry, entry)  # resume only onto a chain that verifies
+    records = open_store(runs)
     try:
         summary = execute(
             plan,
             experiment,
-            store,
+            records,
             driver,
             concurrency=concurrency,
             max_units=max_units,
             progress=progress,
         )
     finally:
-        store.close()
-    anchor_runs(ws.runs, registry, entry)
+        records.close()
+    anchor_runs(runs, registry, entry)
     return summary
 
 
-def check_store_writable(ws: Workspace) -> None:
-    """WriteFailure (exit 1, nothing run) when this process cannot write the run store."""
-    path = store_path(ws.runs)
+def check_store_writable(ws: Workspace, runs: StoreLocation | None = None) -> None:
+    """WriteFailure (exit 1, nothing run) when this process cannot write the run store;
+    for a PostgreSQL store: reach it and create or check its schema (exit 1, 3)."""
+    if runs is not None and is_postgres(runs):
+        ready_to_write(runs)
+        return
+    path = store_path(ws.runs if runs is None else runs)
     if path.exists():
         target, ok = path, writable(path)
     else:
@@ -135,6 +149,7 @@ def export_registration(
     *,
     force: bool = False,
     stdout: BinaryIO | None = None,
+    store: str | None = None,
 ) -> dict[str, Any]:
     """Write every record of a registration, chain links included, to ``out``.
 
@@ -147,7 +162,7 @@ def export_registration(
     check_export_target(ws, out, force)
     registry = open_registry(ws)
     entry = verified_entry(registry, registration_id)
-    records, heads = verified_records(ws.runs, registry, entry)
+    records, heads = verified_records(resolve_store(ws.runs, store), registry, entry)
     foreign = [r.record_id for r in records if r.registration_digest != entry.digest]
     if foreign:
         raise IntegrityError(
@@ -175,23 +190,24 @@ def export_registration(
     }
 
 
-def import_file(ws: Workspace, path: Path) -> dict[str, Any]:
+def import_file(ws: Workspace, path: Path, store: str | None = None) -> dict[str, Any]:
     """Check every record (:mod:`prereg.runners.importing`), then append the new links.
 
     Nothing is written if any record is malformed (exit 2) or fails a check (exit 3).
     Records already stored (the same links) are counted, not written again.
     """
+    runs = resolve_store(ws.runs, store)
     rows = read_records(path)
     registry = open_registry(ws)
-    store = RunStore(ws.runs)
+    target = open_store(runs)
     try:
-        plan = plan_import(registry, store, rows, str(path))
+        plan = plan_import(registry, target, rows, str(path))
         for record in plan.append:
-            store.append_linked(record)
+            target.append_linked(record)
     finally:
-        store.close()
+        target.close()
     for reg_id in sorted({r.registration_id for r in plan.append}):
-        anchor_runs(ws.runs, registry, registry.get(reg_id))
+        anchor_runs(runs, registry, registry.get(reg_id))
     return {
         "file": str(path),
         "records": len(rows),

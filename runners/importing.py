@@ -32,7 +32,7 @@ from prereg.registry.units import expand_units, plan_from_registration
 from prereg.registry.verify import verified_entry
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import ChainRow, RunStore
+from prereg.runners.run_store import ChainRow, RecordStore
 from prereg.runners.verify_runs import check_anchors, check_chain, store_problems
 
 MAX_LISTED = 20
@@ -108,7 +108,7 @@ def _unplanned(registry: Registry, entry: Entry, records: list[RunRecord]) -> li
 
 
 def _stored_chain(
-    registry: Registry, store: RunStore, entry: Entry, digest: str, stored: list[ChainRow]
+    registry: Registry, store: RecordStore, entry: Entry, digest: str, stored: list[ChainRow]
 ) -> None:
     """Refuse to extend (or compare with) a stored chain that does not verify."""
     found, _ = check_chain(stored, digest)
@@ -116,7 +116,7 @@ def _stored_chain(
     if found:
         raise _refuse(
             f"the stored run records of '{entry.id}' fail verification (run `prereg verify`)",
-            str(store.path),
+            store.where,
             [f"{p.kind}: {p.entry}: {p.message}" for p in found],
         )
 
@@ -139,7 +139,7 @@ def _reused_ids(rows: list[tuple[int, RunRecord]]) -> list[str]:
 
 
 def plan_import(
-    registry: Registry, store: RunStore, rows: list[tuple[int, RunRecord]], path: str
+    registry: Registry, store: RecordStore, rows: list[tuple[int, RunRecord]], path: str
 ) -> ImportPlan:
     """Check everything (see the module docstring); IntegrityError before any write."""
     entries = _entries(registry, rows, path)
@@ -153,7 +153,7 @@ def plan_import(
     if damaged:
         raise _refuse(
             "the run store fails verification (run `prereg verify`)",
-            str(store.path),
+            store.where,
             [f"{p.kind}: {p.entry}: {p.message}" for p in damaged],
         )
     result = ImportPlan()

@@ -19,14 +19,22 @@
   registered ``harness: {infrastructure: count_as_failure, attempts: N}`` a unit
   with N infra_error records and no ok one is settled (:func:`settled_keys`): it is
   not run again, and the analysis counts it as a failure (intention to treat).
+- **Many workers.** On a store that shares claims (PostgreSQL), each unit is leased to
+  one worker at a time (:meth:`RecordStore.unit_claims`): any number of ``prereg run``
+  processes on any machines run one registration together, each unit once. A unit whose
+  worker died is claimed again once the worker's session or lease lapsed. A worker keeps
+  the lease of a unit that ended in infra_error until it exits, so no worker of the same
+  round retries it (the next run does, as on one machine).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,8 +45,8 @@ from prereg.runners.drivers.base import Driver
 from prereg.runners.harness import EpisodeResult, Harness
 from prereg.runners.live import check_live, open_live
 from prereg.runners.record import RunRecord
+from prereg.runners.run_store import DuplicateRecord, RecordStore, UnitClaims
 from prereg.runners.scoring import infra_record, score
-from prereg.runners.store import DuplicateRecord, RunStore
 
 
 @dataclass
@@ -96,7 +104,7 @@ async def run_unit(plan: RunPlan, harness: Harness, unit: RunUnit, driver: Drive
         return infra_record(plan, unit, driver, message[:2000], started, _now(), result)
 
 
-def settled_keys(plan: RunPlan, store: RunStore) -> set[tuple[str, str, int]]:
+def settled_keys(plan: RunPlan, store: RecordStore) -> set[tuple[str, str, int]]:
     """Units not to run again: those with an ok record and, under ``count_as_failure``,
     those whose registered attempts all ended in infra_error (the store counts them)."""
     done = store.completed_keys(plan.digest)
@@ -143,7 +151,7 @@ def describe(drivers: Mapping[str, Driver]) -> tuple[str, str]:
 async def run_plan(
     plan: RunPlan,
     experiment: Experiment,
-    store: RunStore,
+    store: RecordStore,
     driver: Drivers,
     *,
     concurrency: int = 4,
@@ -163,9 +171,14 @@ async def run_plan(
     pending = [u for u in units if u.key not in done]
     skipped = len(units) - len(pending)
     stopped: str | None = None
+    claims = (
+        store.unit_claims(plan.digest, [u.key for u in units], worker_name()) if pending else None
+    )
+    by_key = {u.key: u for u in pending}
     if max_units is not None and len(pending) > max_units:
-        pending = pending[:max_units]
+        pending = pending[:max_units] if claims is None else pending
         stopped = "max_units"
+    slots = len(pending) if max_units is None else min(len(pending), max_units)
     live = await open_live(plan, experiment) if pending else None
     harness = Harness(
         experiment,
@@ -178,6 +191,7 @@ async def run_plan(
         configs=plan.arm_configs(),
     )
     cap = plan.budgets.spend_usd
+    next_unit = _next_unit(iter(pending), claims, by_key, max_units)
     state = {
         "spent": store.spent_usd(plan.digest),
         "completed": 0,
@@ -186,38 +200,32 @@ async def run_plan(
         "duplicates": 0,
         "capped": False,
     }
-    queue = iter(pending)
     start = clock()
     progress.start(len(pending), skipped)
 
     async def worker() -> None:
         while True:
+            if claims is not None and cap is not None:  # other workers spend too
+                state["spent"] = max(float(state["spent"]), store.spent_usd(plan.digest))
             if cap is not None and state["spent"] >= cap:
                 state["capped"] = True
                 return
-            unit = next(queue, None)
+            unit = next_unit()
             if unit is None:
                 return
             record = await run_unit(plan, harness, unit, by_arm[unit.arm])
-            try:
-                store.append(record)
-            except DuplicateRecord:
-                state["duplicates"] += 1
-                continue
-            state["spent"] += record.cost_usd or 0.0
-            if record.status == "ok":
-                state["completed"] += 1
-                state["successes"] += bool(record.success)
-            else:
-                state["failed"] += 1
-            progress.advance(record, float(state["spent"]))
+            if _store(store, claims, record, state):
+                progress.advance(record, float(state["spent"]))
 
+    renewing = asyncio.create_task(_renew(claims)) if claims is not None else None
     try:
-        workers = [
-            asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(pending))))
-        ]
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, slots)))]
         await asyncio.gather(*workers)
     finally:
+        if renewing is not None:
+            renewing.cancel()
+        if claims is not None:
+            claims.close()
         progress.stop()
         if live is not None:
             await live.close()
@@ -246,10 +254,72 @@ async def run_plan(
     )
 
 
+def _store(
+    store: RecordStore, claims: UnitClaims | None, record: RunRecord, state: dict[str, Any]
+) -> bool:
+    """Append a unit's record and count it; False when another process stored the unit
+    meanwhile (a duplicate, not written). A stored ok unit's claim is released; an
+    infra_error unit's claim is kept until this worker exits (see the module docstring)."""
+    try:
+        store.append(record)
+    except DuplicateRecord:
+        state["duplicates"] += 1
+        if claims is not None:
+            claims.release(record.unit_key)
+        return False
+    if claims is not None and record.status == "ok":
+        claims.release(record.unit_key)
+    state["spent"] += record.cost_usd or 0.0
+    if record.status == "ok":
+        state["completed"] += 1
+        state["successes"] += bool(record.success)
+    else:
+        state["failed"] += 1
+    return True
+
+
+def worker_name() -> str:
+    """This worker, as the claims name it (host and process id)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _next_unit(
+    queue: Iterator[RunUnit],
+    claims: UnitClaims | None,
+    by_key: Mapping[tuple[str, str, int], RunUnit],
+    max_units: int | None,
+) -> Callable[[], RunUnit | None]:
+    """What each asyncio worker calls for its next unit: the next pending one, or (on a
+    store that shares claims) the next unit this process could claim. A claimed unit it
+    does not plan to run (settled when it started) stays leased to it, so no other
+    worker of this round runs it either."""
+    taken: set[tuple[str, str, int]] = set()
+
+    def from_claims() -> RunUnit | None:
+        assert claims is not None
+        while max_units is None or len(taken) < max_units:
+            key = claims.claim()
+            if key is None:
+                return None
+            if key in by_key and key not in taken:
+                taken.add(key)
+                return by_key[key]
+        return None
+
+    return (lambda: next(queue, None)) if claims is None else from_claims
+
+
+async def _renew(claims: UnitClaims, every_s: float = 30.0) -> None:
+    """Renew this worker's leases while it runs (a long unit keeps its claim)."""
+    while True:
+        await asyncio.sleep(every_s)
+        claims.renew()
+
+
 def execute(
     plan: RunPlan,
     experiment: Experiment,
-    store: RunStore,
+    store: RecordStore,
     driver: Drivers,
     *,
     concurrency: int = 4,

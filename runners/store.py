@@ -31,9 +31,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Self
@@ -41,6 +40,24 @@ from typing import Self
 from prereg.core.errors import BadInput, IntegrityError, WriteFailure
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
+from prereg.runners.run_store import (
+    INDEXED_COLUMNS,
+    ChainConflict,
+    ChainRow,
+    DuplicateRecord,
+    UnitClaims,
+    UnitKey,
+    indexed_columns,
+)
+
+__all__ = [  # the interface's shared names stay importable from here
+    "INDEXED_COLUMNS",
+    "ChainConflict",
+    "ChainRow",
+    "DuplicateRecord",
+    "RunStore",
+    "indexed_columns",
+]
 
 STORE_FILENAME = "runs.sqlite"
 
@@ -137,36 +154,6 @@ def sqlite_errors() -> Iterator[None]:
         ) from None
 
 
-#: The columns copied from a record into its row (indexes and sums read them; the
-#: verification compares them with the record's body).
-INDEXED_COLUMNS = (
-    "record_id",
-    "registration_digest",
-    "registration_id",
-    "arm",
-    "task_id",
-    "repeat",
-    "status",
-    "success",
-    "cost_usd",
-)
-
-
-def indexed_columns(record: RunRecord) -> tuple[object, ...]:
-    """The values of :data:`INDEXED_COLUMNS` for ``record``, as the row stores them."""
-    return (
-        record.record_id,
-        record.registration_digest,
-        record.registration_id,
-        record.arm,
-        record.task_id,
-        record.repeat,
-        record.status,
-        None if record.success is None else int(record.success),
-        record.cost_usd,
-    )
-
-
 def _write_failure(exc: sqlite3.OperationalError, path: Path) -> Exception:
     """A refused write (disk full, read-only) as WriteFailure, exit 1; others unchanged.
 
@@ -176,38 +163,6 @@ def _write_failure(exc: sqlite3.OperationalError, path: Path) -> Exception:
     if "full" in text or "disk i/o" in text or _readonly_refused(exc):
         return WriteFailure(f"cannot write a run record: {exc}", file=str(path))
     return exc
-
-
-class DuplicateRecord(Exception):
-    """The unit already has an ok record (or this record id was already stored)."""
-
-
-class ChainConflict(IntegrityError):
-    """A record with a chain link that does not continue the stored chain (import; exit 3)."""
-
-
-@dataclass(frozen=True)
-class ChainRow:
-    """One stored link, as the database holds it (for verification).
-
-    The values are as SQLite returns them: a damaged or edited file can hold a value of
-    another type than the column's, which verification reports instead of trusting.
-    """
-
-    seq: int
-    chain_index: int
-    prev_hash: str
-    record_hash: str
-    record_id: str
-    registration_digest: str
-    registration_id: str
-    arm: str
-    task_id: str
-    repeat: int
-    status: str
-    success: int | None
-    cost_usd: float | None
-    body: str
 
 
 def store_path(path: Path | str) -> Path:
@@ -323,7 +278,27 @@ class Database:
 
 
 class RunStore(Database):
-    """Append-only store of :class:`RunRecord`. ``RunStore(workspace.runs)`` works."""
+    """Append-only store of :class:`RunRecord`. ``RunStore(workspace.runs)`` works.
+
+    The SQLite implementation of :class:`prereg.runners.run_store.RecordStore`.
+    """
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def unit_claims(self, digest: str, keys: Sequence[UnitKey], worker: str) -> UnitClaims | None:
+        """None: one machine's processes share no claims; the unique index refuses a
+        second ok record for a unit (the other process counts it as a duplicate)."""
+        del digest, keys, worker
+        return None
 
     # ---- connection ----------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,14 +25,15 @@ from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import Problem
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import (
+from prereg.runners.run_store import (
     INDEXED_COLUMNS,
     ChainRow,
-    RunStore,
+    RecordStore,
+    StoreUnreadable,
     indexed_columns,
-    not_a_file,
-    store_path,
 )
+from prereg.runners.store import not_a_file, store_path
+from prereg.runners.stores import StoreLocation, is_postgres, open_store
 
 #: Problems named in a refusal (``prereg verify`` lists them all).
 MAX_LISTED = 20
@@ -241,9 +241,9 @@ def check_owner(registry: Registry, digest: str, rows: list[ChainRow]) -> list[P
     return []
 
 
-def store_problems(store: RunStore) -> list[Problem]:
+def store_problems(store: RecordStore) -> list[Problem]:
     """The schema (triggers and indexes present and unaltered) and SQLite's integrity check."""
-    name = store.path.name
+    name = store.name
     problems = [
         Problem(
             "runs-schema",
@@ -278,17 +278,35 @@ def _missing_chains(
     ]
 
 
-def verify_runs(runs: Path, registry: Registry) -> RunsReport:
-    """Check every chain of the store at ``runs`` (a folder or the database file)."""
-    report = RunsReport()
+def _present(runs: StoreLocation) -> tuple[RecordStore | None, Problem | None]:
+    """The store to read (None when there is none yet), or why it cannot be read.
+
+    Reading creates nothing: an SQLite file that is not there, or a PostgreSQL database
+    without the records table, holds no records.
+    """
+    if is_postgres(runs):
+        store = open_store(runs)
+        if store.exists():
+            return store, None
+        store.close()
+        return None, None
     path = store_path(runs)
     problem = not_a_file(path)
     if problem is not None:
-        report.problems.append(Problem("runs-unreadable", path.name, problem))
-    if problem is not None or not path.exists():
+        return None, Problem("runs-unreadable", path.name, problem)
+    return (open_store(path), None) if path.exists() else (None, None)
+
+
+def verify_runs(runs: StoreLocation, registry: Registry) -> RunsReport:
+    """Check every chain of the store at ``runs`` (a folder, the database file or a
+    PostgreSQL URL)."""
+    report = RunsReport()
+    store, problem = _present(runs)
+    if problem is not None:
+        report.problems.append(problem)
+    if store is None:
         report.problems += _missing_chains(registry, set())
         return report
-    store = RunStore(path)
     try:
         report.problems += store_problems(store)
         digests = store.digests()
@@ -302,9 +320,9 @@ def verify_runs(runs: Path, registry: Registry) -> RunsReport:
             report.problems += check_claim(registry, digest, rows)
             report.heads[digest] = {"count": len(rows), "head": head}
         report.problems += _missing_chains(registry, set(digests))
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, StoreUnreadable) as exc:
         report.problems.append(
-            Problem("runs-unreadable", path.name, f"the run store cannot be read: {exc}")
+            Problem("runs-unreadable", store.name, f"the run store cannot be read: {exc}")
         )
     finally:
         store.close()
@@ -312,7 +330,7 @@ def verify_runs(runs: Path, registry: Registry) -> RunsReport:
 
 
 def verified_records(
-    runs: Path, registry: Registry, entry: Entry
+    runs: StoreLocation, registry: Registry, entry: Entry
 ) -> tuple[list[RunRecord], dict[str, dict[str, Any]]]:
     """The records filed under ``entry`` (its id or its digest), after their chains verify.
 
@@ -320,14 +338,12 @@ def verified_records(
     the store's schema and integrity and of each chain involved, the registry's anchors
     included. No record is parsed before its chain verified.
     """
-    path = store_path(runs)
-    problem = not_a_file(path)
+    store, problem = _present(runs)
     if problem is not None:
-        _refuse_if(entry, [Problem("runs-unreadable", path.name, problem)])
-    if not path.exists():
+        _refuse_if(entry, [problem])
+    if store is None:
         _refuse_if(entry, _missing_chains(registry, set(), entry.digest))
         return [], {}
-    store = RunStore(path)
     problems: list[Problem] = []
     heads: dict[str, dict[str, Any]] = {}
     try:
@@ -344,9 +360,9 @@ def verified_records(
         # the digest's records filed under another id (foreign runs the reader names);
         # the others are in by_id already, so each record is parsed once
         by_digest = store.records(registration_digest=entry.digest, not_registration_id=entry.id)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, StoreUnreadable) as exc:
         raise IntegrityError(
-            f"the run store cannot be read ({exc}); run `prereg verify`", file=str(path)
+            f"the run store cannot be read ({exc}); run `prereg verify`", file=store.where
         ) from None
     finally:
         store.close()
@@ -368,7 +384,7 @@ def _refuse_if(entry: Entry, problems: list[Problem]) -> None:
         )
 
 
-def anchor_runs(runs: Path, registry: Registry, entry: Entry) -> dict[str, Any]:
+def anchor_runs(runs: StoreLocation, registry: Registry, entry: Entry) -> dict[str, Any]:
     """Verify ``entry``'s run chain and pin its head in the ledger; returns the head.
 
     Called at the end of every ``prereg run`` (and by ``analyse``): a chain that does

@@ -15,6 +15,7 @@ import typer
 
 from prereg.commands._common import JsonOpt, bundled_sources, workspace
 from prereg.commands.progress import RichProgress
+from prereg.commands.store_opt import StoreOpt
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
@@ -64,6 +65,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         as_json: JsonOpt = False,
+        store: StoreOpt = None,
     ) -> None:
         """The registered analysis and its mechanical verdict, written to reports/ID/.
 
@@ -80,6 +82,7 @@ def register(app: typer.Typer) -> None:
             allow_incomplete=allow_incomplete,
             explore=explore,
             command=" ".join(["prereg analyse", reg_id, *flags]),
+            store=store,
         )
         data, report, out = _analyse(ws, reg_id, options)
         emit(

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from prereg.commands._common import FlagHelpGroup, JsonOpt, workspace
 from prereg.commands.progress import RichProgress
+from prereg.commands.store_opt import StoreOpt, refuse_with_provider_options
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit, err_console
 from prereg.core.untrusted import display
@@ -67,17 +68,20 @@ def run(
         Path | None,
         typer.Option("--prices", help="Price table file (YAML/JSON) overriding the packaged one."),
     ] = None,
+    store: StoreOpt = None,
 ) -> None:
     """Run a registration's units (resuming: units already recorded are skipped).
 
-    Records go to runs/ (SQLite, append-only), each stamped with the registration's
-    digest. Ctrl-C keeps every finished unit; run again to continue. Infrastructure
-    failures are recorded as infra_error and retried on the next run.
+    Records go to runs/ (SQLite, append-only), or to --store postgresql://... shared by
+    any number of workers on any machines (each unit claimed by one), each stamped with
+    the registration's digest. Ctrl-C keeps every finished unit; run again to continue.
+    Infrastructure failures are recorded as infra_error and retried on the next run.
     """
     ws = workspace(ctx)
     progress = None if (as_json or no_progress) else RichProgress(registration_id)
     extra: dict[str, Any] = {}
     if dry_run or batch or prices is not None:  # provider options (issue 7)
+        refuse_with_provider_options(store)
         if dry_run:
             data = estimate_run(
                 ws, registration_id, batch=batch, max_units=max_units, prices=prices
@@ -96,7 +100,12 @@ def run(
         )
     else:
         summary = run_registration(
-            ws, registration_id, concurrency=concurrency, max_units=max_units, progress=progress
+            ws,
+            registration_id,
+            concurrency=concurrency,
+            max_units=max_units,
+            progress=progress,
+            store=store,
         )
     extra = redact_obj(extra)  # batch ids and the like come from the provider
     data = {**summary.to_json(), **extra}
@@ -137,6 +146,7 @@ def export(
     fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl or csv.")] = "jsonl",
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
     as_json: JsonOpt = False,
+    store: StoreOpt = None,
 ) -> None:
     """Export a registration's run records (one per line / row), hash-chain links included.
 
@@ -152,7 +162,9 @@ def export(
         raise BadInput(
             "--json cannot go with --out -: standard output carries the records", field="--json"
         )
-    result = export_registration(workspace(ctx), registration_id, chosen, out, force=force)
+    result = export_registration(
+        workspace(ctx), registration_id, chosen, out, force=force, store=store
+    )
     where = "standard output" if to_stdout else str(out)
     line = display(f"wrote {result['records']} record(s) of {registration_id} to {where} ({fmt})")
     emit(result, as_json, lambda: (err_console if to_stdout else console).print(line))
@@ -162,6 +174,7 @@ def import_(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A .jsonl or .csv export.")],
     as_json: JsonOpt = False,
+    store: StoreOpt = None,
 ) -> None:
     """Import run records: whole, intact chains of units the registration plans.
 
@@ -169,7 +182,7 @@ def import_(
     registration's records must form an intact hash chain; a record already stored must
     be the same record (an edited export is refused, exit 3, nothing written).
     """
-    result = import_file(workspace(ctx), file)
+    result = import_file(workspace(ctx), file, store=store)
     emit(
         result,
         as_json,

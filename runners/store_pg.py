@@ -1,0 +1,576 @@
+"""The run store in PostgreSQL: one store shared by workers on any number of machines.
+
+The same records, chains and guarantees as the SQLite store (:mod:`prereg.runners.store`),
+each enforced by the database, whoever connects:
+
+- triggers refuse ``UPDATE``, ``DELETE`` and ``TRUNCATE`` on ``records``;
+- a partial unique index keeps one ok record per unit (digest, arm, task, repeat);
+  infra_error rows are kept and do not occupy the unit;
+- every row carries its registration digest (a CHECK on its form) and is a link of that
+  digest's hash chain, computed inside the appending transaction under an advisory lock
+  on the digest, so concurrent writers serialise on the chain's head; a unique index
+  keeps one record per chain position;
+- the schema is created only in a database without it (under an advisory lock, so
+  workers starting together create it once); an existing one is compared with what this
+  prereg creates, and a store whose triggers or indexes were dropped, disabled or
+  altered is refused for writing and reported by ``prereg verify``.
+
+Units are claimed through the ``claims`` table (:class:`PgClaims`): ``SELECT ... FOR
+UPDATE SKIP LOCKED`` hands each unit to one worker with a lease; the lease lapses when
+the worker's database session ends (a killed worker: its server process is gone from
+``pg_stat_activity``) or when it is not renewed in time (a machine cut off). Claims are
+bookkeeping, not evidence: they may be updated; the records alone are append-only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Self, TypeGuard
+from urllib.parse import urlsplit, urlunsplit
+
+from prereg.core.errors import BadInput, IntegrityError
+from prereg.runners import chain
+from prereg.runners.record import RunRecord
+from prereg.runners.run_store import (
+    ChainConflict,
+    ChainRow,
+    DuplicateRecord,
+    StoreUnavailable,
+    StoreUnreadable,
+    UnitKey,
+    indexed_columns,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: The URL schemes of a PostgreSQL store.
+SCHEMES = ("postgresql://", "postgres://")
+
+#: Seconds a claim is leased for; a running worker renews its leases well before.
+LEASE_S = 300.0
+
+_SCHEMA_LOCK = 0x70726572_65670001  # advisory lock key: creating the schema ("prereg" 1)
+
+_FUNCTION_BODY = (
+    " BEGIN RAISE EXCEPTION 'run records are append-only: % is refused', TG_OP"
+    " USING ERRCODE = 'P0001'; END "
+)
+
+_SCHEMA = f"""
+CREATE TABLE records (
+    seq                 BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    record_id           TEXT    NOT NULL UNIQUE,
+    registration_digest TEXT    NOT NULL CHECK (registration_digest LIKE 'sha256:%'
+                                                AND length(registration_digest) = 71),
+    registration_id     TEXT    NOT NULL,
+    arm                 TEXT    NOT NULL,
+    task_id             TEXT    NOT NULL,
+    repeat              INTEGER NOT NULL,
+    status              TEXT    NOT NULL CHECK (status IN ('ok', 'infra_error')),
+    success             INTEGER,
+    cost_usd            DOUBLE PRECISION,
+    written_at          TIMESTAMPTZ NOT NULL DEFAULT now(),
+    chain_index         INTEGER NOT NULL CHECK (chain_index >= 0),
+    prev_hash           TEXT    NOT NULL,
+    record_hash         TEXT    NOT NULL,
+    body                TEXT    NOT NULL
+);
+CREATE UNIQUE INDEX one_link_per_chain_position ON records (registration_digest, chain_index);
+CREATE UNIQUE INDEX one_ok_record_per_unit
+    ON records (registration_digest, arm, task_id, repeat) WHERE status = 'ok';
+CREATE INDEX records_by_registration ON records (registration_id);
+CREATE FUNCTION records_append_only() RETURNS trigger LANGUAGE plpgsql
+    AS $fn${_FUNCTION_BODY}$fn$;
+CREATE TRIGGER records_no_update BEFORE UPDATE ON records
+    FOR EACH ROW EXECUTE FUNCTION records_append_only();
+CREATE TRIGGER records_no_delete BEFORE DELETE ON records
+    FOR EACH ROW EXECUTE FUNCTION records_append_only();
+CREATE TRIGGER records_no_truncate BEFORE TRUNCATE ON records
+    FOR EACH STATEMENT EXECUTE FUNCTION records_append_only();
+CREATE TABLE claims (
+    registration_digest TEXT    NOT NULL,
+    arm                 TEXT    NOT NULL,
+    task_id             TEXT    NOT NULL,
+    repeat              INTEGER NOT NULL,
+    ordinal             INTEGER NOT NULL,
+    worker              TEXT,
+    holder_pid          INTEGER,
+    holder_start        TIMESTAMPTZ,
+    lease_until         TIMESTAMPTZ,
+    claimed             INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (registration_digest, arm, task_id, repeat)
+);
+CREATE INDEX claims_in_order ON claims (registration_digest, ordinal);
+"""
+
+#: (type, name) -> definition of every object that enforces the guarantees, as
+#: PostgreSQL prints it (``{s}``: the store's schema name), whitespace collapsed.
+_EXPECTED: dict[tuple[str, str], str] = {
+    ("index", "one_link_per_chain_position"): "CREATE UNIQUE INDEX one_link_per_chain_position "
+    "ON {s}.records USING btree (registration_digest, chain_index)",
+    ("index", "one_ok_record_per_unit"): "CREATE UNIQUE INDEX one_ok_record_per_unit ON "
+    "{s}.records USING btree (registration_digest, arm, task_id, repeat) WHERE "
+    "(status = 'ok'::text)",
+    ("index", "records_by_registration"): "CREATE INDEX records_by_registration ON "
+    "{s}.records USING btree (registration_id)",
+    ("index", "records_pkey"): "CREATE UNIQUE INDEX records_pkey ON {s}.records USING btree (seq)",
+    ("index", "records_record_id_key"): "CREATE UNIQUE INDEX records_record_id_key ON "
+    "{s}.records USING btree (record_id)",
+    ("trigger", "records_no_update"): "CREATE TRIGGER records_no_update BEFORE UPDATE ON "
+    "{s}.records FOR EACH ROW EXECUTE FUNCTION records_append_only() enabled",
+    ("trigger", "records_no_delete"): "CREATE TRIGGER records_no_delete BEFORE DELETE ON "
+    "{s}.records FOR EACH ROW EXECUTE FUNCTION records_append_only() enabled",
+    ("trigger", "records_no_truncate"): "CREATE TRIGGER records_no_truncate BEFORE TRUNCATE "
+    "ON {s}.records FOR EACH STATEMENT EXECUTE FUNCTION records_append_only() enabled",
+    ("function", "records_append_only"): _FUNCTION_BODY,
+}
+
+_DEFINITIONS = """
+SELECT 'index', c.relname, pg_get_indexdef(c.oid)
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid = %(t)s::regclass
+UNION ALL
+SELECT 'trigger', t.tgname, pg_get_triggerdef(t.oid) ||
+       CASE WHEN t.tgenabled = 'O' THEN ' enabled' ELSE ' disabled' END
+  FROM pg_trigger t WHERE t.tgrelid = %(t)s::regclass AND NOT t.tgisinternal
+UNION ALL
+SELECT 'function', p.proname, p.prosrc
+  FROM pg_proc p WHERE p.proname = 'records_append_only'
+   AND p.pronamespace = (SELECT relnamespace FROM pg_class WHERE oid = %(t)s::regclass)
+"""
+
+
+def is_postgres_url(location: object) -> TypeGuard[str]:
+    """Whether ``location`` names a PostgreSQL store (rather than an SQLite path)."""
+    return isinstance(location, str) and location.startswith(SCHEMES)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages and reports."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:  # not even a URL: say only what it claims to be
+        return url.split("://", 1)[0] + "://(unparsable)"
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def _psycopg() -> Any:
+    """psycopg, imported where a PostgreSQL store is used (an optional dependency)."""
+    try:
+        import psycopg  # lazy: optional dependency (prereg[postgres]), only for PostgreSQL stores
+    except ImportError:
+        raise BadInput(
+            "a PostgreSQL run store needs psycopg: pip install 'prereg[postgres]'",
+            field="--store",
+        ) from None
+    return psycopg
+
+
+def _squash(text: str | None) -> str:
+    return re.sub(r"\s+", " ", text or "").strip()
+
+
+def lock_key(text: str) -> int:
+    """A signed 64-bit advisory lock key for ``text`` (a digest's chain)."""
+    return int.from_bytes(
+        hashlib.sha256(b"prereg-chain:" + text.encode()).digest()[:8], "big", signed=True
+    )
+
+
+class PgRunStore:
+    """Append-only store of :class:`RunRecord` in PostgreSQL (one connection, autocommit;
+    explicit transactions where a write needs one)."""
+
+    def __init__(self, url: str) -> None:
+        if not is_postgres_url(url):
+            raise BadInput(f"not a PostgreSQL URL: {url!r}", field="--store")
+        self.url = url
+        self._params: dict[str, Any] = {}
+        self._conninfo = self._parse(url)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+        self._drift: list[tuple[str, str, str]] | None = None
+        self._present = False  # the records table was seen (it is never dropped by us)
+        self._ready = False  # the schema was checked for writing
+
+    def _parse(self, url: str) -> str:
+        psycopg = _psycopg()
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise BadInput(
+                f"malformed PostgreSQL URL {redacted(url)}: {str(exc).strip()}", field="--store"
+            ) from None
+        self._params = dict(params)
+        params.setdefault("connect_timeout", 10)
+        params.setdefault("application_name", "prereg")
+        return str(psycopg.conninfo.make_conninfo(**params))
+
+    # ---- RecordStore: identity -------------------------------------------------------------
+
+    @property
+    def where(self) -> str:
+        return redacted(self.url)
+
+    @property
+    def name(self) -> str:
+        database = self._params.get("dbname") or "-"
+        return f"postgresql database {database}"
+
+    # ---- connection ------------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            psycopg = _psycopg()
+            try:
+                self._conn = psycopg.connect(self._conninfo, autocommit=True)
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(
+                    f"cannot reach the run store {self.where}: {_squash(str(exc))}",
+                    field="--store",
+                ) from None
+        return self._conn
+
+    @contextmanager
+    def _session(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection, under this store's lock; a lost server is StoreUnavailable, any
+        other database error while reading StoreUnreadable (the caller reports it)."""
+        psycopg = _psycopg()
+        with self._lock:
+            conn = self._connection()
+            try:
+                yield conn
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(
+                    f"the run store {self.where} failed: {_squash(str(exc))}", field="--store"
+                ) from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- schema ----------------------------------------------------------------------------
+
+    def _has_records(self, conn: psycopg.Connection[Any]) -> bool:
+        if not self._present:
+            row = conn.execute("SELECT to_regclass('records') IS NOT NULL").fetchone()
+            self._present = bool(row and row[0])
+        return self._present
+
+    def exists(self) -> bool:
+        with self._session() as conn:
+            return self._has_records(conn)
+
+    def ensure_schema(self) -> None:
+        """Create the schema in a database without one (once, whoever races); refuse
+        (IntegrityError, exit 3) to write to a store whose schema was changed."""
+        if self._ready:
+            return
+        with self._session() as conn:
+            if not self._has_records(conn):
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                    if not self._has_records(conn):
+                        conn.execute(_SCHEMA)
+            drift = self._drift_of(conn)
+        if drift:
+            raise IntegrityError(
+                "the run store's schema was changed, so it no longer keeps records "
+                "append-only and one per unit; nothing is written to it. Run `prereg verify`",
+                file=self.where,
+                details=[f"{kind} {name}: {what}" for kind, name, what in drift],
+            )
+        self._ready = True
+
+    def _drift_of(self, conn: psycopg.Connection[Any]) -> list[tuple[str, str, str]]:
+        if self._drift is None:
+            schema = conn.execute(
+                "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE c.oid = 'records'::regclass"
+            ).fetchone()
+            name = str(schema[0]) if schema else "public"
+            actual = {
+                (str(kind), str(obj)): _squash(str(sql))
+                for kind, obj, sql in conn.execute(_DEFINITIONS, {"t": "records"}).fetchall()
+            }
+            expected = {key: _squash(sql.replace("{s}", name)) for key, sql in _EXPECTED.items()}
+            drift = [(k, n, "dropped") for k, n in expected if (k, n) not in actual]
+            drift += [
+                (k, n, "altered" if (k, n) in expected else "added")
+                for (k, n), sql in actual.items()
+                if expected.get((k, n)) != sql
+            ]
+            self._drift = sorted(drift)
+        return list(self._drift)
+
+    def schema_drift(self) -> list[tuple[str, str, str]]:
+        with self._session() as conn:
+            if not self._has_records(conn):
+                return []
+            return self._drift_of(conn)
+
+    def integrity_problems(self, limit: int = 20) -> list[str]:
+        """Empty: PostgreSQL checks its pages itself (checksums, amcheck are the server
+        administrator's); the chains and the schema are what verification checks here."""
+        del limit
+        return []
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self, digest: str) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction holding the lock of ``digest``'s chain (writers serialise on it)."""
+        self.ensure_schema()
+        with self._session() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(digest),))
+            yield conn
+
+    def append(self, record: RunRecord) -> RunRecord:
+        with self._tx(record.registration_digest) as conn:
+            index, prev = self._next_link(conn, record.registration_digest)
+            linked = chain.link(record.model_copy(update={"chain": None}), index, prev)
+            self._insert(conn, linked)
+        return linked
+
+    def append_linked(self, record: RunRecord) -> None:
+        link = record.chain
+        if link is None:
+            raise ChainConflict(f"record {record.record_id} carries no chain link")
+        with self._tx(record.registration_digest) as conn:
+            index, prev = self._next_link(conn, record.registration_digest)
+            if (link.index, link.prev) != (index, prev):
+                raise ChainConflict(
+                    f"record {record.record_id} is link {link.index} after {link.prev[:19]}..., "
+                    f"but the stored chain continues at link {index} after {prev[:19]}..."
+                )
+            if chain.link_hash(chain.content(record), link.index, link.prev) != link.hash:
+                raise ChainConflict(f"record {record.record_id}: content does not match its hash")
+            self._insert(conn, record)
+
+    @staticmethod
+    def _next_link(conn: psycopg.Connection[Any], digest: str) -> tuple[int, str]:
+        row = conn.execute(
+            "SELECT chain_index, record_hash FROM records WHERE registration_digest = %s "
+            "ORDER BY chain_index DESC LIMIT 1",
+            (digest,),
+        ).fetchone()
+        if row is None:
+            return 0, chain.genesis(digest)
+        return int(row[0]) + 1, str(row[1])
+
+    @staticmethod
+    def _insert(conn: psycopg.Connection[Any], record: RunRecord) -> None:
+        assert record.chain is not None
+        psycopg = _psycopg()
+        try:
+            with conn.transaction():  # a savepoint: the refusal leaves the lock's tx usable
+                conn.execute(
+                    "INSERT INTO records (record_id, registration_digest, registration_id, arm,"
+                    " task_id, repeat, status, success, cost_usd, chain_index, prev_hash,"
+                    " record_hash, body) VALUES"
+                    " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (
+                        *indexed_columns(record),
+                        record.chain.index,
+                        record.chain.prev,
+                        record.chain.hash,
+                        record.model_dump_json(),
+                    ),
+                )
+        except psycopg.errors.UniqueViolation as exc:
+            raise DuplicateRecord(
+                f"{record.registration_id} {record.arm}/{record.task_id}/repeat "
+                f"{record.repeat}: {_squash(str(exc))}"
+            ) from None
+
+    def extend(self, records: Iterable[RunRecord]) -> tuple[int, int]:
+        written = skipped = 0
+        for record in records:
+            try:
+                self.append(record)
+                written += 1
+            except DuplicateRecord:
+                skipped += 1
+        return written, skipped
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        psycopg = _psycopg()
+        with self._session() as conn:
+            if not self._has_records(conn):
+                return []
+            try:
+                return list(conn.execute(sql, params).fetchall())
+            except psycopg.DatabaseError as exc:
+                if isinstance(exc, psycopg.OperationalError):
+                    raise
+                raise StoreUnreadable(_squash(str(exc))) from None
+
+    def records(
+        self,
+        registration_digest: str | None = None,
+        registration_id: str | None = None,
+        status: str | None = None,
+        *,
+        not_registration_id: str | None = None,
+    ) -> list[RunRecord]:
+        clauses, params = [], []
+        for column, value in (
+            ("registration_digest = %s", registration_digest),
+            ("registration_id = %s", registration_id),
+            ("status = %s", status),
+            ("registration_id != %s", not_registration_id),
+        ):
+            if value is not None:
+                clauses.append(column)
+                params.append(value)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._query(f"SELECT body FROM records{where} ORDER BY seq", params)
+        return [RunRecord.model_validate_json(str(body)) for (body,) in rows]
+
+    def completed_keys(self, digest: str) -> set[UnitKey]:
+        rows = self._query(
+            "SELECT arm, task_id, repeat FROM records WHERE "
+            "registration_digest = %s AND status = 'ok'",
+            (digest,),
+        )
+        return {(str(a), str(t), int(r)) for a, t, r in rows}
+
+    def spent_usd(self, digest: str) -> float:
+        rows = self._query(
+            "SELECT COALESCE(SUM(cost_usd), 0) FROM records WHERE registration_digest = %s",
+            (digest,),
+        )
+        return float(rows[0][0]) if rows else 0.0
+
+    def digests(self, registration_id: str | None = None) -> list[str]:
+        where, params = (
+            ("", ())
+            if registration_id is None
+            else (
+                " WHERE registration_id = %s",
+                (registration_id,),
+            )
+        )
+        rows = self._query(
+            f"SELECT registration_digest, MIN(seq) FROM records{where} "
+            "GROUP BY registration_digest ORDER BY MIN(seq)",
+            params,
+        )
+        return [str(d) for d, _ in rows]
+
+    def chain_rows(self, digest: str) -> list[ChainRow]:
+        rows = self._query(
+            "SELECT seq, chain_index, prev_hash, record_hash, record_id, registration_digest,"
+            " registration_id, arm, task_id, repeat, status, success, cost_usd, body"
+            " FROM records WHERE registration_digest = %s ORDER BY chain_index, seq",
+            (digest,),
+        )
+        return [ChainRow(*row) for row in rows]
+
+    def has_record_id(self, record_id: str) -> bool:
+        return bool(self._query("SELECT 1 FROM records WHERE record_id = %s", (record_id,)))
+
+    def counts(self) -> dict[str, int]:
+        rows = self._query("SELECT status, COUNT(*) FROM records GROUP BY status")
+        return {str(s): int(n) for s, n in rows}
+
+    # ---- claims ----------------------------------------------------------------------------
+
+    def unit_claims(
+        self, digest: str, keys: Sequence[UnitKey], worker: str, lease_s: float = LEASE_S
+    ) -> PgClaims:
+        """Register ``keys`` (plan order) as claimable units of ``digest``; claims on them."""
+        self.ensure_schema()
+        with self._session() as conn:
+            conn.execute(
+                "INSERT INTO claims (registration_digest, arm, task_id, repeat, ordinal)"
+                " SELECT %s, a, t, r, o FROM unnest(%s::text[], %s::text[], %s::int[],"
+                " %s::int[]) AS u(a, t, r, o) ON CONFLICT DO NOTHING",
+                (
+                    digest,
+                    [k[0] for k in keys],
+                    [k[1] for k in keys],
+                    [k[2] for k in keys],
+                    list(range(len(keys))),
+                ),
+            )
+        return PgClaims(self, digest, worker, lease_s)
+
+
+_CLAIM = """
+WITH next AS (
+    SELECT c.arm, c.task_id, c.repeat FROM claims c
+     WHERE c.registration_digest = %(d)s
+       AND (c.lease_until IS NULL OR c.lease_until < clock_timestamp()
+            OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.holder_pid
+                           AND (a.backend_start IS NULL OR a.backend_start = c.holder_start)))
+       AND NOT EXISTS (SELECT 1 FROM records r WHERE r.registration_digest = c.registration_digest
+                       AND r.arm = c.arm AND r.task_id = c.task_id AND r.repeat = c.repeat
+                       AND r.status = 'ok')
+     ORDER BY c.ordinal LIMIT 1
+     FOR UPDATE OF c SKIP LOCKED
+)
+UPDATE claims c
+   SET worker = %(w)s, holder_pid = pg_backend_pid(),
+       holder_start = (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()),
+       lease_until = clock_timestamp() + make_interval(secs => %(s)s),
+       claimed = c.claimed + 1
+  FROM next
+ WHERE c.registration_digest = %(d)s AND c.arm = next.arm AND c.task_id = next.task_id
+   AND c.repeat = next.repeat
+RETURNING c.arm, c.task_id, c.repeat
+"""
+
+
+class PgClaims:
+    """Leases on a registration's units, held by this store's database session."""
+
+    def __init__(self, store: PgRunStore, digest: str, worker: str, lease_s: float) -> None:
+        self.store, self.digest, self.worker, self.lease_s = store, digest, worker, lease_s
+
+    def claim(self) -> UnitKey | None:
+        with self.store._session() as conn:
+            row = conn.execute(
+                _CLAIM, {"d": self.digest, "w": self.worker, "s": self.lease_s}
+            ).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
+
+    def renew(self) -> None:
+        with self.store._session() as conn:
+            conn.execute(
+                "UPDATE claims SET lease_until = clock_timestamp() + make_interval(secs => %s)"
+                " WHERE registration_digest = %s AND holder_pid = pg_backend_pid()"
+                " AND lease_until IS NOT NULL",
+                (self.lease_s, self.digest),
+            )
+
+    def release(self, key: UnitKey) -> None:
+        with self.store._session() as conn:
+            conn.execute(
+                "UPDATE claims SET lease_until = NULL, holder_pid = NULL, holder_start = NULL"
+                " WHERE registration_digest = %s AND arm = %s AND task_id = %s AND repeat = %s"
+                " AND holder_pid = pg_backend_pid()",
+                (self.digest, *key),
+            )
+
+    def close(self) -> None:
+        """Nothing to do: leases lapse with the session (the store's connection)."""

@@ -403,7 +403,7 @@ def _build(ctx: _Context, cell: Cell, matched_field: str) -> Variant:
         "workflow": _workflow_component(ctx, cell, wf),
         "encoding": {"name": cell.encoding},
     }
-    head = {
+    head: dict[str, Any] = {
         "format": FORMAT,
         "id": f"{ctx.family.id}/{cell.code}",
         "family": ctx.family.id,
@@ -412,6 +412,11 @@ def _build(ctx: _Context, cell: Cell, matched_field: str) -> Variant:
         "component_digests": {k: digest(v) for k, v in components.items()},
     }
     observations = _observations(ctx, wf, cell.encoding)
+    head["measures"] = {  # what the seed's table 1 reports of each manipulation
+        "schema_bytes": len(rfc8785.dumps(menu_doc["functions"])),
+        "observation_bytes": [len(rfc8785.dumps(o)) for o in observations],
+        "certified_minimum": wf.certified_minimum,
+    }
     # the variant digest covers the head, each component through its digest, and the
     # observations: one pass of canonical JSON over each part, not over the whole again
     sealed = digest({**head, "observations": digest(observations)})

@@ -40,6 +40,7 @@ class StoredVariant(BaseModel):
     seed: int
     cell: dict[str, Any]
     component_digests: dict[str, str]
+    measures: dict[str, Any]
     components: dict[str, Any]
     observations: list[dict[str, Any]]
     digest: str
@@ -58,7 +59,8 @@ def digest_problem(document: Mapping[str, Any]) -> str | None:
     for name in COMPONENTS:
         if digest(components[name]) != document["component_digests"][name]:
             return f"component '{name}' does not match its digest"
-    head = {k: document[k] for k in ("format", "id", "family", "seed", "cell", "component_digests")}
+    keys = ("format", "id", "family", "seed", "cell", "component_digests", "measures")
+    head = {k: document[k] for k in keys}
     sealed = digest({**head, "observations": digest(document["observations"])})
     if sealed != document["digest"]:
         return "the variant does not match its digest"

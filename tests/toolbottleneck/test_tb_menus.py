@@ -5,6 +5,7 @@ runs and kept apart from selection (success = A x S)."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -103,3 +104,24 @@ def test_intention_to_treat_success_is_availability_times_selection() -> None:
     assert not DiscoveryOutcome(False, None).itt_success
     with pytest.raises(ValueError, match="undefined"):
         DiscoveryOutcome(False, True)
+
+
+def test_schema_bytes_grow_with_the_menu_as_in_the_seed() -> None:
+    # seed table 1: 3,481 / 13,820 / 55,176 schema bytes at V = 8 / 32 / 128 (x4 per step)
+    compiled = compile_family(family(family_doc(small=False)))
+    sizes = [v.document["measures"]["schema_bytes"] for v in compiled.members("V")]
+    for variant, size in zip(compiled.members("V"), sizes, strict=True):
+        functions = variant.component("menu")["functions"]
+        assert size == len(json.dumps(functions, sort_keys=True, separators=(",", ":")))
+    assert 3.5 < sizes[1] / sizes[0] < 4.5 and 3.5 < sizes[2] / sizes[1] < 4.5
+
+
+def test_the_flat_retriever_does_not_depend_on_catalog_order() -> None:
+    fam = family(family_doc())
+    ops = list(operational_functions(fam).values())
+    catalog = ops + route_neighbours(ops, fam.id, 0)[:40]
+    request = "Should case X be escalated? Route northwind/eu-west/support."
+    for retriever in ("flat-lexical", "connector-first"):
+        a = shortlist(catalog, request, retriever, 8, fam.id, 0)
+        b = shortlist(catalog[::-1], request, retriever, 8, fam.id, 0)
+        assert [f.name for f in a] == [f.name for f in b]

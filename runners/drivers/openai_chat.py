@@ -433,7 +433,10 @@ def _rejects(exc: BaseException, field: str) -> bool:
     """A 400 whose error names ``field`` (the server does not accept it)."""
     if getattr(exc, "status_code", None) != 400:
         return False
-    return getattr(exc, "param", None) == field or field in str(exc)
+    param = getattr(exc, "param", None)
+    if isinstance(param, str) and param:  # the server says which field: trust it
+        return param == field
+    return field in str(exc)
 
 
 def _over_cap(response: Any, cap: Any) -> bool:

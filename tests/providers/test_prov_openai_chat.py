@@ -284,11 +284,16 @@ def test_a_server_that_ignores_max_completion_tokens_gets_max_tokens(chat: FakeC
 
 def test_another_400_is_not_taken_for_the_cap_field(chat: FakeChat) -> None:
     bad = {"error": {"message": "model not found", "type": "invalid_request_error"}}
-    chat.script("chat", Reply(400, bad))
-    d = driver()
-    with pytest.raises(InfraError, match="model not found"):
-        run(play(d, episode()))
-    assert len(chat.chat_bodies()) == 1 and d.cap_field == "max_completion_tokens"
+    # a 400 about another field that echoes the body (and so names the cap field)
+    echo = {"error": {"message": "bad temperature in {'max_completion_tokens': 256}"}}
+    echo["error"]["param"] = "temperature"
+    for reply in (bad, echo):
+        chat.script("chat", Reply(400, reply))
+        d = driver()
+        with pytest.raises(InfraError, match=str(reply["error"]["message"])[:9]):
+            run(play(d, episode()))
+        assert d.cap_field == "max_completion_tokens"
+    assert len(chat.chat_bodies()) == 2
 
 
 def test_no_key_reaches_what_leaves_the_driver(chat: FakeChat) -> None:

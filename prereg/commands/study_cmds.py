@@ -7,6 +7,7 @@ or written.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -70,10 +71,32 @@ def _summary(compiled: CompiledFamily, written: list[str] | None) -> dict[str, A
     return summary
 
 
+def _refuse_other_compilation(compiled: CompiledFamily, folder: Path) -> None:
+    """A folder holding another compilation of the family (other sizes, seed or content)
+    is never mixed with this one: its stale variants would pass for current ones."""
+    if not folder.exists():
+        return
+    index = folder / "index.json"
+    current = compiled.document()
+    try:
+        previous = json.loads(index.read_text(encoding="utf-8"))
+        same = all(previous.get(k) == current[k] for k in ("family_digest", "seed", "sets"))
+    except (OSError, ValueError, AttributeError):
+        same = False
+    if not same:
+        raise BadInput(
+            "holds another compilation of this family (or other files); "
+            "choose another --out or remove it",
+            file=str(folder),
+            field="--out",
+        )
+
+
 def _write(compiled: CompiledFamily, out: Path) -> list[str]:
     if out.exists() and not out.is_dir():
         raise BadInput("exists and is not a folder", file=str(out), field="--out")
     folder = out / compiled.family.id
+    _refuse_other_compilation(compiled, folder)
     written = []
     for variant in compiled.variants:
         path = folder / f"{variant.cell.code}.json"

@@ -107,3 +107,14 @@ def test_written_variants_load_verified_and_an_edit_is_an_integrity_error(
     with pytest.raises(BadInput) as bad:
         load_variant(edited)
     assert bad.value.exit_code == 2 and bad.value.field is not None
+
+
+def test_out_never_mixes_two_compilations(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert _run(capsys, "study", "compile", FAMILY, "--out", tmp_path)[0] == 0
+    assert _run(capsys, "study", "compile", FAMILY, "--out", tmp_path)[0] == 0  # the same again
+    before = tree_digest(tmp_path)
+    code, text, _ = _run(capsys, "study", "compile", FAMILY, "--out", tmp_path, "--seed", "3")
+    assert code == 2 and "another compilation" in text
+    assert tree_digest(tmp_path) == before

@@ -92,6 +92,12 @@ class ServedContent(_Strict):
     lists: dict[str, ListRecording] = Field(
         description="Raw result pages per list method ('tools/list' is always present)."
     )
+    protocol_versions: list[str] | None = Field(
+        default=None,
+        description="Every handshake protocol revision the live server accepted at capture "
+        "time with the same answers otherwise; the replay negotiates among these. Absent "
+        "(older snapshots): only initialize.protocolVersion.",
+    )
 
     @field_validator("initialize")
     @classmethod
@@ -120,6 +126,22 @@ class ServedContent(_Strict):
                 _check_pages(method, recording.pages)
         return value
 
+    @field_validator("protocol_versions")
+    @classmethod
+    def _versions_shape(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or len(set(value)) != len(value)):
+            raise ValueError("'protocol_versions' must list each revision once, at least one")
+        return value
+
+    @model_validator(mode="after")
+    def _recorded_version_offered(self) -> ServedContent:
+        recorded = self.initialize["protocolVersion"]
+        if self.protocol_versions is not None and recorded not in self.protocol_versions:
+            raise ValueError(
+                f"'protocol_versions' must include the recorded protocolVersion {recorded!r}"
+            )
+        return self
+
     @model_validator(mode="after")
     def _finite(self) -> ServedContent:
         lists = [r.pages for r in self.lists.values() if r.pages is not None]
@@ -138,6 +160,13 @@ class CaptureInfo(_Strict):
     client: dict[str, str] = Field(default_factory=dict)
     sdk: str | None = None
     derived_from: str | None = None  # digest of the snapshot a transformation started from
+    # The capabilities the capturing client declared: they can change what a server lists
+    # (sampling, elicitation, roots). None in snapshots taken before they were recorded.
+    client_capabilities: dict[str, Any] | None = None
+    # Names of the headers sent (--header); never their values, which are credentials.
+    headers: list[str] | None = None
+    # Offered revisions the server accepted but answered differently (not replayed).
+    versions_differing: list[str] | None = None
     derivation: str | None = None  # which transformation (see Snapshot.derive)
 
 
@@ -185,6 +214,10 @@ class Snapshot(_Strict):
 
     def capabilities(self) -> dict[str, Any]:
         return copy.deepcopy(self.server.initialize["capabilities"])
+
+    def protocol_versions(self) -> list[str]:
+        """The revisions a replay may answer: recorded ones, else the one initialize gave."""
+        return list(self.server.protocol_versions or [self.protocol_version])
 
     def initialize_result(self) -> dict[str, Any]:
         return copy.deepcopy(self.server.initialize)

@@ -15,8 +15,16 @@ from prereg.commands._common import FlagHelpGroup, JsonOpt
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit, err_console
 from prereg.core.untrusted import display, display_text
+from prereg.experiments.machine_text import Machine, snapshot_machine_text
 from prereg.experiments.mcp_snapshot import LIST_ITEMS, Snapshot, read_snapshot, snapshot_digest
-from prereg.runners.mcp.capture import HttpTarget, StdioTarget, Target, capture_snapshot
+from prereg.runners.mcp.capture import (
+    CLIENT_CAPABILITIES,
+    CaptureOptions,
+    HttpTarget,
+    StdioTarget,
+    Target,
+    capture_snapshot,
+)
 from prereg.runners.mcp.replay import ReplayServer
 from prereg.runners.mcp.serve_http import base_url, bind, endpoints, serve_http
 from prereg.runners.mcp.serve_stdio import serve_stdio
@@ -36,7 +44,11 @@ with --url (streamable HTTP). The snapshot records, verbatim as JSON, the server
 initialize result (name, version, title, description, instructions, capabilities,
 protocol version) and every page of tools/list (and of prompts/resources lists when
 advertised). It uses the initialize handshake (protocol revisions up to 2025-11-25),
-which every host speaks. The digest (sha256 over RFC 8785 canonical JSON) covers what
+which every host speaks, and asks for each older revision too: those the server
+answers identically are recorded, and the replay negotiates among them as the live
+server would. A warning names tool text that looks machine-dependent (a time zone, host
+or user name, an absolute path): it would change the digest on another machine.
+The digest (sha256 over RFC 8785 canonical JSON) covers what
 the server serves, not when or how it was taken (capture time, command line and the
 bytes of opaque pagination cursors are left out): two snapshots of an unchanged server
 share a digest.
@@ -45,6 +57,8 @@ Examples:
 
   prereg mcp snapshot --out time.json -- mcp-server-time --local-timezone UTC
   prereg mcp snapshot --out remote.json --url http://127.0.0.1:8000/mcp --json
+  prereg mcp snapshot --out auth.json --url https://example.org/mcp \\
+      --header Authorization=MCP_AUTH_HEADER --client-capabilities roots
 """
 
 SERVE_HELP = """Serve snapshots from a replay server that refuses every tool call.
@@ -91,20 +105,37 @@ def snapshot_cmd(
     timeout: Annotated[
         float, typer.Option("--timeout", min=1.0, help="Seconds for the whole capture.")
     ] = 60.0,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            metavar="NAME=ENV_VAR",
+            help="With --url: send header NAME with the value of environment variable "
+            "ENV_VAR (repeatable; for a token). Only the name is recorded, never the value.",
+        ),
+    ] = None,
+    client_capabilities: Annotated[
+        str,
+        typer.Option(
+            "--client-capabilities",
+            metavar="LIST",
+            help="Client capabilities to declare, comma-separated, of sampling, "
+            "elicitation, roots (some servers list more tools to such clients). "
+            "Recorded in the snapshot's capture block.",
+        ),
+    ] = "",
+    negotiate: Annotated[
+        bool,
+        typer.Option(
+            "--negotiate/--no-negotiate",
+            help="Also ask the server for each older protocol revision and record those it "
+            "answers identically, so the replay can negotiate them (one connection each).",
+        ),
+    ] = True,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    target: Target
-    if url and command:
-        raise BadInput("give either a command after '--' or --url, not both", field="--url")
-    if url:
-        if not url.startswith(("http://", "https://")):
-            raise BadInput("expected an http:// or https:// URL", field="--url")
-        target = HttpTarget(url)
-    elif command:
-        target = StdioTarget(list(command), env=_pass_env(env or []))
-    else:
-        raise BadInput("give the server's command after '--', or --url", field="command")
+    target = _target(command, url, env or [], header or [])
     if out.exists() and not force:
         raise BadInput(
             "exists; snapshots are evidence, pass --force to overwrite",
@@ -114,10 +145,68 @@ def snapshot_cmd(
     if not out.parent.is_dir():
         raise BadInput("the folder does not exist", file=str(out), field="--out")
 
-    snap = capture_snapshot(target, timeout=timeout, errlog=sys.stderr)
+    options = CaptureOptions(capabilities=_capabilities(client_capabilities), negotiate=negotiate)
+    snap = capture_snapshot(target, timeout=timeout, errlog=sys.stderr, options=options)
     _write_atomically(out, snap.to_json_bytes())
     data = _summary(snap, str(out))
+    warnings = snapshot_machine_text(snap, Machine.current())
+    data["warnings"] = [w.to_json() for w in warnings]
     emit(data, as_json, lambda: _show_human(snap, data))
+    for warning in warnings:
+        err_console.print(
+            f"warning: {display_text(warning.message(), 400)}; the digest will differ on "
+            "another machine unless the server is pinned (e.g. --local-timezone UTC)",
+            style="yellow",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _target(
+    command: list[str] | None, url: str | None, env: list[str], header: list[str]
+) -> Target:
+    """The server to capture, from the mutually exclusive command and --url."""
+    if url and command:
+        raise BadInput("give either a command after '--' or --url, not both", field="--url")
+    if header and not url:
+        raise BadInput("--header goes with --url (a stdio server takes --env)", field="--header")
+    if url:
+        if not url.startswith(("http://", "https://")):
+            raise BadInput("expected an http:// or https:// URL", field="--url")
+        return HttpTarget(url, headers=_headers(header))
+    if command:
+        return StdioTarget(list(command), env=_pass_env(env))
+    raise BadInput("give the server's command after '--', or --url", field="command")
+
+
+def _headers(specs: list[str]) -> dict[str, str]:
+    """NAME=ENV_VAR pairs to header values read from the environment (never echoed)."""
+    headers: dict[str, str] = {}
+    for spec in specs:
+        name, sep, variable = spec.partition("=")
+        if not sep or not name.strip() or not variable.strip():
+            raise BadInput(
+                f"expected NAME=ENV_VAR, got {display_text(spec, 80)!r}", field="--header"
+            )
+        if variable not in os.environ:
+            raise BadInput(
+                f"environment variable {variable!r} (for header {name!r}) is not set",
+                field="--header",
+            )
+        headers[name.strip()] = os.environ[variable]
+    return headers
+
+
+def _capabilities(spec: str) -> frozenset[str]:
+    chosen = frozenset(p.strip() for p in spec.split(",") if p.strip())
+    unknown = sorted(chosen - set(CLIENT_CAPABILITIES))
+    if unknown:
+        raise BadInput(
+            f"unknown client capability {unknown[0]!r}; choose from "
+            f"{', '.join(CLIENT_CAPABILITIES)}",
+            field="--client-capabilities",
+        )
+    return chosen
 
 
 @app.command("serve", help=SERVE_HELP)
@@ -217,6 +306,7 @@ def _summary(snap: Snapshot, file: str) -> dict[str, Any]:
         "file": file,
         "digest": snapshot_digest(snap),
         "server": snap.identity(),
+        "protocol_versions": snap.protocol_versions(),
         "tool_names": snap.tool_names(),
         "lists": lists,
         "capture": snap.capture.model_dump(mode="json", exclude_none=True),

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -61,35 +63,68 @@ class HttpTarget:
     """A server reached over streamable HTTP."""
 
     url: str
+    # Sent with every request (a bearer token, an API key): values stay in memory, only
+    # the names are recorded (CaptureInfo.headers).
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+# Optional client capabilities a capture may declare (--client-capabilities); a server
+# may list more (or other) tools to a client that declares them.
+CLIENT_CAPABILITIES = ("sampling", "elicitation", "roots")
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """How to capture: which capabilities to declare; whether to negotiate each revision."""
+
+    capabilities: frozenset[str] = frozenset()
+    negotiate: bool = True
 
 
 Target = StdioTarget | HttpTarget
 
 
 def capture_snapshot(
-    target: Target, *, timeout: float = 60.0, errlog: TextIO | None = None
+    target: Target,
+    *,
+    timeout: float = 60.0,
+    errlog: TextIO | None = None,
+    options: CaptureOptions | None = None,
 ) -> Snapshot:
     """Record ``target``'s identity, capabilities and complete listings (blocking).
 
-    ``timeout`` bounds the whole capture, start-up included. Raises :class:`BadInput`
-    when the command cannot be started and :class:`CaptureError` for anything the
-    server does wrong.
+    ``timeout`` bounds the whole capture, start-up and version negotiation included.
+    Raises :class:`BadInput` when the command cannot be started and
+    :class:`CaptureError` for anything the server does wrong.
     """
-    return anyio.run(_capture, target, timeout, errlog or sys.stderr)
+    return anyio.run(_capture, target, timeout, errlog or sys.stderr, options or CaptureOptions())
 
 
 async def capture_snapshot_async(
-    target: Target, *, timeout: float = 60.0, errlog: TextIO | None = None
+    target: Target,
+    *,
+    timeout: float = 60.0,
+    errlog: TextIO | None = None,
+    options: CaptureOptions | None = None,
 ) -> Snapshot:
-    return await _capture(target, timeout, errlog or sys.stderr)
+    return await _capture(target, timeout, errlog or sys.stderr, options or CaptureOptions())
 
 
-async def _capture(target: Target, timeout: float, errlog: TextIO) -> Snapshot:
+async def _capture(
+    target: Target, timeout: float, errlog: TextIO, options: CaptureOptions
+) -> Snapshot:
     if isinstance(target, StdioTarget) and not target.command:
         raise BadInput("give the server's command after '--', or --url", field="command")
+    unknown = sorted(options.capabilities - set(CLIENT_CAPABILITIES))
+    if unknown:
+        raise BadInput(
+            f"unknown client capability {unknown[0]!r}; "
+            f"choose from {', '.join(CLIENT_CAPABILITIES)}",
+            field="--client-capabilities",
+        )
     try:
         with anyio.fail_after(timeout):
-            return await _record(target, errlog)
+            return await _record_negotiated(target, errlog, options)
     except TimeoutError:
         raise CaptureError(
             f"the server did not answer completely within {timeout:g} s", field=_where(target)
@@ -102,19 +137,80 @@ async def _capture(target: Target, timeout: float, errlog: TextIO) -> Snapshot:
         raise _translate(exc, target) from None
 
 
-async def _record(target: Target, errlog: TextIO) -> Snapshot:
+async def _record_negotiated(target: Target, errlog: TextIO, options: CaptureOptions) -> Snapshot:
+    """The SDK's own offer first (the newest handshake revision), then each older one.
+
+    A live server answers a revision it supports with that revision; the replay can
+    answer it too when everything else the server sent was identical (the same
+    initialize result but for the version, the same pages). A revision accepted with
+    different answers is noted in the provenance and not replayed: the snapshot holds
+    one set of answers.
+    """
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS as HANDSHAKE  # lazy: mcp SDK
+
+    main, declared = await _record(target, errlog, options.capabilities, offer=None)
+    recorded = main.initialize["protocolVersion"]
+    offers = [v for v in HANDSHAKE if v != recorded] if options.negotiate else []
+    answers: dict[str, ServedContent] = {}
+
+    async def ask(offer: str) -> None:
+        answers[offer], _ = await _record(target, errlog, options.capabilities, offer=offer)
+
+    async with anyio.create_task_group() as group:  # one connection per revision, at once
+        for offer in offers:
+            group.start_soon(ask, offer)
+    versions: list[str] = [recorded]
+    differing: list[str] = []
+    for offer in offers:
+        if answers[offer].initialize.get("protocolVersion") != offer:
+            continue  # the server does not speak it
+        (versions if _same_answers(main, answers[offer]) else differing).append(offer)
+    served = main.model_copy(update={"protocol_versions": _known_order(versions)})
+    capture = _provenance(target).model_copy(
+        update={"client_capabilities": declared, "versions_differing": differing or None}
+    )
+    return Snapshot(server=served, capture=capture)
+
+
+def _known_order(versions: list[str]) -> list[str]:
+    """Dates sort as revisions do for every handshake-era version."""
+    return sorted(versions)
+
+
+def _same_answers(a: ServedContent, b: ServedContent) -> bool:
+    """Everything served equal but the protocol version the handshake settled on."""
+    strip = {"protocolVersion"}
+    init_a = {k: v for k, v in a.initialize.items() if k not in strip}
+    init_b = {k: v for k, v in b.initialize.items() if k not in strip}
+    return init_a == init_b and a.lists == b.lists
+
+
+async def _record(
+    target: Target, errlog: TextIO, capabilities: frozenset[str], offer: str | None
+) -> tuple[ServedContent, dict[str, Any]]:
+    """One session: the raw initialize result and every list, and the capabilities sent.
+
+    ``offer`` replaces the protocol revision the SDK offers in ``initialize`` (it
+    always offers its newest), to ask the server whether it speaks an older one.
+    """
     from mcp import Client, Implementation  # lazy: the mcp SDK, only when capturing
     from mcp.shared.exceptions import MCPError  # lazy: the mcp SDK, only when capturing
 
-    tape = _Tape()
+    tape = _Tape(offer=offer)
     transport = _TapTransport(_transport(target, errlog), tape)
     client_info = Implementation(name=CLIENT_NAME, version=__version__)
-    async with Client(transport, mode="legacy", cache=None, client_info=client_info) as client:
+    async with Client(
+        transport,
+        mode="legacy",
+        cache=None,
+        client_info=client_info,
+        **_capability_callbacks(capabilities),
+    ) as client:
         initialize = tape.last_result("initialize")
-        capabilities = initialize.get("capabilities") or {}
+        server_capabilities = initialize.get("capabilities") or {}
         lists: dict[str, ListRecording] = {}
         for method in LIST_ITEMS:
-            if method != TOOLS_LIST and LIST_CAPABILITY[method] not in capabilities:
+            if method != TOOLS_LIST and LIST_CAPABILITY[method] not in server_capabilities:
                 continue
             try:
                 lists[method] = ListRecording(pages=await _pages(client, method, tape))
@@ -130,7 +226,31 @@ async def _record(target: Target, errlog: TextIO) -> Snapshot:
         raise CaptureError(
             "the server's answers cannot be recorded", details=[str(e["msg"]) for e in exc.errors()]
         ) from None
-    return Snapshot(server=served, capture=_provenance(target))
+    return served, tape.client_capabilities
+
+
+def _capability_callbacks(capabilities: frozenset[str]) -> dict[str, Any]:
+    """Callbacks whose presence makes the SDK declare each capability.
+
+    A capture only lists, so each answers as a user who shares nothing would: sampling
+    and elicitation are declined with an error, roots are an empty list.
+    """
+    from mcp import types  # lazy: the mcp SDK, only when capturing
+
+    async def decline(*_: Any, **__: Any) -> Any:
+        return types.ErrorData(code=-1, message="declined: prereg is only recording listings")
+
+    async def no_roots(*_: Any, **__: Any) -> Any:
+        return types.ListRootsResult(roots=[])
+
+    chosen: dict[str, Any] = {}
+    if "sampling" in capabilities:
+        chosen["sampling_callback"] = decline
+    if "elicitation" in capabilities:
+        chosen["elicitation_callback"] = decline
+    if "roots" in capabilities:
+        chosen["list_roots_callback"] = no_roots
+    return chosen
 
 
 async def _pages(client: Any, method: str, tape: _Tape) -> list[dict[str, Any]]:
@@ -166,9 +286,7 @@ async def _pages(client: Any, method: str, tape: _Tape) -> list[dict[str, Any]]:
 
 def _transport(target: Target, errlog: TextIO) -> Any:
     if isinstance(target, HttpTarget):
-        from mcp.client.streamable_http import streamable_http_client  # lazy: mcp SDK
-
-        return streamable_http_client(target.url)
+        return _http_transport(target)
     from mcp import StdioServerParameters  # lazy: the mcp SDK, only when capturing
     from mcp.client.stdio import stdio_client  # lazy: the mcp SDK, only when capturing
 
@@ -179,6 +297,17 @@ def _transport(target: Target, errlog: TextIO) -> Any:
         cwd=target.cwd,
     )
     return stdio_client(params, errlog=_with_fileno(errlog))
+
+
+@asynccontextmanager
+async def _http_transport(target: HttpTarget) -> AsyncIterator[Any]:
+    """Streamable HTTP with the SDK's default timeouts, plus the user's headers."""
+    from mcp.client.streamable_http import streamable_http_client  # lazy: mcp SDK
+    from mcp.shared._httpx_utils import create_mcp_http_client  # lazy: mcp SDK
+
+    async with create_mcp_http_client(headers=dict(target.headers) or None) as http:
+        async with streamable_http_client(target.url, http_client=http) as streams:
+            yield streams
 
 
 def _with_fileno(errlog: TextIO) -> TextIO:
@@ -198,7 +327,10 @@ def _provenance(target: Target) -> CaptureInfo:
     }
     if isinstance(target, HttpTarget):
         return CaptureInfo(
-            transport="streamable-http", url=_strip_credentials(target.url), **common
+            transport="streamable-http",
+            url=_strip_credentials(target.url),
+            headers=sorted(target.headers) or None,
+            **common,
         )
     return CaptureInfo(transport="stdio", command=list(target.command), **common)
 
@@ -219,15 +351,24 @@ def _strip_credentials(url: str) -> str:
 class _Tape:
     """Raw results and errors by request id, with the method each request carried."""
 
-    def __init__(self) -> None:
+    def __init__(self, offer: str | None = None) -> None:
         self.methods: dict[Any, str] = {}
         self.results: list[tuple[str, dict[str, Any]]] = []
         self.errors: list[tuple[str, dict[str, Any]]] = []
+        self.offer = offer
+        self.client_capabilities: dict[str, Any] = {}
 
     def sent(self, message: Any) -> None:
+        """Note the request's method; on ``initialize``, apply the offer and note the
+        capabilities the client declares (the params dict is the one sent)."""
         method = getattr(message, "method", None)
         if method is not None and hasattr(message, "id"):
             self.methods[message.id] = method
+        params = getattr(message, "params", None)
+        if method == "initialize" and isinstance(params, dict):
+            if self.offer is not None:
+                params["protocolVersion"] = self.offer
+            self.client_capabilities = copy.deepcopy(params.get("capabilities") or {})
 
     def received(self, message: Any) -> None:
         method = self.methods.get(getattr(message, "id", None))

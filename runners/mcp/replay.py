@@ -6,7 +6,9 @@ Here every result is the recorded JSON object itself, serialised with the key or
 it was recorded in, so a client gets the live server's bytes (see the tests).
 
 It speaks the handshake era (``initialize``, protocol revisions up to 2025-11-25),
-which is what snapshots record. ``server/discover`` (the 2026-07-28 probe) gets
+which is what snapshots record, and negotiates as the live server did: a client asking
+for a revision the server accepted at capture time gets that revision, any other the
+recorded one (see ``Snapshot.protocol_versions``). ``server/discover`` (the 2026-07-28 probe) gets
 "method not found", which the v2 SDK's ``mode="auto"`` client takes as its cue to
 fall back to ``initialize``, as it does with any handshake-era server.
 
@@ -55,6 +57,7 @@ class ReplayServer:
         self.digest = snapshot_digest(snapshot)
         self._initialize = snapshot.initialize_result()
         self._tool_names = frozenset(snapshot.tool_names())
+        self._versions = frozenset(snapshot.protocol_versions())
         capabilities = snapshot.capabilities()
         self._logging = "logging" in capabilities
         # cursor -> page index, per list method; the first page has no cursor
@@ -114,7 +117,7 @@ class ReplayServer:
 
     def _answer(self, request_id: Json, method: str, params: dict[str, Any]) -> Json:
         if method == "initialize":
-            return _result(request_id, self._initialize)
+            return _result(request_id, self._negotiate(params.get("protocolVersion")))
         if method == "ping":
             return _result(request_id, {})
         if method == "logging/setLevel" and self._logging:
@@ -138,6 +141,15 @@ class ReplayServer:
                 "Refused: this server is a recorded replay and serves only its listings",
             )
         return _error(request_id, METHOD_NOT_FOUND, "Method not found")
+
+    def _negotiate(self, requested: Any) -> dict[str, Any]:
+        """The recorded InitializeResult, speaking the client's revision when the live
+        server accepted it at capture time (the spec's rule: answer the requested
+        version when supported, else another the server supports: the recorded one).
+        The key keeps its recorded position, so the bytes differ only in the version."""
+        if isinstance(requested, str) and requested in self._versions:
+            return {**self._initialize, "protocolVersion": requested}
+        return self._initialize
 
     def _list_page(self, request_id: Json, method: str, params: dict[str, Any]) -> Json:
         cursor = params.get("cursor")

@@ -34,7 +34,8 @@ def _snapshot_cli(out: Path, *source: str) -> dict[str, Any]:
     import subprocess
 
     done = subprocess.run(
-        [*PREREG, "mcp", "snapshot", "--out", str(out), "--json", "--timeout", "30", *source],
+        [*PREREG, "mcp", "snapshot", "--out", str(out), "--json", "--timeout", "30"]
+        + ["--no-negotiate", *source],  # negotiation: test_mcp_negotiation.py
         capture_output=True,
         text=True,
         timeout=SNAP_TIMEOUT,

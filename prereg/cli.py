@@ -13,7 +13,14 @@ from typing import Annotated
 
 import typer
 
-from prereg.commands import analyse_cmds, mcp_cmds, plan_cmds, registry_cmds, run_cmds
+from prereg.commands import (
+    analyse_cmds,
+    mcp_cmds,
+    plan_cmds,
+    registry_cmds,
+    run_cmds,
+    study_cmds,
+)
 from prereg.commands._common import FlagHelpGroup, RootOptions, use_flag_help
 from prereg.core.errors import PreregError
 from prereg.core.output import dumps, err_console
@@ -60,7 +67,7 @@ def _root(
     ctx.obj = RootOptions(workspace)  # resolved by each command that needs a workspace
 
 
-for _module in (registry_cmds, run_cmds, analyse_cmds, plan_cmds, mcp_cmds):
+for _module in (registry_cmds, run_cmds, analyse_cmds, plan_cmds, mcp_cmds, study_cmds):
     _module.register(app)
 use_flag_help(app)
 

@@ -46,6 +46,7 @@ def test_every_reporting_command_prints_one_json_document(ws: Path, cli, tmp_pat
         ["analyse", "music-library-pilot"],
         ["compare", "music-library-pilot", "pilot-b"],
         ["plan", "--sigma-d", "0.28", "--prompts", "58", "--sims", "0"],
+        ["study", "compile", ws / "experiments/toolbottleneck/families/meeting-room-conflict.yaml"],
     ]
     for args in commands:
         result = cli("-w", ws, *args, "--json")

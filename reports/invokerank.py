@@ -70,6 +70,7 @@ from prereg.stats.invokerank import (
     SPLIT_CLASSES,
     TERMINAL_CLASSES,
     InvokeRatingResult,
+    bootstrap_score,
     choice_shares,
     competitor_lever,
     invoke_rating,
@@ -421,6 +422,16 @@ def arm_invokerank(
     result = stats.invokerank(
         prompts.runs, prompts.reached, prompts.cell, stages=stages, draws=draws, seed=seed
     )
+    boot = bootstrap_score(
+        prompts.runs,
+        [r[-1] for r in prompts.reached],
+        prompts.cell,
+        seed=seed,
+        levels=LEVELS,
+    )
+    base["calibrated"] = [
+        _iv(boot.rollup_low[lv], boot.rollup_high[lv], lv, boot.method) for lv in LEVELS
+    ]
     choices = first_choices(runs)
     if choices is not None and "competitor" in choices.roles:
         base["lever_competitor"] = competitor_levers(result, prompts, choices)
@@ -447,7 +458,16 @@ def arm_invokerank(
         weights="equal over intents (no intent weights registered)",
         positive_runs=len(runs),
         prompts=len(prompts.tasks),
-        intents=_intent_scores(result, prompts, meta.id),
+        intents=[
+            i.model_copy(
+                update={
+                    "calibrated": [
+                        _iv(boot.q_low[lv][c], boot.q_high[lv][c], lv, boot.method) for lv in LEVELS
+                    ]
+                }
+            )
+            for c, i in enumerate(_intent_scores(result, prompts, meta.id))
+        ],
         priors=_priors(result, prompts.intents),
         funnel=pooled_funnel(prompts, stages),
         loss_shares_pooled=pooled_loss_shares(prompts, stages),

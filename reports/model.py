@@ -424,6 +424,11 @@ class IntentScore(Model):
     pass_k: float | None = Field(description="mean over prompts of the unbiased pass^k")
     pass_k_prompts: int
     provenance: Provenance
+    calibrated: list[Interval] = Field(
+        default_factory=list,
+        description="the calibrated alternative: expanded percentile bootstrap of the "
+        "plug-in score over prompts (InvokeRank 7.5), at 90% and 95%",
+    )
 
 
 class NegativeRate(Model):
@@ -570,6 +575,11 @@ class ArmInvokeRank(Model):
         "intervals overlap: 'intervals overlap, reported as tied' (a display rule)",
     )
     provenance: Provenance | None = None
+    calibrated: list[Interval] = Field(
+        default_factory=list,
+        description="the roll-up's calibrated alternative interval (prompt bootstrap of the "
+        "plug-in score; it covers near nominal where the published interval does not)",
+    )
     rating: InvokeRating | None = None
     shares: ChoiceShares | None = None
     lever_competitor: list[CompetitorLever] = Field(default_factory=list)

@@ -419,6 +419,7 @@ def invokerank_leaderboard(report: Report) -> Table:
         "value",
         "90% interval",
         "95% interval",
+        "calibrated 90%",
         "runs",
         "tied with (90% intervals overlap)",
     ]
@@ -434,6 +435,7 @@ def invokerank_leaderboard(report: Report) -> Table:
                 points(a.q),
                 points_interval(ivs.get(0.9)),
                 points_interval(ivs.get(0.95)),
+                points_interval(a.calibrated[0] if a.calibrated else None),
                 a.positive_runs,
                 ", ".join(a.tied_with) or "-",
             ]
@@ -464,6 +466,7 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
                     points(i.q),
                     points_interval(ivs.get(0.9)),
                     points_interval(ivs.get(0.95)),
+                    points_interval(i.calibrated[0] if i.calibrated else None),
                     pct(i.pass_k) + f" ({i.pass_k_prompts} prompts)",
                 ]
             )
@@ -543,6 +546,7 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
                 "value",
                 "90% interval",
                 "95% interval",
+                "calibrated 90%",
                 f"pass^{ir.pass_k}",
             ],
             intents,

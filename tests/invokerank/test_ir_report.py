@@ -97,6 +97,12 @@ def test_rating_equals_statsmodels_on_the_recorded_choices() -> None:
     assert rating.position == pytest.approx(ref.params[3], abs=1e-3)
     assert rating.no_tool == sum(o.first_server is None for o in runs)
     assert rating.branded is None  # no task records a branded prompt
+    # the calibrated interval brackets the plug-in score: the share of runs selecting
+    # the focal integration (one intent), by hand
+    share = sum(o.first_server == "focal" for o in runs) / len(runs)
+    low, high = arm.calibrated[0].low, arm.calibrated[0].high
+    assert arm.calibrated[0].level == 0.9 and low is not None and high is not None
+    assert low < share < high and "bootstrap" in arm.calibrated[0].method
 
 
 def test_selection_shares_and_terminal_counts_by_hand() -> None:

@@ -1,0 +1,89 @@
+"""The calibrated path (prompt-and-run bootstrap of the plug-in score) against hand
+counts and the binomial standard error; its coverage is measured in
+bench/invokerank_coverage.py, not here."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+ir = importlib.import_module("prereg.stats.invokerank")
+
+
+def test_plug_in_score_is_the_share_of_runs_reaching_the_last_stage() -> None:
+    runs = np.array([2, 2, 2, 3, 3])
+    reached = np.array([2, 0, 1, 3, 1])
+    cell = np.array([0, 0, 0, 1, 1])
+    got = ir.bootstrap_score(runs, reached, cell, resamples=200, weights=[1, 3])
+    np.testing.assert_allclose(got.q, [3 / 6, 4 / 6])
+    assert got.rollup == pytest.approx(0.25 * 3 / 6 + 0.75 * 4 / 6)
+    assert got.sessions == 1 and got.resamples == 200
+
+
+def test_independent_runs_give_the_binomial_interval() -> None:
+    # 400 prompts of one run each, 120 reached: the bootstrap distribution of the share is
+    # close to normal with the binomial standard error
+    n, y = 400, 120
+    reached = np.r_[np.ones(y), np.zeros(n - y)]
+    got = ir.bootstrap_score(np.ones(n), reached, np.zeros(n, int), resamples=4000, seed=3)
+    p = y / n
+    se = math.sqrt(p * (1 - p) / n)
+    z = sps.norm.ppf(0.95)
+    assert got.q_low[0.9][0] == pytest.approx(p - z * se, abs=0.006)
+    assert got.q_high[0.9][0] == pytest.approx(p + z * se, abs=0.006)
+    assert got.rollup_low[0.95] < got.rollup_low[0.9] < p < got.rollup_high[0.9]
+
+
+def test_prompts_are_the_unit_and_sessions_widen_the_interval() -> None:
+    rng = np.random.default_rng(0)
+    prompts = 60
+    rate = rng.beta(0.3, 0.4, prompts)  # strongly heterogeneous prompts
+    reached = rng.binomial(4, rate)
+    # four repeats as one row per prompt, or as four rows of one run each with the prompt
+    # named: the same resampling unit, so the same interval
+    one = ir.bootstrap_score(np.full(prompts, 4), reached, np.zeros(prompts, int), seed=5)
+    rows = np.repeat(np.arange(prompts), 4)
+    split = np.concatenate([[1] * r + [0] * (4 - r) for r in reached])
+    four = ir.bootstrap_score(
+        np.ones(4 * prompts), split, np.zeros(4 * prompts, int), prompt=rows, seed=5
+    )
+    assert four.q_low[0.9][0] == pytest.approx(one.q_low[0.9][0], abs=1e-12)
+    # naming no prompt treats the 240 runs as independent: too narrow
+    naive = ir.bootstrap_score(np.ones(4 * prompts), split, np.zeros(4 * prompts, int), seed=5)
+    assert naive.q_high[0.9][0] - naive.q_low[0.9][0] < 0.8 * (
+        one.q_high[0.9][0] - one.q_low[0.9][0]
+    )
+    # two sessions that differ: resampling sessions widens the interval
+    sess = np.r_[np.zeros(prompts, int), np.ones(prompts, int)]
+    both = np.r_[reached, np.minimum(4, reached + 2)]
+    with_s = ir.bootstrap_score(
+        np.full(2 * prompts, 4),
+        both,
+        np.zeros(2 * prompts, int),
+        prompt=np.r_[np.arange(prompts), np.arange(prompts)],
+        session=sess,
+        seed=5,
+    )
+    without = ir.bootstrap_score(
+        np.full(2 * prompts, 4),
+        both,
+        np.zeros(2 * prompts, int),
+        prompt=np.r_[np.arange(prompts), np.arange(prompts)],
+        seed=5,
+    )
+    assert with_s.sessions == 2 and "sessions" in with_s.method
+    assert (with_s.q_high[0.9][0] - with_s.q_low[0.9][0]) > 1.5 * (
+        without.q_high[0.9][0] - without.q_low[0.9][0]
+    )
+
+
+def test_expanded_percentile_tail_by_hand() -> None:
+    # Hesterberg's expansion at n = 25: Phi(sqrt(25/24) t_24(0.05))
+    expected = sps.norm.cdf(math.sqrt(25 / 24) * sps.t.ppf(0.05, 24))
+    assert ir._expanded(0.90, 25, upper=False) == pytest.approx(expected)
+    assert ir._expanded(0.90, 25, upper=True) == pytest.approx(1 - expected)
+    assert expected < 0.05

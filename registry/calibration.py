@@ -1,0 +1,484 @@
+"""A registration's own analysis, calibrated by simulation (``prereg calibrate``, the gate).
+
+This module reads a :class:`Registration` and the tasks of its split and hands
+:func:`prereg.stats.calibration.calibrate` what ``analyse`` would compute on them: every
+registered test (primary and secondary) with its alpha, sides, aggregate, margin, level,
+draws and resampling unit, on the tasks that carry its outcome (positive tasks for the
+funnel outcomes); the registered stopping rule over the primary comparison; the interval
+of the difference the report prints for the arms; and the per-intent intervals. No
+statistic is computed here.
+
+The simulated population (:func:`prereg.stats.calibration_model.population`) takes the
+split's task count, the registered repeats (runs per arm) and the planning figures:
+``plan.sigma_d`` and ``plan.sigma_run`` when the registration plans, else sigma_d 0.35
+(the PRD's planning figure, InvokeRank section 7.8) and no run component; base rate 0.5
+and the model's default ICC unless given. The planned effect is ``plan.mde``, else the
+design's own minimum detectable effect at the planned power
+(:func:`prereg.stats.mde_paired` over the primary's tasks), in the direction the primary
+test favours (``favours``, else ``sides``; two-sided without ``favours``: the treatment,
+the second compared arm, ahead). Every test is simulated on the same pair of arms.
+
+Not simulated (listed under ``skipped`` with the reason): tests of registered contrasts
+(several arms), tests whose resampling unit is not known for the split (the gate may be
+given the task count only), and tests with no task carrying their outcome.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from prereg.core.errors import BadInput
+from prereg.experiments import Task
+from prereg.registry.schema import Registration, TestSpec
+from prereg.stats import mde_paired
+from prereg.stats.calibration import (
+    CalibrationResult,
+    CalibrationRow,
+    MonitorPlan,
+    PlannedTest,
+    Progress,
+    calibrate,
+    verdict,
+)
+from prereg.stats.calibration_model import Population, population
+
+#: planning figures used when the registration has no ``plan:`` block
+DEFAULT_SIGMA_D = 0.35
+DEFAULT_BASE_RATE = 0.5
+DEFAULT_POWER = 0.8
+#: simulated data sets per scenario, and bootstrap resamples per data set, by default
+DEFAULT_SIMS = 1000
+DEFAULT_DRAWS = 1000
+#: a percentile bootstrap over fewer clusters than this is anti-conservative (the same
+#: figure as the report's caution, :data:`prereg.reports.registered.FEW_CLUSTERS`)
+FEW_CLUSTERS = 20
+#: the descriptive interval of the difference the report prints for the arms
+DIFFERENCE = "difference (arms)"
+PER_INTENT = "per-intent intervals"
+
+
+@dataclass(frozen=True)
+class SplitTasks:
+    """The tasks of the registered split, in planned order, as far as they are known."""
+
+    ids: tuple[str, ...]
+    clusters: tuple[str, ...] | None = None
+    intents: tuple[str, ...] | None = None
+    positive: tuple[bool, ...] | None = None
+
+    @classmethod
+    def of(cls, tasks: Sequence[Task]) -> SplitTasks:
+        return cls(
+            ids=tuple(t.id for t in tasks),
+            clusters=tuple(t.cluster for t in tasks),
+            intents=tuple(t.intent for t in tasks),
+            positive=tuple(t.polarity == "positive" for t in tasks),
+        )
+
+    @classmethod
+    def count_only(cls, n: int) -> SplitTasks:
+        """Only the task count is known (clusters, intents and polarity are not)."""
+        return cls(ids=tuple(f"task-{i}" for i in range(n)))
+
+    def labels(self, unit: str) -> tuple[str, ...] | None:
+        if unit == "task":
+            return self.ids
+        return self.clusters if unit == "cluster" else self.intents
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Planning figures given explicitly (each overrides the registration's ``plan:``)."""
+
+    sigma_d: float | None = None
+    sigma_run: float | None = None
+    effect: float | None = None
+    icc: float | None = None
+    base_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The figures a calibration runs with, and where each came from."""
+
+    sigma_d: float
+    sigma_run: float
+    icc: float | None
+    base_rate: float
+    effect: float  # signed: the planned direction
+    power: float
+    sources: dict[str, str]
+    notes: tuple[str, ...]
+
+
+def _codes(labels: Sequence[str]) -> NDArray[np.intp]:
+    order: dict[str, int] = {}
+    return np.array([order.setdefault(label, len(order)) for label in labels], dtype=np.intp)
+
+
+def _direction(reg: Registration) -> int:
+    """+1 when the primary favours the treatment (second compared arm), -1 the control."""
+    spec = reg.primary
+    if spec.contrast is None:
+        control, treatment = reg.compared_arms(spec)
+        if spec.favours == treatment:
+            return 1
+        if spec.favours == control:
+            return -1
+    return -1 if spec.sides == "less" else 1
+
+
+def _tasks_of(reg: Registration, spec: TestSpec, split: SplitTasks) -> NDArray[np.intp] | None:
+    """Indices of the tasks that carry the spec's outcome (positive tasks for the funnel
+    outcomes; all of them when polarity is not known)."""
+    outcome = spec.outcome or reg.outcome
+    if outcome == "success" or split.positive is None:
+        return None
+    return np.flatnonzero(np.array(split.positive, dtype=bool)).astype(np.intp)
+
+
+def _count(subset: NDArray[np.intp] | None, split: SplitTasks) -> int:
+    return len(split.ids) if subset is None else int(subset.size)
+
+
+def _plan(reg: Registration, spec: TestSpec, label: str, split: SplitTasks) -> PlannedTest | str:
+    """The spec as the simulation runs it, or why it is not simulated."""
+    if spec.contrast is not None:
+        return f"a test of contrast '{spec.contrast}' compares several arms; not simulated yet"
+    subset = _tasks_of(reg, spec, split)
+    if subset is not None and subset.size == 0:
+        return f"no task of split '{reg.split}' carries outcome '{spec.outcome or reg.outcome}'"
+    units = None
+    if spec.unit != "task":
+        labels = split.labels(spec.unit)
+        if labels is None:
+            return f"the split's {spec.unit}s are not known here (run `prereg calibrate`)"
+        chosen = labels if subset is None else tuple(labels[i] for i in subset)
+        units = _codes(chosen)
+    return PlannedTest(
+        label=label,
+        test=spec.test,
+        alpha=spec.alpha,
+        sides=spec.sides,
+        aggregate=spec.aggregate,
+        margin=spec.margin,
+        level=spec.level,
+        draws=spec.draws,
+        units=units,
+        unit_name=spec.unit,
+        seed=reg.design.seed,
+        prior=reg.stopping.prior if reg.stopping is not None else (1.0, 1.0),
+        subset=subset,
+    )
+
+
+def test_plans(
+    reg: Registration, split: SplitTasks, scope: str = "all"
+) -> tuple[list[PlannedTest], MonitorPlan | None, list[dict[str, str]]]:
+    """The registered tests as simulated (``scope`` "primary": the primary only), the
+    stopping rule, and what is not simulated with the reason."""
+    specs = [("primary", reg.primary)]
+    if scope == "all":
+        specs += [(f"secondary[{i}]", s) for i, s in enumerate(reg.secondary)]
+    plans: list[PlannedTest] = []
+    skipped: list[dict[str, str]] = []
+    for label, spec in specs:
+        plan = _plan(reg, spec, label, split)
+        if isinstance(plan, str):
+            skipped.append({"label": label, "test": spec.test, "reason": plan})
+        else:
+            plans.append(plan)
+    monitor = None
+    primary_subset = _tasks_of(reg, reg.primary, split)
+    if reg.stopping is not None and reg.primary.contrast is None:
+        monitor = MonitorPlan(
+            label="stopping",
+            threshold=reg.stopping.threshold,
+            min_prompts=reg.stopping.min_prompts,
+            prior=reg.stopping.prior,
+            aggregate=reg.primary.aggregate,
+            subset=primary_subset,
+        )
+    if scope == "all" and reg.primary.contrast is None:
+        plans.extend(_descriptive(reg, split, plans, primary_subset))
+    return plans, monitor, skipped
+
+
+def _descriptive(
+    reg: Registration,
+    split: SplitTasks,
+    registered: list[PlannedTest],
+    subset: NDArray[np.intp] | None,
+) -> list[PlannedTest]:
+    """The intervals the report prints beside the registered tests: the difference of the
+    arms (a paired bootstrap at 1 - alpha of the primary, unit task, 10,000 draws) unless a
+    registered test prints the same one, and one per intent (the same, on its tasks)."""
+    alpha, seed = reg.primary.alpha, reg.design.seed
+    out = []
+    same = any(
+        p.test == "paired_bootstrap"
+        and p.units is None
+        and abs(p.interval_level - (1.0 - alpha)) < 1e-12
+        and _same_tasks(p.subset, subset)
+        for p in registered
+    )
+    if not same:
+        out.append(
+            PlannedTest(DIFFERENCE, "paired_bootstrap", alpha=alpha, seed=seed, subset=subset)
+        )
+    if split.intents is not None:
+        indices = np.arange(len(split.ids)) if subset is None else subset
+        intents = [split.intents[i] for i in indices]
+        for intent in dict.fromkeys(intents):
+            chosen = np.array([i for i, x in zip(indices, intents, strict=True) if x == intent])
+            out.append(
+                PlannedTest(
+                    f"{PER_INTENT}: {intent}",
+                    "paired_bootstrap",
+                    alpha=alpha,
+                    seed=seed,
+                    subset=chosen.astype(np.intp),
+                )
+            )
+    return out
+
+
+def _same_tasks(a: NDArray[np.intp] | None, b: NDArray[np.intp] | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(np.array_equal(a, b))
+
+
+def resolve_figures(reg: Registration, split: SplitTasks, given: Figures | None = None) -> Resolved:
+    """The figures of the simulated population (see the module docstring)."""
+    given = given or Figures()
+    plan = reg.plan
+    sources: dict[str, str] = {}
+
+    def pick(name: str, explicit: float | None, planned: float | None, default: float) -> float:
+        if explicit is not None:
+            sources[name] = "given"
+            return float(explicit)
+        if planned is not None:
+            sources[name] = "plan"
+            return float(planned)
+        sources[name] = "default"
+        return default
+
+    sigma_d = pick("sigma_d", given.sigma_d, plan.sigma_d if plan else None, DEFAULT_SIGMA_D)
+    sigma_run = pick("sigma_run", given.sigma_run, plan.sigma_run if plan else None, 0.0)
+    base_rate = pick("base_rate", given.base_rate, None, DEFAULT_BASE_RATE)
+    power = pick("power", None, plan.power if plan else None, DEFAULT_POWER)
+    sources["icc"] = "given" if given.icc is not None else "model"
+    notes: list[str] = []
+    if given.effect is not None:
+        magnitude, sources["effect"] = abs(float(given.effect)), "given"
+    elif plan is not None:
+        magnitude, sources["effect"] = plan.mde, "plan"
+    else:
+        alpha = reg.primary.alpha
+        n = _count(_tasks_of(reg, reg.primary, split), split)
+        magnitude = float(
+            mde_paired(
+                sigma_d,
+                max(n, 1),
+                alpha=alpha,
+                power=power,
+                sigma_run=sigma_run,
+                runs_per_arm=reg.design.repeats,
+            )
+        )
+        sources["effect"] = "design MDE"
+        notes.append(
+            f"no plan: the planned effect is the design's own MDE at power {power:g} "
+            f"({magnitude:.3f} over {n} task(s), sigma_d {sigma_d:g})"
+        )
+    sign = _direction(reg)
+    if given.effect is not None and given.effect < 0:
+        sign = -1
+    return Resolved(
+        sigma_d=sigma_d,
+        sigma_run=sigma_run,
+        icc=given.icc,
+        base_rate=base_rate,
+        effect=sign * magnitude,
+        power=power,
+        sources=sources,
+        notes=tuple(notes),
+    )
+
+
+_FIELD = {
+    "sigma_d": ("plan.sigma_d", "--sigma-d"),
+    "sigma_run": ("plan.sigma_run", "--sigma-run"),
+    "base_rate": (None, "--base-rate"),
+    "icc": (None, "--icc"),
+    "effect": ("plan.mde", "--effect"),
+}
+
+
+def _bad_figure(figures: Resolved, message: str) -> BadInput:
+    """A figure the population cannot take, named as the registration or option gave it."""
+    for name in ("sigma_d", "sigma_run", "icc", "base_rate"):
+        if message.startswith(name):
+            break
+    else:
+        name = "effect"
+    plan_field, option = _FIELD[name]
+    source = figures.sources.get(name, "given")
+    field = plan_field if source == "plan" and plan_field else option
+    if source == "default":
+        field = option
+    return BadInput(message, field=field)
+
+
+def build_population(reg: Registration, split: SplitTasks, figures: Resolved) -> Population:
+    try:
+        return population(
+            len(split.ids),
+            reg.design.repeats,
+            figures.sigma_d,
+            sigma_run=figures.sigma_run,
+            base_rate=figures.base_rate,
+            icc=figures.icc,
+        )
+    except ValueError as exc:
+        raise _bad_figure(figures, str(exc)) from None
+
+
+def _capped_effect(pop: Population, figures: Resolved) -> tuple[float, str | None]:
+    """The planned effect, capped below the largest the population can show when it is
+    the design's own MDE (an explicit or planned effect beyond it is refused)."""
+    sign = 1 if figures.effect >= 0 else -1
+    most = pop.truth("mean", sign * pop.max_shift(sign) * (1 - 1e-9))
+    if abs(figures.effect) < abs(most) * 0.999:
+        return figures.effect, None
+    if figures.sources.get("effect") == "design MDE":
+        capped = 0.9 * most
+        return capped, (
+            f"the design's MDE {abs(figures.effect):.3f} is beyond what base rate "
+            f"{pop.base_rate:g} allows; the planned effect is taken as {abs(capped):.3f}"
+        )
+    raise _bad_figure(
+        figures,
+        f"an effect of {abs(figures.effect):g} cannot arise with base rate {pop.base_rate:g} "
+        f"(at most {abs(most):.3f})",
+    )
+
+
+def calibrate_registration(
+    reg: Registration,
+    split: SplitTasks,
+    *,
+    figures: Figures | None = None,
+    sims: int = DEFAULT_SIMS,
+    seed: int | None = 0,
+    draws: int = DEFAULT_DRAWS,
+    scope: str = "all",
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """The calibration table of ``reg`` on ``split`` as a JSON-ready document.
+
+    BadInput (naming the plan field or the option) when the figures cannot arise from
+    binary outcomes. ``scope`` "primary" calibrates the primary test (and the stopping
+    rule) only: what the feasibility gate needs.
+    """
+    resolved = resolve_figures(reg, split, figures)
+    pop = build_population(reg, split, resolved)
+    effect, capped = _capped_effect(pop, resolved)
+    plans, monitor, skipped = test_plans(reg, split, scope)
+    result = calibrate(
+        pop,
+        plans,
+        effect=effect,
+        power_target=resolved.power,
+        monitor=monitor,
+        sims=sims,
+        seed=seed,
+        draws=draws,
+        progress=progress,
+    )
+    notes = list(resolved.notes)
+    if capped:
+        notes.append(capped)
+    return document(reg, split, resolved, result, skipped, notes)
+
+
+def _summarise_intents(rows: Sequence[CalibrationRow]) -> list[CalibrationRow]:
+    """Per-intent rows become one coverage row per scenario: the mean coverage over the
+    intents, with the worst intent named (their type I error and power are not shown:
+    per-intent intervals are listed, not flagged)."""
+    out: list[CalibrationRow] = []
+    intents = [r for r in rows if r.label.startswith(PER_INTENT) and r.quantity == "coverage"]
+    for scenario in dict.fromkeys(r.scenario for r in intents):
+        group = [r for r in intents if r.scenario == scenario]
+        if not group:
+            continue
+        mean = float(np.mean([r.estimate for r in group]))
+        se = math.sqrt(sum(r.mc_se**2 for r in group)) / len(group)
+        worst = min(group, key=lambda r: r.estimate)
+        sims = sum(r.sims for r in group)
+        nominal = group[0].nominal
+        out.append(
+            CalibrationRow(
+                label=PER_INTENT,
+                test="paired_bootstrap",
+                quantity="coverage",
+                scenario=scenario,
+                nominal=nominal,
+                estimate=mean,
+                mc_se=se,
+                verdict=verdict("coverage", mean, nominal, sims),
+                sims=group[0].sims,
+                truth=group[0].truth,
+                note=(
+                    f"mean over {len(group)} intent(s); worst: "
+                    f"{worst.label.removeprefix(PER_INTENT + ': ')} covers {worst.estimate:.3f}"
+                ),
+            )
+        )
+    return out
+
+
+def document(
+    reg: Registration,
+    split: SplitTasks,
+    figures: Resolved,
+    result: CalibrationResult,
+    skipped: list[dict[str, str]],
+    notes: list[str],
+) -> dict[str, Any]:
+    rows = [r for r in result.rows if not r.label.startswith(PER_INTENT)]
+    rows += _summarise_intents(result.rows)
+    intents = {
+        r.label.removeprefix(PER_INTENT + ": "): {"scenario": r.scenario, "coverage": r.estimate}
+        for r in result.rows
+        if r.label.startswith(PER_INTENT) and r.quantity == "coverage" and r.scenario == "null"
+    }
+    return {
+        "registration": reg.id,
+        "kind": reg.kind,
+        "experiment": reg.experiment,
+        "split": reg.split,
+        "sims": result.sims,
+        "seed": result.seed,
+        "bootstrap_draws": result.draws,
+        "design": {
+            **result.population.describe(),
+            "effect": result.effect,
+            "power_target": figures.power,
+            "sources": figures.sources,
+            "latent_effects": result.effects,
+        },
+        "rows": [r.to_json() for r in rows],
+        "per_intent_coverage": intents,
+        "skipped": skipped,
+        "notes": notes,
+        "method": result.method,
+    }

@@ -1,0 +1,249 @@
+"""Throughput and CPU per unit of `prereg run` on the provider path (the real SDK drivers).
+
+For each driver (anthropic Messages, openai Responses, openai-chat Chat Completions) the
+bench registers the bundled music-library pilot with that driver as its host in a fresh
+workspace and runs ``--units`` units through the same code as ``prereg run``
+(:func:`prereg.runners.api.run_registration`: the driver built from the registration,
+the real ``anthropic`` / ``openai`` SDK client, the run store), against a local fake server
+that answers every request after ``--latency`` seconds. The fake runs in a child process
+(an asyncio HTTP/1.1 server with the provider tests' agent, :mod:`tests.providers.fake_chat`),
+so the process CPU time measured here is prereg's and the SDK's, not the server's.
+
+Printed per driver: wall time, requests answered, CPU ms per unit (process CPU time during
+the run / units), the physical limit N x L / C (N requests) and wall / limit, and the load
+average when the figure was taken: on a shared machine the figures are indicative only.
+
+    python bench/provider_throughput.py [--units 1008] [--latency 0.2] [--concurrency 32]
+        [--drivers anthropic openai openai-chat] [--profile DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from prereg.cli import main as cli_main
+from prereg.core.workspace import Workspace
+from prereg.runners.api import run_registration
+from prereg.runners.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the fake's agent lives with the provider tests
+    sys.path.insert(0, str(ROOT))
+
+MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-5-mini", "openai-chat": "served-model"}
+PILOT = "music-library-pilot"
+DEV_TASKS_TIMES_ARMS = 56  # the pilot's dev split: 28 tasks x 2 arms per repeat
+KEY = "bench-key-0123456789"
+
+
+# ---- the fake server (child process) -----------------------------------------------------------
+
+
+async def _serve(latency: float) -> None:
+    from tests.providers.fake_chat import ChatBrain  # lazy: only the child process serves
+
+    brain = ChatBrain()
+    counts = {"requests": 0}
+
+    def answer(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if path == "/v1/messages":
+            return brain.anthropic(body)
+        if path == "/v1/responses":
+            return brain.openai(body)
+        return brain.chat(body)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = dict(
+                    (k.strip().lower(), v.strip())
+                    for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)
+                )
+                raw = await reader.readexactly(int(headers.get("content-length") or 0))
+                if method == "GET" and path == "/stats":
+                    data = json.dumps(counts).encode()
+                else:
+                    counts["requests"] += 1
+                    await asyncio.sleep(latency)
+                    data = json.dumps(answer(path.split("?", 1)[0], json.loads(raw))).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"content-length: " + str(len(data)).encode() + b"\r\n\r\n" + data
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=512)
+    port = server.sockets[0].getsockname()[1]
+    print(port, flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+@contextlib.contextmanager
+def fake_server(latency: float) -> Any:
+    """The child process serving the fake; yields its origin."""
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", "--latency", str(latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+
+
+def served_requests(origin: str) -> int:
+    with urllib.request.urlopen(origin + "/stats", timeout=10) as reply:  # noqa: S310 - local
+        return int(json.loads(reply.read())["requests"])
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+
+def _cli(*args: str) -> None:
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli_main(list(args))
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise RuntimeError(f"prereg {' '.join(args)} exited {exc.code}") from None
+
+
+def prepare(root: Path, driver: str, units: int) -> str:
+    """A workspace with the pilot registered on ``driver``; returns the registration id."""
+    _cli("init", str(root), "--json")
+    text = (root / "drafts" / f"{PILOT}.yaml").read_text()
+    repeats = max(3, -(-units // DEV_TASKS_TIMES_ARMS))
+    reg_id = f"bench-{driver}"
+    text = text.replace("repeats: 3", f"repeats: {repeats}")
+    text = text.replace(f"id: {PILOT}", f"id: {reg_id}")
+    text = text.replace(
+        "host: {driver: local}", f"host: {{driver: {driver}, model: {MODELS[driver]}}}"
+    )
+    draft = root / "drafts" / "bench.yaml"
+    draft.write_text(text)
+    _cli("-w", str(root), "register", str(draft), "--json")
+    return reg_id
+
+
+def provider_env(origin: str) -> None:
+    os.environ.update(
+        {
+            "ANTHROPIC_API_KEY": KEY,
+            "OPENAI_API_KEY": KEY,
+            "ANTHROPIC_BASE_URL": origin,
+            "OPENAI_BASE_URL": origin + "/v1",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+    )
+    for name in ("PREREG_RPM", "PREREG_TPM", "PREREG_PRICES", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+        os.environ.pop(name, None)
+
+
+def measure(driver: str, args: argparse.Namespace) -> dict[str, Any]:
+    with fake_server(args.latency) as origin, tempfile.TemporaryDirectory() as tmp:
+        provider_env(origin)
+        root = Path(tmp) / "ws"
+        reg_id = prepare(root, driver, args.units)
+        ws = Workspace(root)
+        profiler = cProfile.Profile() if args.profile else None
+        load_before = os.getloadavg()
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        summary = run_registration(ws, reg_id, concurrency=args.concurrency, max_units=args.units)
+        if profiler is not None:
+            profiler.disable()
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        load_after = os.getloadavg()
+        requests = served_requests(origin)
+        failed = [r.error for r in RunStore(ws.runs).records(status="infra_error")][:3]
+    if profiler is not None:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        profiler.dump_stats(str(Path(args.profile) / f"{driver}.prof"))
+    limit = requests * args.latency / args.concurrency
+    return {
+        "driver": driver,
+        "units": summary.completed,
+        "failed": summary.failed,
+        "first_errors": failed,
+        "requests": requests,
+        "concurrency": args.concurrency,
+        "latency_s": args.latency,
+        "wall_s": round(wall, 2),
+        "cpu_ms_per_unit": round(cpu * 1000 / max(summary.completed, 1), 2),
+        "limit_s": round(limit, 2),
+        "limit_over_wall": round(limit / wall, 3),
+        "loadavg_1m_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
+        "cores": os.cpu_count(),
+        "profiled": bool(profiler),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--units", type=int, default=1008)
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds per request")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument(
+        "--drivers", nargs="+", default=["anthropic", "openai", "openai-chat"], choices=MODELS
+    )
+    parser.add_argument("--profile", metavar="DIR", help="write a cProfile per driver to DIR")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        asyncio.run(_serve(args.latency))
+        return 0
+    rows = [measure(driver, args) for driver in args.drivers]
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=2))
+        return 0
+    print(
+        f"C={args.concurrency}, L={args.latency:g} s, {os.cpu_count()} cores; "
+        "load average (1 min) before/after each run: figures are indicative on a shared machine"
+    )
+    print(
+        f"{'driver':<12} {'units':>6} {'requests':>8} {'wall s':>7} {'N*L/C s':>8} "
+        f"{'limit/wall':>10} {'CPU ms/unit':>11} {'load':>11}"
+    )
+    for r in rows:
+        load = "/".join(f"{x:.1f}" for x in r["loadavg_1m_before_after"])
+        print(
+            f"{r['driver']:<12} {r['units']:>6} {r['requests']:>8} {r['wall_s']:>7.2f} "
+            f"{r['limit_s']:>8.2f} {r['limit_over_wall']:>10.3f} {r['cpu_ms_per_unit']:>11.2f} "
+            f"{load:>11}" + (" (profiled)" if r["profiled"] else "")
+        )
+        if r["failed"]:
+            print(f"  {r['failed']} units failed, e.g. {r['first_errors']}")
+    print("target: limit/wall >= 0.9 and < 5 ms CPU per unit outside the SDK's network I/O")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -16,12 +16,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -75,6 +77,7 @@ class Strict(BaseModel):
 
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, min_length=1, max_length=100)]
+PositiveWeight = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 #: A pair written as a YAML (or JSON) list: the tuple alone is lax (strict mode accepts
 #: only a tuple, which YAML cannot write); its items stay strict.
 StrictPair = Annotated[tuple[StrictStr, StrictStr], Field(strict=False)]
@@ -555,6 +558,20 @@ class Registration(Strict):
     plan: Plan | None = None
     supersedes: Identifier | None = None
     notes: str | None = None
+    intent_weights: dict[Identifier, PositiveWeight] | None = Field(
+        None,
+        description="InvokeRank roll-up weights per intent (normalised; equal when absent; "
+        "an intent not listed weighs 0)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_intent_weights(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """An absent ``intent_weights`` is left out of the document, so a registration that
+        does not use it digests exactly as before the field existed."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("intent_weights") is None:
+            data.pop("intent_weights", None)
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -14,8 +14,9 @@ For each arm, from its ``ok`` runs (and units counted as failures, through
   and 95% intervals, each stage's sequential counts, rho (cell, pooled or default),
   design effect, capped prior and posterior (:func:`prereg.stats.invokerank`), loss
   shares from posterior means, Lever against the intent median, and pass^k per prompt;
-- the roll-up over intents with equal weights (a registration cannot register intent
-  weights yet; equal is the seed's default until demand data exist);
+- the roll-up over intents with the registration's ``intent_weights`` (normalised over the
+  scored intents; an unlisted intent weighs 0), or equal weights when none are
+  registered (the seed's default until demand data exist);
 - Figure 2's pooled funnel: runs reaching each stage over all positive runs, with a
   Jeffreys interval deflated at the pooled rho of that indicator, and loss shares from
   the pooled conditional rates;
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,9 +93,11 @@ NOTE = (
     "InvokeRank method v1.0 (4.1-4.2), published path: per-intent sequential counts, "
     "ANOVA rho per cell (pooled, then stage defaults), Kish design effect, a shared "
     "beta-binomial prior by marginal ML with capPrior, conjugate posteriors, seeded draws "
-    "of Q = product of stages, equal-weight roll-up. Descriptive: not registered, never "
-    "the verdict. Scores are 100 x E[Q]. The seed reports that these intervals "
-    "under-cover (7.5); a calibrated interval is not yet offered."
+    "of Q = product of stages, roll-up with the registered intent weights (equal by "
+    "default). Descriptive: not registered, never the verdict. Scores are 100 x E[Q]. The "
+    "seed reports that these intervals under-cover (7.5); the 'calibrated' interval beside "
+    "them is an expanded percentile bootstrap of the plug-in score over prompts, which "
+    "covers near nominal in bench/invokerank_coverage.py."
 )
 DISPLAY_RULE = (
     "overlapping 90% intervals are displayed as 'intervals overlap, reported as tied' "
@@ -391,8 +394,36 @@ def _evidence(runs: Sequence[Obs]) -> tuple[str | None, bool]:
     return (next(iter(classes)) if len(classes) == 1 else None), len(classes) > 1
 
 
+def roll_up_weights(
+    intents: Sequence[str], registered: Mapping[str, float] | None
+) -> tuple[list[float], str]:
+    """The roll-up weights of the scored intents and how they were chosen.
+
+    Registered ``intent_weights`` (normalised over the scored intents; an intent the
+    registration does not list weighs 0); equal when none are registered, or when no
+    scored intent has a registered weight (said so).
+    """
+    if registered is None:
+        return [1.0] * len(intents), "equal over intents (no intent weights registered)"
+    weights = [float(registered.get(i, 0.0)) for i in intents]
+    unlisted = [i for i in intents if i not in registered]
+    if sum(weights) <= 0:
+        return [1.0] * len(intents), (
+            "equal over intents: no scored intent has a registered weight "
+            f"(unlisted: {', '.join(unlisted)})"
+        )
+    text = "registered intent_weights, normalised over the scored intents"
+    if unlisted:
+        text += f"; not listed, so weight 0: {', '.join(unlisted)}"
+    return weights, text
+
+
 def arm_invokerank(
-    observations: Sequence[Obs], meta: ArmMeta, seed: int | None, draws: int = 4000
+    observations: Sequence[Obs],
+    meta: ArmMeta,
+    seed: int | None,
+    draws: int = 4000,
+    intent_weights: Mapping[str, float] | None = None,
 ) -> ArmInvokeRank:
     """The InvokeRank block of one arm (module docstring)."""
     runs = _positive(observations, meta.id)
@@ -419,13 +450,21 @@ def arm_invokerank(
     if level == "not_computed":
         return ArmInvokeRank(**base, level=level, reason=reason, stages=[], q=None)
     prompts = prompt_counts(runs, stages)
+    weights, weights_text = roll_up_weights(prompts.intents, intent_weights)
     result = stats.invokerank(
-        prompts.runs, prompts.reached, prompts.cell, stages=stages, draws=draws, seed=seed
+        prompts.runs,
+        prompts.reached,
+        prompts.cell,
+        stages=stages,
+        weights=weights,
+        draws=draws,
+        seed=seed,
     )
     boot = bootstrap_score(
         prompts.runs,
         [r[-1] for r in prompts.reached],
         prompts.cell,
+        weights=weights,
         seed=seed,
         levels=LEVELS,
     )
@@ -455,7 +494,7 @@ def arm_invokerank(
             _iv(result.rollup_low[lv], result.rollup_high[lv], lv, "equal-tailed, roll-up draws")
             for lv in LEVELS
         ],
-        weights="equal over intents (no intent weights registered)",
+        weights=weights_text,
         positive_runs=len(runs),
         prompts=len(prompts.tasks),
         intents=[
@@ -527,12 +566,17 @@ def arm_metas(reg: Registration) -> list[ArmMeta]:
 
 
 def invokerank_section(
-    observations: Sequence[Obs], metas: Sequence[ArmMeta], seed: int | None
+    observations: Sequence[Obs],
+    metas: Sequence[ArmMeta],
+    seed: int | None,
+    intent_weights: Mapping[str, float] | None = None,
 ) -> InvokeRankReport | None:
     """The InvokeRank section over the given arms (None when no run was analysed)."""
     if not observations:
         return None
-    arms = mark_ties([arm_invokerank(observations, meta, seed) for meta in metas])
+    arms = mark_ties(
+        [arm_invokerank(observations, meta, seed, intent_weights=intent_weights) for meta in metas]
+    )
     return InvokeRankReport(
         note=NOTE,
         display_rule=DISPLAY_RULE,
@@ -546,7 +590,9 @@ def invokerank_section(
 
 def invokerank_report(reg: Registration, observations: Sequence[Obs]) -> InvokeRankReport | None:
     """The section for a registration's analysed runs (``build_report`` calls this)."""
-    return invokerank_section(observations, arm_metas(reg), reg.design.seed)
+    return invokerank_section(
+        observations, arm_metas(reg), reg.design.seed, intent_weights=reg.intent_weights
+    )
 
 
 # --- First choices: Invoke Rating, shares, Lever against the best competitor -----------

@@ -450,7 +450,10 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
         return []
     scored = [a for a in ir.arms if a.level != "not_computed"]
     out: list[tuple[str, list[str], list[list[Any]]]] = [
-        ("Score per arm (roll-up over intents, equal weights)", *invokerank_leaderboard(report))
+        (
+            "Score per arm (roll-up over intents; weights per arm below)",
+            *invokerank_leaderboard(report),
+        )
     ]
     intents, stages, shares, priors, funnel, negatives = [], [], [], [], [], []
     for a in scored:

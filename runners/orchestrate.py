@@ -258,17 +258,17 @@ def _store(
     store: RecordStore, claims: UnitClaims | None, record: RunRecord, state: dict[str, Any]
 ) -> bool:
     """Append a unit's record and count it; False when another process stored the unit
-    meanwhile (a duplicate, not written). A stored ok unit's claim is released; an
+    meanwhile (a duplicate, not written). A unit with its ok record is marked done on its claim; an
     infra_error unit's claim is kept until this worker exits (see the module docstring)."""
     try:
         store.append(record)
     except DuplicateRecord:
         state["duplicates"] += 1
         if claims is not None:
-            claims.release(record.unit_key)
+            claims.done(record.unit_key)
         return False
     if claims is not None and record.status == "ok":
-        claims.release(record.unit_key)
+        claims.done(record.unit_key)
     state["spent"] += record.cost_usd or 0.0
     if record.status == "ok":
         state["completed"] += 1

@@ -120,8 +120,9 @@ class UnitClaims(Protocol):
         """Extend the leases this worker holds (called while units run)."""
         ...
 
-    def release(self, key: UnitKey) -> None:
-        """Give the unit up now (its record is stored, or it will not be run here)."""
+    def done(self, key: UnitKey) -> None:
+        """The unit has its ok record (stored here or by another worker): never claim it
+        again."""
         ...
 
     def close(self) -> None: ...

@@ -103,6 +103,7 @@ CREATE TABLE claims (
     holder_start        TIMESTAMPTZ,
     lease_until         TIMESTAMPTZ,
     claimed             INTEGER NOT NULL DEFAULT 0,
+    done                BOOLEAN NOT NULL DEFAULT false,
     PRIMARY KEY (registration_digest, arm, task_id, repeat)
 );
 CREATE INDEX claims_in_order ON claims (registration_digest, ordinal);
@@ -519,7 +520,7 @@ class PgRunStore:
 _CLAIM = """
 WITH next AS (
     SELECT c.arm, c.task_id, c.repeat FROM claims c
-     WHERE c.registration_digest = %(d)s
+     WHERE c.registration_digest = %(d)s AND NOT c.done
        AND (c.lease_until IS NULL OR c.lease_until < clock_timestamp()
             OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.holder_pid
                            AND (a.backend_start IS NULL OR a.backend_start = c.holder_start)))
@@ -563,12 +564,15 @@ class PgClaims:
                 (self.lease_s, self.digest),
             )
 
-    def release(self, key: UnitKey) -> None:
+    def done(self, key: UnitKey) -> None:
+        """Mark the unit done on its claim row. The claim query also skips units with an
+        ok record, but a query that started before that record was committed does not
+        see it; it does see (re-reads) the claim row it locks, so ``done`` is what makes
+        a unit another worker was about to claim unclaimable."""
         with self.store._session() as conn:
             conn.execute(
-                "UPDATE claims SET lease_until = NULL, holder_pid = NULL, holder_start = NULL"
-                " WHERE registration_digest = %s AND arm = %s AND task_id = %s AND repeat = %s"
-                " AND holder_pid = pg_backend_pid()",
+                "UPDATE claims SET done = true, lease_until = NULL"
+                " WHERE registration_digest = %s AND arm = %s AND task_id = %s AND repeat = %s",
                 (self.digest, *key),
             )
 

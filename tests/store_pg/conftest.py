@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,21 +123,42 @@ def pg_server() -> Iterator[tuple[Server | None, str]]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-_databases = itertools.count()
+_schemas = itertools.count()
 
 
 @pytest.fixture
 def pg_url(pg_server: tuple[Server | None, str]) -> Iterator[str]:
-    """The URL of a new, empty database on the server; dropped after the test."""
+    """The URL of a new, empty schema of the server's database (the store's tables go
+    there through ``search_path``, as a deployment may put one team's store in its own
+    schema); dropped after the test. A schema is made in milliseconds, a database not."""
     server, why = pg_server
     if server is None:
         skip_unless_ci(f"no PostgreSQL server: {why}")
     assert server is not None
-    name = f"t{os.getpid()}_{next(_databases)}"
+    name = f"t{next(_schemas)}"
     with psycopg.connect(server.url(), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(f'CREATE SCHEMA "{name}"')  # type: ignore[arg-type]
     try:
-        yield server.url(name)
+        yield server.url() + f"&options=-csearch_path%3D{name}"
     finally:
         with psycopg.connect(server.url(), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'DROP SCHEMA "{name}" CASCADE')  # type: ignore[arg-type]
+
+
+def backend_pid(url: str) -> int:
+    """A fresh session's server process id (to watch for its end)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(conn.info.backend_pid)
+
+
+def wait_for_session_end(url: str, pid: int) -> None:
+    """Until the server process ``pid`` is gone (a closed or killed client's session ends
+    a moment after its connection closes)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(6000):
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+            found = row.fetchone()
+            if found is not None and found[0] == 0:
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"the session of server process {pid} did not end")

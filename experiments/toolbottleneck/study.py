@@ -1,0 +1,140 @@
+"""A ToolBottleneckBench study file: families x seeds as tasks, cells as arms.
+
+A study runs compiled variants offline (``prereg.runners.toolbottleneck_study``): each
+task is a family compiled under one seed (other seeds, other opaque ids: another task of
+the same family), each arm a capacity cell (menu size, workflow level, encoding) with its
+menu mode (routed or fixed) and, optionally, its own policy profile (a configuration
+switch). The harness budgets are the seed's contract (3.3): call limit = certified
+minimum + ``call_limit_over_certified``, turn limit = call limit + ``turn_limit_over_calls``.
+
+The study's digest covers the study file, every family file's bytes and the digest of
+every compiled variant it runs, so a record names exactly what produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from prereg.core.errors import BadInput
+from prereg.core.safeio import (
+    MAX_EXPERIMENT_FILE_BYTES,
+    UnreadableFile,
+    escaped,
+    read_regular_file,
+)
+from prereg.core.yamlio import FieldRuleError, load_model
+from prereg.experiments.toolbottleneck.family import (
+    SLUG,
+    EncodingName,
+    FamilyFile,
+    Strict,
+    WorkflowLevel,
+    parse_family,
+)
+
+ArmId = Annotated[str, Field(pattern=SLUG)]
+MenuMode = Literal["routed", "fixed"]
+
+
+class StudyPolicy(Strict):
+    """The simulated policy: a named profile and single-value overrides."""
+
+    profile: str = Field("sim-steady", min_length=1, max_length=64)
+    params: dict[str, float] = Field(default_factory=dict)
+
+
+class StudyArm(Strict):
+    """One arm: a capacity cell, its menu mode and (optionally) its own policy."""
+
+    id: ArmId
+    menu: int = Field(gt=0)
+    workflow: WorkflowLevel
+    encoding: EncodingName
+    menu_mode: MenuMode = "routed"
+    policy: StudyPolicy | None = None
+
+    @property
+    def cell(self) -> dict[str, Any]:
+        return {"V": self.menu, "W": self.workflow, "D": self.encoding}
+
+
+class StudyBudgets(Strict):
+    """The harness contract (seed 3.3); the defaults are the seed's."""
+
+    completion_cap: int = Field(1024, gt=0)
+    episode_tokens: int = Field(128_000, gt=0)
+    call_limit_over_certified: int = Field(2, ge=0, le=100)
+    turn_limit_over_calls: int = Field(2, ge=0, le=100)
+
+
+class StudyFile(Strict):
+    id: ArmId
+    title: str = Field("", max_length=200)
+    families: list[str] = Field(min_length=1)
+    seeds: list[int] = Field(default=[0], min_length=1)
+    repeats: int = Field(1, ge=1, le=100)
+    arms: list[StudyArm] = Field(min_length=1)
+    baseline: ArmId | None = None
+    policy: StudyPolicy = Field(default_factory=StudyPolicy)
+    budgets: StudyBudgets = Field(default_factory=StudyBudgets)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> StudyFile:
+        ids = [a.id for a in self.arms]
+        if len(set(ids)) != len(ids):
+            raise FieldRuleError("arms", "arm ids must be unique")
+        if self.baseline is not None and self.baseline not in ids:
+            raise FieldRuleError("baseline", f"'{self.baseline}' is not an arm")
+        if len(set(self.seeds)) != len(self.seeds) or any(s < 0 for s in self.seeds):
+            raise FieldRuleError("seeds", "distinct seeds, each >= 0")
+        if len(set(self.families)) != len(self.families):
+            raise FieldRuleError("families", "each family once")
+        return self
+
+    @property
+    def baseline_arm(self) -> str:
+        return self.baseline or self.arms[0].id
+
+
+class Study:
+    """A study file read with its families (paths relative to the study file)."""
+
+    def __init__(self, spec: StudyFile, families: list[tuple[FamilyFile, str, bytes]]) -> None:
+        self.spec = spec
+        self.families = families
+
+    def file_digests(self) -> dict[str, str]:
+        return {name: "sha256:" + hashlib.sha256(raw).hexdigest() for _, name, raw in self.families}
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return read_regular_file(path, limit=MAX_EXPERIMENT_FILE_BYTES, what=what)
+    except FileNotFoundError:
+        raise escaped(BadInput("no such file", file=str(path))) from None
+    except IsADirectoryError:
+        raise escaped(BadInput(f"is a folder, expected {what}", file=str(path))) from None
+    except UnreadableFile as exc:
+        raise escaped(BadInput(exc.reason, file=str(path))) from None
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate a study and its families; BadInput naming file and field."""
+    path = Path(path)
+    spec = load_model(StudyFile, _read(path, "a study file"), str(path))
+    families = []
+    for i, rel in enumerate(spec.families):
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise BadInput(
+                "a family path is relative to the study file, inside its folder",
+                file=str(path),
+                field=f"families[{i}]",
+            )
+        fpath = path.parent / rel
+        raw = _read(fpath, "a task family")
+        families.append((parse_family(raw, str(fpath)), rel, raw))
+    return Study(spec, families)

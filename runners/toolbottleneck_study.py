@@ -1,0 +1,173 @@
+"""Running a ToolBottleneckBench study offline: every (arm, task, repeat) on the simulated
+policy (:mod:`prereg.runners.toolbottleneck_host`), scored by the seed's verified success.
+
+Each unit's generator is seeded from (study, arm, family, seed, repeat) only, so a unit
+gives the same record whatever else runs, in whatever order. A record is a
+:class:`StudyRecord`: the failure record (first unmet obligation, terminal flag), the
+nine verdicts, calls, turns, the limits the unit ran under and the tokens, stamped with
+the study digest and the digest of the variant it ran. It carries what the failure
+census (:mod:`prereg.reports.failure_census`) reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import rfc8785
+from pydantic import BaseModel, ConfigDict, Field
+
+from prereg.core.errors import BadInput
+from prereg.experiments.toolbottleneck.compile import Cell
+from prereg.experiments.toolbottleneck.sandbox import Sandbox, build_sandbox
+from prereg.experiments.toolbottleneck.study import Study, StudyArm, StudyPolicy
+from prereg.runners.toolbottleneck_host import (
+    PROFILES,
+    Contract,
+    SimParams,
+    play,
+    unit_rng,
+)
+
+FORMAT: Literal["prereg-toolbottleneck-study-records/1"] = "prereg-toolbottleneck-study-records/1"
+
+
+class StudyRecord(BaseModel):
+    """One unit's outcome (status is always ``ok``: the simulation has no infrastructure)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["prereg-toolbottleneck-study-records/1"] = FORMAT
+    study: str
+    study_digest: str
+    arm: str
+    cell: dict[str, Any]
+    menu_mode: str
+    profile: str
+    task_id: str
+    family: str
+    intent: str
+    seed: int = Field(ge=0)
+    repeat: int = Field(ge=0)
+    variant: str
+    variant_digest: str
+    status: Literal["ok"] = "ok"
+    success: bool
+    first_unmet_obligation: str | None
+    terminal_flag: str | None
+    verdicts: dict[str, bool | None]
+    calls: int = Field(ge=0)
+    turns: int = Field(ge=0)
+    call_limit: int = Field(ge=0)
+    turn_limit: int = Field(ge=0)
+    tokens_input: int = Field(ge=0)
+    tokens_output: int = Field(ge=0)
+    evidence_class: Literal["simulated"] = "simulated"
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    digest: str
+    records: tuple[StudyRecord, ...]
+    variants: dict[str, str]  # variant id -> digest
+
+
+def arm_params(study: Study, arm: StudyArm, filename: str) -> tuple[str, SimParams]:
+    """The arm's policy (its own, else the study's), resolved; BadInput naming the field."""
+    policy: StudyPolicy = arm.policy or study.spec.policy
+    field = f"arms.{arm.id}.policy" if arm.policy else "policy"
+    if policy.profile not in PROFILES:
+        raise BadInput(
+            f"no simulated policy profile '{policy.profile}' (known: {', '.join(PROFILES)})",
+            file=filename,
+            field=f"{field}.profile",
+        )
+    try:
+        return policy.profile, SimParams.from_params(policy.params, PROFILES[policy.profile])
+    except ValueError as exc:
+        raise BadInput(str(exc), file=filename, field=f"{field}.params") from None
+
+
+def run_study(study: Study, filename: str = "<study>") -> StudyRun:
+    """Every unit of the study, in a fixed order; refused whole (BadInput) before any runs."""
+    spec = study.spec
+    params = {arm.id: arm_params(study, arm, filename) for arm in spec.arms}
+    sandboxes: dict[tuple[str, int, str], Sandbox] = {}
+    for family, _, _ in study.families:
+        for seed in spec.seeds:
+            for arm in spec.arms:
+                cell = Cell("capacity", arm.menu, arm.workflow, 0, arm.encoding)
+                sandboxes[(family.id, seed, arm.id)] = build_sandbox(family, cell, seed=seed)
+    variants = {s.variant.id + f"@{s.seed}": s.variant.digest for s in sandboxes.values()}
+    digest = (
+        "sha256:"
+        + hashlib.sha256(
+            rfc8785.dumps(
+                {
+                    "study": spec.model_dump(mode="json"),
+                    "files": study.file_digests(),
+                    "variants": variants,
+                }
+            )
+        ).hexdigest()
+    )
+    b = spec.budgets
+    records = []
+    for arm in spec.arms:
+        profile, sim = params[arm.id]
+        contract = Contract(
+            b.completion_cap,
+            b.episode_tokens,
+            b.call_limit_over_certified,
+            b.turn_limit_over_calls,
+            arm.menu_mode,
+        )
+        for family, _, _ in study.families:
+            for seed in spec.seeds:
+                sandbox = sandboxes[(family.id, seed, arm.id)]
+                for repeat in range(spec.repeats):
+                    rng = unit_rng(spec.id, arm.id, family.id, seed, repeat)
+                    records.append(
+                        _record(
+                            spec.id,
+                            digest,
+                            arm,
+                            profile,
+                            sandbox,
+                            repeat,
+                            play(sandbox, sim, contract, rng),
+                        )
+                    )
+    return StudyRun(digest, tuple(records), variants)
+
+
+def _record(
+    study: str, digest: str, arm: StudyArm, profile: str, sandbox: Sandbox, repeat: int, played: Any
+) -> StudyRecord:
+    v = played.verification
+    return StudyRecord(
+        study=study,
+        study_digest=digest,
+        arm=arm.id,
+        cell=arm.cell,
+        menu_mode=arm.menu_mode,
+        profile=profile,
+        task_id=f"{sandbox.family.id}@{sandbox.seed}",
+        family=sandbox.family.id,
+        intent=sandbox.family.intent,
+        seed=sandbox.seed,
+        repeat=repeat,
+        variant=sandbox.variant.id,
+        variant_digest=sandbox.variant.digest,
+        success=v.success,
+        first_unmet_obligation=v.first_unmet,
+        terminal_flag=v.flag,
+        verdicts=dict(v.verdicts),
+        calls=len(played.episode.calls),
+        turns=played.turns,
+        call_limit=played.call_limit,
+        turn_limit=played.turn_limit,
+        tokens_input=played.input_tokens,
+        tokens_output=played.output_tokens,
+    )

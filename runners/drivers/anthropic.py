@@ -30,9 +30,9 @@ is continued within the same turn.
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any, ClassVar
 
 from prereg.registry.hosts import DRIVERS
@@ -52,12 +52,21 @@ from prereg.runners.providers.batch import AnthropicBatches
 from prereg.runners.providers.credentials import Provider, api_key, base_url
 from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
 from prereg.runners.providers.prices import Priced
+from prereg.runners.providers.send import Route, post
 
 TOOL_SEARCH_TOOLS = {
     "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
     "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
 }
 _SEARCH_NAMES = frozenset(t["name"] for t in TOOL_SEARCH_TOOLS.values())
+
+
+@cache
+def _route() -> Route:
+    """Where ``messages.create`` posts and its response type."""
+    from anthropic.types import Message  # lazy: the SDK loads at the first request
+
+    return Route("/v1/messages", Message)
 
 
 def _block_dict(block: Any) -> dict[str, Any]:
@@ -191,10 +200,9 @@ class AnthropicDriver(ModelDriver):
         return {**body, "messages": messages}
 
     async def _create(self, client: Any, body: dict[str, Any]) -> Any:
-        known = _create_keywords(client)
-        kwargs = {k: v for k, v in body.items() if k in known}
-        extra = {k: v for k, v in body.items() if k not in known}
-        return await client.messages.create(**kwargs, extra_body=extra or None)
+        # the body is wire JSON already: posted as ``messages.create`` would post it
+        # (see providers/send.py)
+        return await post(client, _route(), body)
 
     # ---- response -------------------------------------------------------------------------
 
@@ -297,23 +305,6 @@ def _synthesised(turn: Turn, index: int) -> Stored:
         return Stored([{"type": "text", "text": action.text}], None)
     text = getattr(action, "text", "")
     return Stored([{"type": "text", "text": text}] if text else [], None)
-
-
-_KEYWORDS: dict[type, frozenset[str]] = {}
-
-
-def _create_keywords(client: Any) -> frozenset[str]:
-    """Body fields ``messages.create`` takes as keywords in the installed SDK."""
-    kind = type(client)
-    if kind not in _KEYWORDS:
-        signature = inspect.signature(client.messages.create)
-        _KEYWORDS[kind] = frozenset(
-            name
-            for name, p in signature.parameters.items()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY
-            and name not in {"extra_headers", "extra_query", "extra_body", "timeout"}
-        )
-    return _KEYWORDS[kind]
 
 
 def create(

@@ -32,11 +32,11 @@ JSON that is not an object, are a malformed call, never repaired, as a non-objec
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, ClassVar
 
 from prereg.registry.hosts import DRIVERS
@@ -57,6 +57,7 @@ from prereg.runners.providers.batch import OpenAIBatches
 from prereg.runners.providers.credentials import Provider, api_key, base_url, redact
 from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
 from prereg.runners.providers.prices import Priced
+from prereg.runners.providers.send import Route, post
 
 _NAMESPACE_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -65,6 +66,14 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     if isinstance(obj, dict):
         return obj.get(name, default)
     return getattr(obj, name, default)
+
+
+@cache
+def _route() -> Route:
+    """Where ``responses.create`` posts, its response type and its credentials."""
+    from openai.types.responses import Response  # lazy: the SDK loads at the first request
+
+    return Route("/responses", Response, {"security": {"bearer_auth": True}})
 
 
 def _item_dict(item: Any) -> dict[str, Any]:
@@ -201,16 +210,9 @@ class OpenAIDriver(ModelDriver):
         return body
 
     async def _create(self, client: Any, body: dict[str, Any]) -> Any:
-        # every field goes through extra_body-free keywords where the SDK has them; the
-        # SDK rejects unknown keywords, so anything else rides in extra_body
-        names = {
-            n
-            for n, p in inspect.signature(client.responses.create).parameters.items()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY
-        } - {"extra_headers", "extra_query", "extra_body", "timeout", "stream"}
-        kwargs = {k: v for k, v in body.items() if k in names}
-        extra = {k: v for k, v in body.items() if k not in names}
-        return await client.responses.create(**kwargs, extra_body=extra or None)
+        # the body is wire JSON already: posted as ``responses.create`` would post it,
+        # without the SDK's per-request typed transformation (see providers/send.py)
+        return await post(client, _route(), body)
 
     # ---- response -------------------------------------------------------------------------
 

@@ -45,10 +45,10 @@ before a request. Cost is null unless a price table lists the model under
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import json
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any, ClassVar, Final, cast
 from urllib.parse import urlsplit
 
@@ -77,6 +77,7 @@ from prereg.runners.providers.credentials import (
 )
 from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
 from prereg.runners.providers.prices import Priced
+from prereg.runners.providers.send import Route, post
 from prereg.runners.providers.settings import ProviderSettings
 
 NAME: Final = "openai-chat"
@@ -445,29 +446,18 @@ def _over_cap(response: Any, cap: Any) -> bool:
     return isinstance(completion, int) and isinstance(cap, int) and completion > cap
 
 
-_KEYWORDS: dict[type, frozenset[str]] = {}
+@cache
+def _route() -> Route:
+    """Where ``chat.completions.create`` posts, its response type and its credentials."""
+    from openai.types.chat import ChatCompletion  # lazy: the SDK loads at the first request
 
-
-def _create_keywords(client: Any) -> frozenset[str]:
-    """Body fields ``chat.completions.create`` takes as keywords in the installed SDK."""
-    kind = type(client)
-    if kind not in _KEYWORDS:
-        signature = inspect.signature(client.chat.completions.create)
-        _KEYWORDS[kind] = frozenset(
-            name
-            for name, p in signature.parameters.items()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY
-            and name not in {"extra_headers", "extra_query", "extra_body", "timeout", "stream"}
-        )
-    return _KEYWORDS[kind]
+    return Route("/chat/completions", ChatCompletion, {"security": {"bearer_auth": True}})
 
 
 async def _send(client: Any, body: dict[str, Any]) -> Any:
-    """One request; fields the SDK has no keyword for (a server's own) ride in extra_body."""
-    known = _create_keywords(client)
-    kwargs = {k: v for k, v in body.items() if k in known}
-    extra = {k: v for k, v in body.items() if k not in known}
-    return await client.chat.completions.create(**kwargs, extra_body=extra or None)
+    """One request: the body (wire JSON, a server's own fields included) posted as
+    ``chat.completions.create`` would post it (see providers/send.py)."""
+    return await post(client, _route(), body)
 
 
 def _synthesised(turn: Turn, index: int) -> Stored:

@@ -12,15 +12,19 @@ the option), so this module assumes a :class:`PlanOptions` that passed that chec
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from prereg.core.errors import BadInput
 from prereg.core.workspace import Workspace
-from prereg.registry.registry import Registry
+from prereg.registry.registry import Entry, Registry
 from prereg.registry.schema import Registration
+from prereg.registry.units import arm_config
 from prereg.registry.verify import verified_entry
-from prereg.reports.pilot import PilotEstimate, estimate_pilot, load_pilot
+from prereg.reports.pilot import PilotData, PilotEstimate, estimate_pilot, load_pilot
 from prereg.stats import (
     MonitorExact,
     MonitorSimulation,
@@ -33,6 +37,7 @@ from prereg.stats import (
     sequential_monitor_exact,
     simulate_sequential_monitor,
 )
+from prereg.stats.invokerank import REPLICATE_PERMUTATIONS, replicate_variance
 
 #: Prompt counts and alphas of the MDE grid (Figure 9 of InvokeRank uses 58 to 400).
 GRID_PROMPTS = (25, 50, 100, 200, 400, 800)
@@ -64,6 +69,8 @@ class PlanOptions:
     p01: float | None = None
     p10: float | None = None
     from_runs: str | None = None
+    #: further registrations of the same design: with ``from_runs``, replicate runs
+    replicates: tuple[str, ...] = ()
     stopping_threshold: float | None = None
     min_prompts: int | None = None
     max_prompts: int | None = None
@@ -405,6 +412,137 @@ def _apply_pilot(inputs: _Inputs, opts: PlanOptions, reg_id: str, ws: Workspace)
     _stopping_from_registration(inputs, reg)
 
 
+# ---- replicate registrations as runs (InvokeRank 7.3, Figure 7) -------------------------------
+
+
+def _design_key(reg: Registration) -> dict[str, Any]:
+    """What must match for registrations to be runs of one design (ids and texts may not)."""
+    control, treatment = reg.compared_arms()
+    return {
+        "experiment": reg.experiment,
+        "split": reg.split,
+        "outcome": reg.outcome,
+        "compared arms": [control, treatment],
+        "arm configurations": [arm_config(reg, a).digest() for a in (control, treatment)],
+        "repeats": reg.design.repeats,
+    }
+
+
+def _replicate_outcomes(data: Sequence[PilotData], arm: str) -> tuple[Any, int]:
+    """prompts x runs x repeats of one arm over the prompts every run completed."""
+    repeats = min(len(d.repeats) for d in data)
+    common = sorted(set.intersection(*(set(d.prompts) for d in data)))
+    cube = (
+        np.stack(
+            [
+                np.stack([d.matrices[arm][d.prompts.index(p), :repeats] for d in data])
+                for p in common
+            ]
+        )
+        if common and repeats
+        else np.zeros((0, len(data), max(repeats, 1)))
+    )
+    complete = ~np.any(np.isnan(cube), axis=(1, 2))
+    return cube[complete], int(np.sum(~complete))
+
+
+def replicate_entries(ws: Workspace, reg_ids: Sequence[str]) -> list[Entry]:
+    """The verified registrations, refused (exit 2) unless they share one design."""
+    if len(set(reg_ids)) != len(reg_ids):
+        raise BadInput("a registration is named twice", field="--from-runs")
+    registry = Registry(ws.registry)
+    entries = [verified_entry(registry, r) for r in reg_ids]
+    first = _design_key(entries[0].registration)
+    for e in entries[1:]:
+        key = _design_key(e.registration)
+        differ = [k for k in first if key[k] != first[k]]
+        if differ or e.files != entries[0].files:
+            what = ", ".join(differ) or "experiment files"
+            raise BadInput(
+                f"'{e.id}' is not a replicate of '{entries[0].id}': {what} differ; "
+                "replicate runs must share one design",
+                field="--from-runs",
+            )
+    return entries
+
+
+def replicate_estimates(
+    ws: Workspace,
+    reg_ids: Sequence[str],
+    seed: int,
+    permutations: int = REPLICATE_PERMUTATIONS,
+) -> dict[str, Any]:
+    """Between-run SD over registrations of one design, each one run (exit 2 otherwise).
+
+    Each arm's prompts x runs x repeats outcomes over the prompts every registration
+    completed go to :func:`prereg.stats.invokerank.replicate_variance`; the pooled SD is
+    the root of the mean of the arms' clipped-at-zero moment estimates squared, and the
+    pooled p-value the smaller arm p-value times the number of arms (Bonferroni, capped
+    at 1).
+    """
+    entries = replicate_entries(ws, reg_ids)
+    reg = entries[0].registration
+    arms = list(reg.compared_arms())
+    data = [load_pilot(ws.runs, e.id, arms, digest=e.digest, outcome=reg.outcome) for e in entries]
+    by_arm: list[dict[str, Any]] = []
+    pvalues: list[float] = []
+    sigmas: list[float] = []
+    for arm in arms:
+        cube, dropped = _replicate_outcomes(data, arm)
+        if cube.shape[0] < 2:
+            raise BadInput(
+                f"arm '{arm}' has fewer than two prompts completed in every registration",
+                field="--from-runs",
+            )
+        v = replicate_variance(cube, permutations=permutations, seed=seed)
+        pvalues.append(v.pvalue)
+        sigmas.append(v.sigma_run)
+        by_arm.append(
+            {
+                "arm": arm,
+                "runs": v.runs,
+                "prompts": v.prompts,
+                "prompts_incomplete": dropped,
+                "repeats": v.repeats,
+                "run_rates": [float(x) for x in v.run_rates],
+                "observed_sd": v.observed_sd,
+                "within_sd": v.within_sd,
+                "variance_ratio": v.variance_ratio,
+                "sigma_run": v.sigma_run,
+                "pvalue": v.pvalue,
+            }
+        )
+    pooled = float(np.mean(np.square(sigmas))) ** 0.5
+    return {
+        "registrations": [e.id for e in entries],
+        "sigma_run": pooled,
+        "pvalue": min(1.0, min(pvalues) * len(pvalues)),
+        "by_arm": by_arm,
+        "permutations": permutations,
+        "seed": seed,
+        "method": "each registration one run; method of moments over the runs' rates; "
+        "within-prompt permutation test of excess variance (InvokeRank 7.3), "
+        "arms pooled by the mean of their squared SDs, p by Bonferroni over arms",
+    }
+
+
+def _apply_replicates(
+    inputs: _Inputs, opts: PlanOptions, reg_ids: Sequence[str], ws: Workspace
+) -> None:
+    """The between-run SD from replicate registrations (an explicit --sigma-run wins)."""
+    replicates = replicate_estimates(ws, reg_ids, opts.seed)
+    if inputs.pilot is not None:
+        inputs.pilot["replicates"] = replicates
+    if opts.sigma_run is None:
+        inputs.sigma_run = replicates["sigma_run"]
+        inputs.sources["sigma_run"] = "replicate registrations"
+    inputs.notes.append(
+        f"between-run SD from {len(reg_ids)} registrations as replicate runs: "
+        f"{replicates['sigma_run']:.4f} (permutation p = {replicates['pvalue']:.3f}); "
+        f"the other estimates are from '{reg_ids[0]}'"
+    )
+
+
 # ---- the plan document --------------------------------------------------------------------------
 
 
@@ -431,6 +569,7 @@ def _echo(opts: PlanOptions) -> dict[str, Any]:
         "p01": opts.p01,
         "p10": opts.p10,
         "from_runs": opts.from_runs,
+        "replicates": list(opts.replicates),
         "stopping_threshold": opts.stopping_threshold,
         "min_prompts": opts.min_prompts,
         "max_prompts": opts.max_prompts,
@@ -448,7 +587,11 @@ def build_plan(opts: PlanOptions, ws: Workspace | None = None) -> dict[str, Any]
     inputs = _Inputs.from_options(opts)
     if opts.from_runs is not None:
         assert ws is not None
+        if opts.replicates:  # refuse a non-replicate before reading any run
+            replicate_entries(ws, (opts.from_runs, *opts.replicates))
         _apply_pilot(inputs, opts, opts.from_runs, ws)
+        if opts.replicates:
+            _apply_replicates(inputs, opts, (opts.from_runs, *opts.replicates), ws)
     notes, runs = inputs.notes, inputs.runs
     sigma_d, p01, p10 = inputs.sigma_d, inputs.p01, inputs.p10
     sigma_run = 0.0 if inputs.sigma_run is None else inputs.sigma_run

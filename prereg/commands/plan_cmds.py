@@ -63,6 +63,11 @@ within-prompt permutation test of excess variance) and the discordance rates fro
 registration's runs, then plans with them. Explicit --sigma-d, --sigma-run, --p01/--p10
 override the estimates. Without --prompts or --mde the pilot's prompt count is used.
 
+[bold]Replicate registrations[/]: --from-runs A B C takes registrations of one design (same
+experiment, split, outcome, compared arms and their configurations, repeats and files) as
+replicate runs, each one run, and estimates the between-run SD from their run rates with
+the within-prompt permutation test of InvokeRank 7.3; the other estimates come from A.
+
 Examples:
 
   prereg plan --sigma-d 0.28 --prompts 58            # MDE 0.103 (10.3 points)
@@ -70,6 +75,7 @@ Examples:
   prereg plan --sigma-d 0.23 --mde 0.10 --sigma-run 0.025 --runs-per-arm 3
   prereg plan --p01 0.45 --p10 0.05                  # exact: 25 pairs (Connor: 23)
   prereg plan --from-runs music-library-pilot --mde 0.10 --json
+  prereg plan --from-runs pilot-a pilot-b pilot-c --mde 0.10   # between-run SD from 3 runs
 
 JSON keys: prompts, mde, min_discordant, the inputs echoed (alpha, power, sigma_d,
 sigma_run, runs_per_arm, p01, p10, and all options under `inputs`), floor_mde,
@@ -200,6 +206,12 @@ def _check_something_to_plan(opts: PlanOptions) -> None:
 
 def validate(opts: PlanOptions) -> None:
     """Exit 2 (BadInput naming the option) on any input the plan cannot use."""
+    if opts.replicates and opts.from_runs is None:
+        raise BadInput(
+            f"registrations {', '.join(opts.replicates)} are replicate runs and need "
+            "--from-runs A first (plan --from-runs A B C)",
+            field="--from-runs",
+        )
     _check_levels(opts)
     _check_paired(opts)
     _check_discordance(opts)
@@ -376,6 +388,24 @@ def _render_pilot(p: dict[str, Any]) -> None:
         f"{dis['pairs']} repeat-matched pairs",
     )
     console.print(table)
+    rep = p.get("replicates")
+    if rep:
+        console.print(
+            display(
+                f"Replicate registrations {', '.join(rep['registrations'])} as runs: "
+                f"between-run SD {_num(rep['sigma_run'])} (permutation p {_num(rep['pvalue'])})"
+            )
+        )
+        for a in rep["by_arm"]:
+            rates = ", ".join(f"{100 * r:.1f}" for r in a["run_rates"])
+            console.print(
+                display(
+                    f"  {a['arm']}: run rates {rates} on {a['prompts']} prompts x "
+                    f"{a['repeats']} repeat(s); observed SD {_num(a['observed_sd'])}, "
+                    f"within {_num(a['within_sd'])}, p {_num(a['pvalue'])}"
+                ),
+                highlight=False,
+            )
 
 
 def register(app: typer.Typer) -> None:
@@ -384,6 +414,15 @@ def register(app: typer.Typer) -> None:
     @app.command("plan", help=PLAN_HELP)
     def plan_cmd(
         ctx: typer.Context,
+        replicates: Annotated[
+            list[str] | None,
+            typer.Argument(
+                metavar="[REPLICATE]...",
+                help="With --from-runs A: further registrations of the same design, each "
+                "taken as one run (plan --from-runs A B C) for the between-run SD.",
+                show_default=False,
+            ),
+        ] = None,
         sigma_d: Annotated[
             float | None,
             typer.Option(
@@ -493,6 +532,7 @@ def register(app: typer.Typer) -> None:
             p01=p01,
             p10=p10,
             from_runs=from_runs,
+            replicates=tuple(replicates or ()),
             stopping_threshold=stopping_threshold,
             min_prompts=min_prompts,
             max_prompts=max_prompts,

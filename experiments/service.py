@@ -8,6 +8,15 @@ log and the state the store ends in, never a model's opinion.
 Reads never mutate (a pure read returning a deep copy is what makes the
 no-mutation oracle meaningful); destructive operations refuse to run without a
 valid typed confirmation.
+
+State is copy on write: a fresh store, a snapshot and the store after it share their
+records, and an operation copies a record before it changes it for the first time since
+the last snapshot (:meth:`ServiceStore._writable`). A unit's store, its before and after
+snapshots and every transaction's rollback point cost one dict per collection, not a
+deep copy of every record (issue 15: deep copies per unit were the second cost of the
+provider path). No record reachable from ``state`` or a snapshot is ever changed in place
+unless this store copied it itself, so units still never share state, and the
+experiment's seed records are never changed.
 """
 
 from __future__ import annotations
@@ -77,10 +86,14 @@ class ServiceStore:
 
     def __init__(self, spec: ServiceFile) -> None:
         self.spec = spec
+        # the seed records themselves, shared until an operation writes one (copy on write)
         self.state: State = {
-            name: {str(rec["id"]): copy.deepcopy(rec) for rec in coll.records}
+            name: {str(rec["id"]): rec for rec in coll.records}
             for name, coll in spec.collections.items()
         }
+        #: (collection, id) of the records this store copied since the last snapshot: only
+        #: these may be changed in place
+        self._owned: set[tuple[str, str]] = set()
         self._next_id = {
             name: max((_id_number(i) for i in recs), default=0) + 1
             for name, recs in self.state.items()
@@ -90,8 +103,23 @@ class ServiceStore:
     # ---- state ---------------------------------------------------------------------------
 
     def snapshot(self) -> State:
-        """A deep copy of the current state (for oracles and rollbacks)."""
-        return copy.deepcopy(self.state)
+        """The current state, frozen (for oracles and rollbacks).
+
+        The snapshot shares its records with the store; the store copies a record
+        before changing it again, so later operations never show through. Treat it
+        as read-only.
+        """
+        self._owned.clear()
+        return {name: dict(records) for name, records in self.state.items()}
+
+    def _writable(self, collection: str, record_id: str) -> dict[str, Any]:
+        """The record, copied first unless this store already owns it (copy on write)."""
+        record = self.state[collection][record_id]
+        if (collection, record_id) not in self._owned:
+            record = copy.deepcopy(record)
+            self.state[collection][record_id] = record
+            self._owned.add((collection, record_id))
+        return record
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -103,6 +131,7 @@ class ServiceStore:
         except BaseException:
             self.state = saved
             self._next_id = saved_next
+            self._owned.clear()  # the saved records may be shared with an earlier snapshot
             raise
 
     # ---- calls ---------------------------------------------------------------------------
@@ -178,13 +207,16 @@ class ServiceStore:
                 if str(v) not in self.state[spec.ref]:
                     raise OperationError(f"no {spec.ref} record with id '{v}'")
 
-    def _target(self, op: OperationSpec, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _target(
+        self, op: OperationSpec, args: Mapping[str, Any], *, write: bool = False
+    ) -> dict[str, Any]:
+        """The record the call names; ``write``: one this store may change in place."""
         assert op.key is not None
         record_id = args.get(op.key)
         record = self.state[op.collection].get(str(record_id))
         if record is None:
             raise OperationError(f"no {op.collection} record with id '{record_id}'")
-        return record
+        return self._writable(op.collection, str(record_id)) if write else record
 
     def _run(self, op: OperationSpec, args: dict[str, Any]) -> Any:
         coll = self.spec.collections[op.collection]
@@ -195,7 +227,7 @@ class ServiceStore:
         if op.kind == "create":
             return self._create(op, coll, args)
         if op.kind == "update":
-            record = self._target(op, args)
+            record = self._target(op, args, write=True)
             for field, value in op.defaults.items():
                 record[field] = copy.deepcopy(value)
             for field, param in op.set.items():
@@ -203,7 +235,7 @@ class ServiceStore:
                     record[field] = copy.deepcopy(args[param])
             return copy.deepcopy(record)
         if op.kind in ("append", "remove"):
-            record = self._target(op, args)
+            record = self._target(op, args, write=True)
             assert op.field is not None and op.value is not None
             items = record.setdefault(op.field, [])
             value = args[op.value]
@@ -272,6 +304,7 @@ class ServiceStore:
             if param in args and args[param] is not None:
                 record[field] = copy.deepcopy(args[param])
         self.state[op.collection][record_id] = record
+        self._owned.add((op.collection, record_id))
         return copy.deepcopy(record)
 
     def _expanded(self, op: OperationSpec, record: dict[str, Any]) -> dict[str, Any]:

@@ -324,6 +324,7 @@ class _Harness:
         out = int(think) + (self.p.call_tokens if calling else self.p.answer_tokens)
         prompt = (len(self.s.request) + schema_bytes + self.observed_bytes) // CHARS_PER_TOKEN
         self.turns.append(out)
+        self.trace.append({"kind": "response", "schemas": len(shown), "tokens": out})
         self.input_tokens += prompt
         self.output_tokens += min(out, self.c.completion_cap)
         limits: set[Limit] = set()

@@ -55,6 +55,20 @@ def test_the_exact_policy_passes_every_cell_in_exactly_the_certified_calls() -> 
             assert played.turn_limit == played.call_limit + 2
 
 
+@pytest.mark.parametrize("mode", ["routed", "fixed"])
+def test_the_routed_menu_narrows_after_the_first_executed_operational_call(mode: str) -> None:
+    fam = family(family_doc())
+    sandbox = build_sandbox(fam, Cell("capacity", 12, "medium", 0, "raw"))
+    played = play(sandbox, EXACT, Contract(menu_mode=mode), unit_rng("t"))  # type: ignore[arg-type]
+    shown = [t["schemas"] for t in played.trace if t["kind"] == "response"]
+    operational = len(fam.tools)
+    assert len(shown) == sandbox.key.certified_minimum + 1  # every call, then the answer
+    if mode == "routed":
+        assert shown == [12] + [operational] * (len(shown) - 1)
+    else:
+        assert shown == [12] * len(shown)
+
+
 def test_a_turn_limit_equal_to_the_call_limit_stops_the_answer() -> None:
     fam = family(family_doc())
     sandbox = build_sandbox(fam, CELLS[0])

@@ -627,11 +627,21 @@ def fit_choice_logit(design: ChoiceDesign, start: Any = None) -> LogitFit:
     def negative(theta: FloatArray) -> float:
         return -choice_loglik(design, theta)
 
+    last: dict[bytes, tuple[FloatArray, FloatArray]] = {}
+
+    def derivatives(theta: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Gradient and Hessian together, kept for the optimiser's next call at theta."""
+        key = theta.tobytes()
+        if key not in last:
+            last.clear()
+            last[key] = _gradient_hessian(design, theta)
+        return last[key]
+
     def jac(theta: FloatArray) -> FloatArray:
-        return -_gradient_hessian(design, theta)[0]
+        return -derivatives(theta)[0]
 
     def hess(theta: FloatArray) -> FloatArray:
-        return -_gradient_hessian(design, theta)[1]
+        return -derivatives(theta)[1]
 
     fit = optimize.minimize(
         negative, theta0, jac=jac, hess=hess, method="trust-exact", options={"gtol": 1e-9}

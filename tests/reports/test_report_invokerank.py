@@ -225,8 +225,22 @@ def test_podcast_draft_end_to_end(ws: Path, cli: Any, tmp_path: Path) -> None:
         assert arm["q"] is not None and arm["provenance"]["parameters"]["draws"] == 4000
         assert {i["intent"] for i in arm["intents"]} and arm["false_invoke"] is not None
         assert arm["intents"][0]["provenance"]["function"].startswith("prereg.stats.invokerank")
+    for arm in ir["arms"]:  # first choices, Figure 4 and the resolution split (item 4)
+        positive = [t for t in arm["terminal"] if t["polarity"] == "positive"]
+        assert positive[0]["intent"] == "all intents"
+        assert positive[0]["runs"] == sum(t["runs"] for t in positive[1:])
+        assert arm["resolution"]["runs"] == positive[0]["runs"]
+        assert arm["resolution"]["degenerate"] == (arm["resolution"]["unjudged"] > 0)
+        assert arm["rating"]["rows"] and arm["shares"]["label"] == "Selection Share"
+        assert [iv["level"] for iv in arm["calibrated"]] == [0.9, 0.95]
+    markdown = (ws / "reports" / "podcast-invokerank" / "report.md").read_text()
+    for title in ("Invoke Rating per listed integration", "Agent Resolution Split"):
+        assert title in markdown
+    saved = json.loads((ws / "reports" / "podcast-invokerank" / "report.json").read_text())
+    assert "terminal_breakdown" in saved["figures"]
     terminal = cli("-w", ws, "analyse", "podcast-invokerank")
     assert "InvokeRank score per arm" in terminal.stdout
+    assert "resolution of" in terminal.stdout
 
 
 def test_music_library_hosts_draft_end_to_end(ws: Path, cli: Any) -> None:

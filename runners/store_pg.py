@@ -106,7 +106,7 @@ CREATE TABLE claims (
     done                BOOLEAN NOT NULL DEFAULT false,
     PRIMARY KEY (registration_digest, arm, task_id, repeat)
 );
-CREATE INDEX claims_in_order ON claims (registration_digest, ordinal);
+CREATE INDEX claims_open ON claims (registration_digest, ordinal) WHERE NOT done;
 """
 
 #: (type, name) -> definition of every object that enforces the guarantees, as
@@ -514,15 +514,27 @@ class PgRunStore:
                     list(range(len(keys))),
                 ),
             )
+            conn.execute(  # units stored before (an earlier run, an import) are done
+                "UPDATE claims c SET done = true WHERE c.registration_digest = %s AND NOT c.done"
+                " AND EXISTS (SELECT 1 FROM records r WHERE r.registration_digest ="
+                " c.registration_digest AND r.arm = c.arm AND r.task_id = c.task_id"
+                " AND r.repeat = c.repeat AND r.status = 'ok')",
+                (digest,),
+            )
         return PgClaims(self, digest, worker, lease_s)
 
 
+#: The next open unit in plan order that no live worker holds. ``live`` is read once per
+#: claim; the partial index ``claims_open`` skips done units, so a claim visits only the
+#: units in flight or held after an infra_error, and the unclaimed one it takes.
 _CLAIM = """
-WITH next AS (
+WITH live AS MATERIALIZED (SELECT pid, backend_start FROM pg_stat_activity),
+next AS (
     SELECT c.arm, c.task_id, c.repeat FROM claims c
      WHERE c.registration_digest = %(d)s AND NOT c.done
-       AND (c.lease_until IS NULL OR c.lease_until < clock_timestamp()
-            OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.holder_pid
+       AND (c.holder_pid IS NULL OR c.lease_until IS NULL
+            OR c.lease_until < clock_timestamp()
+            OR NOT EXISTS (SELECT 1 FROM live a WHERE a.pid = c.holder_pid
                            AND (a.backend_start IS NULL OR a.backend_start = c.holder_start)))
        AND NOT EXISTS (SELECT 1 FROM records r WHERE r.registration_digest = c.registration_digest
                        AND r.arm = c.arm AND r.task_id = c.task_id AND r.repeat = c.repeat
@@ -532,7 +544,7 @@ WITH next AS (
 )
 UPDATE claims c
    SET worker = %(w)s, holder_pid = pg_backend_pid(),
-       holder_start = (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()),
+       holder_start = (SELECT backend_start FROM live WHERE pid = pg_backend_pid()),
        lease_until = clock_timestamp() + make_interval(secs => %(s)s),
        claimed = c.claimed + 1
   FROM next

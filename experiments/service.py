@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from prereg.experiments.models import (
@@ -257,7 +258,7 @@ class ServiceStore:
     def _search(self, op: OperationSpec, args: Mapping[str, Any]) -> dict[str, Any]:
         ranked: list[tuple[int, int, dict[str, Any]]] = []
         query_words = {
-            param: set(content_words(str(args[param])))
+            param: _words(str(args[param]))
             for param in op.match
             if args.get(param) not in (None, "")
         }
@@ -272,7 +273,7 @@ class ServiceStore:
             for param, wanted in query_words.items():
                 haystack: set[str] = set()
                 for field in op.match[param]:
-                    haystack.update(content_words(str(record.get(field, ""))))
+                    haystack.update(_words(str(record.get(field, ""))))
                 hits = len(wanted & haystack)
                 if hits == 0:
                     break
@@ -320,6 +321,12 @@ class ServiceStore:
                 inlined if isinstance(value, list) else (inlined[0] if inlined else None)
             )
         return record
+
+
+@lru_cache(maxsize=1 << 16)
+def _words(text: str) -> frozenset[str]:
+    """The content words of a field's text, kept: every search reads the same records."""
+    return frozenset(content_words(text))
 
 
 def _equal(actual: Any, wanted: Any) -> bool:

@@ -111,6 +111,9 @@ class AnthropicDriver(ModelDriver):
     #: the request fields the driver sets itself (the registry refuses them at register)
     reserved_params: ClassVar[frozenset[str]] = DRIVERS["anthropic"].reserved_params
 
+    def _import_sdk(self) -> None:
+        import anthropic  # noqa: F401  # lazy: the SDK is heavy; imported off the event loop
+
     def _make_client(self) -> Any:
         import anthropic  # lazy: the Anthropic SDK is heavy; loaded at the first request
 

@@ -125,6 +125,9 @@ class OpenAIDriver(ModelDriver):
     #: the request fields the driver sets itself (the registry refuses them at register)
     reserved_params: ClassVar[frozenset[str]] = DRIVERS["openai"].reserved_params
 
+    def _import_sdk(self) -> None:
+        import openai  # noqa: F401  # lazy: the SDK is heavy; imported off the event loop
+
     def _make_client(self) -> Any:
         import openai  # lazy: the OpenAI SDK is heavy; loaded at the first request
 

@@ -221,6 +221,9 @@ class OpenAIChatDriver(ModelDriver):
         given = {} if self.registered_base_url is None else {"base_url": self.registered_base_url}
         return resolve_base_url(given)
 
+    def _import_sdk(self) -> None:
+        import openai  # noqa: F401  # lazy: the SDK is heavy; imported off the event loop
+
     def _make_client(self) -> Any:
         import openai  # lazy: the OpenAI SDK is heavy; loaded at the first request
 

@@ -260,6 +260,10 @@ class ModelDriver(ABC):
         """The provider's SDK client (key and base URL from the environment)."""
 
     @abstractmethod
+    def _import_sdk(self) -> None:
+        """Import the provider's SDK (run in a worker thread, see :meth:`_ready_client`)."""
+
+    @abstractmethod
     def build_request(
         self,
         episode: Episode,
@@ -296,6 +300,14 @@ class ModelDriver(ABC):
         price = self.prices.price(self.provider, model_returned) or self.price
         discount = self.prices.batch_discount(self.provider) if batch else 1.0
         return cost_usd(price, billed, discount=discount, cache_credit=self.cache_credit)
+
+    async def _ready_client(self) -> Any:
+        """The client for the running loop. The SDK's first import (a second or more of
+        CPU) runs in a worker thread, so the event loop (every other unit's requests and
+        timers) is not held for it."""
+        if self._client is None or self._client_loop is not asyncio.get_running_loop():
+            await asyncio.to_thread(self._import_sdk)
+        return self._client_for_loop()
 
     def _client_for_loop(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -394,7 +406,7 @@ class ModelDriver(ABC):
 
         async def attempt() -> Any:
             attempts[0] += 1
-            client = self._client_for_loop()
+            client = await self._ready_client()
             reservation = await self.limiter.acquire(prompt_tokens + max_out)
             started = time.perf_counter()
             try:

@@ -35,9 +35,20 @@ def genesis(registration_digest: str) -> str:
     return registration_digest
 
 
+#: Record fields added after this chain format was fixed: hashed only when set, so a
+#: record written before a field existed verifies unchanged (its JSON never had it).
+ADDED_FIELDS = ("server",)
+
+
 def content(record: RunRecord) -> dict[str, Any]:
     """What a link's hash covers: the record as JSON, without its chain link."""
-    data: dict[str, Any] = record.model_dump(mode="json", exclude={"chain"})
+    return _without_unset_added(record.model_dump(mode="json", exclude={"chain"}))
+
+
+def _without_unset_added(data: dict[str, Any]) -> dict[str, Any]:
+    for name in ADDED_FIELDS:
+        if name in data and data[name] is None:
+            del data[name]
     return data
 
 
@@ -132,7 +143,7 @@ def body_problems(body: str, index: int, prev: str) -> tuple[str | None, list[st
     if not isinstance(stated, dict):
         return None, [f"link {index}: the record carries no chain link"]
     try:
-        recomputed = link_hash(data, index, prev)
+        recomputed = link_hash(_without_unset_added(data), index, prev)
     except (TypeError, ValueError, RecursionError) as exc:  # what canonical JSON cannot hold
         return None, [f"link {index}: the record cannot be canonicalised ({exc})"]
     if stated.get("index") != index:

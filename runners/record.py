@@ -297,6 +297,9 @@ class RunRecord(Strict):
     batch: bool = False
     offer: Offer | None = None
     config: Configuration | None = None
+    #: the API server called (``host:port``) when it is the user's own rather than the
+    #: provider's (the openai-chat driver: vLLM, Ollama, a gateway); None otherwise
+    server: str | None = None
     #: set by the run store when the record is appended (None before it is stored)
     chain: ChainLink | None = None
 

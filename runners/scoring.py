@@ -256,7 +256,15 @@ def score(
         batch=plan.batch,
         offer=offer_record(unit, driver, result),
         config=configuration(plan, unit.arm),
+        server=api_server(driver),
     )
+
+
+def api_server(driver: Driver) -> str | None:
+    """The server a driver names (``host:port``, no credentials): drivers that call a
+    server of the user's choosing (openai-chat) expose it as ``server``."""
+    value = getattr(driver, "server", None)
+    return value if isinstance(value, str) and value else None
 
 
 def infra_record(
@@ -298,4 +306,5 @@ def infra_record(
         batch=plan.batch,
         offer=offer_record(unit, driver, result),
         config=configuration(plan, unit.arm),
+        server=api_server(driver),
     )

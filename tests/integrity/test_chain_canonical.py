@@ -116,3 +116,22 @@ def test_every_record_of_a_run_hashes_as_before(small_template: Path) -> None:
         assert chain.link_hash(chain.content(record), record.chain.index, record.chain.prev) == (
             record.chain.hash
         )
+
+
+def test_a_field_added_later_leaves_older_records_hashing_as_before(ws: Path, cli) -> None:
+    """``server`` came after chain format 1: a record without it (every record written
+    before it existed, and every record of a driver that names no server) hashes over
+    exactly the JSON it had; a record that sets it hashes over it."""
+    assert cli("-w", ws, "register", ws / "drafts" / "music-library-pilot.yaml").code == 0
+    assert cli("-w", ws, "run", "music-library-pilot", "--no-progress").code == 0
+    record = RunStore(ws / "runs").records(registration_id="music-library-pilot")[0]
+    assert record.chain is not None and record.server is None
+    older = record.model_dump(mode="json", exclude={"chain", "server"})  # the pre-field JSON
+    assert chain.link_hash(older, record.chain.index, record.chain.prev) == record.chain.hash
+    prev = "sha256:" + "0" * 64
+    named = record.model_copy(update={"server": "127.0.0.1:8000"})
+    assert chain.link(named, 3, prev).chain != chain.link(record, 3, prev).chain
+    for stored in (chain.link(named, 3, prev), chain.link(record, 3, prev)):
+        body = stored.model_dump_json()  # as the store writes it: "server" null or set
+        assert chain.body_problems(body, 3, prev)[1] == []
+    assert '"server":"127.0.0.1:8000"' in chain.link(named, 3, prev).model_dump_json()

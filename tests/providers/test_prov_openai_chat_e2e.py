@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -97,6 +98,7 @@ def test_prereg_run_then_analyse(ws: Path, cli: Any, chat: FakeChat) -> None:
         assert r.tokens.input and r.tokens.output is not None and r.latency_ms is not None
         assert r.cost_usd is None  # unpriced: not measured, never guessed
         assert r.funnel.surfaced is True  # every tool loaded (no tool search)
+        assert r.server == urlsplit(chat.openai_url).netloc  # the server, from OPENAI_BASE_URL
     flags = Counter(r.terminal_flag for r in records)
     assert flags["completion_cap"] > 0  # finish_reason length recorded as the cap
     cut = next(r for r in records if r.terminal_flag == "completion_cap")

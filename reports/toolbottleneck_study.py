@@ -29,8 +29,10 @@ import numpy as np
 
 from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
+from prereg.experiments.toolbottleneck.study import StudyRepair
 from prereg.reports.failure_census import census_markdown, census_tables
 from prereg.reports.render_md import table
+from prereg.reports.toolbottleneck_repairs import repair_result, repairs_markdown
 from prereg.runners.toolbottleneck_study import StudyRecord, StudyRun
 from prereg.stats.contrasts import contrast_bootstrap, factorial_weights
 from prereg.stats.multiplicity import holm
@@ -212,7 +214,12 @@ def _contrast_section(
 
 
 def study_markdown(
-    records: Sequence[StudyRecord], baseline: str, *, digest: str, draws: int = 10_000
+    records: Sequence[StudyRecord],
+    baseline: str,
+    *,
+    digest: str,
+    draws: int = 10_000,
+    repairs: Sequence[StudyRepair] = (),
 ) -> str:
     """The whole report as Markdown (every cell escaped)."""
     lines = [
@@ -234,6 +241,7 @@ def study_markdown(
     units: tuple[ResamplingUnit, ...] = ("family", "intent")
     for unit in units:
         lines += _contrast_section(records, baseline, draws, unit)
+    lines += repairs_markdown([repair_result(records, r, draws=draws) for r in repairs])
     base_cell = next((r.cell for r in records if r.arm == baseline), None)
     pairs = []
     if base_cell is not None:
@@ -246,7 +254,14 @@ def study_markdown(
     return "\n".join(lines)
 
 
-def write_study(out: Path, run: StudyRun, baseline: str, *, draws: int = 10_000) -> list[Path]:
+def write_study(
+    out: Path,
+    run: StudyRun,
+    baseline: str,
+    *,
+    draws: int = 10_000,
+    repairs: Sequence[StudyRepair] = (),
+) -> list[Path]:
     """``out/records.jsonl`` (one record a line) and ``out/report.md``; returns the paths.
 
     Refused (BadInput, exit 2) when ``out`` exists and is not a folder."""
@@ -258,6 +273,8 @@ def write_study(out: Path, run: StudyRun, baseline: str, *, draws: int = 10_000)
         json.dumps(r.model_dump(mode="json"), sort_keys=True) + "\n" for r in run.records
     )
     write_atomic(records, lines.encode(), what="the study records")
-    text = study_markdown(list(run.records), baseline, digest=run.digest, draws=draws)
+    text = study_markdown(
+        list(run.records), baseline, digest=run.digest, draws=draws, repairs=repairs
+    )
     write_atomic(report, (text + "\n").encode(), what="the study report")
     return [records, report]

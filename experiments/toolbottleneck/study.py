@@ -62,6 +62,35 @@ class StudyArm(Strict):
         return {"V": self.menu, "W": self.workflow, "D": self.encoding}
 
 
+class RepairLane(Strict):
+    """The arms of one configuration at the stressed and the unstressed cell."""
+
+    stressed: ArmId
+    unstressed: ArmId
+
+
+class StudySwitch(RepairLane):
+    """A configuration switch: another configuration, no repair, the same two cells."""
+
+    id: ArmId
+
+
+class StudyRepair(Strict):
+    """A repair aimed at one pressure (seed 4.3): the repaired lane, the no-repair lane
+    of the incumbent configuration, and the switches it is compared with."""
+
+    id: ArmId
+    pressure: Literal["R", "V", "W", "D"]
+    repaired: RepairLane
+    control: RepairLane
+    switches: list[StudySwitch] = Field(min_length=1)
+
+    def lanes(self) -> list[tuple[str, RepairLane]]:
+        return [("repaired", self.repaired), ("control", self.control)] + [
+            (f"switches.{s.id}", s) for s in self.switches
+        ]
+
+
 class StudyBudgets(Strict):
     """The harness contract (seed 3.3); the defaults are the seed's."""
 
@@ -81,12 +110,21 @@ class StudyFile(Strict):
     baseline: ArmId | None = None
     policy: StudyPolicy = Field(default_factory=StudyPolicy)
     budgets: StudyBudgets = Field(default_factory=StudyBudgets)
+    repairs: list[StudyRepair] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> StudyFile:
         ids = [a.id for a in self.arms]
         if len(set(ids)) != len(ids):
             raise FieldRuleError("arms", "arm ids must be unique")
+        for i, repair in enumerate(self.repairs):
+            for name, lane in repair.lanes():
+                for side in ("stressed", "unstressed"):
+                    if getattr(lane, side) not in ids:
+                        raise FieldRuleError(
+                            f"repairs[{i}].{name}.{side}",
+                            f"'{getattr(lane, side)}' is not an arm",
+                        )
         if self.baseline is not None and self.baseline not in ids:
             raise FieldRuleError("baseline", f"'{self.baseline}' is not an arm")
         if len(set(self.seeds)) != len(self.seeds) or any(s < 0 for s in self.seeds):

@@ -19,16 +19,33 @@ import pytest
 from prereg.runners.providers.batch_store import BatchStore
 from prereg.runners.store import RunStore
 from tests.conftest import tree_digest
+from tests.providers.fake_chat import ChatBrain, FakeChat
 from tests.providers.fakes import (
     ANTHROPIC_KEY,
     OPENAI_KEY,
-    Brain,
     FakeProviders,
     provider_env,
     server_error,
 )
 
-MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-5-mini"}
+MODELS = {
+    "anthropic": "claude-haiku-4-5",
+    "openai": "gpt-5-mini",
+    "openai-chat": "qwen2.5:7b-instruct",
+}
+# Every driver that calls a provider API; the fake serves all their wire formats.
+API_DRIVERS = ["anthropic", "openai", "openai-chat"]
+# Open-weights servers have no shipped prices: the user's file prices the chat model.
+CHAT_PRICES = """\
+version: team-local-1
+date: '2026-12-01'
+providers:
+  openai-chat:
+    models:
+      'qwen2.5:7b-instruct': {input: 0.10, output: 0.40}
+"""
+# Which scripted route of the fake each driver's requests take.
+ROUTE = {"anthropic": "anthropic", "openai": "openai", "openai-chat": "chat"}
 
 DRAFT = """\
 id: {id}
@@ -52,9 +69,18 @@ primary: {{test: mcnemar_exact, alpha: 0.05, sides: two-sided}}
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProviders]:
-    with FakeProviders(Brain(cut_every=4), rate_limit_every=5, retry_after_ms=5) as server:
+    with FakeChat(ChatBrain(cut_every=4), rate_limit_every=5, retry_after_ms=5) as server:
         provider_env(monkeypatch, server)
         yield server
+
+
+def price_args(driver: str, folder: Path) -> list[str]:
+    """``--prices FILE`` for a driver with no shipped prices (the draft caps spend)."""
+    if driver != "openai-chat":
+        return []
+    prices = folder / "chat-prices.yaml"
+    prices.write_text(CHAT_PRICES)
+    return ["--prices", str(prices)]
 
 
 def register(
@@ -90,12 +116,12 @@ def assert_no_key_anywhere(root: Path, *outputs: str) -> None:
         assert ANTHROPIC_KEY not in text and OPENAI_KEY not in text
 
 
-@pytest.mark.parametrize("driver", ["anthropic", "openai"])
+@pytest.mark.parametrize("driver", API_DRIVERS)
 def test_prereg_run_completes_every_unit(
-    ws: Path, cli: Any, fake: FakeProviders, driver: str
+    ws: Path, cli: Any, fake: FakeProviders, driver: str, tmp_path: Path
 ) -> None:
     reg_id = register(cli, ws, driver)
-    result = cli("-w", ws, "run", reg_id, "--json")
+    result = cli("-w", ws, "run", reg_id, "--json", *price_args(driver, tmp_path))
     assert result.code == 0, result.stderr
     summary = result.json()
     errors = [r.error for r in RunStore(ws / "runs").records(status="infra_error")]
@@ -121,17 +147,20 @@ def test_prereg_run_completes_every_unit(
     assert [e.kind for e in cut.trace][:1] == ["cut"]
     called = [r for r in records if r.calls]
     assert called and all(r.trace[0].kind == "tool_call" for r in called)
-    assert summary["spend_usd"] == pytest.approx(sum(r.cost_usd for r in records), rel=1e-6)
+    spent = sum(r.cost_usd for r in records)  # the summary rounds to micro-dollars
+    assert summary["spend_usd"] == pytest.approx(spent, rel=1e-6, abs=5e-7)
     assert_no_key_anywhere(ws, result.stdout, result.stderr)
 
 
+@pytest.mark.parametrize("driver", API_DRIVERS)
 def test_infra_errors_are_recorded_redacted_and_retried_next_run(
-    ws: Path, cli: Any, fake: FakeProviders
+    ws: Path, cli: Any, fake: FakeProviders, driver: str, tmp_path: Path
 ) -> None:
-    reg_id = register(cli, ws, "anthropic")
+    reg_id = register(cli, ws, driver)
     fake.rate_limit_every = 0
-    fake.script("anthropic", *[server_error("anthropic") for _ in range(8)])
-    first = cli("-w", ws, "run", reg_id, "--concurrency", "1", "--json")
+    fake.script(ROUTE[driver], *[server_error(ROUTE[driver]) for _ in range(8)])
+    prices = price_args(driver, tmp_path)
+    first = cli("-w", ws, "run", reg_id, "--concurrency", "1", "--json", *prices)
     assert first.code == 0, first.stderr
     assert first.json()["failed"] == 2 and first.json()["remaining"] == 2
     failed = RunStore(ws / "runs").records(registration_id=reg_id, status="infra_error")
@@ -139,7 +168,7 @@ def test_infra_errors_are_recorded_redacted_and_retried_next_run(
     for record in failed:
         assert "after 4 attempts" in record.error and "[REDACTED]" in record.error
         assert record.success is None and record.trace[-1].kind == "error"
-    second = cli("-w", ws, "run", reg_id, "--json")
+    second = cli("-w", ws, "run", reg_id, "--json", *prices)
     assert second.json()["completed"] == 2 and second.json()["remaining"] == 0
     assert_no_key_anywhere(ws, first.stdout, first.stderr, second.stdout, second.stderr)
 
@@ -275,7 +304,7 @@ def test_tool_search_registration_defers_tools(ws: Path, cli: Any, fake: FakePro
 KILL_SCRIPT = """
 import sys
 from prereg.cli import main
-main(["-w", sys.argv[1], "run", sys.argv[2], "--concurrency", "3", "--json"])
+main(["-w", sys.argv[1], "run", sys.argv[2], "--concurrency", "3", "--json", *sys.argv[3:]])
 """
 
 
@@ -295,14 +324,16 @@ def ok_rows(db: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("driver", ["anthropic", "openai-chat"])
 def test_killed_provider_run_resumes_with_one_record_per_unit(
-    ws: Path, cli: Any, fake: FakeProviders
+    ws: Path, cli: Any, fake: FakeProviders, driver: str, tmp_path: Path
 ) -> None:
-    reg_id = register(cli, ws, "anthropic")
+    reg_id = register(cli, ws, driver)
+    prices = price_args(driver, tmp_path)
     fake.latency_s = 0.03
     db = ws / "runs" / "runs.sqlite"
     proc = subprocess.Popen(
-        [sys.executable, "-c", KILL_SCRIPT, str(ws), reg_id],
+        [sys.executable, "-c", KILL_SCRIPT, str(ws), reg_id, *prices],
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -321,7 +352,7 @@ def test_killed_provider_run_resumes_with_one_record_per_unit(
             proc.wait()
     assert ok_rows(db) < 24
     fake.latency_s = 0.0
-    result = cli("-w", ws, "run", reg_id, "--json")
+    result = cli("-w", ws, "run", reg_id, "--json", *prices)
     assert result.code == 0, result.stderr
     records = RunStore(ws / "runs").records(registration_id=reg_id, status="ok")
     assert len(records) == 24 and len({r.unit_key for r in records}) == 24

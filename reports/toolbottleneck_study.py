@@ -91,7 +91,7 @@ def _design_arms(records: Sequence[StudyRecord], baseline: str) -> dict[tuple[An
     base = next(r for r in records if r.arm == baseline)
     out: dict[tuple[Any, ...], str] = {}
     for r in records:
-        if r.menu_mode == base.menu_mode and r.profile == base.profile:
+        if r.menu_mode == base.menu_mode and r.profile == base.profile and "R" not in r.cell:
             out.setdefault((r.cell["V"], r.cell["W"], r.cell["D"]), r.arm)
     return out
 
@@ -168,10 +168,11 @@ def arm_rows(records: Sequence[StudyRecord]) -> list[list[Any]]:
     for arm, rs in groups.items():
         c = rs[0].cell
         n = len(rs)
+        menu = f"R={c['R']} {c['retriever']} shortlist" if "R" in c else f"V={c['V']}"
         rows.append(
             [
                 arm,
-                f"V={c['V']} W={c['W']} D={c['D']}",
+                f"{menu} W={c['W']} D={c['D']}",
                 rs[0].menu_mode,
                 rs[0].profile,
                 n,
@@ -247,7 +248,12 @@ def study_markdown(
     if base_cell is not None:
         seen: set[str] = set()
         for r in records:
-            if r.arm not in seen and r.arm != baseline and _pressures_apart(r.cell, base_cell) == 1:
+            if (
+                r.arm not in seen
+                and r.arm != baseline
+                and "R" not in r.cell
+                and _pressures_apart(r.cell, base_cell) == 1
+            ):
                 pairs.append((baseline, r.arm))
             seen.add(r.arm)
     lines += ["## Failure census", "", census_markdown(census_tables(records, pairs))]

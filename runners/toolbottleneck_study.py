@@ -97,7 +97,7 @@ def run_study(study: Study, filename: str = "<study>") -> StudyRun:
     for family, _, _ in study.families:
         for seed in spec.seeds:
             for arm in spec.arms:
-                cell = Cell("capacity", arm.menu, arm.workflow, 0, arm.encoding)
+                cell = _cell(arm, family.sizes.shortlist)
                 sandboxes[(family.id, seed, arm.id)] = build_sandbox(family, cell, seed=seed)
     variants = {s.variant.id + f"@{s.seed}": s.variant.digest for s in sandboxes.values()}
     digest = (
@@ -140,6 +140,16 @@ def run_study(study: Study, filename: str = "<study>") -> StudyRun:
                         )
                     )
     return StudyRun(digest, tuple(records), variants)
+
+
+def _cell(arm: StudyArm, shortlist: int) -> Cell:
+    """The arm's cell: capacity, or Discovery (the menu is the family's shortlist)."""
+    if arm.catalog is not None and arm.retriever is not None:
+        return Cell(
+            "discovery", shortlist, arm.workflow, 0, arm.encoding, arm.catalog, arm.retriever
+        )
+    assert arm.menu is not None  # a capacity arm gives its menu (StudyArm checks)
+    return Cell("capacity", arm.menu, arm.workflow, 0, arm.encoding)
 
 
 def _record(

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prereg.experiments.toolbottleneck.catalog import catalog_pool, shortlist
 from prereg.experiments.toolbottleneck.compile import Cell, Variant, compile_cell, digest
 from prereg.experiments.toolbottleneck.encoding import encode
 from prereg.experiments.toolbottleneck.family import FactValue, FamilyFile
@@ -78,13 +79,30 @@ class Sandbox:
 
 
 def build_sandbox(family: FamilyFile, cell: Cell, *, seed: int = 0) -> Sandbox:
-    """The sandbox of a capacity or frontier cell, checked against its compiled variant."""
-    if cell.block == "discovery":
-        raise ValueError("the discovery block's menu is a retriever shortlist; not runnable here")
+    """The sandbox of any cell, checked against its compiled variant. In Discovery the
+    menu is the retriever's shortlist of the cell's catalog."""
     variant = compile_cell(family, cell, seed=seed)
     operational = sorted(operational_functions(family).values(), key=lambda f: f.name)
     neighbours = route_neighbours(operational, family.id, seed)
-    shown = tuple(menu(operational, neighbours, cell.menu, family.id, seed))
+    request = family.request.replace("{ref}", primary_ref(family, seed)).replace(
+        "{route}", family.route.text
+    )
+    if cell.block == "discovery":
+        assert cell.catalog is not None and cell.retriever is not None  # compile_cell checked
+        largest = max(family.sizes.catalogs)
+        pool = catalog_pool(operational, neighbours, largest, family.id, seed)
+        shown = tuple(
+            shortlist(
+                pool[: cell.catalog],
+                request,
+                cell.retriever,
+                family.sizes.shortlist,
+                family.id,
+                seed,
+            )
+        )
+    else:
+        shown = tuple(menu(operational, neighbours, cell.menu, family.id, seed))
     if schemas(shown) != variant.component("menu")["functions"]:
         raise SandboxMismatch(f"{variant.id}: the rebuilt menu is not the compiled one")
     groups = family.layouts.of(cell.workflow)
@@ -92,9 +110,6 @@ def build_sandbox(family: FamilyFile, cell: Cell, *, seed: int = 0) -> Sandbox:
     wf = build_workflow(family, seed, groups, cell.handoffs, tag)
     functions = {**{f.name: f for f in shown}, **dict(wf.world.functions)}
     world = World(wf.world.records, functions, wf.world.request_literals)
-    request = family.request.replace("{ref}", primary_ref(family, seed)).replace(
-        "{route}", family.route.text
-    )
     sandbox = Sandbox(
         family, seed, cell, variant, wf, world, shown, request, answer_key(variant.document)
     )

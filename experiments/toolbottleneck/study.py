@@ -31,6 +31,7 @@ from prereg.experiments.toolbottleneck.family import (
     SLUG,
     EncodingName,
     FamilyFile,
+    RetrieverName,
     Strict,
     WorkflowLevel,
     parse_family,
@@ -48,18 +49,36 @@ class StudyPolicy(Strict):
 
 
 class StudyArm(Strict):
-    """One arm: a capacity cell, its menu mode and (optionally) its own policy."""
+    """One arm: a capacity cell (or, with ``catalog`` and ``retriever``, a Discovery cell
+    whose menu is the retriever's shortlist), its menu mode and optionally its policy."""
 
     id: ArmId
-    menu: int = Field(gt=0)
+    menu: int | None = Field(None, gt=0)
     workflow: WorkflowLevel
     encoding: EncodingName
     menu_mode: MenuMode = "routed"
     policy: StudyPolicy | None = None
+    catalog: int | None = Field(None, gt=0)
+    retriever: RetrieverName | None = None
+
+    @model_validator(mode="after")
+    def _discovery(self) -> StudyArm:
+        if (self.catalog is None) != (self.retriever is None):
+            raise FieldRuleError("retriever", "a Discovery arm gives both catalog and retriever")
+        if self.catalog is None and self.menu is None:
+            raise FieldRuleError("menu", "a capacity arm gives its menu size")
+        if self.catalog is not None and self.menu is not None:
+            raise FieldRuleError(
+                "menu", "a Discovery arm's menu is the retriever's shortlist (sizes.shortlist)"
+            )
+        return self
 
     @property
     def cell(self) -> dict[str, Any]:
-        return {"V": self.menu, "W": self.workflow, "D": self.encoding}
+        out: dict[str, Any] = {"V": self.menu, "W": self.workflow, "D": self.encoding}
+        if self.catalog is not None:
+            out |= {"R": self.catalog, "retriever": self.retriever}
+        return out
 
 
 class RepairLane(Strict):

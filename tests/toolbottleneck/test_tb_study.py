@@ -260,3 +260,21 @@ def test_the_bundled_study_is_the_seeds_capacity_factorial_with_its_checkpoints(
     assert study.spec.budgets.call_limit_over_certified == 2
     assert study.spec.budgets.turn_limit_over_calls == 2
     assert study.spec.budgets.completion_cap == 1024
+
+
+def test_discovery_cells_run_on_the_shortlist_and_stop_without_availability() -> None:
+    outcomes = []
+    for seed in (0, 1):
+        fam = family(family_doc())
+        for size, retriever in itertools.product([16, 48], ["flat-lexical", "connector-first"]):
+            cell = Cell("discovery", 8, "low", 0, "raw", size, retriever)  # type: ignore[arg-type]
+            sandbox = build_sandbox(fam, cell, seed=seed)  # the menu is the compiled shortlist
+            available = sandbox.variant.component("catalog")["availability"]["available"]
+            played = play(sandbox, EXACT, Contract(), unit_rng("t", cell.code))
+            v = played.verification
+            assert v.success == available
+            if not available:  # stopped before any request (seed 5.3, Discovery)
+                assert (v.first_unmet, v.flag) == ("availability", "infeasible")
+                assert played.episode.calls == () and played.turns == 0
+            outcomes.append(available)
+    assert True in outcomes and False in outcomes  # both kinds of cell are exercised

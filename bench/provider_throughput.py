@@ -10,8 +10,10 @@ that answers every request after ``--latency`` seconds. The fake runs in a child
 so the process CPU time measured here is prereg's and the SDK's, not the server's.
 
 Printed per driver: wall time, requests answered, CPU ms per unit (process CPU time during
-the run / units), the physical limit N x L / C (N requests) and wall / limit, and the load
-average when the figure was taken: on a shared machine the figures are indicative only.
+the run / units; the run imports the SDK, a one-off cost shown apart as the CPU of
+``import <sdk>`` in a fresh process), the physical limit N x L / C (N requests) and
+limit / wall, and the load average when the figure was taken: on a shared machine the
+figures are indicative only.
 
     python bench/provider_throughput.py [--units 1008] [--latency 0.2] [--concurrency 32]
         [--drivers anthropic openai openai-chat] [--profile DIR] [--json]
@@ -43,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the fake's agent lives with the provider tests
     sys.path.insert(0, str(ROOT))
 
+SDKS = {"anthropic": "anthropic", "openai": "openai", "openai-chat": "openai"}
 MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-5-mini", "openai-chat": "served-model"}
 PILOT = "music-library-pilot"
 DEV_TASKS_TIMES_ARMS = 56  # the pilot's dev split: 28 tasks x 2 arms per repeat
@@ -165,6 +168,17 @@ def provider_env(origin: str) -> None:
         os.environ.pop(name, None)
 
 
+def import_cpu_ms(module: str) -> float:
+    """CPU ms of importing ``module`` in a fresh interpreter (what a run pays once)."""
+    code = (
+        "import time; t = time.process_time(); import "
+        + module
+        + "; print((time.process_time() - t) * 1000)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return float(out.stdout)
+
+
 def measure(driver: str, args: argparse.Namespace) -> dict[str, Any]:
     with fake_server(args.latency) as origin, tempfile.TemporaryDirectory() as tmp:
         provider_env(origin)
@@ -197,6 +211,7 @@ def measure(driver: str, args: argparse.Namespace) -> dict[str, Any]:
         "latency_s": args.latency,
         "wall_s": round(wall, 2),
         "cpu_ms_per_unit": round(cpu * 1000 / max(summary.completed, 1), 2),
+        "sdk_import_cpu_ms": round(import_cpu_ms(SDKS[driver])),
         "limit_s": round(limit, 2),
         "limit_over_wall": round(limit / wall, 3),
         "loadavg_1m_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
@@ -230,14 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{'driver':<12} {'units':>6} {'requests':>8} {'wall s':>7} {'N*L/C s':>8} "
-        f"{'limit/wall':>10} {'CPU ms/unit':>11} {'load':>11}"
+        f"{'limit/wall':>10} {'CPU ms/unit':>11} {'SDK import ms':>13} {'load':>11}"
     )
     for r in rows:
         load = "/".join(f"{x:.1f}" for x in r["loadavg_1m_before_after"])
         print(
             f"{r['driver']:<12} {r['units']:>6} {r['requests']:>8} {r['wall_s']:>7.2f} "
             f"{r['limit_s']:>8.2f} {r['limit_over_wall']:>10.3f} {r['cpu_ms_per_unit']:>11.2f} "
-            f"{load:>11}" + (" (profiled)" if r["profiled"] else "")
+            f"{r['sdk_import_cpu_ms']:>13.0f} {load:>11}" + (" (profiled)" if r["profiled"] else "")
         )
         if r["failed"]:
             print(f"  {r['failed']} units failed, e.g. {r['first_errors']}")

@@ -12,17 +12,23 @@ status to the SDK's exception (``RateLimitError`` with its ``retry-after``,
 ``BadRequestError`` with its ``param``, ...) and parses the reply into the SDK's response
 type. Retries stay prereg's (the clients are built with ``max_retries=0``).
 
-Fields the typed method has no keyword for went in ``extra_body``, which the client merges
-into the same JSON object; here they are simply part of the body. Nothing the SDK would
-send differently: ``tests/providers/test_prov_wire.py`` checks that the body and headers a
-fake server receives are the typed method's, for every driver.
+The body goes as ``content``: serialised here once, as the SDK's own encoder does (UTF-8,
+compact separators, no NaN), because a ``body`` mapping is deep-copied and re-encoded by the
+client on every request. Fields the typed method has no keyword for went in ``extra_body``,
+which the client merges into the same JSON object; here they are simply part of the body.
+Nothing the SDK would send differently: ``tests/providers/test_prov_wire.py`` checks that
+the body and headers a fake server receives are the typed method's, for every driver.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+#: what the client sends with a ``body`` mapping (its default headers carry it too)
+_JSON = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -35,8 +41,17 @@ class Route:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
+def encode(body: Mapping[str, Any]) -> bytes:
+    """``body`` as the SDKs' encoder writes it (a value JSON cannot hold is a TypeError or
+    a ValueError, never sent)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 async def post(client: Any, route: Route, body: Mapping[str, Any]) -> Any:
     """``body`` posted through ``client`` as the typed method would, untransformed."""
     return await client.post(
-        route.path, body=body, cast_to=route.cast_to, options=dict(route.options)
+        route.path,
+        content=encode(body),
+        cast_to=route.cast_to,
+        options={**route.options, "headers": _JSON},
     )

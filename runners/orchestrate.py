@@ -199,13 +199,16 @@ async def run_plan(
         "successes": 0,
         "duplicates": 0,
         "capped": False,
+        "read": clock(),
     }
     start = clock()
     progress.start(len(pending), skipped)
 
     async def worker() -> None:
         while True:
-            if claims is not None and cap is not None:  # other workers spend too
+            if claims is not None and cap is not None and clock() - state["read"] >= 1.0:
+                # other workers spend too: re-read the recorded spend (at most once a second)
+                state["read"] = clock()
                 state["spent"] = max(float(state["spent"]), store.spent_usd(plan.digest))
             if cap is not None and state["spent"] >= cap:
                 state["capped"] = True

@@ -15,7 +15,7 @@ from typing import TypeGuard
 from prereg.core.errors import BadInput
 from prereg.runners.run_store import RecordStore
 from prereg.runners.store import RunStore
-from prereg.runners.store_pg import PgRunStore, is_postgres_url, redacted
+from prereg.runners.store_pg import PgRunStore, is_postgres_url
 
 #: A run store's location: an SQLite path, or a PostgreSQL URL.
 StoreLocation = Path | str
@@ -52,15 +52,6 @@ def open_store(location: StoreLocation) -> RecordStore:
     if isinstance(location, str) and is_postgres_url(location):
         return PgRunStore(location)
     return RunStore(location)
-
-
-def describe(location: StoreLocation) -> str:
-    """``location`` for messages and summaries (a URL without its password)."""
-    return (
-        redacted(location)
-        if isinstance(location, str) and is_postgres_url(location)
-        else str(location)
-    )
 
 
 def ready_to_write(url: str) -> None:

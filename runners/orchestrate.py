@@ -316,7 +316,10 @@ async def _renew(claims: UnitClaims, every_s: float = 30.0) -> None:
     """Renew this worker's leases while it runs (a long unit keeps its claim)."""
     while True:
         await asyncio.sleep(every_s)
-        claims.renew()
+        try:
+            claims.renew()
+        except Exception:  # the store is gone: the next append says so, exit 1
+            return
 
 
 def execute(

@@ -119,8 +119,10 @@ def test_a_changed_schema_is_reported_and_refused_for_writing(pg_url: str, tmp_p
         ]
         with pytest.raises(IntegrityError, match="schema was changed"):
             store.append(record(task_id="t2"))
+    # with the trigger off, an owner can edit a record: the chain shows it
+    raw(pg_url, "UPDATE records SET body = replace(body, '\"success\":true', '\"success\":false')")
     report = verify_runs(pg_url, Registry(tmp_path / "registry"))
-    assert {p.kind for p in report.problems} >= {"runs-schema"}
+    assert {p.kind for p in report.problems} >= {"runs-schema", "runs-chain"}
 
 
 def test_urls_and_clean_errors(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -64,12 +64,13 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from prereg.stats._scipy import optimize
+from prereg.stats._scipy import LazyModule, optimize
 from prereg.stats._scipy import special as spsp
 from prereg.stats._scipy import stats as sps
 from prereg.stats.clustering import design_effect, icc_binary
@@ -131,6 +132,7 @@ DRAWS = 4000
 LEVELS: tuple[float, ...] = (0.90, 0.95)
 
 FloatArray = NDArray[np.float64]
+sparse = LazyModule("scipy.sparse")
 
 
 def _pair(y: Any, n: Any) -> tuple[FloatArray, FloatArray]:
@@ -581,6 +583,13 @@ class ChoiceDesign:
     chosen: NDArray[np.int64]  # (T,) in 0 .. A-1
     penalty: FloatArray  # (P,) ridge weights 1 / prior_sd^2 (0: unpenalised)
 
+    @cached_property
+    def flat(self) -> Any:
+        """x as a sparse (T A) x P matrix: the design is mostly indicators, and sparse
+        products avoid multithreaded BLAS, which thrashes on a loaded machine."""
+        t, a, p = self.x.shape
+        return sparse.csr_matrix(self.x.reshape(t * a, p))
+
 
 @dataclass(frozen=True)
 class LogitFit:
@@ -593,7 +602,7 @@ class LogitFit:
 
 
 def _choice_probabilities(design: ChoiceDesign, theta: FloatArray) -> FloatArray:
-    utility = np.einsum("tap,p->ta", design.x, theta)
+    utility = np.asarray(design.flat @ theta).reshape(design.available.shape)
     utility = np.where(design.available, utility, -np.inf)
     utility = utility - utility.max(axis=1, keepdims=True)
     expu = np.exp(utility)
@@ -611,11 +620,14 @@ def choice_loglik(design: ChoiceDesign, theta: Any) -> float:
 
 def _gradient_hessian(design: ChoiceDesign, theta: FloatArray) -> tuple[FloatArray, FloatArray]:
     probs = _choice_probabilities(design, theta)
-    mean_x = np.einsum("ta,tap->tp", probs, design.x)
+    t, a, p = design.x.shape
+    weighted = design.flat.multiply(probs.reshape(-1, 1)).tocsr()
+    mean_x = np.asarray(weighted.toarray()).reshape(t, a, p).sum(axis=1)
     picked_x = design.x[np.arange(design.chosen.size), design.chosen]
     grad = (picked_x - mean_x).sum(axis=0) - design.penalty * theta
-    second = np.einsum("ta,tap,taq->pq", probs, design.x, design.x)
-    hess = -(second - mean_x.T @ mean_x) - np.diag(design.penalty)
+    second = np.asarray((weighted.T @ design.flat).toarray())
+    outer = np.einsum("tp,tq->pq", mean_x, mean_x)  # einsum's own loops, not BLAS
+    hess = -(second - outer) - np.diag(design.penalty)
     return np.asarray(grad), np.asarray(hess)
 
 

@@ -32,6 +32,7 @@ from prereg.core.files import write_atomic
 from prereg.experiments.toolbottleneck.study import StudyRepair
 from prereg.reports.failure_census import census_markdown, census_tables
 from prereg.reports.render_md import table
+from prereg.reports.toolbottleneck_decoder import decode_pressure, decoder_markdown, packets
 from prereg.reports.toolbottleneck_repairs import repair_result, repairs_markdown
 from prereg.runners.toolbottleneck_study import StudyRecord, StudyRun
 from prereg.stats.contrasts import contrast_bootstrap, factorial_weights
@@ -243,6 +244,7 @@ def study_markdown(
     for unit in units:
         lines += _contrast_section(records, baseline, draws, unit)
     lines += repairs_markdown([repair_result(records, r, draws=draws) for r in repairs])
+    lines += decoder_markdown(decode_pressure(packets(records, baseline)))
     base_cell = next((r.cell for r in records if r.arm == baseline), None)
     pairs = []
     if base_cell is not None:

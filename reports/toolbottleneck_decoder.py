@@ -73,7 +73,9 @@ def packets(records: Sequence[StudyRecord], baseline: str) -> list[Packet]:
     same = [
         r
         for r in records
-        if r.menu_mode == base.menu_mode and r.profile == base.profile and "R" not in r.cell
+        if (r.menu_mode, r.profile, r.completion_cap)
+        == (base.menu_mode, base.profile, base.completion_cap)
+        and "R" not in r.cell
     ]
     menus = sorted({r.cell["V"] for r in same})
     cells = {"base": dict(base.cell), **_stressed_cells(base.cell, menus)}

@@ -30,7 +30,12 @@ import numpy as np
 from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
 from prereg.experiments.toolbottleneck.study import StudyRepair
-from prereg.reports.failure_census import census_markdown, census_tables
+from prereg.reports.failure_census import (
+    census_markdown,
+    census_tables,
+    truncation,
+    truncation_stratum,
+)
 from prereg.reports.render_md import table
 from prereg.reports.toolbottleneck_decoder import decode_pressure, decoder_markdown, packets
 from prereg.reports.toolbottleneck_repairs import repair_result, repairs_markdown
@@ -87,12 +92,17 @@ def cell_matrix(
     return tasks, [family[t] for t in tasks], m
 
 
+def _same_configuration(a: StudyRecord, b: StudyRecord) -> bool:
+    """Same menu mode, policy profile and completion cap: one configuration."""
+    return (a.menu_mode, a.profile, a.completion_cap) == (b.menu_mode, b.profile, b.completion_cap)
+
+
 def _design_arms(records: Sequence[StudyRecord], baseline: str) -> dict[tuple[Any, ...], str]:
     """Cell (V, W, D) -> arm, over the arms sharing the baseline's menu mode and profile."""
     base = next(r for r in records if r.arm == baseline)
     out: dict[tuple[Any, ...], str] = {}
     for r in records:
-        if r.menu_mode == base.menu_mode and r.profile == base.profile and "R" not in r.cell:
+        if _same_configuration(r, base) and "R" not in r.cell:
             out.setdefault((r.cell["V"], r.cell["W"], r.cell["D"]), r.arm)
     return out
 
@@ -157,6 +167,70 @@ def capacity_contrasts(
     ]
 
 
+@dataclass(frozen=True)
+class CapRow:
+    cap: int
+    small: str  # arm at the smallest menu
+    large: str  # arm at the largest menu
+    effect: float | None  # paired menu contrast (large - small)
+    truncated: float | None  # share of the large-menu episodes cut at the cap
+
+
+def cap_sweep(records: Sequence[StudyRecord], baseline: str) -> list[CapRow]:
+    """The menu contrast at each completion cap (seed appendix E.1), at the baseline's
+    workflow and encoding, mode and profile; [] unless two caps have both menu ends."""
+    base = next(r for r in records if r.arm == baseline)
+    arms: dict[tuple[int, int], str] = {}
+    for r in records:
+        same = (r.menu_mode, r.profile) == (base.menu_mode, base.profile)
+        if (
+            same
+            and "R" not in r.cell
+            and (r.cell["W"], r.cell["D"])
+            == (
+                base.cell["W"],
+                base.cell["D"],
+            )
+        ):
+            arms.setdefault((r.completion_cap, r.cell["V"]), r.arm)
+    menus = sorted({v for _, v in arms})
+    rows = []
+    for cap in sorted({c for c, _ in arms}):
+        small, large = arms.get((cap, menus[0])), arms.get((cap, menus[-1]))
+        if small is None or large is None or small == large:
+            continue
+        stratum = truncation_stratum(records, small, large)
+        cut = truncation([r for r in records if r.arm == large])
+        rows.append(CapRow(cap, small, large, stratum.effect, cut.rate))
+    return rows if len(rows) >= 2 else []
+
+
+def _cap_section(records: Sequence[StudyRecord], baseline: str) -> list[str]:
+    rows = cap_sweep(records, baseline)
+    if not rows:
+        return []
+    body = [
+        [
+            r.cap,
+            f"{r.large} - {r.small}",
+            "-" if r.effect is None else f"{100 * r.effect:+.1f} pp",
+            "-" if r.truncated is None else f"{100 * r.truncated:.1f}%",
+        ]
+        for r in rows
+    ]
+    first, last = rows[0].effect, rows[-1].effect
+    note = []
+    if first is not None and last is not None:
+        note = [f"Interaction (largest cap minus smallest): {100 * (last - first):+.1f} pp.", ""]
+    return [
+        "## Completion-cap sweep: the menu contrast at each cap (paired on task and repeat)",
+        "",
+        *table(["cap", "contrast", "menu effect", "large-menu truncation"], body),
+        "",
+        *note,
+    ]
+
+
 def _pressures_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
     return sum(a[k] != b[k] for k in ("V", "W", "D"))
 
@@ -176,6 +250,7 @@ def arm_rows(records: Sequence[StudyRecord]) -> list[list[Any]]:
                 f"{menu} W={c['W']} D={c['D']}",
                 rs[0].menu_mode,
                 rs[0].profile,
+                rs[0].completion_cap,
                 n,
                 f"{100 * sum(r.success for r in rs) / n:.1f}%",
                 f"{sum(r.calls for r in rs) / n:.2f}",
@@ -235,7 +310,7 @@ def study_markdown(
         "## Arms",
         "",
         *table(
-            ["arm", "cell", "menu", "policy", "episodes", "success", "calls", "tokens"],
+            ["arm", "cell", "menu", "policy", "cap", "episodes", "success", "calls", "tokens"],
             arm_rows(records),
         ),
         "",
@@ -243,23 +318,38 @@ def study_markdown(
     units: tuple[ResamplingUnit, ...] = ("family", "intent")
     for unit in units:
         lines += _contrast_section(records, baseline, draws, unit)
+    lines += _cap_section(records, baseline)
     lines += repairs_markdown([repair_result(records, r, draws=draws) for r in repairs])
     lines += decoder_markdown(decode_pressure(packets(records, baseline)))
-    base_cell = next((r.cell for r in records if r.arm == baseline), None)
-    pairs = []
-    if base_cell is not None:
-        seen: set[str] = set()
-        for r in records:
-            if (
-                r.arm not in seen
-                and r.arm != baseline
-                and "R" not in r.cell
-                and _pressures_apart(r.cell, base_cell) == 1
-            ):
-                pairs.append((baseline, r.arm))
-            seen.add(r.arm)
-    lines += ["## Failure census", "", census_markdown(census_tables(records, pairs))]
+    lines += [
+        "## Failure census",
+        "",
+        census_markdown(census_tables(records, stress_pairs(records, baseline))),
+    ]
     return "\n".join(lines)
+
+
+def stress_pairs(records: Sequence[StudyRecord], baseline: str) -> list[tuple[str, str]]:
+    """(arm at the baseline cell, arm one pressure away) within each configuration (menu
+    mode, profile, cap): the pairs of the census's truncation-stratum table."""
+    base_cell = next((r.cell for r in records if r.arm == baseline), None)
+    if base_cell is None:
+        return []
+    at_base: dict[tuple[str, str, int], str] = {}
+    for r in records:
+        if r.cell == base_cell:
+            at_base.setdefault((r.menu_mode, r.profile, r.completion_cap), r.arm)
+    pairs: list[tuple[str, str]] = []
+    for r in records:
+        partner = at_base.get((r.menu_mode, r.profile, r.completion_cap))
+        if (
+            partner is not None
+            and "R" not in r.cell
+            and _pressures_apart(r.cell, base_cell) == 1
+            and (partner, r.arm) not in pairs
+        ):
+            pairs.append((partner, r.arm))
+    return pairs
 
 
 def write_study(

@@ -45,6 +45,7 @@ class StudyRecord(BaseModel):
     cell: dict[str, Any]
     menu_mode: str
     profile: str
+    completion_cap: int = Field(gt=0)
     task_id: str
     family: str
     intent: str
@@ -116,8 +117,9 @@ def run_study(study: Study, filename: str = "<study>") -> StudyRun:
     records = []
     for arm in spec.arms:
         profile, sim = params[arm.id]
+        cap = arm.completion_cap or b.completion_cap
         contract = Contract(
-            b.completion_cap,
+            cap,
             b.episode_tokens,
             b.call_limit_over_certified,
             b.turn_limit_over_calls,
@@ -133,7 +135,7 @@ def run_study(study: Study, filename: str = "<study>") -> StudyRun:
                             spec.id,
                             digest,
                             arm,
-                            profile,
+                            (profile, cap),
                             sandbox,
                             repeat,
                             play(sandbox, sim, contract, rng),
@@ -153,9 +155,16 @@ def _cell(arm: StudyArm, shortlist: int) -> Cell:
 
 
 def _record(
-    study: str, digest: str, arm: StudyArm, profile: str, sandbox: Sandbox, repeat: int, played: Any
+    study: str,
+    digest: str,
+    arm: StudyArm,
+    config: tuple[str, int],
+    sandbox: Sandbox,
+    repeat: int,
+    played: Any,
 ) -> StudyRecord:
     v = played.verification
+    profile, cap = config
     return StudyRecord(
         study=study,
         study_digest=digest,
@@ -163,6 +172,7 @@ def _record(
         cell=arm.cell,
         menu_mode=arm.menu_mode,
         profile=profile,
+        completion_cap=cap,
         task_id=f"{sandbox.family.id}@{sandbox.seed}",
         family=sandbox.family.id,
         intent=sandbox.family.intent,

@@ -60,6 +60,8 @@ class StudyArm(Strict):
     policy: StudyPolicy | None = None
     catalog: int | None = Field(None, gt=0)
     retriever: RetrieverName | None = None
+    #: the arm's own completion cap (the seed's sixteenfold sweep, appendix E.1)
+    completion_cap: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _discovery(self) -> StudyArm:

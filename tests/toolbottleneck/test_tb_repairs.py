@@ -47,6 +47,7 @@ def _record(
         cell={"V": 8, "W": "low", "D": "raw"},
         menu_mode="routed",
         profile="sim-steady",
+        completion_cap=1024,
         task_id=f"{family}@0",
         family=family,
         intent=family,

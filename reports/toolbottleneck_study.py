@@ -352,6 +352,12 @@ def stress_pairs(records: Sequence[StudyRecord], baseline: str) -> list[tuple[st
     return pairs
 
 
+def check_out(out: Path) -> None:
+    """BadInput (exit 2) when ``out`` exists and is not a folder: call it before running."""
+    if out.exists() and not out.is_dir():
+        raise BadInput("exists and is not a folder", file=str(out), field="--out")
+
+
 def write_study(
     out: Path,
     run: StudyRun,
@@ -363,8 +369,7 @@ def write_study(
     """``out/records.jsonl`` (one record a line) and ``out/report.md``; returns the paths.
 
     Refused (BadInput, exit 2) when ``out`` exists and is not a folder."""
-    if out.exists() and not out.is_dir():
-        raise BadInput("exists and is not a folder", file=str(out), field="--out")
+    check_out(out)
     records = out / "records.jsonl"
     report = out / "report.md"
     lines = "".join(

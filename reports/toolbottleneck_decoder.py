@@ -59,6 +59,11 @@ class Packet:
     failed: StudyRecord
 
 
+def capacity_cell(cell: Mapping[str, Any]) -> bool:
+    """A capacity cell: neither Discovery (a catalog) nor the handoff frontier."""
+    return "R" not in cell and "handoffs" not in cell
+
+
 def _stressed_cells(base: Mapping[str, Any], menus: Sequence[int]) -> dict[str, dict[str, Any]]:
     return {
         "V": {**base, "V": max(menus)},
@@ -75,7 +80,7 @@ def packets(records: Sequence[StudyRecord], baseline: str) -> list[Packet]:
         for r in records
         if (r.menu_mode, r.profile, r.completion_cap)
         == (base.menu_mode, base.profile, base.completion_cap)
-        and "R" not in r.cell
+        and capacity_cell(r.cell)
     ]
     menus = sorted({r.cell["V"] for r in same})
     cells = {"base": dict(base.cell), **_stressed_cells(base.cell, menus)}

@@ -92,6 +92,11 @@ def cell_matrix(
     return tasks, [family[t] for t in tasks], m
 
 
+def capacity_cell(cell: Mapping[str, Any]) -> bool:
+    """A capacity cell: neither Discovery (a catalog) nor the handoff frontier."""
+    return "R" not in cell and "handoffs" not in cell
+
+
 def _same_configuration(a: StudyRecord, b: StudyRecord) -> bool:
     """Same menu mode, policy profile and completion cap: one configuration."""
     return (a.menu_mode, a.profile, a.completion_cap) == (b.menu_mode, b.profile, b.completion_cap)
@@ -102,7 +107,7 @@ def _design_arms(records: Sequence[StudyRecord], baseline: str) -> dict[tuple[An
     base = next(r for r in records if r.arm == baseline)
     out: dict[tuple[Any, ...], str] = {}
     for r in records:
-        if _same_configuration(r, base) and "R" not in r.cell:
+        if _same_configuration(r, base) and capacity_cell(r.cell):
             out.setdefault((r.cell["V"], r.cell["W"], r.cell["D"]), r.arm)
     return out
 
@@ -185,7 +190,7 @@ def cap_sweep(records: Sequence[StudyRecord], baseline: str) -> list[CapRow]:
         same = (r.menu_mode, r.profile) == (base.menu_mode, base.profile)
         if (
             same
-            and "R" not in r.cell
+            and capacity_cell(r.cell)
             and (r.cell["W"], r.cell["D"])
             == (
                 base.cell["W"],
@@ -244,6 +249,8 @@ def arm_rows(records: Sequence[StudyRecord]) -> list[list[Any]]:
         c = rs[0].cell
         n = len(rs)
         menu = f"R={c['R']} {c['retriever']} shortlist" if "R" in c else f"V={c['V']}"
+        if "handoffs" in c:
+            menu += f" H={c['handoffs']}"
         rows.append(
             [
                 arm,
@@ -344,7 +351,7 @@ def stress_pairs(records: Sequence[StudyRecord], baseline: str) -> list[tuple[st
         partner = at_base.get((r.menu_mode, r.profile, r.completion_cap))
         if (
             partner is not None
-            and "R" not in r.cell
+            and capacity_cell(r.cell)
             and _pressures_apart(r.cell, base_cell) == 1
             and (partner, r.arm) not in pairs
         ):

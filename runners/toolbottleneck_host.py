@@ -226,9 +226,13 @@ class _Agent:
             self._read(objects[0], observation["source"])
 
     def _read(self, obj: Mapping[str, Any], source: str) -> None:
-        if self.primary is None and obj["kind"] == self.s.family.sources[0]:
-            self.primary = obj["id"]
         fields_ = obj["fields"]
+        if (
+            self.primary is None
+            and obj["kind"] == self.s.family.sources[0]
+            and "handoff_query" not in fields_
+        ):
+            self.primary = obj["id"]  # the first record of the request's kind (no handoff)
         held = [n for n in fields_ if n in self.fact_names]
         for name in held:
             value = fields_[name]

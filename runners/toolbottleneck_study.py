@@ -145,12 +145,15 @@ def run_study(study: Study, filename: str = "<study>") -> StudyRun:
 
 
 def _cell(arm: StudyArm, shortlist: int) -> Cell:
-    """The arm's cell: capacity, or Discovery (the menu is the family's shortlist)."""
+    """The arm's cell: capacity, frontier (handoffs), or Discovery (the menu is the
+    family's shortlist)."""
     if arm.catalog is not None and arm.retriever is not None:
         return Cell(
             "discovery", shortlist, arm.workflow, 0, arm.encoding, arm.catalog, arm.retriever
         )
     assert arm.menu is not None  # a capacity arm gives its menu (StudyArm checks)
+    if arm.handoffs:
+        return Cell("frontier", arm.menu, arm.workflow, arm.handoffs, arm.encoding)
     return Cell("capacity", arm.menu, arm.workflow, 0, arm.encoding)
 
 

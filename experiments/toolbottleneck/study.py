@@ -62,6 +62,8 @@ class StudyArm(Strict):
     retriever: RetrieverName | None = None
     #: the arm's own completion cap (the seed's sixteenfold sweep, appendix E.1)
     completion_cap: int | None = Field(None, gt=0)
+    #: public handoffs before the low workflow: a frontier cell (seed 3.2, W frontier)
+    handoffs: int = Field(0, ge=0, le=64)
 
     @model_validator(mode="after")
     def _discovery(self) -> StudyArm:
@@ -69,6 +71,10 @@ class StudyArm(Strict):
             raise FieldRuleError("retriever", "a Discovery arm gives both catalog and retriever")
         if self.catalog is None and self.menu is None:
             raise FieldRuleError("menu", "a capacity arm gives its menu size")
+        if self.handoffs and (self.catalog is not None or self.workflow != "low"):
+            raise FieldRuleError(
+                "handoffs", "the handoff frontier sits in front of the low workflow (no catalog)"
+            )
         if self.catalog is not None and self.menu is not None:
             raise FieldRuleError(
                 "menu", "a Discovery arm's menu is the retriever's shortlist (sizes.shortlist)"
@@ -80,6 +86,8 @@ class StudyArm(Strict):
         out: dict[str, Any] = {"V": self.menu, "W": self.workflow, "D": self.encoding}
         if self.catalog is not None:
             out |= {"R": self.catalog, "retriever": self.retriever}
+        if self.handoffs:
+            out["handoffs"] = self.handoffs
         return out
 
 

@@ -278,3 +278,22 @@ def test_discovery_cells_run_on_the_shortlist_and_stop_without_availability() ->
                 assert played.episode.calls == () and played.turns == 0
             outcomes.append(available)
     assert True in outcomes and False in outcomes  # both kinds of cell are exercised
+
+
+@pytest.mark.parametrize("action", [True, False])
+def test_frontier_cells_run_through_every_handoff(action: bool) -> None:
+    fam = family(family_doc(action=action))
+    for handoffs in (1, 2):
+        sandbox = build_sandbox(fam, Cell("frontier", 8, "low", handoffs, "raw"))
+        played = play(sandbox, EXACT, Contract(), unit_rng("t", handoffs))
+        assert played.verification.success
+        # the seed's frontier: h handoffs behind one record cost 2 (h + 1) calls (2, 6, 14,
+        # 30 for 0, 2, 6, 14), plus the action where the task requires one
+        assert len(played.episode.calls) == 2 * (handoffs + 1) + int(action)
+
+
+def test_a_frontier_arm_sits_in_front_of_the_low_workflow(tmp_path: Path) -> None:
+    arm = {"id": "h2", "menu": 8, "workflow": "high", "encoding": "raw", "handoffs": 2}
+    with pytest.raises(BadInput) as info:
+        load_study(_study(tmp_path, arms=[arm]))
+    assert "handoffs" in str(info.value.field)

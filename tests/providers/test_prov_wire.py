@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -111,3 +112,32 @@ def test_the_posted_body_is_the_typed_methods(fake: FakeChat, name: str, tool_se
     }
     assert type(posted) is type(typed)  # the SDK's response type, parsed by the client
     assert driver.parse(posted).turn == driver.parse(typed).turn
+
+
+@pytest.mark.parametrize("name", ["anthropic", "openai", "openai-chat"])
+def test_the_sdk_is_imported_off_the_event_loop(
+    fake: FakeChat, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first client's SDK import (seconds of CPU) runs in a worker thread, once per
+    loop, so the event loop keeps serving the other units meanwhile."""
+    driver = _driver(name, False)
+    threads: list[int] = []
+    real = driver._import_sdk
+
+    def recording() -> None:
+        threads.append(threading.get_ident())
+        real()
+
+    monkeypatch.setattr(driver, "_import_sdk", recording)
+
+    async def two_turns() -> int:
+        loop_thread = threading.get_ident()
+        ep = episode()
+        await driver.next_turn(ep, [])
+        await driver.next_turn(episode(label="arm/t002/0"), [])
+        await driver.aclose()
+        return loop_thread
+
+    loop_thread = run(two_turns())
+    assert len(threads) == 1 and threads[0] != loop_thread
+    assert len(fake.seen) == 2

@@ -8,6 +8,7 @@ comments do not matter) and the sha256 of every file the experiment references.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,27 @@ def check_certified(
     )
 
 
+def judge_rubrics(
+    registration: Registration, read: Callable[[str], bytes], shown: str
+) -> dict[str, bytes]:
+    """Each judge's rubric file (experiment-relative), digested with the experiment's files:
+    one changed byte of a rubric changes the registration's digest. A missing rubric is
+    refused at ``judge[i].rubric``."""
+    out: dict[str, bytes] = {}
+    for index, judge in enumerate(registration.judge or []):
+        try:
+            out[judge.rubric] = read(judge.rubric)
+        except (FileNotFoundError, IsADirectoryError, UnreadableFile, BadInput) as exc:
+            why = getattr(exc, "message", None) or getattr(exc, "reason", None) or "not found"
+            raise BadInput(
+                f"judge rubric '{judge.rubric}' cannot be read from experiment "
+                f"'{registration.experiment}': {why}",
+                file=shown,
+                field=f"judge[{index}].rubric",
+            ) from None
+    return out
+
+
 def check_stopping_reach(
     registration: Registration, n_tasks: int, source: bytes, shown: str
 ) -> None:
@@ -221,6 +243,7 @@ def _resolve(path: Path, experiments_dir: Path, shown: str) -> Resolved:
     read = folder_reader(folder)
     experiment = load_experiment(read, registration.experiment)
     files = {rel: read(rel) for rel in experiment.files}
+    files.update(judge_rubrics(registration, read, shown))
 
     for index, arm in enumerate(registration.arms):
         if arm.surface not in experiment.surface_ids:

@@ -32,6 +32,7 @@ from prereg.experiments.controls import ControlName
 from prereg.experiments.models import LOCKED_SPLIT, SplitName
 from prereg.registry.factorial import SETTABLE, DesignError, expand, settable
 from prereg.registry.hosts import DRIVERS, DriverName
+from prereg.registry.judges import Judge, confound_problem, wrap_judges
 from prereg.stats import (
     REGISTRABLE_TESTS,
     TEST_NAMES,
@@ -563,14 +564,26 @@ class Registration(Strict):
         description="InvokeRank roll-up weights per intent (normalised; equal when absent; "
         "an intent not listed weighs 0)",
     )
+    #: judges of outcomes no oracle decides (issue 18; registry/judges.py); absent: none
+    judge: list[Judge] | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_intent_weights(self, handler: SerializerFunctionWrapHandler) -> Any:
         """An absent ``intent_weights`` is left out of the document, so a registration that
         does not use it digests exactly as before the field existed."""
         data = handler(self)
-        if isinstance(data, dict) and data.get("intent_weights") is None:
-            data.pop("intent_weights", None)
+        if isinstance(data, dict):
+            for name in ("intent_weights", "judge"):  # added fields: absent, not in digest
+                if data.get(name) is None:
+                    data.pop(name, None)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_judge(cls, data: Any) -> Any:
+        """``judge:`` may be written as one judge or a list of judges."""
+        if isinstance(data, dict) and "judge" in data:
+            return {**data, "judge": wrap_judges(data["judge"])}
         return data
 
     @model_validator(mode="before")
@@ -622,9 +635,25 @@ class Registration(Strict):
         self._check_controls(ids)
         self._check_configurations()
         self._check_contrasts(ids)
+        self._check_judges()
         if self.supersedes == self.id:
             raise FieldRuleError("supersedes", "a registration cannot supersede itself")
         return self
+
+    def _check_judges(self) -> None:
+        """Judge ids are unique; a judge of a host arm's model family declares the confound."""
+        judges = self.judge or []
+        keys = [j.key for j in judges]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise FieldRuleError("judge", f"duplicate judge id(s): {', '.join(dupes)} (give 'id')")
+        hosts = [
+            (a.id, self.config_of(a.id).host.driver, self.config_of(a.id).host.model)
+            for a in self.arms
+        ]
+        problem = confound_problem(judges, hosts)
+        if problem is not None:
+            raise FieldRuleError(*problem)
 
     def _check_split(self) -> None:
         if self.kind == "confirmatory" and self.split != LOCKED_SPLIT:

@@ -1,0 +1,154 @@
+"""A registered judge: who decides an outcome no state oracle decides (issue 18).
+
+A judge is configured like a host (driver, model, params) plus what it decides
+(``outcome``), the rubric it is given (a file of the experiment, digested into the
+registration like every referenced file, with a ``rubric_version`` string) and which
+runs it judges (``sample``: every run that needs a verdict by default).
+
+Model families (:data:`FAMILIES`): a judge of the same family as a host arm may prefer
+its own family's answers (InvokeRank 5.5, 6.4 and 7.6: judge family and host family
+confounded), so the registration is refused unless it declares the confound
+(``confound_declared: true``). A family is read from the model name by prefix,
+whatever driver serves it (a ``claude-*`` model behind a chat-completions gateway is
+still a Claude model); a model no prefix matches is its own family (same name, same
+family); the rule-based local judge (``driver: local``) is no model and has no family.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from prereg.core.yamlio import FieldRuleError
+from prereg.registry.hosts import DRIVERS, DriverName
+
+#: What a judge decides: a run's Completed stage, or whether a no-tool answer met the need.
+JudgedOutcome = Literal["completed", "native_self_service"]
+JUDGED_OUTCOMES: tuple[str, ...] = ("completed", "native_self_service")
+
+#: The rule-based judge's only model name (driver ``local``): offline, deterministic.
+LOCAL_JUDGE_MODEL = "local-rules-v1"
+
+#: (model-name prefix, family), first match wins; compared in lower case. Documented in
+#: docs/judging.md. Add a row when a new family is registered as a host or a judge.
+FAMILIES: tuple[tuple[str, str], ...] = (
+    ("claude", "anthropic-claude"),
+    ("anthropic.claude", "anthropic-claude"),  # a cloud gateway's spelling
+    ("gpt-oss", "openai-gpt-oss"),  # open weights: not the API's GPT family
+    ("gpt", "openai-gpt"),
+    ("chatgpt", "openai-gpt"),
+    ("o1", "openai-gpt"),
+    ("o3", "openai-gpt"),
+    ("o4", "openai-gpt"),
+    ("gemini", "google-gemini"),
+    ("gemma", "google-gemma"),
+    ("llama", "meta-llama"),
+    ("meta-llama/", "meta-llama"),
+    ("qwen", "alibaba-qwen"),
+    ("mistral", "mistral"),
+    ("mixtral", "mistral"),
+    ("deepseek", "deepseek"),
+)
+
+#: Drivers whose "model" is not a language model: no family, never confounded.
+_NO_FAMILY: frozenset[str] = frozenset({"replay", "local"})
+
+
+def model_family(driver: str, model: str | None) -> str | None:
+    """The family of ``model`` served by ``driver`` (see the module docstring), or None."""
+    if driver in _NO_FAMILY or not model:
+        return None
+    name = model.strip().lower()
+    for prefix, family in FAMILIES:
+        if name.startswith(prefix):
+            return family
+    return f"model:{name}"
+
+
+class Judge(BaseModel):
+    """One registered judge (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    id: str = Field("", pattern=r"^([a-z0-9][a-z0-9-]*)?$", max_length=100)
+    outcome: JudgedOutcome
+    driver: DriverName
+    model: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    allow_sampling: bool = False
+    rubric: str = Field(min_length=1, description="the rubric file, experiment-relative")
+    rubric_version: str = Field(min_length=1, max_length=100)
+    #: the share of the runs needing a verdict that are judged (deterministic by run id);
+    #: None: every one
+    sample: float | None = Field(None, gt=0.0, le=1.0)
+    confound_declared: bool = False
+
+    @model_validator(mode="after")
+    def _rules(self) -> Judge:
+        if self.driver == "replay":
+            raise FieldRuleError("driver", "the replay driver cannot judge (it has no answer)")
+        if self.driver == "local" and self.model not in (None, LOCAL_JUDGE_MODEL):
+            raise FieldRuleError(
+                "model",
+                f"the local judge is the rule-based judge: model '{LOCAL_JUDGE_MODEL}' "
+                "(or leave it out)",
+            )
+        if DRIVERS[self.driver].needs_model and not self.model:
+            raise FieldRuleError("model", f"judge.model is required for driver '{self.driver}'")
+        if self.params.keys() & {"temperature", "top_p", "top_k", "seed"} and not (
+            self.allow_sampling
+        ):
+            raise FieldRuleError(
+                "params", "sampling parameters in judge.params need judge.allow_sampling: true"
+            )
+        return self
+
+    @property
+    def key(self) -> str:
+        """The judge's id, or its outcome when it gives none."""
+        return self.id or self.outcome
+
+    @property
+    def model_name(self) -> str:
+        return self.model or (LOCAL_JUDGE_MODEL if self.driver == "local" else "")
+
+
+def wrap_judges(value: Any) -> Any:
+    """``judge:`` may be one judge (a mapping) or a list of them: always a list after."""
+    return [value] if isinstance(value, dict) else value
+
+
+def confound_problem(
+    judges: Sequence[Judge], hosts: Sequence[tuple[str, str, str | None]]
+) -> tuple[str, str] | None:
+    """(field, message) for the first judge of a host arm's family that does not declare
+    the confound; ``hosts`` are (arm, driver, model)."""
+    for index, judge in enumerate(judges):
+        family = model_family(judge.driver, judge.model)
+        if family is None or judge.confound_declared:
+            continue
+        same = [arm for arm, driver, model in hosts if model_family(driver, model) == family]
+        if same:
+            return (
+                f"judge[{index}].confound_declared",
+                f"judge '{judge.key}' ({judge.driver} {judge.model}) is of model family "
+                f"'{family}', like the host of arm(s) {', '.join(same)}: a judge may favour "
+                "its own family, so judge family and host would be confounded. Use a judge "
+                "of another family, or declare the confound with "
+                "'confound_declared: true'",
+            )
+    return None
+
+
+def judge_digest(judge: Judge, rubric_digest: str) -> str:
+    """What identifies a judge's verdicts: its whole configuration and its rubric's digest."""
+    body = json.dumps(
+        {"judge": judge.model_dump(mode="json"), "rubric": rubric_digest},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()

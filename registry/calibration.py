@@ -18,16 +18,20 @@ design's own minimum detectable effect at the planned power
 test favours (``favours``, else ``sides``; two-sided without ``favours``: the treatment,
 the second compared arm, ahead). Every test is simulated on the same pair of arms.
 
-Not simulated (listed under ``skipped`` with the reason): tests of registered contrasts
-(several arms), tests whose resampling unit is not known for the split (the gate may be
-given the task count only), and tests with no task carrying their outcome.
+Tests of registered contrasts (and the registered contrasts themselves, whose intervals
+the report prints) are simulated over the arms they weigh
+(:func:`prereg.stats.calibration_model.simulate_arms`), the planned effect read on the
+contrast's scale. Not simulated (listed under ``skipped`` with the reason): a contrast
+whose weights do not sum to 0, tests whose resampling unit is not known for the split
+(the gate may be given the task count only), and tests with no task carrying their
+outcome.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,7 +39,7 @@ from numpy.typing import NDArray
 
 from prereg.core.errors import BadInput
 from prereg.experiments import Task
-from prereg.registry.schema import Registration, TestSpec
+from prereg.registry.schema import Contrast, Registration, TestSpec
 from prereg.stats import mde_paired
 from prereg.stats.calibration import (
     CalibrationResult,
@@ -94,13 +98,20 @@ class SplitTasks:
 
 @dataclass(frozen=True)
 class Figures:
-    """Planning figures given explicitly (each overrides the registration's ``plan:``)."""
+    """Planning figures given explicitly (each overrides the registration's ``plan:``).
+
+    ``origins`` says where a given figure came from ("pilot" for ``--from-runs``); a
+    figure not listed there was "given" (an option)."""
 
     sigma_d: float | None = None
     sigma_run: float | None = None
     effect: float | None = None
     icc: float | None = None
     base_rate: float | None = None
+    origins: dict[str, str] = field(default_factory=dict)
+
+    def origin(self, name: str) -> str:
+        return self.origins.get(name, "given")
 
 
 @dataclass(frozen=True)
@@ -134,26 +145,54 @@ def _direction(reg: Registration) -> int:
     return -1 if spec.sides == "less" else 1
 
 
-def _tasks_of(reg: Registration, spec: TestSpec, split: SplitTasks) -> NDArray[np.intp] | None:
-    """Indices of the tasks that carry the spec's outcome (positive tasks for the funnel
-    outcomes; all of them when polarity is not known)."""
-    outcome = spec.outcome or reg.outcome
+def _tasks_with(outcome: str, split: SplitTasks) -> NDArray[np.intp] | None:
+    """Indices of the tasks that carry ``outcome`` (positive tasks for the funnel
+    outcomes; all of them when polarity is not known): None for every task."""
     if outcome == "success" or split.positive is None:
         return None
     return np.flatnonzero(np.array(split.positive, dtype=bool)).astype(np.intp)
+
+
+def _tasks_of(reg: Registration, spec: TestSpec, split: SplitTasks) -> NDArray[np.intp] | None:
+    return _tasks_with(spec.outcome or reg.outcome, split)
 
 
 def _count(subset: NDArray[np.intp] | None, split: SplitTasks) -> int:
     return len(split.ids) if subset is None else int(subset.size)
 
 
-def _plan(reg: Registration, spec: TestSpec, label: str, split: SplitTasks) -> PlannedTest | str:
+def _weights(reg: Registration, contrast_id: str) -> tuple[float, ...] | str:
+    """A contrast's weights over the arms it combines, or why it is not simulated."""
+    weights = tuple(reg.contrast_weights(contrast_id).values())
+    if abs(sum(weights)) > 1e-9:
+        return (
+            f"contrast '{contrast_id}' has weights summing to {sum(weights):g}: it is not 0 "
+            "without an effect, so it has no type I error to simulate"
+        )
+    return weights
+
+
+def _plan(
+    reg: Registration,
+    spec: TestSpec | Contrast,
+    label: str,
+    split: SplitTasks,
+    contrast: str | None = None,
+) -> PlannedTest | str:
     """The spec as the simulation runs it, or why it is not simulated."""
-    if spec.contrast is not None:
-        return f"a test of contrast '{spec.contrast}' compares several arms; not simulated yet"
-    subset = _tasks_of(reg, spec, split)
+    weights: tuple[float, ...] | None = None
+    if contrast is not None:
+        found = _weights(reg, contrast)
+        if isinstance(found, str):
+            return found
+        weights = found
+    outcome = spec.outcome or reg.outcome
+    if isinstance(spec, TestSpec) and spec.contrast is not None:
+        named = next(c for c in reg.contrasts if c.id == spec.contrast)
+        outcome = spec.outcome or named.outcome or reg.outcome
+    subset = _tasks_with(outcome, split)
     if subset is not None and subset.size == 0:
-        return f"no task of split '{reg.split}' carries outcome '{spec.outcome or reg.outcome}'"
+        return f"no task of split '{reg.split}' carries outcome '{outcome}'"
     units = None
     if spec.unit != "task":
         labels = split.labels(spec.unit)
@@ -161,13 +200,18 @@ def _plan(reg: Registration, spec: TestSpec, label: str, split: SplitTasks) -> P
             return f"the split's {spec.unit}s are not known here (run `prereg calibrate`)"
         chosen = labels if subset is None else tuple(labels[i] for i in subset)
         units = _codes(chosen)
+    if (
+        weights is not None
+        and (units.max() + 1 if units is not None else _count(subset, split)) < 2
+    ):
+        return "a contrast needs at least two units"
     return PlannedTest(
         label=label,
         test=spec.test,
         alpha=spec.alpha,
         sides=spec.sides,
-        aggregate=spec.aggregate,
-        margin=spec.margin,
+        aggregate=spec.aggregate if isinstance(spec, TestSpec) else "mean",
+        margin=spec.margin if isinstance(spec, TestSpec) else None,
         level=spec.level,
         draws=spec.draws,
         units=units,
@@ -175,7 +219,26 @@ def _plan(reg: Registration, spec: TestSpec, label: str, split: SplitTasks) -> P
         seed=reg.design.seed,
         prior=reg.stopping.prior if reg.stopping is not None else (1.0, 1.0),
         subset=subset,
+        weights=weights,
     )
+
+
+def _same_contrast(reg: Registration, contrast: Contrast, spec: TestSpec) -> bool:
+    """Whether a registered test of ``contrast`` is computed exactly as the contrast is."""
+    if spec.contrast != contrast.id:
+        return False
+    outcome = spec.outcome or contrast.outcome or reg.outcome
+    mine = (spec.test, spec.sides, spec.alpha, spec.unit, spec.level, spec.draws, outcome)
+    theirs = (
+        contrast.test,
+        contrast.sides,
+        contrast.alpha,
+        contrast.unit,
+        contrast.level,
+        contrast.draws,
+        contrast.outcome or reg.outcome,
+    )
+    return mine == theirs
 
 
 def test_plans(
@@ -189,11 +252,21 @@ def test_plans(
     plans: list[PlannedTest] = []
     skipped: list[dict[str, str]] = []
     for label, spec in specs:
-        plan = _plan(reg, spec, label, split)
+        plan = _plan(reg, spec, label, split, spec.contrast)
         if isinstance(plan, str):
             skipped.append({"label": label, "test": spec.test, "reason": plan})
         else:
             plans.append(plan)
+    if scope == "all":
+        for i, contrast in enumerate(reg.contrasts):
+            label = f"contrasts[{i}] {contrast.id}"
+            if any(_same_contrast(reg, contrast, spec) for _, spec in specs):
+                continue  # a registered test of it prints the same interval
+            plan = _plan(reg, contrast, label, split, contrast.id)
+            if isinstance(plan, str):
+                skipped.append({"label": label, "test": contrast.test, "reason": plan})
+            else:
+                plans.append(plan)
     monitor = None
     primary_subset = _tasks_of(reg, reg.primary, split)
     if reg.stopping is not None and reg.primary.contrast is None:
@@ -263,7 +336,7 @@ def resolve_figures(reg: Registration, split: SplitTasks, given: Figures | None 
 
     def pick(name: str, explicit: float | None, planned: float | None, default: float) -> float:
         if explicit is not None:
-            sources[name] = "given"
+            sources[name] = given.origin(name)
             return float(explicit)
         if planned is not None:
             sources[name] = "plan"
@@ -275,10 +348,10 @@ def resolve_figures(reg: Registration, split: SplitTasks, given: Figures | None 
     sigma_run = pick("sigma_run", given.sigma_run, plan.sigma_run if plan else None, 0.0)
     base_rate = pick("base_rate", given.base_rate, None, DEFAULT_BASE_RATE)
     power = pick("power", None, plan.power if plan else None, DEFAULT_POWER)
-    sources["icc"] = "given" if given.icc is not None else "model"
+    sources["icc"] = given.origin("icc") if given.icc is not None else "model"
     notes: list[str] = []
     if given.effect is not None:
-        magnitude, sources["effect"] = abs(float(given.effect)), "given"
+        magnitude, sources["effect"] = abs(float(given.effect)), given.origin("effect")
     elif plan is not None:
         magnitude, sources["effect"] = plan.mde, "plan"
     else:
@@ -333,8 +406,8 @@ def _bad_figure(figures: Resolved, message: str) -> BadInput:
     plan_field, option = _FIELD[name]
     source = figures.sources.get(name, "given")
     field = plan_field if source == "plan" and plan_field else option
-    if source == "default":
-        field = option
+    if source == "pilot":
+        field = "--from-runs"
     return BadInput(message, field=field)
 
 
@@ -353,17 +426,20 @@ def build_population(reg: Registration, split: SplitTasks, figures: Resolved) ->
 
 
 def _capped_effect(pop: Population, figures: Resolved) -> tuple[float, str | None]:
-    """The planned effect, capped below the largest the population can show when it is
-    the design's own MDE (an explicit or planned effect beyond it is refused)."""
+    """The planned effect, capped at 0.9 of the largest the population can show when it
+    comes from the plan or the design (a note says so); an effect given explicitly
+    beyond it is refused."""
     sign = 1 if figures.effect >= 0 else -1
     most = pop.truth("mean", sign * pop.max_shift(sign) * (1 - 1e-9))
     if abs(figures.effect) < abs(most) * 0.999:
         return figures.effect, None
-    if figures.sources.get("effect") == "design MDE":
+    source = figures.sources.get("effect")
+    if source in ("design MDE", "plan"):
         capped = 0.9 * most
+        what = "the design's MDE" if source == "design MDE" else "plan.mde"
         return capped, (
-            f"the design's MDE {abs(figures.effect):.3f} is beyond what base rate "
-            f"{pop.base_rate:g} allows; the planned effect is taken as {abs(capped):.3f}"
+            f"{what} {abs(figures.effect):.3f} is beyond what base rate {pop.base_rate:g} "
+            f"allows (at most {abs(most):.3f}); the planned effect is taken as {abs(capped):.3f}"
         )
     raise _bad_figure(
         figures,
@@ -404,7 +480,7 @@ def calibrate_registration(
         draws=draws,
         progress=progress,
     )
-    notes = list(resolved.notes)
+    notes = list(resolved.notes) + list(result.notes)
     if capped:
         notes.append(capped)
     return document(reg, split, resolved, result, skipped, notes)

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._scipy import optimize
 from prereg.stats._scipy import stats as sps
 from prereg.stats.bootstrap import _blocks as _boot_blocks
 from prereg.stats.bootstrap import _counts as _boot_counts
@@ -64,6 +65,7 @@ from prereg.stats.calibration_model import (
     Population,
     aggregate,
     simulate,
+    simulate_arms,
 )
 from prereg.stats.paired import (
     _sup_over_nuisance,
@@ -118,6 +120,9 @@ class PlannedTest:
     prior: tuple[float, float] = (1.0, 1.0)
     #: the tasks (indices into the population's prompts) the test sees; None: all of them
     subset: NDArray[np.intp] | None = field(default=None, compare=False)
+    #: a test of a registered contrast: one weight per arm (cell) it combines; None: a
+    #: comparison of two arms
+    weights: tuple[float, ...] | None = None
 
     @property
     def interval_level(self) -> float:
@@ -188,6 +193,7 @@ class CalibrationResult:
     seed: int | None
     draws: int
     method: str
+    notes: tuple[str, ...] = ()
 
 
 def verdict(quantity: str, estimate: float, nominal: float | None, sims: int) -> str:
@@ -661,6 +667,78 @@ def _bootstrap(
     return Outcome(reject, np.sign(estimate).astype(np.int64), covered)
 
 
+def _contrast_deltas(
+    pop: Population, weights: tuple[float, ...], effect: float
+) -> tuple[tuple[float, ...], float, str]:
+    """Per-arm latent effects c w_k whose contrast of mean outcomes is ``effect`` (c by
+    root-finding), the contrast's true value, and a note when the effect had to be capped
+    at 0.9 of the largest the population can show."""
+    w = np.asarray(weights, dtype=np.float64)
+
+    def value(c: float) -> float:
+        return float(sum(wk * pop.truth("mean", c * wk) for wk in w if wk != 0.0))
+
+    sign = 1.0 if effect >= 0 else -1.0
+    limits = [pop.max_shift(int(np.sign(sign * wk))) / abs(wk) for wk in w if wk != 0.0]
+    c_max = sign * min(limits) * (1.0 - 1e-9)
+    reach = value(c_max)
+    note = ""
+    target = effect
+    if abs(effect) >= abs(reach) * 0.999:
+        target = 0.9 * reach
+        note = (
+            f"the planned effect {abs(effect):.3f} is beyond what the contrast can show "
+            f"(at most {abs(reach):.3f}); taken as {abs(target):.3f}"
+        )
+    lo, hi = sorted((0.0, c_max))
+    c = float(optimize.brentq(lambda x: value(x) - target, lo, hi, xtol=1e-10, rtol=1e-10))
+    return tuple(float(c * wk) for wk in w), value(c), note
+
+
+def _contrast(
+    plan: PlannedTest,
+    arms: BoolArray,
+    truth: float,
+    cache: dict[tuple[int, int, int, int], _BootstrapDraws],
+    draws: int,
+) -> Outcome:
+    """A test of a registered contrast as ``analyse`` runs it (``reports.contrasts``): per
+    task the contrast of the arms' mean outcomes over every repeat, per unit the mean over
+    its tasks; ``contrast_bootstrap`` (the units resampled with the registration's seed, so
+    every data set with the same indices, drawn once: the paired bootstrap's prompt draws
+    with one run) decides by its interval at 1 - alpha (1 - 2 alpha one-sided), or
+    ``contrast_sign_flip`` (``sign_flip_test`` of the unit contrasts) by its p; the
+    bootstrap interval at the registered level is the one printed."""
+    assert plan.weights is not None
+    w = np.asarray(plan.weights, dtype=np.float64)
+    per_task = np.einsum("k,ksp->sp", w, arms.mean(axis=-1))
+    d = _per_unit(per_task, plan.units)
+    sims, units = d.shape
+    key = (units, 1, min(plan.draws, draws), plan.seed)
+    if key not in cache:
+        cache[key] = _BootstrapDraws(units, 1, key[2], plan.seed)
+    boot = cache[key]
+    none = np.zeros((sims, 1))
+    low, high = boot.interval(d, none, none, plan.decision_level)
+    if plan.test == "sign_flip_test":
+        keys = np.round(np.sort(d, axis=1) * 3_603_600).astype(np.int64)
+        uniq, inverse = _unique_rows(keys)
+        first = np.zeros(uniq.shape[0], dtype=np.intp)
+        first[inverse[::-1]] = np.arange(inverse.size)[::-1]
+        pvals = np.array([sign_flip_test(np.sort(d[i]), plan.sides).pvalue for i in first])
+        reject = pvals[inverse] <= plan.alpha
+    elif plan.sides == "greater":
+        reject = low > 0
+    elif plan.sides == "less":
+        reject = high < 0
+    else:
+        reject = (low > 0) | (high < 0)
+    if abs(plan.interval_level - plan.decision_level) > 1e-12:
+        low, high = boot.interval(d, none, none, plan.interval_level)
+    covered = (low <= truth) & (truth <= high)
+    return Outcome(reject, np.sign(d.mean(axis=1)).astype(np.int64), covered)
+
+
 def _monitor(
     monitor: MonitorPlan, yc: BoolArray, yt: BoolArray
 ) -> tuple[BoolArray, NDArray[np.int64], FloatArray]:
@@ -791,6 +869,18 @@ class _Simulation:
                 target = self.sign * float(plan.margin or 0.0)
                 self.effects[_margin_key(plan)] = pop.latent_effect(plan.aggregate, target)
         self.truths: dict[tuple[str, float], float] = {}
+        self.notes: list[str] = []
+        # tests of contrasts: per-arm effects, true value, and a stream of K-arm data each
+        self.contrasts: dict[int, tuple[tuple[float, ...], float]] = {}
+        self.arm_streams: dict[int, np.random.Generator] = {}
+        arm_seed = int(rng.integers(2**63))
+        for index, plan in enumerate(tests):
+            if plan.weights is not None:
+                deltas, value, note = _contrast_deltas(pop, plan.weights, effect)
+                self.contrasts[index] = (deltas, value)
+                self.arm_streams[index] = np.random.default_rng([arm_seed, index])
+                if note:
+                    self.notes.append(f"{plan.label}: {note}")
         self.side_seed = int(rng.integers(2**63))  # the permutation relabelings, not data
         self.relabelings: dict[int, NDArray[np.intp]] = {}
         self.regions = _Regions()
@@ -803,6 +893,9 @@ class _Simulation:
         return sorted(set(self.effects.values()))
 
     def truth(self, plan: PlannedTest, key: str) -> float:
+        if plan.weights is not None:  # a contrast: 0 without an effect (weights sum to 0)
+            index = self.tests.index(plan)
+            return 0.0 if key == "null" else self.contrasts[index][1]
         agg, delta = estimand(plan), self.effects[key]
         if (agg, delta) not in self.truths:
             self.truths[(agg, delta)] = self.pop.truth(agg, delta)
@@ -825,7 +918,11 @@ class _Simulation:
 
     def block(self, data: Draws) -> None:
         """Apply every test (and the stopping rule) to one block of data sets."""
+        size = data.control.shape[0]
         for index, plan in enumerate(self.tests):
+            if plan.weights is not None:
+                self._contrast_block(index, plan, size)
+                continue
             yc = _subset(data.control, plan.subset)
             for key, _ in _scenarios(plan):
                 yt = _subset(data.treatment[self.effects[key]], plan.subset)
@@ -838,6 +935,15 @@ class _Simulation:
                 crossed, direction, used = _monitor(self.monitor, yc, yt)
                 self.mon[key].add(Outcome(crossed, direction))
                 self.mon[key].used.append(used)
+
+    def _contrast_block(self, index: int, plan: PlannedTest, size: int) -> None:
+        deltas = self.contrasts[index][0]
+        null = tuple(0.0 for _ in deltas)
+        data = simulate_arms(self.pop, [null, deltas], size, self.arm_streams[index])
+        for (key, _), arms in zip(_scenarios(plan), data, strict=True):
+            arms = arms if plan.subset is None else arms[:, :, plan.subset, :]
+            out = _contrast(plan, arms, self.truth(plan, key), self.boot, self.draws)
+            self.acc.setdefault((index, key), _Acc()).add(out)
 
     def rows(self, power_target: float | None) -> list[CalibrationRow]:
         rows: list[CalibrationRow] = []
@@ -898,6 +1004,7 @@ def calibrate(
             "simulation of the registered analysis: beta-binomial prompts matched to sigma_d, "
             "clipped additive run shifts matched to sigma_run, common random numbers"
         ),
+        notes=tuple(run.notes),
     )
 
 

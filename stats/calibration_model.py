@@ -385,6 +385,31 @@ def simulate(pop: Population, effects: list[float], sims: int, rng: np.random.Ge
     return Draws(control=control, treatment=treatment)
 
 
+def simulate_arms(
+    pop: Population, effects: list[tuple[float, ...]], sims: int, rng: np.random.Generator
+) -> list[BoolArray]:
+    """``sims`` data sets of K arms (K x data sets x prompts x repeats), one array per
+    vector of latent effects in ``effects`` (one effect per arm; common random numbers).
+
+    The arms are exchangeable without an effect: each takes the prompt's shared rate with
+    probability sqrt(lambda), else an independent draw, so every two arms share a rate
+    with probability lambda and their per-prompt differences have the spread sigma_d of
+    the two-arm population."""
+    k, p, r = len(effects[0]), pop.prompts, pop.runs
+    a, b = pop.beta_params
+    theta = rng.beta(a, b, (sims, p))
+    own = rng.beta(a, b, (k, sims, p))
+    same = rng.random((k, sims, p)) < math.sqrt(pop.shared)
+    base = np.where(same, theta[None], own)
+    shifts = pop.run_shift_sd * rng.standard_normal((k, sims, 1, r))
+    u = rng.random((k, sims, p, r))
+    out = []
+    for deltas in effects:
+        rates = np.stack([pop.shifted(base[j], d) for j, d in enumerate(deltas)])
+        out.append(u < np.clip(rates[..., None] + shifts, 0.0, 1.0))
+    return out
+
+
 def aggregate(y: BoolArray, how: str) -> FloatArray:
     """Per-task values from repeats (data sets x prompts x repeats), as ``analyse``
     aggregates them (:func:`prereg.reports.pairs.aggregate`: a majority is strictly more

@@ -34,6 +34,7 @@ from prereg.registry.calibration import (
     calibrate_registration,
 )
 from prereg.registry.calibration_target import load_target
+from prereg.reports.calibration import pilot_figures
 from prereg.stats.calibration import Progress as ProgressCallback
 
 #: the largest --sims and --draws accepted (beyond them a run takes minutes)
@@ -54,8 +55,9 @@ of `plan:` (sigma_d, sigma_run, mde, power) including the between-run component.
 intraclass correlation of repeats --icc) whose paired differences have SD sigma_d over
 the registered repeats, and a shift per arm and run with SD sigma_run. Without `plan:`,
 sigma_d 0.35 and no run component, and the planned effect is the design's own minimum
-detectable effect. Options override the plan. docs/statistics.md, "prereg calibrate",
-gives every method choice.
+detectable effect. Options override the plan; --from-runs ID takes sigma_d, sigma_run,
+the ICC and the base rate from a pilot's runs (options still win). docs/statistics.md,
+"prereg calibrate", gives every method choice.
 
 [bold]Verdicts[/] are judged against the Monte Carlo error: `inflated` / `under-covers`
 when the estimate is more than two standard errors (at the nominal rate) worse than
@@ -66,8 +68,9 @@ Examples:
   prereg calibrate drafts/music-library-confirmatory.yaml
   prereg calibrate music-library-pilot --sims 2000 --seed 7
   prereg calibrate drafts/music-library-pilot.yaml --sigma-run 0.05 --json
+  prereg calibrate drafts/music-library-confirmatory.yaml --from-runs music-library-pilot
 
-JSON keys: registration, kind, experiment, split, source, target, digest, sims, seed,
+JSON keys: registration, kind, experiment, split, source, target, digest, pilot, sims, seed,
 bootstrap_draws, design (the resolved figures and where each came from), rows (label,
 test, quantity, scenario, nominal, estimate, mc_se, verdict, sims, truth, note),
 per_intent_coverage, skipped, notes, method, elapsed_s.
@@ -139,7 +142,7 @@ _STYLE = {
 
 
 _QUANTITY = {"type I error": "type I"}
-_SCENARIO = {"planned effect": "effect"}
+_SCENARIO = {"planned effect": "effect", "equivalence": "equiv."}
 
 
 def _num(value: float | None, fmt: str = ".3f") -> str:
@@ -157,25 +160,27 @@ def render(doc: dict[str, Any]) -> None:
         )
     )
     sources = design["sources"]
+    icc_from = sources["icc"] if sources["icc"] != "model" else design["icc_source"]
     console.print(
         display(
             f"  {design['prompts']} tasks x {design['runs_per_arm']} run(s) per arm; "
-            f"sigma_d {design['sigma_d']:g} ({sources['sigma_d']}), sigma_run "
-            f"{design['sigma_run']:g} ({sources['sigma_run']}), base rate "
-            f"{design['base_rate']:g}, ICC {design['icc']:.3g} ({design['icc_source']}); "
-            f"planned effect {design['effect']:+.3f} ({sources['effect']}), power target "
-            f"{design['power_target']:g}"
+            f"sigma_d {design['sigma_d']:.3g} ({sources['sigma_d']}), sigma_run "
+            f"{design['sigma_run']:.3g} ({sources['sigma_run']}), base rate "
+            f"{design['base_rate']:.3g} ({sources['base_rate']}), ICC {design['icc']:.3g} "
+            f"({icc_from}); planned effect {design['effect']:+.3f} ({sources['effect']}), "
+            f"power target {design['power_target']:g}"
         )
     )
     table = Table(
-        Column("test", overflow="fold", min_width=10),
+        Column("test", overflow="fold", min_width=12),
         Column("quantity", no_wrap=True),
-        Column("scenario", overflow="fold", min_width=6),
-        Column("nominal", justify="right", no_wrap=True, min_width=5),
-        Column("estimate", justify="right", no_wrap=True, min_width=5),
-        Column("MC SE", justify="right", no_wrap=True, min_width=5),
-        Column("verdict", overflow="fold", min_width=8),
+        Column("scenario", no_wrap=True),
+        Column("nominal", justify="right", no_wrap=True),
+        Column("estimate", justify="right", no_wrap=True),
+        Column("MC SE", justify="right", no_wrap=True),
+        Column("verdict", no_wrap=True),
         box=box.SIMPLE_HEAD,
+        pad_edge=False,
         title_justify="left",
         caption=(
             f"{doc['sims']} simulated data sets per scenario, seed {doc['seed']}, "
@@ -276,6 +281,16 @@ def register(app: typer.Typer) -> None:
                 "--base-rate", help="Mean success rate (default 0.5).", show_default=False
             ),
         ] = None,
+        from_runs: Annotated[
+            str | None,
+            typer.Option(
+                "--from-runs",
+                metavar="ID",
+                help="Take sigma_d, sigma_run, the ICC and the base rate from this "
+                "registration's runs (options still win).",
+                show_default=False,
+            ),
+        ] = None,
         as_json: JsonOpt = False,
     ) -> None:
         figures = Figures(
@@ -284,6 +299,17 @@ def register(app: typer.Typer) -> None:
         validate(sims, draws, seed, figures)
         ws = workspace(ctx)
         found = load_target(ws, target)
+        pilot = None
+        if from_runs is not None:
+            pilot = pilot_figures(
+                ws,
+                from_runs,
+                found.registration.design.repeats,
+                len(found.split.ids),
+                figures,
+                seed=seed,
+            )
+            figures = pilot.figures
         started = time.perf_counter()
         with _progress(not as_json) as progress:
             doc = calibrate_registration(
@@ -295,8 +321,11 @@ def register(app: typer.Typer) -> None:
                 draws=draws,
                 progress=progress,
             )
+        if pilot is not None:
+            doc["notes"] = [*pilot.notes, *doc["notes"]]
         doc = {
             **doc,
+            "pilot": None if pilot is None else pilot.pilot,
             "source": found.source,
             "target": found.shown,
             "digest": found.digest,

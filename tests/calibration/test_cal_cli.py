@@ -144,3 +144,32 @@ def test_default_settings_are_fast(ws: Path, capsys) -> None:
     result = run(capsys, "-w", ws, "calibrate", ws / CONFIRMATORY, "--json")
     assert result.code == 0 and result.json()["sims"] == DEFAULT_SIMS
     assert time.perf_counter() - started < 30
+
+
+def test_from_runs_takes_the_pilots_figures(ws: Path, capsys, cli) -> None:
+    assert cli("-w", ws, "register", ws / PILOT).code == 0
+    assert cli("-w", ws, "run", "music-library-pilot", "--no-progress").code == 0
+    args = ["-w", ws, "calibrate", ws / CONFIRMATORY, "--sims", "100", "--json"]
+    doc = run(capsys, *args, "--from-runs", "music-library-pilot").json()
+    sources = doc["design"]["sources"]
+    assert doc["pilot"]["registration"] == "music-library-pilot"
+    assert sources["sigma_d"] == "pilot" and sources["base_rate"] == "pilot"
+    assert doc["design"]["sigma_d"] == pytest.approx(doc["pilot"]["sigma_d_planned"])
+    # an option still wins over the pilot
+    doc = run(capsys, *args, "--from-runs", "music-library-pilot", "--sigma-d", "0.3").json()
+    assert doc["design"]["sources"]["sigma_d"] == "given" and doc["design"]["sigma_d"] == 0.3
+    # an unknown pilot is refused (exit 2)
+    result = run(capsys, *args, "--from-runs", "music-library-confirmatory")
+    assert result.code == 2 and result.error is not None
+
+
+def test_a_primary_contrast_and_the_registered_contrasts(ws: Path, capsys) -> None:
+    factorial = ws / "drafts" / "music-library-factorial.yaml"
+    doc = run(capsys, "-w", ws, "calibrate", factorial, "--sims", "100", "--json").json()
+    assert doc["skipped"] == []
+    labels = {r["label"] for r in doc["rows"]}
+    # the primary tests contrast profile-by-cap as registered, so that contrast's own
+    # interval is the primary's; the two others are calibrated beside it
+    assert labels == {"primary", "contrasts[0] profile", "contrasts[1] cap"}
+    primary = [r for r in doc["rows"] if r["label"] == "primary"]
+    assert {r["quantity"] for r in primary} == {"type I error", "power", "coverage"}

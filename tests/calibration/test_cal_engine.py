@@ -14,6 +14,8 @@ import pytest
 
 from prereg.stats import (
     beta_mixture_evalue,
+    contrast_bootstrap,
+    contrast_sign_flip,
     exact_permutation_test,
     mcnemar_exact,
     paired_bootstrap,
@@ -25,6 +27,7 @@ from prereg.stats import (
 from prereg.stats.calibration import (
     MonitorPlan,
     PlannedTest,
+    _contrast,
     _hypergeometric_p,
     _mcnemar_p,
     _monitor,
@@ -35,7 +38,7 @@ from prereg.stats.calibration import (
     _tost,
     bootstrap_intervals,
 )
-from prereg.stats.calibration_model import aggregate, population, simulate
+from prereg.stats.calibration_model import aggregate, population, simulate, simulate_arms
 from prereg.stats.paired import _exact_upper_p
 
 UNITS = np.array([0, 0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 6], dtype=np.intp)
@@ -178,3 +181,22 @@ def test_monitor_and_beta_mixture_are_the_functions() -> None:
         beta_mixture_evalue(b, c).evalue,
         [beta_mixture_evalue(int(x), int(y)).evalue for x, y in zip(b, c, strict=True)],
     )
+
+
+@pytest.mark.parametrize(("test", "units"), [("paired_bootstrap", None), ("sign_flip_test", UNITS)])
+def test_contrast_tests_are_the_functions(test: str, units) -> None:
+    pop = population(12, 2, 0.4)
+    weights = (0.5, -0.5, -0.5, 0.5)
+    arms = simulate_arms(pop, [(0.05, -0.05, -0.05, 0.05)], 20, np.random.default_rng(12))[0]
+    plan = PlannedTest("c", test, weights=weights, units=units, draws=300, seed=4, level=0.9)
+    out = _contrast(plan, arms, 0.1, {}, 1000)
+    for k in range(arms.shape[1]):
+        values = arms[:, k].mean(axis=-1).T  # tasks x cells: every repeat averaged
+        boot = contrast_bootstrap(values, weights, units=units, draws=300, level=0.95, seed=4)
+        shown = contrast_bootstrap(values, weights, units=units, draws=300, level=0.9, seed=4)
+        if test == "sign_flip_test":
+            rejects = contrast_sign_flip(values, weights, units=units, seed=4).pvalue <= 0.05
+        else:
+            rejects = boot.low > 0 or boot.high < 0
+        assert out.reject[k] == rejects
+        assert out.covered[k] == (shown.low <= 0.1 <= shown.high)

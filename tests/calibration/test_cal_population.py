@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from prereg.stats.calibration_model import aggregate, population, simulate
+from prereg.stats.calibration_model import aggregate, population, simulate, simulate_arms
 
 
 @pytest.mark.parametrize(
@@ -75,3 +75,13 @@ def test_effects_beyond_the_population_are_refused() -> None:
     with pytest.raises(ValueError, match="beyond"):
         pop.latent_effect("mean", 0.25)
     assert pop.latent_effect("mean", -0.25) == pytest.approx(-0.25)
+
+
+def test_the_arms_of_a_contrast_are_exchangeable_with_the_planned_spread() -> None:
+    pop = population(200, 2, 0.35)
+    arms = simulate_arms(pop, [(0.0, 0.0, 0.0)], 300, np.random.default_rng(5))[0]
+    means = arms.mean(axis=-1)  # arms x data sets x prompts
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        spread = float(np.mean((means[j] - means[i]).std(axis=1, ddof=1)))
+        assert spread == pytest.approx(0.35, rel=0.03)
+    assert np.allclose(means.mean(axis=(1, 2)), 0.5, atol=0.01)

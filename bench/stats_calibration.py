@@ -1,7 +1,16 @@
 """Long calibration of prereg.stats: type I error, coverage and FDR by exact computation
-and simulation. Prints tables; no assertions (the fast versions live in tests/stats).
+and simulation. Prints tables; no assertions (the fast versions live in tests/stats and
+tests/calibration).
 
-    python bench/stats_calibration.py [--reps 1000] [--quick]
+    python bench/stats_calibration.py [--reps 1000]            # one table, every test
+    python bench/stats_calibration.py --detail [--quick]       # the sections below
+    python bench/stats_calibration.py --issue14                # section 6 only
+
+The default is one table: every public test and interval of prereg.stats, the figure it
+must keep (size, coverage, FDR, FWER, power), computed exactly where it can be and by
+simulation otherwise, with its Monte Carlo standard error and a verdict judged as
+``prereg calibrate`` judges (prereg.stats.calibration.verdict: two MC SE at the nominal).
+The detailed sections:
 
 1. Exact McNemar: exact type I error over a grid of pairs and discordance rates.
 2. Beta-mixture monitor (threshold 20 after 40 prompts): exact type I error under
@@ -28,6 +37,7 @@ from scipy import stats as sps
 from scipy.special import expit, gammaln, xlogy
 
 import prereg.stats as ps
+from prereg.stats.calibration import verdict
 from prereg.stats.paired import _tango_z_grid, exact_equivalence_region
 
 
@@ -283,13 +293,389 @@ def mcnemar_size_table() -> None:
     print()
 
 
+# ---------------------------------------------------------------------------
+# one table: every public test and interval
+# ---------------------------------------------------------------------------
+
+Row = tuple[
+    str, str, str, float, float, float | None
+]  # function, figure, setting, nominal, value, se
+
+
+def _trinomial(n: int, p10: float, p01: float) -> np.ndarray:
+    b = np.arange(n + 1)[:, None]
+    c = np.arange(n + 1)[None, :]
+    rest = np.maximum(n - b - c, 0)
+    log = (
+        gammaln(n + 1)
+        - gammaln(b + 1)
+        - gammaln(c + 1)
+        - gammaln(rest + 1)
+        + xlogy(b, p10)
+        + xlogy(c, p01)
+        + xlogy(rest, 1 - p10 - p01)
+    )
+    return np.where(b + c <= n, np.exp(log), 0.0)
+
+
+def _mc(hits: np.ndarray) -> tuple[float, float]:
+    est = float(np.mean(hits))
+    return est, math.sqrt(est * (1 - est) / hits.size)
+
+
+def _paired_binary_rows() -> list[Row]:
+    rows: list[Row] = []
+    worst, where = 0.0, ""
+    for n in (24, 58, 100):
+        for psi in (0.1, 0.3, 0.6):
+            size = 0.0
+            for m in range(n + 1):
+                pm = float(sps.binom.pmf(m, n, psi))
+                if pm < 1e-14:
+                    continue
+                ks = np.arange(m + 1)
+                rej = np.array([ps.mcnemar_exact(int(k), int(m - k)).pvalue <= 0.05 for k in ks])
+                size += pm * float(np.sum(sps.binom.pmf(ks, m, 0.5) * rej))
+            if size > worst:
+                worst, where = size, f"n {n}, psi {psi}"
+    rows.append(
+        (
+            "mcnemar_exact",
+            "size (worst)",
+            f"exact; n 24-100, psi 0.1-0.6 ({where})",
+            0.05,
+            worst,
+            None,
+        )
+    )
+    low, mean, count, where = 1.0, 0.0, 0, ""
+    for n in (20, 60):
+        for p10, p01 in ((0.05, 0.05), (0.1, 0.25), (0.3, 0.2), (0.02, 0.12)):
+            prob = _trinomial(n, p10, p01)
+            truth = p01 - p10
+            cover = 0.0
+            for b in range(n + 1):
+                for c in range(n + 1 - b):
+                    if prob[b, c] > 1e-13:
+                        ci = ps.tango_interval(c, b, n, 0.95)
+                        cover += prob[b, c] * (ci.low <= truth <= ci.high)
+            mean, count = mean + cover, count + 1
+            if cover < low:
+                low, where = cover, f"n {n}, p10 {p10}, p01 {p01}"
+    rows.append(
+        (
+            "tango_interval",
+            "coverage (mean)",
+            "exact; n 20 and 60, 4 rate pairs",
+            0.95,
+            mean / count,
+            None,
+        )
+    )
+    rows.append(("tango_interval", "coverage (worst)", f"exact ({where})", 0.95, low, None))
+    psi = np.linspace(0.1, 1, 401)
+    worst = max(
+        _boundary_size(exact_equivalence_region(n, 0.1), n, 0.1, psi) for n in range(10, 41, 3)
+    )
+    rows.append(
+        (
+            "tost_paired (exact)",
+            "size on the margin (worst)",
+            "exact; n 10-40, margin 0.1",
+            0.05,
+            worst,
+            None,
+        )
+    )
+    sizes = []
+    for n in (10, 30, 60):
+        k = np.arange(n + 1)
+        e = ps.beta_mixture_evalue(k, n - k).evalue
+        sizes.append(float(np.sum(sps.binom.pmf(k, n, 0.5) * (e >= 20.0))))
+    rows.append(
+        (
+            "beta_mixture_evalue",
+            "size of E >= 1/alpha (worst)",
+            "exact; 10, 30, 60 discordant pairs",
+            0.05,
+            max(sizes),
+            None,
+        )
+    )
+    exact = ps.sequential_monitor_exact(0.1, 0.1, 500, 20.0, 40)
+    rows.append(
+        (
+            "sequential_monitor",
+            "size (ever crosses)",
+            "exact (dynamic programme); psi 0.2, 500 prompts",
+            0.05,
+            exact.rejection_rate,
+            None,
+        )
+    )
+    return rows
+
+
+def _resampling_rows(reps: int) -> list[Row]:
+    rows: list[Row] = []
+    rng = np.random.default_rng(41)
+    hits = np.array([ps.sign_flip_test(rng.standard_t(3, 15)).pvalue <= 0.05 for _ in range(reps)])
+    rows.append(
+        ("sign_flip_test", "size", f"simulated; 15 t(3) differences, {reps} sets", 0.05, *_mc(hits))
+    )
+    hits = np.array(
+        [
+            ps.exact_permutation_test(rng.normal(size=8), rng.normal(size=8)).pvalue <= 0.05
+            for _ in range(reps)
+        ]
+    )
+    rows.append(
+        (
+            "exact_permutation_test",
+            "size",
+            f"simulated; 8 + 8 normal, {reps} sets",
+            0.05,
+            *_mc(hits),
+        )
+    )
+    hits = np.array(
+        [ps.tost_paired(rng.normal(0.2, 1.0, 400), 0.2, method="t").equivalent for _ in range(reps)]
+    )
+    rows.append(
+        (
+            "tost_paired (t)",
+            "size on the margin",
+            f"simulated; 400 normal differences (SD 1), margin 0.2, {reps} sets",
+            0.05,
+            *_mc(hits),
+        )
+    )
+    hits = np.array([ps.equivalence_margin(rng.normal(0.15, 1.0, 400)) < 0.15 for _ in range(reps)])
+    rows.append(
+        (
+            "equivalence_margin",
+            "P(margin below the truth)",
+            f"simulated; 400 normal differences, truth 0.15, {reps} sets",
+            0.05,
+            *_mc(hits),
+        )
+    )
+    hits = []
+    for k in range(reps):
+        d = (rng.random(60) < 0.3).astype(float) - (rng.random(60) < 0.2).astype(float)
+        res = ps.paired_bootstrap(np.zeros(60), d, np.arange(60), draws=1000, seed=k)
+        hits.append(res.low <= 0.1 <= res.high)
+    rows.append(
+        (
+            "paired_bootstrap",
+            "coverage",
+            f"simulated; 60 prompts, one run, {reps} sets",
+            0.95,
+            *_mc(np.array(hits)),
+        )
+    )
+    hits = []
+    prompts, runs = np.repeat(np.arange(100), 3), np.tile(np.arange(3), 100)
+    for k in range(reps):
+        yc, yt = _additive_runs(rng, 100, 3, 0.05, 0.05)
+        res = ps.paired_bootstrap(yc, yt, prompts, runs, runs, draws=1000, seed=k)
+        hits.append(res.low <= 0.05 <= res.high)
+    rows.append(
+        (
+            "paired_bootstrap",
+            "coverage",
+            f"simulated; 100 prompts, 3 runs, run SD 0.05, {reps} sets",
+            0.95,
+            *_mc(np.array(hits)),
+        )
+    )
+    cells = [{"a": x, "b": y} for x in ("lo", "hi") for y in ("lo", "hi")]
+    w = np.array(ps.factorial_weights(cells, ["a", "b"], {"a": ("lo", "hi"), "b": ("lo", "hi")}))
+    cluster = np.repeat(np.arange(30), 4)
+    boot, flip = [], []
+    for k in range(reps):
+        base = rng.normal(0, 1, 30)[cluster] + rng.normal(0, 0.7, 120)
+        m = base[:, None] + rng.normal(0, 0.5, (120, 4))
+        effect = 0.3 + rng.normal(0, 0.5, 30)[cluster]
+        boot.append(
+            ps.contrast_bootstrap(m + np.outer(effect, w / 4), w, units=cluster, draws=1000, seed=k)
+        )
+        flip.append(ps.contrast_sign_flip(m, w, units=cluster, seed=k).pvalue <= 0.05)
+    rows.append(
+        (
+            "contrast_bootstrap",
+            "coverage",
+            f"simulated; 2 x 2 interaction, 30 clusters, {reps} sets",
+            0.95,
+            *_mc(np.array([r.low <= 0.3 <= r.high for r in boot])),
+        )
+    )
+    rows.append(
+        (
+            "contrast_sign_flip",
+            "size",
+            f"simulated; as above, no interaction, {reps} sets",
+            0.05,
+            *_mc(np.array(flip)),
+        )
+    )
+    return rows
+
+
+def _interval_and_planning_rows(reps: int) -> list[Row]:
+    rows: list[Row] = []
+    p = np.linspace(0.05, 0.95, 19)
+    n = 30
+    k = np.arange(n + 1)
+    ci = ps.jeffreys_interval(k, n)
+    cover = [float(np.sum(sps.binom.pmf(k, n, q) * ((ci.low <= q) & (q <= ci.high)))) for q in p]
+    rows.append(
+        (
+            "jeffreys_interval",
+            "coverage (mean over p)",
+            "exact; 30 trials, p 0.05-0.95",
+            0.90,
+            float(np.mean(cover)),
+            None,
+        )
+    )
+    rng = np.random.default_rng(43)
+    hits = []
+    rho, size, clusters = 0.3, 4, 40
+    deff = ps.design_effect(np.full(clusters, size), rho)
+    a = 0.4 * (1 / rho - 1)
+    b = 0.6 * (1 / rho - 1)
+    for _ in range(reps):
+        rates = rng.beta(a, b, clusters)
+        successes = int(rng.binomial(size, rates).sum())
+        res = ps.jeffreys_interval(successes, clusters * size, deff=deff)
+        hits.append(res.low <= 0.4 <= res.high)
+    rows.append(
+        (
+            "jeffreys_interval + design_effect",
+            "coverage",
+            f"simulated; 40 clusters of 4, ICC 0.3, {reps} sets",
+            0.90,
+            *_mc(np.array(hits)),
+        )
+    )
+    fdr_bh, fdr_ebh, fwer = [], [], []
+    for _ in range(reps):
+        x = rng.normal(size=40)
+        x[:10] += 3.0
+        pv = sps.norm.sf(x)
+        e = np.exp(3.0 * x - 4.5)
+        for rej, out in (
+            (ps.benjamini_hochberg(pv, 0.1).reject, fdr_bh),
+            (ps.e_bh(e, 0.1).reject, fdr_ebh),
+        ):
+            out.append(rej[10:].sum() / max(1, rej.sum()))
+        fwer.append(bool(ps.holm(sps.norm.sf(rng.normal(size=10)), 0.05).reject.any()))
+    for name, values in (("benjamini_hochberg", fdr_bh), ("e_bh", fdr_ebh)):
+        arr = np.array(values)
+        rows.append(
+            (
+                name,
+                "FDR",
+                f"simulated; 40 hypotheses, 10 non-null, {reps} sets",
+                0.10,
+                float(arr.mean()),
+                float(arr.std(ddof=1) / math.sqrt(arr.size)),
+            )
+        )
+    rows.append(
+        ("holm", "FWER", f"simulated; 10 true nulls, {reps} sets", 0.05, *_mc(np.array(fwer)))
+    )
+    for p01, p10 in ((0.45, 0.05), (0.05, 0.15)):
+        n_exact = int(ps.mcnemar_exact_sample_size(p01, p10))
+        rows.append(
+            (
+                "mcnemar_exact_sample_size",
+                "exact power at n",
+                f"exact; p01 {p01}, p10 {p10}: n {n_exact}",
+                0.80,
+                ps.mcnemar_exact_power(n_exact, p01, p10),
+                None,
+            )
+        )
+    mde = ps.mde_paired(0.28, 58)
+    hits = []
+    for _ in range(reps):
+        d = rng.normal(mde, 0.28, 58)
+        hits.append(abs(d.mean()) / (0.28 / math.sqrt(58)) > sps.norm.ppf(0.975))
+    rows.append(
+        (
+            "mde_paired",
+            "power at the MDE",
+            f"simulated; z test, 58 prompts, sigma_d 0.28, {reps} sets",
+            0.80,
+            *_mc(np.array(hits)),
+        )
+    )
+    n = ps.prompts_for_mde(0.35, 0.10)
+    rows.append(
+        (
+            "prompts_for_mde",
+            "MDE at the prompts it gives",
+            f"exact; sigma_d 0.35, mde 0.10: {n} prompts",
+            0.10,
+            ps.mde_paired(0.35, int(n)),
+            None,
+        )
+    )
+    return rows
+
+
+def summary_table(reps: int) -> None:
+    """Every public test and interval of prereg.stats in one table."""
+    rows = _paired_binary_rows() + _resampling_rows(reps) + _interval_and_planning_rows(reps)
+    print(f"prereg.stats calibration: every public test and interval ({reps} simulated sets each)")
+    header = (
+        f"{'function':<34} {'figure':<28} {'nominal':>7} {'value':>7} {'MC SE':>6} "
+        f"{'verdict':<13} setting"
+    )
+    print(header)
+    print("-" * len(header))
+    for function, figure, setting, nominal, value, se in rows:
+        if figure.startswith(("size", "FDR", "FWER", "P(margin")):
+            quantity = "type I error"
+        elif figure.startswith("coverage"):
+            quantity = "coverage"
+        elif figure.startswith(("power", "exact power")):
+            quantity = "power"
+        else:
+            quantity = "-"
+        if se is None:  # exact: judged without Monte Carlo error
+            if quantity == "type I error":
+                judged = "ok" if value <= nominal + 1e-12 else "inflated"
+            elif quantity == "coverage":
+                judged = "ok" if value >= nominal - 0.02 else "under-covers"
+            elif quantity == "power":
+                judged = "ok" if value >= nominal - 1e-12 else "below target"
+            else:
+                judged = "ok" if value <= nominal + 1e-12 else "above"
+        else:
+            judged = verdict(quantity, value, nominal, reps)
+        shown_se = "exact" if se is None else f"{se:.4f}"
+        print(
+            f"{function:<34} {figure:<28} {nominal:>7.3f} {value:>7.4f} {shown_se:>6} "
+            f"{judged:<13} {setting}"
+        )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="prereg.stats calibration")
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="fewer designs and horizons")
     parser.add_argument("--issue14", action="store_true", help="only the issue 14 tables (6)")
+    parser.add_argument("--detail", action="store_true", help="the detailed sections 1-6")
     args = parser.parse_args()
     start = time.perf_counter()
+    if not (args.detail or args.issue14):
+        summary_table(args.reps)
+        print(f"total {time.perf_counter() - start:.1f} s")
+        return
     if args.issue14:
         small_runs_table(args.reps)
         tost_exact_table()

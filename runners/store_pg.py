@@ -544,7 +544,8 @@ next AS (
 )
 UPDATE claims c
    SET worker = %(w)s, holder_pid = pg_backend_pid(),
-       holder_start = (SELECT backend_start FROM live WHERE pid = pg_backend_pid()),
+       holder_start = (SELECT a.backend_start FROM pg_stat_activity a
+                        WHERE a.pid = pg_backend_pid() LIMIT 1),
        lease_until = clock_timestamp() + make_interval(secs => %(s)s),
        claimed = c.claimed + 1
   FROM next

@@ -150,3 +150,17 @@ __all__ = [
 from prereg.stats.planning import mcnemar_exact_power, mcnemar_exact_sample_size  # noqa: E402
 
 __all__ += ["mcnemar_exact_power", "mcnemar_exact_sample_size"]
+
+# judged outcomes (issue 18): prediction-powered inference and agreement
+from prereg.stats.ppi import PPI_MIN_GOLD, PPIResult, ppi_difference, ppi_mean  # noqa: E402
+
+__all__ += ["PPI_MIN_GOLD", "PPIResult", "ppi_difference", "ppi_mean"]
+from prereg.stats.agreement import (  # noqa: E402
+    JudgeRates,
+    KappaResult,
+    cohens_kappa,
+    cohens_kappa_table,
+    judge_rates,
+)
+
+__all__ += ["JudgeRates", "KappaResult", "cohens_kappa", "cohens_kappa_table", "judge_rates"]

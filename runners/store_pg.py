@@ -526,7 +526,9 @@ class PgRunStore:
 
 #: The next open unit in plan order that no live worker holds. ``live`` is read once per
 #: claim; the partial index ``claims_open`` skips done units, so a claim visits only the
-#: units in flight or held after an infra_error, and the unclaimed one it takes.
+#: units in flight or held after an infra_error, and the unclaimed one it takes. A holder
+#: whose session started after this statement did is not in ``live`` yet, and is never
+#: taken for dead (only its lease can end its claim).
 _CLAIM = """
 WITH live AS MATERIALIZED (SELECT pid, backend_start FROM pg_stat_activity),
 next AS (
@@ -534,8 +536,10 @@ next AS (
      WHERE c.registration_digest = %(d)s AND NOT c.done
        AND (c.holder_pid IS NULL OR c.lease_until IS NULL
             OR c.lease_until < clock_timestamp()
-            OR NOT EXISTS (SELECT 1 FROM live a WHERE a.pid = c.holder_pid
-                           AND (a.backend_start IS NULL OR a.backend_start = c.holder_start)))
+            OR (c.holder_start < statement_timestamp()
+                AND NOT EXISTS (SELECT 1 FROM live a WHERE a.pid = c.holder_pid
+                                AND (a.backend_start IS NULL
+                                     OR a.backend_start = c.holder_start))))
        AND NOT EXISTS (SELECT 1 FROM records r WHERE r.registration_digest = c.registration_digest
                        AND r.arm = c.arm AND r.task_id = c.task_id AND r.repeat = c.repeat
                        AND r.status = 'ok')

@@ -34,16 +34,17 @@ Assumptions, said once here and in every result's ``method``:
 - Small gold sets: refused, and widened. Fewer than ``min_gold`` (default 100) gold
   units raise a ValueError naming the argument. ``bench/ppi_coverage.py`` (1,000
   replications a row, 95% level, N = 1,000, judge error rates 2%-20%) finds every
-  row within about 1.5 points of nominal from 100 gold units (PPI 0.936-0.960, PPI++
-  0.937-0.956), but at 50 units a judge whose errors go one way and are rare (5%
-  missed completions) covers 0.92, at 30 units 0.89: the rectifier is then a rare
-  Bernoulli, and its Wald-type interval is the one that fails for rare proportions.
-  At 20-30 units even the gold-only interval covers 0.90-0.93. Below 100 pass
+  row within 1.7 points of nominal from 100 gold units (PPI 0.933-0.960, PPI++
+  0.937-0.957), but at 50 units a judge that misses 10% of completions and never errs
+  the other way covers 0.92, at 30 units (20% missed) 0.89: the rectifier is then a
+  rare Bernoulli, and its Wald-type interval fails as it does for rare proportions.
+  At 20-30 units even the gold-only interval covers 0.90-0.95. Below 100 pass
   ``min_gold`` deliberately (and say so) or show the judge's rate as uncalibrated.
-  Above it the rectifier's variance is floored at ((range) / 2)^2 / n, about the
-  variance of a gold set showing one disagreement: a gold set with none would
-  otherwise give an interval as narrow as a perfect judge's. The floor binds only
-  when almost no disagreement is seen and vanishes as n grows.
+  Every variance is floored at ((range of the values) / 2)^2 / n (1 / n for the
+  rectifier Y - f), about the variance of a gold set showing one disagreement: a gold
+  set with none would otherwise give an interval as narrow as a perfect judge's. The
+  floor binds only when almost no disagreement is seen (it makes a near-perfect judge's
+  interval conservative on small gold sets: 0.98-1.00 at 20-50 units, e = 2%).
 """
 
 from __future__ import annotations

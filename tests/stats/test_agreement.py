@@ -17,7 +17,7 @@ from prereg.stats import cohens_kappa, cohens_kappa_table, judge_rates
 # two-sided p 0.0011.
 SAS_TABLE = [[0, 4, 1], [0, 8, 0], [0, 1, 5]]
 
-# Fleiss (1981), Statistical Methods for Rates and Proportions, 2nd ed., table 13.1:
+# Fleiss, Statistical Methods for Rates and Proportions (chapter on interrater agreement):
 # 100 patients, two raters, psychological / neurological / organic. p_o = 0.89,
 # p_e = 0.80 * 0.80 + 0.10 * 0.05 + 0.10 * 0.15 = 0.66, kappa = 0.23 / 0.34 = 0.676.
 FLEISS_TABLE = [[75, 1, 4], [5, 4, 1], [0, 0, 10]]

@@ -1,0 +1,114 @@
+"""``prereg judge``: the registered judges' verdicts (wiring only; see runners.judge_run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from prereg.commands._common import JsonOpt, workspace
+from prereg.commands.progress import RichProgress
+from prereg.core.output import console, emit
+from prereg.core.untrusted import display
+from prereg.runners.judge_run import estimate, judge_registration
+
+
+def judge(
+    ctx: typer.Context,
+    registration_id: Annotated[
+        str, typer.Argument(help="The registration to judge.", metavar="ID")
+    ],
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, help="Verdicts asked at once.")
+    ] = 4,
+    max_verdicts: Annotated[
+        int | None, typer.Option("--max-verdicts", min=0, help="Ask at most N verdicts.")
+    ] = None,
+    no_progress: Annotated[
+        bool, typer.Option("--no-progress", help="Do not draw the progress bar.")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the verdicts still needed per judge and an upper bound on spend; "
+            "send and write nothing.",
+        ),
+    ] = False,
+    prices: Annotated[
+        Path | None,
+        typer.Option("--prices", help="Price table file (YAML/JSON) overriding the packaged one."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Judge every run of a registration that needs a verdict of its registered judges.
+
+    Verdicts are their own append-only records (runs/verdicts.sqlite), one per run and
+    judge (configuration and rubric); run again to resume: judged runs are skipped. An
+    answer that does not parse is recorded as unparseable, never guessed. The spend cap is
+    the registration's budgets.spend_usd, shared with its runs.
+    """
+    ws = workspace(ctx)
+    chosen = None if prices is None else str(prices)
+    if dry_run:
+        data = estimate(ws, registration_id, chosen)
+        emit(data, as_json, lambda: _print_table(f"dry run {registration_id}", _dry_rows(data)))
+        return
+    progress = None if (as_json or no_progress) else RichProgress(f"judge {registration_id}")
+    summary = judge_registration(
+        ws,
+        registration_id,
+        concurrency=concurrency,
+        max_verdicts=max_verdicts,
+        progress=progress,
+        prices=chosen,
+    )
+    data = summary.to_json()
+    rows = [
+        ("digest", summary.registration_digest),
+        *[
+            (
+                f"judge {key}",
+                f"{c['judged']} judged ({c['unparseable']} unparseable) of {c['needed']} needed",
+            )
+            for key, c in summary.judges.items()
+        ],
+        ("infra failures (asked again next time)", str(summary.failed)),
+        ("remaining", str(summary.remaining)),
+        ("spend (measured, verdicts)", f"${summary.spend_usd:.4f}"),
+    ]
+    if summary.stopped:
+        rows.append(("stopped", summary.stopped))
+    emit(data, as_json, lambda: _print_table(f"judge {summary.registration_id}", rows))
+
+
+def _dry_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [("verdicts needed", str(data["verdicts_needed"]))]
+    for key, row in data["judges"].items():
+        bound = row["spend_bound_usd"]
+        shown = "unknown (no price)" if bound is None else f"${bound:.4f}"
+        rows.append(
+            (
+                f"judge {key}",
+                f"{row['driver']} {row['model']}: {row['requests']} request(s), at most {shown}",
+            )
+        )
+    cap = data["spend_cap_usd"]
+    rows.append(("spend cap (registered)", "none" if cap is None else f"${cap:.4f}"))
+    return rows
+
+
+def _print_table(title: str, rows: list[tuple[str, str]]) -> None:
+    table = Table(title=display(title), show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("", overflow="fold")
+    for key, value in rows:
+        table.add_row(display(key), display(value))
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the app."""
+    app.command("judge")(judge)

@@ -31,7 +31,7 @@ Assumptions, said once here and in every result's ``method``:
   variance of the rectifier is unreliable, and with a good judge it is often exactly 0
   (no disagreement among 20 gold runs happens with probability 0.36 at a 5% error
   rate), which would leave an interval as narrow as if the judge were perfect.
-- Small gold sets: refused, and widened. Fewer than ``min_gold`` (default 100) gold
+- Small gold sets: refused, and floored. Fewer than ``min_gold`` (default 100) gold
   units raise a ValueError naming the argument. ``bench/ppi_coverage.py`` (1,000
   replications a row, 95% level, N = 1,000, judge error rates 2%-20%) finds every
   row within 1.7 points of nominal from 100 gold units (PPI 0.933-0.960, PPI++
@@ -40,9 +40,9 @@ Assumptions, said once here and in every result's ``method``:
   rare Bernoulli, and its Wald-type interval fails as it does for rare proportions.
   At 20-30 units even the gold-only interval covers 0.90-0.95. Below 100 pass
   ``min_gold`` deliberately (and say so) or show the judge's rate as uncalibrated.
-  Every variance is floored at ((range of the values) / 2)^2 / n (1 / n for the
-  rectifier Y - f), about the variance of a gold set showing one disagreement: a gold
-  set with none would otherwise give an interval as narrow as a perfect judge's. The
+  The rectifier's variance is floored at 1 / n (PPI; (1 + lambda)^2 / 4n for PPI++),
+  the variance of a gold set showing exactly one disagreement: a gold set with none
+  would otherwise give an interval as narrow as a perfect judge's. The
   floor binds only when almost no disagreement is seen (it makes a near-perfect judge's
   interval conservative on small gold sets: 0.98-1.00 at 20-50 units, e = 2%).
 """
@@ -75,7 +75,7 @@ class PPIResult:
     interval. ``judge_rate``: the raw judge-only figure over every judged unit (gold and
     unlabelled), an uncalibrated number shown beside the corrected one, never instead
     of it. ``gold_rate``, ``gold_low``, ``gold_high``: the classical estimate and CLT
-    interval from the gold labels alone (same widening), for comparison.
+    interval from the gold labels alone (variance floored at 1/4n), for comparison.
     ``rectifier``: the judge's bias as the gold set measures it, mean(Y) - mean(f) on
     the gold units (positive: the judge under-counts).
     ``lam``: the power-tuning factor(s): one for a rate or a paired difference, two
@@ -115,16 +115,15 @@ class _Part:
     big_n: int
 
 
-def _widened_var(values: NDArray[np.float64], lo: float, hi: float) -> float:
-    """Sample variance (ddof 1), floored at ((hi - lo) / 2)^2 / n for values in [lo, hi].
+def _floored_var(values: NDArray[np.float64], half_range: float) -> float:
+    """Sample variance (ddof 1), floored at half_range^2 / n.
 
-    For the rectifier Y - f in [-1, 1] the floor 1 / n is about the variance of a gold
-    set with one disagreement in n: a gold set that shows none is treated as if it had
-    shown one, so the interval never claims a perfect judge.
+    For the rectifier Y - f the floor is 1 / n, the variance of n values of which one
+    is a disagreement (+-1) and the rest agree: a gold set that shows none is treated as
+    if it had shown one, so the interval never claims a perfect judge.
     """
     n = values.size
-    floor = ((hi - lo) / 2.0) ** 2 / n
-    return max(float(np.var(values, ddof=1)), floor)
+    return max(float(np.var(values, ddof=1)), half_range**2 / n)
 
 
 def _lambda(y: NDArray[np.float64], f: NDArray[np.float64], f_all: NDArray[np.float64]) -> float:
@@ -147,16 +146,19 @@ def _fit(
     f: NDArray[np.float64],
     ft: NDArray[np.float64],
     method: PPIMethod,
-    span: tuple[float, float],
+    half_range: float,
 ) -> _Part:
-    """PPI on one set of values whose range is ``span`` (labels and predictions alike)."""
-    lo, hi = span
+    """PPI on one set of values (labels and predictions alike) of range 2 ``half_range``.
+
+    The floors: the rectifier's at one single-arm disagreement, (1 + lambda)^2 / 4 n
+    (1 / n for PPI); the unlabelled and gold-only variances' at half the values' range
+    squared over the size.
+    """
     f_all = np.concatenate([f, ft])
     lam = 1.0 if method == "ppi" else _lambda(y, f, f_all)
     rect = y - lam * f
-    # range of Y - lam f: [lo - lam hi, hi - lam lo]; of lam f~: lam [lo, hi]
-    var_rect = _widened_var(rect, lo - lam * hi, hi - lam * lo)
-    var_unl = lam**2 * _widened_var(ft, lo, hi)
+    var_rect = _floored_var(rect, (1.0 + lam) / 2.0)
+    var_unl = lam**2 * _floored_var(ft, half_range)
     n, big_n = y.size, ft.size
     return _Part(
         estimate=lam * float(ft.mean()) + float(rect.mean()),
@@ -164,7 +166,7 @@ def _fit(
         lam=lam,
         judge=float(f_all.mean()),
         gold=float(y.mean()),
-        gold_var=_widened_var(y, lo, hi) / n,
+        gold_var=_floored_var(y, half_range) / n,
         rectifier=float(y.mean() - f.mean()),
         n=n,
         big_n=big_n,
@@ -238,8 +240,8 @@ def _describe(method: PPIMethod, what: str) -> str:
         else "PPI++ power-tuned (Angelopoulos, Duchi and Zrnic 2023)"
     )
     return (
-        f"{name}, {what}: CLT interval, variances widened by one pseudo-observation at "
-        "the range ends; assumes the gold units are a random sample of the judged units"
+        f"{name}, {what}: CLT interval, rectifier variance floored at one disagreement "
+        "in the gold set; assumes the gold units are a random sample of the judged units"
     )
 
 
@@ -270,7 +272,7 @@ def ppi_mean(
         ("gold_labels", "gold_predictions", "unlabelled_predictions"),
         min_gold,
     )
-    part = _fit(y, f, ft, m, (0.0, 1.0))
+    part = _fit(y, f, ft, m, 0.5)
     return _result(part, level, (part.lam,), None, _describe(m, "mean"))
 
 
@@ -329,11 +331,11 @@ def ppi_difference(
                 f"treatment_unlabelled: paired unlabelled sets must hold the same tasks "
                 f"in both arms, got {ftc.size} control and {ftt.size} treatment units"
             )
-        part = _fit(yt - yc, ft_ - fc, ftt - ftc, m, (-1.0, 1.0))
+        part = _fit(yt - yc, ft_ - fc, ftt - ftc, m, 1.0)
         what = "paired difference of means (per-task differences)"
         return _result(part, level, (part.lam,), True, _describe(m, what))
-    c = _fit(yc, fc, ftc, m, (0.0, 1.0))
-    t = _fit(yt, ft_, ftt, m, (0.0, 1.0))
+    c = _fit(yc, fc, ftc, m, 0.5)
+    t = _fit(yt, ft_, ftt, m, 0.5)
     both = _Part(
         estimate=t.estimate - c.estimate,
         var=t.var + c.var,

@@ -8,8 +8,8 @@ The references are written out here independently of ``stats/ppi.py``:
             theta = lambda mean(f~) + mean(Y - lambda f),
             se^2  = s^2(Y - lambda f) / n + lambda^2 s^2(f~) / N
 
-and each variance is floored at ((range of the values) / 2)^2 / n (the documented
-widening of a gold set that shows no disagreement).
+and the documented floors: the rectifier's variance at 1 / n (a gold set showing one
+disagreement), the unlabelled variance at ((range of the values) / 2)^2 / N.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _vector_ppi(
     rect = y[:, :n] - f[:, :n]
     ft = f[:, n:]
     big_n = ft.shape[1]
-    v_rect = np.maximum(rect.var(axis=1, ddof=1), (hi - lo) ** 2 / n)  # rectifier range 2x
+    v_rect = np.maximum(rect.var(axis=1, ddof=1), 1.0 / n)  # one disagreement in n
     v_unl = np.maximum(ft.var(axis=1, ddof=1), ((hi - lo) / 2) ** 2 / big_n)
     est = ft.mean(axis=1) + rect.mean(axis=1)
     return est, np.sqrt(v_rect / n + v_unl / big_n)
@@ -157,7 +157,7 @@ def test_paired_difference_closed_form_and_coverage() -> None:
     yt = (base < 0.6).astype(float)  # pairs share the task: treatment succeeds where control does
     fc = _judge(yc, 0.1, "biased", rng)
     ft = _judge(yt, 0.1, "symmetric", rng)
-    # PPI on per-task differences in [-1, 1]: rectifier range [-2, 2], floor 4 / n
+    # PPI on per-task differences in [-1, 1]; the rectifier's floor is still 1 / n
     d_y, d_f = yt - yc, ft - fc
     est, se = _vector_ppi(d_y, d_f, n, -1.0, 1.0)
     for r in range(40):

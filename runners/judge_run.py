@@ -79,6 +79,8 @@ class JudgeSummary:
     spend_usd: float = 0.0
     elapsed_s: float = 0.0
     stopped: str | None = None
+    #: the first infrastructure errors (redacted by the drivers), for the operator
+    errors: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -344,8 +346,10 @@ async def _run_all(
                 summary.stopped = f"spend cap reached: {exc}"
                 stop.set()
                 return
-            except InfraError:
+            except InfraError as exc:
                 summary.failed += 1
+                if len(summary.errors) < 5:
+                    summary.errors.append(f"{job.bound.judge.key}: {exc}"[:500])
                 return
             verdict = _verdict(entry, job, prompt, raw, model, cost, began)
             try:

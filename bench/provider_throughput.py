@@ -16,7 +16,10 @@ limit / wall, and the load average when the figure was taken: on a shared machin
 figures are indicative only.
 
     python bench/provider_throughput.py [--units 1008] [--latency 0.2] [--concurrency 32]
-        [--drivers anthropic openai openai-chat] [--profile DIR] [--json]
+        [--drivers anthropic openai openai-chat] [--profile DIR] [--split] [--json]
+
+``--split`` runs each driver a second time under cProfile and estimates the CPU per unit
+outside the HTTP transport (the target's "outside the SDK's network I/O").
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import cProfile
 import io
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -179,13 +183,26 @@ def import_cpu_ms(module: str) -> float:
     return float(out.stdout)
 
 
-def measure(driver: str, args: argparse.Namespace) -> dict[str, Any]:
+def http_share(profile: Path) -> float:
+    """Share of a profiled run's time spent in the HTTP transport (httpx's ``send``, under the
+    SDK's request wrappers: connection pool, HTTP/1.1, sockets): the SDK's network I/O."""
+    stats: dict[Any, Any] = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]
+    total = sum(row[2] for row in stats.values())
+    send = sum(
+        row[3]
+        for (path, _, name), row in stats.items()
+        if name == "send" and "httpx" in path and path.endswith("_client.py")
+    )
+    return send / total if total else 0.0
+
+
+def measure(driver: str, args: argparse.Namespace, profile: Path | None = None) -> dict[str, Any]:
     with fake_server(args.latency) as origin, tempfile.TemporaryDirectory() as tmp:
         provider_env(origin)
         root = Path(tmp) / "ws"
         reg_id = prepare(root, driver, args.units)
         ws = Workspace(root)
-        profiler = cProfile.Profile() if args.profile else None
+        profiler = cProfile.Profile() if profile is not None else None
         load_before = os.getloadavg()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         if profiler is not None:
@@ -197,9 +214,9 @@ def measure(driver: str, args: argparse.Namespace) -> dict[str, Any]:
         load_after = os.getloadavg()
         requests = served_requests(origin)
         failed = [r.error for r in RunStore(ws.runs).records(status="infra_error")][:3]
-    if profiler is not None:
-        Path(args.profile).mkdir(parents=True, exist_ok=True)
-        profiler.dump_stats(str(Path(args.profile) / f"{driver}.prof"))
+    if profiler is not None and profile is not None:
+        profile.parent.mkdir(parents=True, exist_ok=True)
+        profiler.dump_stats(str(profile))
     limit = requests * args.latency / args.concurrency
     return {
         "driver": driver,
@@ -217,6 +234,7 @@ def measure(driver: str, args: argparse.Namespace) -> dict[str, Any]:
         "loadavg_1m_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
         "cores": os.cpu_count(),
         "profiled": bool(profiler),
+        "profile": profile,
     }
 
 
@@ -229,13 +247,32 @@ def main(argv: list[str] | None = None) -> int:
         "--drivers", nargs="+", default=["anthropic", "openai", "openai-chat"], choices=MODELS
     )
     parser.add_argument("--profile", metavar="DIR", help="write a cProfile per driver to DIR")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="run each driver again under cProfile and estimate the CPU per unit outside the "
+        "HTTP transport (the unprofiled figure times the profiled share outside httpx's send)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         asyncio.run(_serve(args.latency))
         return 0
-    rows = [measure(driver, args) for driver in args.drivers]
+    rows = [
+        measure(driver, args, Path(args.profile) / f"{driver}.prof" if args.profile else None)
+        for driver in args.drivers
+    ]
+    if args.split:
+        with tempfile.TemporaryDirectory() as tmp:
+            for row in rows:
+                share = http_share(measure(row["driver"], args, Path(tmp) / "p.prof")["profile"])
+                row["http_share_profiled"] = round(share, 3)
+                row["cpu_ms_per_unit_outside_http_est"] = round(
+                    row["cpu_ms_per_unit"] * (1 - share), 2
+                )
+    for row in rows:
+        row["profile"] = None if row["profile"] is None else str(row["profile"])
     if args.json:
         print(json.dumps({"rows": rows}, indent=2))
         return 0
@@ -254,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['limit_s']:>8.2f} {r['limit_over_wall']:>10.3f} {r['cpu_ms_per_unit']:>11.2f} "
             f"{r['sdk_import_cpu_ms']:>13.0f} {load:>11}" + (" (profiled)" if r["profiled"] else "")
         )
+        if "http_share_profiled" in r:
+            print(
+                f"  {r['driver']}: {r['http_share_profiled']:.0%} of the profiled run in the HTTP "
+                f"transport; CPU outside it about {r['cpu_ms_per_unit_outside_http_est']:.1f} "
+                "ms per unit (SDK import included)"
+            )
         if r["failed"]:
             print(f"  {r['failed']} units failed, e.g. {r['first_errors']}")
     print("target: limit/wall >= 0.9 and < 5 ms CPU per unit outside the SDK's network I/O")

@@ -122,7 +122,7 @@ class AnthropicBatches:
         self.driver = driver
 
     async def submit(self, requests: Sequence[BatchRequest]) -> tuple[str, str | None]:
-        client = self.driver._client_for_loop()
+        client = await self.driver._ready_client()
         payload = [{"custom_id": r.custom_id, "params": r.body} for r in requests]
         batch = await _retrying(
             self.driver, "create", lambda: client.messages.batches.create(requests=payload)
@@ -130,7 +130,7 @@ class AnthropicBatches:
         return provider_id(batch.id, "batch id"), None
 
     async def status(self, batch_id: str) -> BatchStatus:
-        client = self.driver._client_for_loop()
+        client = await self.driver._ready_client()
         batch = await _retrying(
             self.driver, "retrieve", lambda: client.messages.batches.retrieve(batch_id)
         )
@@ -157,7 +157,7 @@ class AnthropicBatches:
                     f"on the API's origin ({base}); refusing to send the key there"
                 )
             )
-        client = self.driver._client_for_loop()
+        client = await self.driver._ready_client()
         out: dict[str, BatchOutcome] = {}
 
         async def read() -> None:
@@ -189,7 +189,7 @@ class OpenAIBatches:
         self.driver = driver
 
     async def submit(self, requests: Sequence[BatchRequest]) -> tuple[str, str | None]:
-        client = self.driver._client_for_loop()
+        client = await self.driver._ready_client()
         lines = [
             json.dumps(
                 {"custom_id": r.custom_id, "method": "POST", "url": self.endpoint, "body": r.body},
@@ -215,7 +215,7 @@ class OpenAIBatches:
         return provider_id(batch.id, "batch id"), provider_id(uploaded.id, "file id")
 
     async def status(self, batch_id: str) -> BatchStatus:
-        client = self.driver._client_for_loop()
+        client = await self.driver._ready_client()
         batch = await _retrying(self.driver, "retrieve", lambda: client.batches.retrieve(batch_id))
         counts = batch.request_counts
         done = 0 if counts is None else counts.completed + counts.failed
@@ -231,7 +231,7 @@ class OpenAIBatches:
         )
 
     async def _lines(self, file_id: str) -> list[dict[str, Any]]:
-        client = self.driver._client_for_loop()
+        client = await self.driver._ready_client()
         content = await _retrying(self.driver, "download", lambda: client.files.content(file_id))
         text = content.text if hasattr(content, "text") else content.read().decode()
         return [json.loads(line) for line in text.splitlines() if line.strip()]

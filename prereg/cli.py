@@ -15,6 +15,7 @@ import typer
 
 from prereg.commands import (
     analyse_cmds,
+    calibrate_cmds,
     judge_cmds,
     mcp_cmds,
     plan_cmds,
@@ -68,7 +69,16 @@ def _root(
     ctx.obj = RootOptions(workspace)  # resolved by each command that needs a workspace
 
 
-for _module in (registry_cmds, run_cmds, analyse_cmds, plan_cmds, mcp_cmds, study_cmds, judge_cmds):
+for _module in (
+    registry_cmds,
+    run_cmds,
+    analyse_cmds,
+    plan_cmds,
+    calibrate_cmds,
+    mcp_cmds,
+    study_cmds,
+    judge_cmds,
+):
     _module.register(app)
 use_flag_help(app)
 

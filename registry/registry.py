@@ -256,8 +256,10 @@ class Registry:
 
     def _commit(self, resolved: Resolved) -> RegisterResult:
         reg = resolved.registration
-        gate = feasibility.check(reg, resolved.n_prompts)
-        splits = split_map(load_experiment(_reader(resolved.files), reg.experiment))
+        experiment = load_experiment(_reader(resolved.files), reg.experiment)
+        # the split's tasks, so the gate counts clusters and intents and simulates them
+        gate = feasibility.check(reg, resolved.n_prompts, experiment.tasks_in_split(reg.split))
+        splits = split_map(experiment)
         # checked once before the lock, so a refusal writes nothing (not even the lock
         # file), and again under it, where a concurrent register cannot interleave
         existing = self._refusals(resolved, splits)

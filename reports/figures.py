@@ -13,7 +13,7 @@ import math
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from prereg.reports.model import Report
+from prereg.reports.model import Interval, Report
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -52,10 +52,16 @@ def arm_rates(report: Report) -> bytes | None:
         rate = float(arm.rate or 0.0)
         lo, hi = float(arm.interval.low or 0.0), float(arm.interval.high or 0.0)
         ax.errorbar(
-            [rate], [i], xerr=[[rate - lo], [hi - rate]], fmt="o", color="#1f4e79", capsize=4
+            [rate],
+            [i],
+            xerr=[[rate - lo], [hi - rate]],
+            fmt="o",
+            color="#1f4e79",
+            capsize=4,
+            clip_on=False,  # a rate of 0 or 1 is drawn whole, not cut at the frame
         )
     ax.set_yticks(range(len(arms)), [a.id for a in arms])
-    ax.set_xlim(0, 1)
+    ax.set_xlim(-0.03, 1.03)
     ax.invert_yaxis()
     level = arms[0].interval.level
     ax.set_xlabel(f"{report.outcome} rate per run ({level:.0%} Jeffreys, deflated by DEFF)")
@@ -63,50 +69,60 @@ def arm_rates(report: Report) -> bytes | None:
     return _png(fig)
 
 
+def _pooled_rows(report: Report) -> list[tuple[str, float | None, Interval]]:
+    """The whole-design effects, each labelled with what it pairs and resamples: the
+    registered primary (its own unit and aggregation) and the run-level bootstrap. They
+    answer different questions and can differ; the labels say which is which."""
+    rows: list[tuple[str, float | None, Interval]] = []
+    for test, label in (
+        (report.primary, "primary"),
+        (report.difference, "all runs"),
+    ):
+        iv = test.interval if test is not None else None
+        if test is None or iv is None or not _ok(test.estimate, iv.low, iv.high):
+            continue
+        if len(test.compare) != 2 or not -1.0 <= float(test.estimate or 0.0) <= 1.0:
+            continue  # a contrast of several arms, or another scale (an odds ratio, say)
+        rows.append((f"{label}: {test.test}, per {test.unit}", test.estimate, iv))
+    return rows
+
+
 def forest(report: Report) -> bytes | None:
-    rows = [
+    rows: list[tuple[str, float | None, Interval]] = [
         (r.intent, r.difference, r.interval)
         for r in report.per_intent
         if r.interval is not None and _ok(r.difference, r.interval.low, r.interval.high)
     ]
-    if (
-        report.difference is not None
-        and report.difference.interval is not None
-        and _ok(
-            report.difference.estimate,
-            report.difference.interval.low,
-            report.difference.interval.high,
-        )
-    ):
-        rows.append(("all tasks", report.difference.estimate, report.difference.interval))
-    if not rows:
+    pooled = _pooled_rows(report)
+    if not rows and not pooled:
         return None
+    first_pooled = len(rows)
+    rows += pooled
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 0.7 + 0.45 * len(rows)))
     for i, (_, diff, interval) in enumerate(rows):
         d = float(diff or 0.0)
         lo, hi = float(interval.low or 0.0), float(interval.high or 0.0)
-        last = i == len(rows) - 1 and report.difference is not None
+        whole = i >= first_pooled
         ax.errorbar(
             [d],
             [i],
             xerr=[[max(d - lo, 0.0)], [max(hi - d, 0.0)]],
-            fmt="D" if last else "s",
-            color="#7f2704" if last else "#444444",
+            fmt="D" if whole else "s",
+            color="#7f2704" if whole else "#444444",
             capsize=3,
+            clip_on=False,
         )
     ax.axvline(0.0, color="#999999", lw=1)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     ax.invert_yaxis()
     ax.set_xlim(-1.05, 1.05)
-    control, treatment = report.arms[0].id, report.arms[1].id if len(report.arms) > 1 else ""
-    if report.primary is not None:
-        control, treatment = report.primary.compare
+    compare = list(report.primary.compare) if report.primary is not None else []
+    if len(compare) != 2:  # a registered contrast over several arms: the plain pair
+        compare = [a.id for a in report.arms[:2]]
+    what = f"{compare[1]} - {compare[0]}" if len(compare) == 2 else "between arms"
     level = rows[0][2].level
-    ax.set_xlabel(
-        f"paired difference {treatment} - {control} ({level:.0%} paired bootstrap; "
-        "listed, not flagged)"
-    )
+    ax.set_xlabel(f"paired difference {what} ({level:.0%} intervals; intents listed, not flagged)")
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
 

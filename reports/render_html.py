@@ -21,11 +21,13 @@ from prereg.reports.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
     arm_table,
+    bootstrap_line,
     configuration_table,
     configurations_differ,
     contrast_table,
     control_rows,
     exploratory_tables,
+    flat_rows,
     headline,
     intent_table,
     interval,
@@ -47,6 +49,9 @@ th{background:#f3f3f3}.verdict{font-size:1.3em;padding:.6em;border-radius:4px;ba
 .banner{background:#fff3cd;border:1px solid #e0c36a;padding:.6em;font-weight:bold}
 blockquote{border-left:4px solid #ccc;margin:.5em 0;padding:.2em .8em;white-space:pre-wrap}
 code{background:#f5f5f5;padding:0 .2em}.muted{color:#666;font-size:.9em}
+.scroll{overflow-x:auto;max-width:100%}td{overflow-wrap:anywhere}td:first-child{overflow-wrap:normal}
+table.nested{margin:0;font-size:1em}table.nested th{font-weight:normal;white-space:nowrap}
+img{max-width:100%;height:auto}figure{margin:1em 0}
 """
 
 
@@ -74,9 +79,16 @@ def join(items: Sequence[Any]) -> Raw:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Raw:
+    """A table in a box that scrolls sideways on a narrow screen, never the page."""
     head = el("tr", *[el("th", h) for h in header])
     body = [el("tr", *[el("td", c) for c in row]) for row in rows]
-    return el("table", el("thead", head), el("tbody", *body))
+    return el("div", el("table", el("thead", head), el("tbody", *body)), class_="scroll")
+
+
+def _nested(value: Any) -> Raw:
+    """A JSON object (the host, the feasibility gate) as a small key/value table."""
+    rows = [el("tr", el("th", key), el("td", text)) for key, text in flat_rows(value)]
+    return el("table", el("tbody", *rows), class_="nested")
 
 
 def _tests(tests: Sequence[TestReport]) -> Raw:
@@ -138,17 +150,14 @@ def _registration(r: Report) -> list[Any]:
                 ["split", r.split],
                 ["experiment", r.experiment],
                 ["outcome", r.outcome],
-                ["host", json.dumps(r.host, sort_keys=True)],
+                ["host", _nested(r.host)],
                 ["registered at", f"{prov.registered_at} (ledger seq {prov.ledger_seq})"],
                 [
                     "ledger head at analysis",
                     f"seq {prov.ledger_head.get('seq')}, {prov.ledger_head.get('hash')}",
                 ],
                 ["superseded by", prov.superseded_by or "-"],
-                [
-                    "feasibility",
-                    json.dumps(r.feasibility, sort_keys=True) if r.feasibility else "-",
-                ],
+                ["feasibility", _nested(r.feasibility) if r.feasibility else "-"],
                 ["prereg version", prov.prereg_version],
                 ["analysed at", prov.analysed_at],
             ],
@@ -221,14 +230,7 @@ def _primary(r: Report) -> list[Any]:
     if r.primary is not None:
         body.append(el("p", f"Reading: {r.primary.reading}: {r.primary.reason}"))
     if r.difference is not None:
-        d = r.difference
-        body.append(
-            el(
-                "p",
-                f"Paired prompt-and-run bootstrap of the same comparison: "
-                f"{num(d.estimate)} ({interval(d.interval)}), descriptive.",
-            )
-        )
+        body.append(el("p", bootstrap_line(r)))
     return body
 
 

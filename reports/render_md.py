@@ -21,11 +21,13 @@ from prereg.reports.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
     arm_table,
+    bootstrap_line,
     configuration_table,
     configurations_differ,
     contrast_table,
     control_rows,
     exploratory_tables,
+    flat_rows,
     headline,
     intent_table,
     interval,
@@ -111,7 +113,7 @@ def _registration(r: Report) -> list[str]:
         f"{r.provenance.ledger_seq}); ledger head at analysis: seq "
         f"{esc(r.provenance.ledger_head.get('seq'))}, "
         f"{code(r.provenance.ledger_head.get('hash'))}",
-        f"- host: {esc(json.dumps(r.host, sort_keys=True))}",
+        "- host: " + "; ".join(f"{esc(k)} = {esc(v)}" for k, v in flat_rows(r.host)),
         f"- outcome: {esc(r.outcome)}; prereg {esc(r.provenance.prereg_version)}; analysed "
         f"at {esc(r.provenance.analysed_at)}",
     ]
@@ -176,12 +178,7 @@ def _primary(r: Report) -> list[str]:
     if r.primary is not None:
         out += [f"Reading: **{esc(r.primary.reading)}**: {esc(r.primary.reason)}", ""]
     if r.difference is not None:
-        d = r.difference
-        out += [
-            f"Paired prompt-and-run bootstrap of the same comparison: {num(d.estimate)} "
-            f"({esc(interval(d.interval))}), descriptive.",
-            "",
-        ]
+        out += [esc(bootstrap_line(r)), ""]
     return out
 
 

@@ -6,6 +6,7 @@ never announce a confirmatory claim in one format and not in another.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -685,3 +686,41 @@ def invokerank_choice_lines(report: Report) -> list[str]:
                 + ("unknown (no native judge)" if hss is None else pct(hss.rate))
             )
     return out
+
+
+def flat_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """A nested JSON object as (dotted key, value) rows, for a readable host table.
+
+    Objects nest into dotted keys (``params.temperature``); lists and scalars are shown
+    as compact JSON, so a string stays quoted only where quoting disambiguates nothing
+    (plain strings are shown bare). An empty object shows as ``{}`` on its own key.
+    """
+    if isinstance(value, dict):
+        if not value and prefix:
+            return [(prefix, "{}")]
+        rows: list[tuple[str, str]] = []
+        for key in sorted(value):
+            rows += flat_rows(value[key], f"{prefix}.{key}" if prefix else str(key))
+        return rows
+    if isinstance(value, str):
+        return [(prefix, value)]
+    return [(prefix, json.dumps(value, sort_keys=True, separators=(", ", ": ")))]
+
+
+def bootstrap_line(r: Report) -> str:
+    """The run-level bootstrap beside the primary, saying why the two may differ."""
+    d = r.difference
+    if d is None:
+        return ""
+    line = (
+        f"Paired prompt-and-run bootstrap of the same comparison: {num(d.estimate)} "
+        f"({interval(d.interval)}), descriptive"
+    )
+    p = r.primary
+    if p is None or p.estimate is None:
+        return line + "."
+    return (
+        f"{line}: {d.estimate_label}. The primary estimate is another quantity "
+        f"({p.estimate_label}, per {p.unit}), so the two can differ; the forest plot "
+        "shows both, labelled."
+    )

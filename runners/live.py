@@ -29,10 +29,17 @@ from typing import Any
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.core.version import __version__
 from prereg.experiments import Experiment
-from prereg.experiments.mcp_snapshot import snapshot_digest
+from prereg.experiments.mcp_snapshot import Snapshot, snapshot_digest
 from prereg.registry.units import LiveSpec, RunPlan
 from prereg.runners.drivers.base import InfraError
-from prereg.runners.mcp.capture import HttpTarget, StdioTarget, Target, capture_snapshot_async
+from prereg.runners.mcp.capture import (
+    CLIENT_CAPABILITIES,
+    CaptureOptions,
+    HttpTarget,
+    StdioTarget,
+    Target,
+    capture_snapshot_async,
+)
 
 
 def check_live(plan: RunPlan, experiment: Experiment) -> None:
@@ -83,9 +90,11 @@ class LiveSession:
             errlog=sys.__stderr__ or sys.stderr,
         )
 
-    async def verify(self, registered_digest: str | None) -> str:
-        """Snapshot the live server and compare its digest with the registered one."""
-        live = capture_snapshot_async(self._target(), timeout=self.spec.timeout_s)
+    async def verify(self, registered_digest: str | None, registered: Snapshot | None) -> str:
+        """Snapshot the live server as the registered snapshot was taken (the same client
+        capabilities; revisions negotiated only if they were) and compare the digests."""
+        options = recapture_options(registered)
+        live = capture_snapshot_async(self._target(), timeout=self.spec.timeout_s, options=options)
         digest = snapshot_digest(await live)
         if digest != registered_digest:
             raise IntegrityError(
@@ -157,12 +166,25 @@ def _empty(structured: Any, blocks: list[dict[str, Any]]) -> bool:
     )
 
 
+def recapture_options(registered: Snapshot | None) -> CaptureOptions:
+    """How to re-take ``registered``: what its client declared, and negotiation only
+    when it recorded the revisions (snapshots from before negotiation did not)."""
+    if registered is None:
+        return CaptureOptions()
+    declared = set(registered.capture.client_capabilities or {}) & set(CLIENT_CAPABILITIES)
+    return CaptureOptions(
+        capabilities=frozenset(declared),
+        negotiate=registered.server.protocol_versions is not None,
+    )
+
+
 async def open_live(plan: RunPlan, experiment: Experiment) -> LiveSession | None:
     """The run's live session (verified against the registered snapshot), or None."""
     if plan.live is None:
         return None
     check_live(plan, experiment)
     session = LiveSession(plan.live)
-    await session.verify(experiment.surfaces[plan.live.surface].snapshot_digest)
+    surface = experiment.surfaces[plan.live.surface]
+    await session.verify(surface.snapshot_digest, surface.snapshot)
     await session.open()
     return session

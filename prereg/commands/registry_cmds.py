@@ -138,6 +138,8 @@ def register_cmd(
                 "  recorded as registered; `prereg run` will refuse it and "
                 "`prereg analyse` will report the verdict not_runnable"
             )
+        for warning in (data["feasibility"] or {}).get("warnings", []):
+            console.print(Text.assemble("  ", ("warning", "yellow"), ": ", display(warning)))
 
     emit(data, as_json, human)
 

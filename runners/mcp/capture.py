@@ -165,7 +165,9 @@ async def _record_negotiated(target: Target, errlog: TextIO, options: CaptureOpt
         if answers[offer].initialize.get("protocolVersion") != offer:
             continue  # the server does not speak it
         (versions if _same_answers(main, answers[offer]) else differing).append(offer)
-    served = main.model_copy(update={"protocol_versions": _known_order(versions)})
+    # Not negotiated: which other revisions it speaks is unknown, as in older snapshots.
+    known = _known_order(versions) if options.negotiate else None
+    served = main.model_copy(update={"protocol_versions": known})
     capture = _provenance(target).model_copy(
         update={"client_capabilities": declared, "versions_differing": differing or None}
     )

@@ -23,6 +23,8 @@ ALLOWED_TOP_LEVEL = {
     "collections",
     "importlib",
     "types",
+    "warnings",
+    "functools",
     "prereg",
 }
 

@@ -18,6 +18,7 @@ the verdict ``incomplete``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +29,7 @@ from prereg.core.workspace import Workspace
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
-from prereg.reports import contrasts, controls, exploratory, family, stopping
+from prereg.reports import contrasts, controls, exploratory, family, judged, stopping
 from prereg.reports.arms import arm_report, denominators, pooled_icc
 from prereg.reports.invokerank import invokerank_report
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, require_claim
@@ -48,6 +49,7 @@ from prereg.reports.pairs import PairData, build_pairs
 from prereg.reports.pairwise import pairwise_changes
 from prereg.reports.registered import run_test
 from prereg.reports.verdict import final_verdict
+from prereg.runners.verdicts import Verdict as JudgeVerdict
 
 
 @dataclass(frozen=True)
@@ -245,8 +247,14 @@ def _family(
     return family.multiplicity_report(reg, primary_pairs, secondary, inputs.seed, prior)
 
 
-def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> Report:
-    """Everything after loading: completeness, the registered analysis, the verdict."""
+def build_report(
+    loaded: LoadedRuns,
+    head: dict[str, Any],
+    options: Options,
+    verdicts: Sequence[JudgeVerdict] = (),
+) -> Report:
+    """Everything after loading: completeness, the registered analysis, the verdict;
+    ``verdicts``: the registered judges' (:mod:`prereg.reports.judged`)."""
     entry = loaded.entry
     reg = entry.registration
     seed = reg.design.seed
@@ -376,7 +384,12 @@ def build_report(loaded: LoadedRuns, head: dict[str, Any], options: Options) -> 
         controls=controls.control_reports(
             controls.Context(reg, loaded.used, loaded.task_order, loaded.intents, loaded.offers)
         ),
-        invokerank=invokerank_report(reg, loaded.used),
+        invokerank=invokerank_report(
+            reg,
+            judged.with_completed(reg, loaded.used, verdicts),
+            native=judged.verdict_map(reg, verdicts, "native_self_service"),
+        ),
+        judged=judged.judged_report(entry, loaded.used, verdicts),
         registration_document=reg.model_dump(mode="json"),
         provenance=ReportProvenance(
             prereg_version=code_version(),
@@ -403,8 +416,9 @@ def analyse(
     if records is None and loaded.records:
         require_claim(registry, entry)
     loaded = replace(loaded, chains=anchor_chains(registry, entry, loaded.chains))
+    verdicts = judged.load_verdicts(ws.runs, entry)  # exit 3 on a foreign rubric
     head = registry.head().to_json()  # after the anchor, so the report pins it
-    return build_report(loaded, head, options)
+    return build_report(loaded, head, options, verdicts)
 
 
 def anchor_chains(

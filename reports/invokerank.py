@@ -424,8 +424,10 @@ def arm_invokerank(
     seed: int | None,
     draws: int = 4000,
     intent_weights: Mapping[str, float] | None = None,
+    native: Mapping[str, bool] | None = None,
 ) -> ArmInvokeRank:
-    """The InvokeRank block of one arm (module docstring)."""
+    """The InvokeRank block of one arm (module docstring); ``native``: record id -> the
+    native judge's verdict (:mod:`prereg.reports.judged`)."""
     runs = _positive(observations, meta.id)
     level, stages, reason = score_level(runs)
     evidence, mixed = _evidence(
@@ -446,7 +448,7 @@ def arm_invokerank(
         "symbol": symbol,
     }
     if not mixed:
-        base.update(choice_blocks(observations, meta.id, seed, runs))
+        base.update(choice_blocks(observations, meta.id, seed, runs, native))
     if level == "not_computed":
         return ArmInvokeRank(**base, level=level, reason=reason, stages=[], q=None)
     prompts = prompt_counts(runs, stages)
@@ -570,12 +572,16 @@ def invokerank_section(
     metas: Sequence[ArmMeta],
     seed: int | None,
     intent_weights: Mapping[str, float] | None = None,
+    native: Mapping[str, bool] | None = None,
 ) -> InvokeRankReport | None:
     """The InvokeRank section over the given arms (None when no run was analysed)."""
     if not observations:
         return None
     arms = mark_ties(
-        [arm_invokerank(observations, meta, seed, intent_weights=intent_weights) for meta in metas]
+        [
+            arm_invokerank(observations, meta, seed, intent_weights=intent_weights, native=native)
+            for meta in metas
+        ]
     )
     return InvokeRankReport(
         note=NOTE,
@@ -588,10 +594,17 @@ def invokerank_section(
     )
 
 
-def invokerank_report(reg: Registration, observations: Sequence[Obs]) -> InvokeRankReport | None:
-    """The section for a registration's analysed runs (``build_report`` calls this)."""
+def invokerank_report(
+    reg: Registration, observations: Sequence[Obs], native: Mapping[str, bool] | None = None
+) -> InvokeRankReport | None:
+    """The section for a registration's analysed runs (``build_report`` calls this);
+    ``native``: the native judge's verdicts by record id, for the Agent Resolution Split."""
     return invokerank_section(
-        observations, arm_metas(reg), reg.design.seed, intent_weights=reg.intent_weights
+        observations,
+        arm_metas(reg),
+        reg.design.seed,
+        intent_weights=reg.intent_weights,
+        native=native,
     )
 
 
@@ -857,7 +870,7 @@ def competitor_levers(
 
 SPLIT_NOTE_DEGENERATE = (
     "{n} positive run(s) ended with no external call and carry no native-judge verdict "
-    "(no native judge has run): they are kept in the denominator as 'unjudged', and the "
+    "({why}): they are kept in the denominator as 'unjudged', and the "
     "Host Self-Serve Rate and No-tool Decline Rate are unknown. The published split, "
     "which drops unjudged runs from its denominator, is not shown (the seed's degenerate "
     "split, 6.3)."
@@ -905,8 +918,11 @@ def _rate(value: stats.ProportionInterval | None) -> ResolutionRate | None:
     )
 
 
-def resolution_block(observations: Sequence[Obs], arm: str) -> ResolutionSplitReport | None:
-    """The Agent Resolution Split of the arm's positive runs (no native verdicts yet)."""
+def resolution_block(
+    observations: Sequence[Obs], arm: str, native: Mapping[str, bool] | None = None
+) -> ResolutionSplitReport | None:
+    """The Agent Resolution Split of the arm's positive runs; ``native``: record id -> the
+    native judge's parsed verdict (a run without one is unjudged)."""
     runs = [
         o
         for o in observations
@@ -918,7 +934,7 @@ def resolution_block(observations: Sequence[Obs], arm: str) -> ResolutionSplitRe
     tasks = list(dict.fromkeys(o.task_id for o in runs))
     split = resolution_split(
         [str(o.terminal_class) for o in runs],
-        [None] * len(runs),  # the native judge (issue 18) records no verdict yet
+        [(native or {}).get(o.record_id) for o in runs],
         [intents.index(o.intent) for o in runs],
         [tasks.index(o.task_id) for o in runs],
         len(intents),
@@ -926,7 +942,10 @@ def resolution_block(observations: Sequence[Obs], arm: str) -> ResolutionSplitRe
     )
     names = SPLIT_CLASSES
     note = (
-        SPLIT_NOTE_DEGENERATE.format(n=split.unjudged)
+        SPLIT_NOTE_DEGENERATE.format(
+            n=split.unjudged,
+            why="no native judge has run" if not native else "not judged yet, or unparseable",
+        )
         if split.degenerate
         else "every no-tool run is judged"
     )
@@ -950,7 +969,11 @@ def resolution_block(observations: Sequence[Obs], arm: str) -> ResolutionSplitRe
 
 
 def choice_blocks(
-    observations: Sequence[Obs], arm: str, seed: int | None, positive: Sequence[Obs]
+    observations: Sequence[Obs],
+    arm: str,
+    seed: int | None,
+    positive: Sequence[Obs],
+    native: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
     """The first-choice, terminal and split blocks of one arm (fields of ArmInvokeRank)."""
     ch = first_choices(positive)
@@ -958,5 +981,5 @@ def choice_blocks(
         "rating": None if ch is None else invoke_rating_block(ch, arm, seed),
         "shares": None if ch is None else shares_block(ch, arm, seed),
         "terminal": terminal_rows(observations, arm),
-        "resolution": resolution_block(observations, arm),
+        "resolution": resolution_block(observations, arm, native),
     }

@@ -363,6 +363,9 @@ class Report(Model):
     invokerank: InvokeRankReport | None = Field(
         None, description="the InvokeRank score per arm (descriptive; never the verdict)"
     )
+    judged: JudgedReport | None = Field(
+        None, description="the registered judges' verdicts (issue 18; never the verdict)"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -595,6 +598,46 @@ class InvokeRankReport(Model):
     seed: int | None
     pass_k: int
     arms: list[ArmInvokeRank]
+
+
+class JudgedRate(Model):
+    """One judge's rate on one arm: verdicts met over verdicts that parsed."""
+
+    arm: str
+    judge: str
+    outcome: str
+    needed: int = Field(description="runs that need this judge's verdict")
+    judged: int = Field(description="verdicts that parsed")
+    unparseable: int
+    unjudged: int = Field(description="runs with no verdict yet (unparseable ones included)")
+    met: int
+    rate: float | None
+    label: str = Field(
+        description="'uncalibrated judge' unless a gold set corrects it (never a finding)"
+    )
+    corrected: dict[str, Any] | None = Field(
+        None, description="the prediction-powered rate with its interval, when gold exists"
+    )
+    provenance: Provenance
+
+
+class JudgeInfo(Model):
+    judge: str
+    outcome: str
+    driver: str
+    model: str
+    rubric: str
+    rubric_version: str
+    rubric_digest: str
+    judge_digest: str
+    confound_declared: bool
+    models_returned: list[str]
+
+
+class JudgedReport(Model):
+    note: str
+    judges: list[JudgeInfo]
+    rates: list[JudgedRate]
 
 
 # ``Report.invokerank`` names InvokeRankReport, defined after Report: resolve it now.

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from prereg.core.untrusted import display
+from prereg.reports.judged_text import judged_lines
 from prereg.reports.model import Report
 from prereg.reports.text import (
     EXPLORATORY_BANNER,
@@ -126,6 +127,8 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
             )
         console.print(controls)
     _invokerank(r, console)
+    for line in judged_lines(r):
+        console.print(display(line))
     comp = r.completeness
     console.print(
         display(

@@ -1,0 +1,129 @@
+"""analyse consumes verdicts: the split's unjudged count, the label, the rubric refusal."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prereg.registry.schema import Registration
+from prereg.reports.judged import with_completed
+from prereg.reports.observations import Obs
+from prereg.runners.verdicts import Verdict, VerdictStore
+from tests.judging.helpers import local_judges, registration, write
+
+
+def _analyse(cli, ws: Path) -> dict:
+    result = cli("--workspace", ws, "analyse", "judged", "--json")
+    assert result.code == 0, result.stderr
+    return result.json()
+
+
+def test_split_counts_unjudged_until_judged_then_uses_verdicts(cli, ws: Path) -> None:
+    path = write(ws, registration("judged", judge=local_judges(), repeats=2))
+    assert cli("--workspace", ws, "register", path).code == 0
+    assert cli("--workspace", ws, "run", "judged", "--no-progress").code == 0
+    before = _analyse(cli, ws)
+    splits = [a["resolution"] for a in before["invokerank"]["arms"] if a["resolution"]]
+    no_tool = sum(s["counts"]["searched_then_declined"] + s["counts"]["unjudged"] for s in splits)
+    assert no_tool > 0
+    for s in splits:
+        if s["unjudged"]:
+            # unjudged runs stay in the denominator; the rates that would drop them are not shown
+            assert s["degenerate"] and s["host_self_serve"] is None
+            assert s["counts"]["native_self_service"] == 0
+            assert s["note"].startswith(f"{s['unjudged']} positive run(s)")
+    assert all(r["unjudged"] == r["needed"] for r in before["judged"]["rates"])
+
+    assert cli("--workspace", ws, "judge", "judged").code == 0
+    after = _analyse(cli, ws)
+    for s in (a["resolution"] for a in after["invokerank"]["arms"] if a["resolution"]):
+        assert s["unjudged"] == 0 and not s["degenerate"]
+        assert s["host_self_serve"] is not None
+    for rate in after["judged"]["rates"]:
+        assert rate["unjudged"] == 0
+        assert rate["label"].startswith("uncalibrated judge")
+        assert rate["corrected"] is None  # no gold set: never a corrected figure
+    text = cli("--workspace", ws, "analyse", "judged")
+    assert "uncalibrated judge" in text.stdout
+
+
+def test_verdict_under_another_rubric_is_refused(cli, ws: Path) -> None:
+    path = write(ws, registration("judged", judge=local_judges()[:1], repeats=1))
+    assert cli("--workspace", ws, "register", path).code == 0
+    assert cli("--workspace", ws, "run", "judged", "--no-progress").code == 0
+    assert cli("--workspace", ws, "judge", "judged").code == 0
+    assert _analyse(cli, ws)["judged"]["rates"]
+    with VerdictStore(ws / "runs") as store:
+        digest = _analyse(cli, ws)["digest"]
+        good = store.verdicts(digest)[0]
+        foreign = good.model_copy(
+            update={
+                "verdict_id": "f" * 32,
+                "record_id": "another-run-0001",
+                "rubric_version": "v2",
+                "rubric_digest": "sha256:" + "0" * 64,
+                "chain": None,
+            }
+        )
+        store.append(foreign)
+    result = cli("--workspace", ws, "analyse", "judged")
+    assert result.code == 3
+    assert "rubric" in result.stderr and "v2" in result.stderr
+
+
+def _obs(record_id: str, completed: bool | None, executed: bool | None) -> Obs:
+    return Obs(
+        record_id=record_id,
+        registration_id="r",
+        digest="sha256:" + "1" * 64,
+        arm="a",
+        task_id="t",
+        intent="i",
+        cluster="c",
+        polarity="positive",
+        repeat=0,
+        rotation=0,
+        status="ok",
+        evidence_class="api",
+        driver="anthropic",
+        model_requested="m",
+        model_returned="m",
+        success=True,
+        funnel={"executed": executed, "completed": completed},
+        terminal_class="focal",
+        selection_rate=None,
+        cost_usd=None,
+        tokens=None,
+    )
+
+
+def test_completed_takes_verdicts_only_where_no_oracle_decided() -> None:
+    reg_doc = registration("judged", judge=local_judges())
+    reg = Registration.model_validate(reg_doc)
+    now = datetime.now(UTC)
+
+    def verdict(record_id: str, met: bool | None, parse: str = "ok") -> Verdict:
+        return Verdict(
+            verdict_id=f"v-{record_id}-0000",
+            record_id=record_id,
+            registration_id="judged",
+            registration_digest="sha256:" + "1" * 64,
+            judge="completed",
+            judge_digest="sha256:" + "2" * 64,
+            outcome="completed",
+            rubric="judge-rubric.md",
+            rubric_version="v1",
+            rubric_digest="sha256:" + "3" * 64,
+            driver="local",
+            prompt="p",
+            raw_response="r",
+            parse=parse,  # type: ignore[arg-type]
+            met=met,
+            started_at=now,
+            finished_at=now,
+        )
+
+    obs = [_obs("live", None, True), _obs("oracle", False, True), _obs("bad", None, True)]
+    verdicts = [verdict("live", True), verdict("oracle", True), verdict("bad", None, "unparseable")]
+    out = {o.record_id: o.funnel["completed"] for o in with_completed(reg, obs, verdicts)}
+    assert out == {"live": True, "oracle": False, "bad": None}

@@ -1,0 +1,29 @@
+"""The bundled judged podcast-selection study, offline with the local judges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DRAFT = "podcast-selection-judged"
+
+
+def test_bundled_study_shows_judged_completed_and_split(cli, ws: Path) -> None:
+    assert cli("-w", ws, "register", ws / "drafts" / f"{DRAFT}.yaml").code == 0
+    assert cli("-w", ws, "run", DRAFT, "--no-progress").code == 0
+    before = cli("-w", ws, "analyse", DRAFT, "--json").json()
+    unjudged = [a["resolution"]["unjudged"] for a in before["invokerank"]["arms"]]
+    assert sum(unjudged) > 0  # no-tool runs exist and are unjudged before the judge ran
+    judged = cli("-w", ws, "judge", DRAFT, "--json")
+    assert judged.code == 0, judged.stderr
+    assert judged.json()["remaining"] == 0 and judged.json()["unparseable"] == 0
+    report = cli("-w", ws, "analyse", DRAFT, "--json").json()
+    rates = {(r["arm"], r["judge"]): r for r in report["judged"]["rates"]}
+    completion = rates[("descriptive", "completion")]
+    assert completion["judged"] == completion["needed"] > 0
+    assert completion["rate"] is not None and completion["label"].startswith("uncalibrated")
+    for arm in report["invokerank"]["arms"]:
+        split = arm["resolution"]
+        assert split["unjudged"] == 0 and split["host_self_serve"] is not None
+    assert sum(rates[(a, "native")]["judged"] for a in ("descriptive", "placeholder")) == sum(
+        unjudged
+    )

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from prereg.commands._common import JsonOpt, bundled_sources, target_root, workspace
+from prereg.commands.store_opt import StoreOpt
 from prereg.core.errors import IntegrityError
 from prereg.core.output import console, emit, print_json, short_digests
 from prereg.core.untrusted import display
@@ -17,6 +18,7 @@ from prereg.core.workspace import Workspace
 from prereg.core.workspace import init_workspace as create_workspace
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import verify as verify_registry
+from prereg.runners.stores import resolve_store
 from prereg.runners.verify_runs import verify_runs
 
 REGISTER_HELP = """Freeze a registration under its digest in the append-only registry.
@@ -144,7 +146,7 @@ def register_cmd(
     emit(data, as_json, human)
 
 
-def verify_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def verify_cmd(ctx: typer.Context, store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """Recompute every digest, object hash, the ledger chain and every run chain; exit 3
     on any problem.
 
@@ -156,7 +158,7 @@ def verify_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     ws = workspace(ctx)
     registry = Registry(ws.registry)
     report = verify_registry(registry, ws.experiments)
-    runs = verify_runs(ws.runs, registry)
+    runs = verify_runs(resolve_store(ws.runs, store), registry)
     problems = [*report.problems, *runs.problems]
     data = report.to_json()
     data.update(ok=not problems, problems=[p.to_json() for p in problems], runs=runs.to_json())

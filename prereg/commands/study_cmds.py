@@ -20,6 +20,9 @@ from prereg.core.files import write_atomic
 from prereg.core.output import console, dumps, emit, short_digests
 from prereg.core.untrusted import display
 from prereg.experiments.toolbottleneck import CompiledFamily, compile_family, load_family
+from prereg.experiments.toolbottleneck.study import load_study
+from prereg.reports.toolbottleneck_study import check_out, write_study
+from prereg.runners.toolbottleneck_study import run_study
 
 app = typer.Typer(
     help="ToolBottleneckBench studies: compile task families into matched pressure variants.",
@@ -38,6 +41,50 @@ that does not round-trip is refused (exit 2) and nothing is written.
 
 With --out DIR: one JSON file per variant under DIR/<family>/ and an index.json with
 the sets and digests. Without it, --json prints the whole compiled document."""
+
+
+RUN_HELP = """Run a study's compiled variants offline on the SIMULATED policy and report.
+
+The policy (prereg.runners.toolbottleneck_host) is seeded and pressure-sensitive, not a
+model: it shows what the study computes, not how any agent behaves. Every episode runs
+under the seed's harness contract (call limit = certified minimum + 2, turn limit = call
+limit + 2, the infeasibility stop, the routed menu where the study asks for it). Writes
+OUT/records.jsonl and OUT/report.md (the capacity contrasts with Holm-adjusted p values,
+the failure census, repairs against switches). A bad study, family or --out is refused
+(exit 2) before anything runs.
+
+  prereg study run experiments/toolbottleneck/study.yaml --out reports/toolbottleneck"""
+
+
+@app.command("run", help=RUN_HELP)
+def run_cmd(
+    study: Annotated[Path, typer.Argument(help="The study YAML file.", metavar="STUDY.yaml")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder for records.jsonl and report.md.")
+    ],
+    draws: Annotated[int, typer.Option("--draws", min=100, help="Bootstrap draws.")] = 10_000,
+    as_json: JsonOpt = False,
+) -> None:
+    check_out(out)
+    loaded = load_study(study)
+    result = run_study(loaded, str(study))
+    written = write_study(
+        out, result, loaded.spec.baseline_arm, draws=draws, repairs=loaded.spec.repairs
+    )
+    summary: dict[str, Any] = {
+        "study": loaded.spec.id,
+        "digest": result.digest,
+        "episodes": len(result.records),
+        "successes": sum(1 for r in result.records if r.success),
+        "evidence_class": "simulated",
+        "written": [str(p) for p in written],
+    }
+
+    def human() -> None:
+        for key, value in summary.items():
+            console.print(display(f"{key}: {value}"))
+
+    emit(summary, as_json, human)
 
 
 def register(root: typer.Typer) -> None:

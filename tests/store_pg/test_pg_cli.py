@@ -56,3 +56,18 @@ def test_environment_names_the_store(
     result = cli("-w", registered, "run", "music-library-pilot")
     assert result.code == 1 and "cannot reach the run store" in result.stderr
     assert not (registered / "runs" / "runs.sqlite").exists()  # not silently SQLite
+
+
+def test_verify_reads_the_store_it_is_given(
+    registered: Path, cli: Callable[..., CliResult], pg_url: str
+) -> None:
+    """``verify --store`` checks the PostgreSQL chains the registry anchored; the
+    workspace's own (empty) store lacks them, which verify reports as a problem."""
+    run = cli("-w", registered, "run", "music-library-pilot", "--store", pg_url, "--json")
+    assert run.code == 0, run.stderr
+    shared = cli("-w", registered, "verify", "--store", pg_url, "--json")
+    assert shared.code == 0, shared.stdout
+    assert shared.json()["runs"]["records"] == run.json()["completed"] > 0
+    local = cli("-w", registered, "verify", "--json")
+    assert local.code == 3 and local.json()["runs"]["records"] == 0
+    assert [p["kind"] for p in local.json()["runs"]["problems"]] == ["runs-anchor"]

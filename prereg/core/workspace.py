@@ -136,7 +136,10 @@ def init_workspace(root: Path, sources: Mapping[str, Traversable]) -> dict[str, 
         (ws.root / sub).mkdir(parents=True, exist_ok=True)
     for sub, source in sources.items():
         _copy_tree(source, ws.root / sub, written, skipped, ws)
-    experiments = sorted(p.name for p in ws.experiments.iterdir() if p.is_dir())
+    # an experiment is a folder with its experiment.yaml (study folders hold families)
+    experiments = sorted(
+        p.name for p in ws.experiments.iterdir() if (p / "experiment.yaml").is_file()
+    )
     drafts = sorted(p.name for p in ws.drafts.glob("*.yaml"))
     return {
         "workspace": str(ws.root),

@@ -190,3 +190,14 @@ def test_killed_judge_resumes_without_double_verdicts(cli, ws: Path, fake: FakeC
     verdicts = _verdicts(ws)
     assert len(verdicts) == needed
     assert len({(v.record_id, v.judge_digest) for v in verdicts}) == needed
+
+
+def test_missing_key_refused_before_anything(
+    cli, ws: Path, fake: FakeChat, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _setup(cli, ws, fake)
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    result = cli("--workspace", ws, "judge", "sdk")
+    assert result.code == 2 and "ANTHROPIC_API_KEY" in result.stderr
+    assert fake.model_requests == 0
+    assert not (ws / "runs" / "verdicts.sqlite").exists()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from prereg.core.errors import IntegrityError
-from prereg.runners.judging import enforce, parse_answer
+from prereg.registry.judges import Judge
+from prereg.runners.judging import enforce, parse_answer, sampled
 from prereg.runners.verdicts import DuplicateVerdict, VerdictStore
 from tests.judging.helpers import local_judges, registration, write
 
@@ -145,3 +146,13 @@ def test_parse_and_native_rule() -> None:
         assert parsed is not None
         verdict, why = enforce(parsed, "native_self_service")
         assert verdict is met and (why is None) == met
+
+
+def test_sample_rule_is_a_fixed_share_chosen_by_run_id() -> None:
+    judge = Judge.model_validate({**local_judges()[0], "sample": 0.3})
+    ids = [f"run-{i:05d}" for i in range(2000)]
+    chosen = {i for i in ids if sampled(i, judge)}
+    assert 0.26 < len(chosen) / len(ids) < 0.34
+    assert chosen == {i for i in ids if sampled(i, judge)}  # the same runs on resume
+    every = Judge.model_validate(local_judges()[0])
+    assert all(sampled(i, every) for i in ids[:50])

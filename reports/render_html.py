@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prereg.reports.figures import FIGURES
+from prereg.reports.judged_text import judged_lines
 from prereg.reports.model import Report, TestReport
 from prereg.reports.text import (
     CONTROLS_NOTE,
@@ -330,6 +331,14 @@ def _controls(r: Report) -> list[Any]:
     return body
 
 
+def _judged(r: Report) -> list[Any]:
+    """The judged-outcome section (issue 18): unjudged counts first, rates labelled."""
+    lines = judged_lines(r)
+    if not lines:
+        return []
+    return [el("h2", lines[0]), el("ul", *[el("li", line.strip()) for line in lines[1:]])]
+
+
 def _invokerank(r: Report) -> list[Any]:
     """The InvokeRank section (descriptive; IR_DS labelled; evidence classes apart)."""
     if r.invokerank is None:
@@ -419,7 +428,7 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     intents = _intents(r, figures)
     body = _title(r) + _registration(r) + _runs(r) + _arms(r, figures) + _primary(r)
     body += _stopping(r, figures) + _secondary(r) + _multiplicity(r)
-    body += _registered_intents(r, intents) + _controls(r) + _invokerank(r)
+    body += _registered_intents(r, intents) + _controls(r) + _invokerank(r) + _judged(r)
     body += _exploratory(r, figures, intents)
     body += _surfaces(r) + _provenance(r)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from prereg.core.untrusted import markdown_block, markdown_code, markdown_text
 from prereg.reports.figures import FIGURES
+from prereg.reports.judged_text import judged_lines
 from prereg.reports.model import Report, TestReport
 from prereg.reports.text import (
     CONTROLS_NOTE,
@@ -286,6 +287,14 @@ def _controls(r: Report) -> list[str]:
     return out
 
 
+def _judged(r: Report) -> list[str]:
+    """The judged-outcome section (issue 18): unjudged counts first, rates labelled."""
+    lines = judged_lines(r)
+    if not lines:
+        return []
+    return [f"## {esc(lines[0])}", ""] + [f"- {esc(line.strip())}" for line in lines[1:]] + [""]
+
+
 def _invokerank(r: Report) -> list[str]:
     """The InvokeRank section (descriptive; IR_DS labelled; evidence classes apart)."""
     if r.invokerank is None:
@@ -373,5 +382,6 @@ def render(report: Report) -> str:
     out = _title(r) + _registration(r) + _runs(r) + _arms(r) + _primary(r) + _stopping(r)
     out += _secondary(r) + _multiplicity(r) + _registered_intents(r, intents) + _controls(r)
     out += _invokerank(r)
+    out += _judged(r)
     out += _exploratory(r, intents) + _surfaces(r) + _figures(r) + _provenance(r)
     return "\n".join(out)

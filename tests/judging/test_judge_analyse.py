@@ -92,3 +92,22 @@ def test_completed_takes_verdicts_only_where_no_oracle_decided() -> None:
     verdicts = [verdict("live", True), verdict("oracle", True), verdict("bad", None, "unparseable")]
     out = {o.record_id: o.funnel["completed"] for o in with_completed(reg, obs, verdicts)}
     assert out == {"live": True, "oracle": False, "bad": None}
+
+
+def test_judged_section_escapes_hostile_strings(cli, ws: Path) -> None:
+    hostile = "<script>alert(1)</script> **x** [red]y[/red]"
+    judge = {**local_judges()[0], "rubric_version": hostile}
+    path = write(ws, registration("judged", judge=[judge], repeats=1))
+    assert cli("--workspace", ws, "register", path).code == 0
+    assert cli("--workspace", ws, "run", "judged", "--no-progress").code == 0
+    assert cli("--workspace", ws, "judge", "judged").code == 0
+    result = cli("--workspace", ws, "analyse", "judged")
+    assert result.code == 0, result.stderr
+    folder = ws / "reports" / "judged"
+    html = (folder / "report.html").read_text()
+    md = (folder / "report.md").read_text()
+    assert "Judged outcomes" in html and "Judged outcomes" in md
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>alert(1)</script>" not in md and "**x**" not in md
+    assert "uncalibrated judge" in md

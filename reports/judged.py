@@ -19,9 +19,12 @@ not name: a verdict under a rubric revised after the fact is never mixed in (Inv
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from prereg import stats
 from prereg.core.errors import IntegrityError
 from prereg.registry.judges import Judge, judge_digest
 from prereg.registry.registry import Entry
@@ -116,6 +119,7 @@ def _rate(judge: Judge, arm: str, runs: list[Obs], mine: Mapping[str, Verdict]) 
     parsed = [mine[o.record_id] for o in runs if o.record_id in mine]
     ok = [v for v in parsed if v.parse == "ok" and v.met is not None]
     met = sum(1 for v in ok if v.met)
+    agreement = _oracle_agreement(judge, runs, mine) if judge.outcome == "completed" else None
     return JudgedRate(
         arm=arm,
         judge=judge.key,
@@ -127,6 +131,7 @@ def _rate(judge: Judge, arm: str, runs: list[Obs], mine: Mapping[str, Verdict]) 
         met=met,
         rate=met / len(ok) if ok else None,
         label=f"{UNCALIBRATED} (no gold set registered)",
+        oracle_agreement=agreement,
         provenance=Provenance(
             function="prereg.reports.judged.judged_report",
             parameters={"rubric": judge.rubric, "rubric_version": judge.rubric_version},
@@ -134,6 +139,38 @@ def _rate(judge: Judge, arm: str, runs: list[Obs], mine: Mapping[str, Verdict]) 
             runs=runset([o.unit for o in runs], f"arm {arm}; runs needing {judge.outcome}"),
         ),
     )
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def _oracle_agreement(
+    judge: Judge, runs: list[Obs], mine: Mapping[str, Verdict]
+) -> dict[str, Any] | None:
+    """The judge against an oracle's Completed on the runs where both decided."""
+    pairs = [
+        (int(bool(o.funnel.get("completed"))), int(bool(mine[o.record_id].met)))
+        for o in runs
+        if o.funnel.get("completed") is not None
+        and o.record_id in mine
+        and mine[o.record_id].parse == "ok"
+        and mine[o.record_id].met is not None
+    ]
+    if not pairs:
+        return None
+    oracle, verdict = zip(*pairs, strict=True)
+    kappa = stats.cohens_kappa(list(oracle), list(verdict), categories=[0, 1], level=0.95)
+    return {
+        "runs": len(pairs),
+        "agree": sum(1 for a, b in pairs if a == b),
+        "kappa": _finite(kappa.estimate),
+        "kappa_low": _finite(kappa.low),
+        "kappa_high": _finite(kappa.high),
+        "level": 0.95,
+        "function": "prereg.stats.cohens_kappa",
+        "note": kappa.note or None,
+    }
 
 
 def judged_report(

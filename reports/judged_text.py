@@ -30,8 +30,13 @@ def judged_lines(report: Report) -> list[str]:
             corrected = (
                 f"; prediction-powered {c['estimate']:.1%} ({c['low']:.1%} to {c['high']:.1%})"
             )
+        oracle = ""
+        if r.oracle_agreement is not None:
+            a = r.oracle_agreement
+            kappa = "undefined" if a["kappa"] is None else f"{a['kappa']:.2f}"
+            oracle = f"; against the oracle: {a['agree']}/{a['runs']} agree, kappa {kappa}"
         out.append(
             f"  {r.arm} / {r.judge}: unjudged {r.unjudged} of {r.needed} "
-            f"({r.unparseable} unparseable); judge rate {rate} [{r.label}]{corrected}"
+            f"({r.unparseable} unparseable); judge rate {rate} [{r.label}]{corrected}{oracle}"
         )
     return out

@@ -618,6 +618,12 @@ class JudgedRate(Model):
     corrected: dict[str, Any] | None = Field(
         None, description="the prediction-powered rate with its interval, when gold exists"
     )
+    oracle_agreement: dict[str, Any] | None = Field(
+        None,
+        description="the completion judge against the runs' own Completed where an oracle "
+        "decided it: runs, agreements, Cohen's kappa with its interval (a check of the "
+        "judge, not a gold set)",
+    )
     provenance: Provenance
 
 

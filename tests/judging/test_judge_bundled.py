@@ -32,6 +32,10 @@ def test_bundled_study_shows_judged_completed_and_split(cli, ws: Path) -> None:
     completion = rates[("descriptive", "completion")]
     assert completion["judged"] == completion["needed"] > 0
     assert completion["rate"] is not None and completion["label"].startswith("uncalibrated")
+    # local runs carry an oracle's Completed: the judge is checked against it, run by run
+    check = completion["oracle_agreement"]
+    assert check["runs"] == completion["judged"] and 0 <= check["agree"] <= check["runs"]
+    assert "against the oracle" in text.stdout
     for arm in report["invokerank"]["arms"]:
         split = arm["resolution"]
         assert split["unjudged"] == 0 and split["host_self_serve"] is not None

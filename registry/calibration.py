@@ -59,9 +59,6 @@ DEFAULT_POWER = 0.8
 #: simulated data sets per scenario, and bootstrap resamples per data set, by default
 DEFAULT_SIMS = 1000
 DEFAULT_DRAWS = 1000
-#: a percentile bootstrap over fewer clusters than this is anti-conservative (the same
-#: figure as the report's caution, :data:`prereg.reports.registered.FEW_CLUSTERS`)
-FEW_CLUSTERS = 20
 #: the descriptive interval of the difference the report prints for the arms
 DIFFERENCE = "difference (arms)"
 PER_INTENT = "per-intent intervals"

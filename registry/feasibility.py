@@ -38,13 +38,10 @@ from typing import Any
 
 from prereg.core.errors import BadInput
 from prereg.experiments import Task
-from prereg.registry.calibration import (
-    FEW_CLUSTERS,
-    SplitTasks,
-    calibrate_registration,
-)
+from prereg.registry.calibration import SplitTasks, calibrate_registration
 from prereg.registry.schema import Registration
 from prereg.stats import mde_paired
+from prereg.stats.bootstrap import FEW_CLUSTERS
 
 #: simulated data sets per scenario for the gate's calibration of the primary test
 GATE_SIMS = 1000

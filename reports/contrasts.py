@@ -40,6 +40,7 @@ from prereg.reports.model import (
 from prereg.reports.observations import Obs
 from prereg.reports.pairs import runset
 from prereg.reports.verdict import Evidence, read_superiority
+from prereg.stats.bootstrap import FEW_CLUSTERS
 
 #: How a contrast's reading names the two directions (the verdict wording's "arms").
 SIDES = ("negative side", "positive side")
@@ -240,13 +241,17 @@ def contrast_test(
     estimate = done.estimate
     direction = 0 if not estimate else (1 if estimate > 0 else -1)
     spread = bool(means.tasks) and bool(np.ptp(means.values @ np.asarray(list(weights.values()))))
+    few = spec.test == "paired_bootstrap" and done.units < FEW_CLUSTERS
     evidence = Evidence(
         rejects=done.rejects,
         direction=direction,
-        attainable=done.rejects is not None and (spread or bool(estimate)),
+        attainable=done.rejects is not None and (spread or bool(estimate)) and not few,
         unattainable_reason=(
             f"{done.units} {spec.unit}(s) with every weighted cell measured: too few"
             if done.rejects is None
+            else f"only {done.units} {spec.unit}s: a percentile bootstrap over fewer than "
+            f"{FEW_CLUSTERS} is anti-conservative, so its decision cannot be read"
+            if few
             else "the contrast is the same in every unit, so no interval can exclude zero"
         ),
     )

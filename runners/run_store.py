@@ -30,6 +30,26 @@ UnitKey = tuple[str, str, int]
 class DuplicateRecord(Exception):
     """The unit already has an ok record (or this record id was already stored)."""
 
+    @classmethod
+    def of(cls, record: RunRecord, detail: str) -> DuplicateRecord:
+        """Naming the unit the store refused, with the database's own words."""
+        return cls(
+            f"{record.registration_id} {record.arm}/{record.task_id}/repeat "
+            f"{record.repeat}: {detail}"
+        )
+
+
+def append_each(store: RecordStore, records: Iterable[RunRecord]) -> tuple[int, int]:
+    """Append each record in its own transaction; (written, skipped as duplicates)."""
+    written = skipped = 0
+    for record in records:
+        try:
+            store.append(record)
+            written += 1
+        except DuplicateRecord:
+            skipped += 1
+    return written, skipped
+
 
 class ChainConflict(IntegrityError):
     """A record with a chain link that does not continue the stored chain (import; exit 3)."""

@@ -47,6 +47,7 @@ from prereg.runners.run_store import (
     DuplicateRecord,
     UnitClaims,
     UnitKey,
+    append_each,
     indexed_columns,
 )
 
@@ -465,21 +466,11 @@ class RunStore(Database):
                 row,
             )
         except sqlite3.IntegrityError as exc:
-            raise DuplicateRecord(
-                f"{record.registration_id} {record.arm}/{record.task_id}/repeat "
-                f"{record.repeat}: {exc}"
-            ) from None
+            raise DuplicateRecord.of(record, str(exc)) from None
 
     def extend(self, records: Iterable[RunRecord]) -> tuple[int, int]:
         """Append each record in its own transaction; (written, skipped as duplicates)."""
-        written = skipped = 0
-        for record in records:
-            try:
-                self.append(record)
-                written += 1
-            except DuplicateRecord:
-                skipped += 1
-        return written, skipped
+        return append_each(self, records)
 
     # ---- reading -------------------------------------------------------------------------
 

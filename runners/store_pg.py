@@ -42,6 +42,7 @@ from prereg.runners.run_store import (
     StoreUnavailable,
     StoreUnreadable,
     UnitKey,
+    append_each,
     indexed_columns,
 )
 
@@ -396,20 +397,11 @@ class PgRunStore:
                     ),
                 )
         except psycopg.errors.UniqueViolation as exc:
-            raise DuplicateRecord(
-                f"{record.registration_id} {record.arm}/{record.task_id}/repeat "
-                f"{record.repeat}: {_squash(str(exc))}"
-            ) from None
+            raise DuplicateRecord.of(record, _squash(str(exc))) from None
 
     def extend(self, records: Iterable[RunRecord]) -> tuple[int, int]:
-        written = skipped = 0
-        for record in records:
-            try:
-                self.append(record)
-                written += 1
-            except DuplicateRecord:
-                skipped += 1
-        return written, skipped
+        """Append each record in its own transaction; (written, skipped as duplicates)."""
+        return append_each(self, records)
 
     # ---- reading ---------------------------------------------------------------------------
 

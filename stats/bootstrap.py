@@ -12,6 +12,11 @@ from prereg.stats._scipy import stats as sps
 from prereg.stats._validate import probability, vector
 from prereg.stats.results import BootstrapResult
 
+#: Below this many resampled clusters (prompts, or the registered unit) the percentile
+#: interval is known to under-cover (e.g. Cameron, Gelbach and Miller 2008): the report
+#: cautions beside it, the gate warns at register and such a test cannot decide.
+FEW_CLUSTERS = 20
+
 __all__ = ["paired_bootstrap"]
 
 #: draws are generated in blocks of about this many prompt indices (bounds memory)

@@ -41,6 +41,7 @@ from prereg.stats import (
     check_weights,
     factorial_weights,
 )
+from prereg.stats.invokerank import ScoreInterval
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 
@@ -533,6 +534,17 @@ class Plan(Strict):
     alpha: Probability | None = None
 
 
+class InvokeRankSpec(Strict):
+    """How the report's InvokeRank section estimates the score (issue 17, item 5)."""
+
+    interval: ScoreInterval = Field(
+        "published",
+        description="the score's interval method (stats.invokerank.SCORE_INTERVALS): the "
+        "published path's (default) or the calibrated bootstrap (InvokeRank 7.5); the "
+        "other is shown beside it, labelled",
+    )
+
+
 class Registration(Strict):
     """A registration document (YAML). See README, "The registration format"."""
 
@@ -566,6 +578,8 @@ class Registration(Strict):
     )
     #: judges of outcomes no oracle decides (issue 18; registry/judges.py); absent: none
     judge: list[Judge] | None = None
+    #: the InvokeRank score's interval method (issue 17, item 5); absent: published
+    invokerank: InvokeRankSpec | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_intent_weights(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -576,6 +590,8 @@ class Registration(Strict):
             for name in ("intent_weights", "judge"):  # added fields: absent, not in digest
                 if data.get(name) is None:
                     data.pop(name, None)
+            if data.get("invokerank") is None:  # added (issue 17): absent, not digested
+                data.pop("invokerank", None)
         return data
 
     @model_validator(mode="before")

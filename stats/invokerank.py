@@ -65,7 +65,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
@@ -116,6 +116,8 @@ __all__ = [
     "BootstrapScore",
     "replicate_variance",
     "ReplicateVariance",
+    "ScoreInterval",
+    "SCORE_INTERVALS",
 ]
 
 FUNNEL_STAGES: tuple[str, ...] = ("surfaced", "selected", "invoked", "executed", "completed")
@@ -130,6 +132,16 @@ RHO_DEFAULTS: dict[str, float] = {
 KAPPA_BOUNDS: tuple[float, float] = (1.0, 10_000.0)
 DRAWS = 4000
 LEVELS: tuple[float, ...] = (0.90, 0.95)
+#: The score's interval methods a registration may choose (``invokerank: {interval: ...}``;
+#: the schema derives from this table): the one chosen is the score's interval, the other
+#: is shown beside it, labelled.
+ScoreInterval = Literal["published", "calibrated"]
+SCORE_INTERVALS: dict[str, str] = {
+    "published": "the published path's equal-tailed interval of the Q draws (4.1)",
+    "calibrated": "expanded percentile bootstrap of the plug-in score over prompts within "
+    "intents (and sessions when there are two or more; 7.5)",
+}
+assert tuple(SCORE_INTERVALS) == get_args(ScoreInterval)
 
 FloatArray = NDArray[np.float64]
 sparse = LazyModule("scipy.sparse")

@@ -70,7 +70,9 @@ from prereg.stats.invokerank import (
     RATING_RESAMPLES,
     SPLIT_CLASSES,
     TERMINAL_CLASSES,
+    BootstrapScore,
     InvokeRatingResult,
+    ScoreInterval,
     bootstrap_score,
     choice_shares,
     competitor_lever,
@@ -95,10 +97,18 @@ NOTE = (
     "beta-binomial prior by marginal ML with capPrior, conjugate posteriors, seeded draws "
     "of Q = product of stages, roll-up with the registered intent weights (equal by "
     "default). Descriptive: not registered, never the verdict. Scores are 100 x E[Q]. The "
-    "seed reports that these intervals under-cover (7.5); the 'calibrated' interval beside "
-    "them is an expanded percentile bootstrap of the plug-in score over prompts, which "
-    "covers near nominal in bench/invokerank_coverage.py."
+    "seed reports that the published intervals under-cover (7.5); the calibrated interval "
+    "is an expanded percentile bootstrap of the plug-in score over prompts, which covers "
+    "near nominal in bench/invokerank_coverage.py."
 )
+PUBLISHED_METHOD = "published path: equal-tailed interval of the Q draws"
+INTERVAL_NOTES: dict[str, str] = {
+    "published": "The score's interval is the published path's (no invokerank.interval "
+    "registered, or 'published'); the calibrated interval is shown beside it.",
+    "calibrated": "The score's interval is the calibrated one (registered: "
+    "invokerank.interval: calibrated), which also decides ties; the published path's "
+    "interval is shown beside it.",
+}
 DISPLAY_RULE = (
     "overlapping 90% intervals are displayed as 'intervals overlap, reported as tied' "
     "(a display rule, not an equivalence test)"
@@ -247,7 +257,7 @@ def _intent_scores(result: stats.InvokeRankResult, prompts: Prompts, arm: str) -
                 weight=float(result.weights[c]),
                 q=float(result.q[c]),
                 intervals=[
-                    _iv(result.q_low[lv][c], result.q_high[lv][c], lv, "equal-tailed, Q draws")
+                    _iv(result.q_low[lv][c], result.q_high[lv][c], lv, PUBLISHED_METHOD)
                     for lv in LEVELS
                 ],
                 stages=[_stage_estimate(f, c, intent) for f in result.fits],
@@ -425,9 +435,11 @@ def arm_invokerank(
     draws: int = 4000,
     intent_weights: Mapping[str, float] | None = None,
     native: Mapping[str, bool] | None = None,
+    interval: ScoreInterval = "published",
 ) -> ArmInvokeRank:
     """The InvokeRank block of one arm (module docstring); ``native``: record id -> the
-    native judge's verdict (:mod:`prereg.reports.judged`)."""
+    native judge's verdict (:mod:`prereg.reports.judged`); ``interval``: the registered
+    interval method, which gives the score's intervals (the other is kept beside them)."""
     runs = _positive(observations, meta.id)
     level, stages, reason = score_level(runs)
     evidence, mixed = _evidence(
@@ -446,6 +458,7 @@ def arm_invokerank(
         "model": meta.model,
         "label": label,
         "symbol": symbol,
+        "interval_method": interval,
     }
     if not mixed:
         base.update(choice_blocks(observations, meta.id, seed, runs, native))
@@ -470,9 +483,11 @@ def arm_invokerank(
         seed=seed,
         levels=LEVELS,
     )
-    base["calibrated"] = [
-        _iv(boot.rollup_low[lv], boot.rollup_high[lv], lv, boot.method) for lv in LEVELS
+    published = [
+        _iv(result.rollup_low[lv], result.rollup_high[lv], lv, PUBLISHED_METHOD) for lv in LEVELS
     ]
+    calibrated = [_iv(boot.rollup_low[lv], boot.rollup_high[lv], lv, boot.method) for lv in LEVELS]
+    base.update(published=published, calibrated=calibrated)
     choices = first_choices(runs)
     if choices is not None and "competitor" in choices.roles:
         base["lever_competitor"] = competitor_levers(result, prompts, choices)
@@ -492,21 +507,12 @@ def arm_invokerank(
         reason=reason,
         stages=list(stages),
         q=result.rollup,
-        intervals=[
-            _iv(result.rollup_low[lv], result.rollup_high[lv], lv, "equal-tailed, roll-up draws")
-            for lv in LEVELS
-        ],
+        intervals=calibrated if interval == "calibrated" else published,
         weights=weights_text,
         positive_runs=len(runs),
         prompts=len(prompts.tasks),
         intents=[
-            i.model_copy(
-                update={
-                    "calibrated": [
-                        _iv(boot.q_low[lv][c], boot.q_high[lv][c], lv, boot.method) for lv in LEVELS
-                    ]
-                }
-            )
+            _with_calibrated(i, boot, c, interval)
             for c, i in enumerate(_intent_scores(result, prompts, meta.id))
         ],
         priors=_priors(result, prompts.intents),
@@ -526,10 +532,26 @@ def arm_invokerank(
                 "cap": True,
                 "rho_defaults": dict(stats.RHO_DEFAULTS),
                 "kappa_bounds": [1.0, 10_000.0],
+                "interval": interval,
             },
-            registration_field=None,
+            registration_field="invokerank.interval",
             runs=runset(prompts.units, f"arm {meta.id}; positive tasks; status ok"),
         ),
+    )
+
+
+def _with_calibrated(
+    score: IntentScore, boot: BootstrapScore, c: int, interval: ScoreInterval
+) -> IntentScore:
+    """An intent's score with the calibrated intervals beside the published ones, and the
+    registered method's as its intervals."""
+    calibrated = [_iv(boot.q_low[lv][c], boot.q_high[lv][c], lv, boot.method) for lv in LEVELS]
+    return score.model_copy(
+        update={
+            "calibrated": calibrated,
+            "published": score.intervals,
+            "intervals": calibrated if interval == "calibrated" else score.intervals,
+        }
     )
 
 
@@ -573,19 +595,29 @@ def invokerank_section(
     seed: int | None,
     intent_weights: Mapping[str, float] | None = None,
     native: Mapping[str, bool] | None = None,
+    interval: ScoreInterval = "published",
 ) -> InvokeRankReport | None:
-    """The InvokeRank section over the given arms (None when no run was analysed)."""
+    """The InvokeRank section over the given arms (None when no run was analysed);
+    ``interval``: the registered interval method of the score."""
     if not observations:
         return None
     arms = mark_ties(
         [
-            arm_invokerank(observations, meta, seed, intent_weights=intent_weights, native=native)
+            arm_invokerank(
+                observations,
+                meta,
+                seed,
+                intent_weights=intent_weights,
+                native=native,
+                interval=interval,
+            )
             for meta in metas
         ]
     )
     return InvokeRankReport(
-        note=NOTE,
+        note=NOTE + " " + INTERVAL_NOTES[interval],
         display_rule=DISPLAY_RULE,
+        interval_method=interval,
         levels=list(LEVELS),
         draws=4000,
         seed=seed,
@@ -605,6 +637,7 @@ def invokerank_report(
         reg.design.seed,
         intent_weights=reg.intent_weights,
         native=native,
+        interval=reg.invokerank.interval if reg.invokerank is not None else "published",
     )
 
 

@@ -418,7 +418,10 @@ class IntentScore(Model):
     runs: int
     weight: float
     q: float = Field(description="E[Q] by the posterior draws; the score is 100 q")
-    intervals: list[Interval] = Field(description="equal-tailed, at 90% and 95%")
+    intervals: list[Interval] = Field(
+        description="the score's intervals at 90% and 95% by the registered interval method "
+        "(InvokeRankReport.interval_method; published by default)"
+    )
     stages: list[StageEstimate]
     loss_shares: dict[str, float | None] = Field(description="from posterior means (4.2)")
     lever: dict[str, float | None] = Field(
@@ -431,6 +434,11 @@ class IntentScore(Model):
         default_factory=list,
         description="the calibrated alternative: expanded percentile bootstrap of the "
         "plug-in score over prompts (InvokeRank 7.5), at 90% and 95%",
+    )
+    published: list[Interval] = Field(
+        default_factory=list,
+        description="the published path's equal-tailed intervals of the Q draws (4.1), "
+        "at 90% and 95%, whichever method is registered",
     )
 
 
@@ -555,7 +563,18 @@ class ArmInvokeRank(Model):
     reason: str
     stages: list[str]
     q: float | None = Field(description="the roll-up sum_c w_c E[Q_c]; the score is 100 q")
-    intervals: list[Interval] = Field(default_factory=list)
+    intervals: list[Interval] = Field(
+        default_factory=list,
+        description="the score's roll-up intervals by the registered interval method "
+        "(published by default); the tie rule reads these",
+    )
+    interval_method: Literal["published", "calibrated"] = Field(
+        "published", description="the registered invokerank.interval (published when absent)"
+    )
+    published: list[Interval] = Field(
+        default_factory=list,
+        description="the published path's roll-up intervals (4.1), whichever is registered",
+    )
     weights: str = ""
     positive_runs: int = 0
     prompts: int = 0
@@ -593,6 +612,11 @@ class ArmInvokeRank(Model):
 class InvokeRankReport(Model):
     note: str
     display_rule: str
+    interval_method: Literal["published", "calibrated"] = Field(
+        "published",
+        description="the score's interval method (registration field invokerank.interval; "
+        "published when absent); the other method's interval is shown beside it, labelled",
+    )
     levels: list[float]
     draws: int
     seed: int | None

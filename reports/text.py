@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from prereg.reports.model import Interval, Report
+from prereg.reports.model import ArmInvokeRank, IntentScore, Interval, Report
 
 EXPLORATORY_BANNER = (
     "EXPLORATORY: not a confirmatory claim. Nothing in this report may be "
@@ -411,8 +411,21 @@ def _by_stage(values: dict[str, float | None], scale: str) -> str:
     return ", ".join(f"{STAGE_LETTER.get(s, s)} {fmt(v)}" for s, v in values.items()) or "-"
 
 
+def _beside(report: Report) -> str:
+    """The interval method shown beside the score's (the one not registered)."""
+    ir = report.invokerank
+    return "published" if ir is not None and ir.interval_method == "calibrated" else "calibrated"
+
+
+def _other(report: Report, score: ArmInvokeRank | IntentScore) -> Interval | None:
+    """The first (90%) interval of the method not registered, of an arm or an intent."""
+    other = score.published if _beside(report) == "published" else score.calibrated
+    return other[0] if other else None
+
+
 def invokerank_leaderboard(report: Report) -> Table:
-    """Per arm: the roll-up score with its 90% and 95% intervals and the tie display rule."""
+    """Per arm: the roll-up score with its 90% and 95% intervals (by the registered
+    interval method), the other method's 90% interval beside them, and the tie rule."""
     header = [
         "arm",
         "evidence",
@@ -420,7 +433,7 @@ def invokerank_leaderboard(report: Report) -> Table:
         "value",
         "90% interval",
         "95% interval",
-        "calibrated 90%",
+        f"{_beside(report)} 90%",
         "runs",
         "tied with (90% intervals overlap)",
     ]
@@ -436,7 +449,7 @@ def invokerank_leaderboard(report: Report) -> Table:
                 points(a.q),
                 points_interval(ivs.get(0.9)),
                 points_interval(ivs.get(0.95)),
-                points_interval(a.calibrated[0] if a.calibrated else None),
+                points_interval(_other(report, a)),
                 a.positive_runs,
                 ", ".join(a.tied_with) or "-",
             ]
@@ -452,7 +465,8 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
     scored = [a for a in ir.arms if a.level != "not_computed"]
     out: list[tuple[str, list[str], list[list[Any]]]] = [
         (
-            "Score per arm (roll-up over intents; weights per arm below)",
+            "Score per arm (roll-up over intents; weights per arm below; intervals: "
+            f"{ir.interval_method}, {_beside(report)} beside)",
             *invokerank_leaderboard(report),
         )
     ]
@@ -470,7 +484,7 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
                     points(i.q),
                     points_interval(ivs.get(0.9)),
                     points_interval(ivs.get(0.95)),
-                    points_interval(i.calibrated[0] if i.calibrated else None),
+                    points_interval(_other(report, i)),
                     pct(i.pass_k) + f" ({i.pass_k_prompts} prompts)",
                 ]
             )
@@ -550,7 +564,7 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
                 "value",
                 "90% interval",
                 "95% interval",
-                "calibrated 90%",
+                f"{_beside(report)} 90%",
                 f"pass^{ir.pass_k}",
             ],
             intents,

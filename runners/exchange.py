@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
 from prereg.core.yamlio import format_loc
+from prereg.runners import parquet_export  # a module import: the two modules use each other
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
 
 Format = Literal["jsonl", "csv"]
@@ -166,7 +167,8 @@ def detect_format(path: Path) -> Format:
     if suffix == ".csv":
         return "csv"
     raise BadInput(
-        f"cannot tell the format from the extension '{suffix}' (use .jsonl or .csv)", file=str(path)
+        f"cannot tell the format from the extension '{suffix}' (use .jsonl, .csv or .parquet)",
+        file=str(path),
     )
 
 
@@ -183,6 +185,8 @@ def _bad(path: Path, line: int, exc: Exception) -> BadInput:
 def read_records(path: Path) -> list[tuple[int, RunRecord]]:
     """(line number, record) for every record in the file; BadInput on the first bad one."""
     path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        return parquet_export.read_parquet(path)
     fmt = detect_format(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -21,7 +21,9 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.splits import describe_splits
+from prereg.reports.inspect_export import export_inspect
 from prereg.runners.api import export_registration, import_file, is_stdout, run_registration
+from prereg.runners.export_source import export_parquet
 from prereg.runners.providers.batch import BatchStatus
 from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.providers.runs import estimate_run
@@ -143,7 +145,15 @@ def export(
     out: Annotated[
         Path, typer.Option("--out", "-o", help="File to write; - writes to standard output.")
     ],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl or csv.")] = "jsonl",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="jsonl, csv, parquet (prereg[parquet]) or inspect (prereg[inspect]: one "
+            "Inspect AI log per arm in the folder --out).",
+        ),
+    ] = "jsonl",
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
     as_json: JsonOpt = False,
     store: StoreOpt = None,
@@ -154,25 +164,39 @@ def export(
     existing file unless --force. --out - writes the records to standard output (the
     summary line goes to stderr; --json is refused there, stdout holding the records).
     """
-    if fmt not in ("jsonl", "csv"):
-        raise BadInput(f"unknown format '{fmt}' (use jsonl or csv)", field="format")
+    if fmt not in ("jsonl", "csv", "parquet", "inspect"):
+        raise BadInput(
+            f"unknown format '{fmt}' (use jsonl, csv, parquet or inspect)", field="--format"
+        )
+    if fmt == "inspect":
+        done = export_inspect(workspace(ctx), registration_id, out, force=force, store=store)
+        emit(done, as_json, lambda: console.print(display(_inspect_line(done))))
+        return
     chosen: Literal["jsonl", "csv"] = "jsonl" if fmt == "jsonl" else "csv"
     to_stdout = is_stdout(out)
     if to_stdout and as_json:
         raise BadInput(
             "--json cannot go with --out -: standard output carries the records", field="--json"
         )
-    result = export_registration(
-        workspace(ctx), registration_id, chosen, out, force=force, store=store
-    )
+    if fmt == "parquet":
+        result = export_parquet(workspace(ctx), registration_id, out, force=force, store=store)
+    else:
+        result = export_registration(
+            workspace(ctx), registration_id, chosen, out, force=force, store=store
+        )
     where = "standard output" if to_stdout else str(out)
     line = display(f"wrote {result['records']} record(s) of {registration_id} to {where} ({fmt})")
     emit(result, as_json, lambda: (err_console if to_stdout else console).print(line))
 
 
+def _inspect_line(done: dict[str, Any]) -> str:
+    logs = ", ".join(f"{log['arm']}: {log['samples']} sample(s)" for log in done["logs"])
+    return f"wrote {len(done['logs'])} Inspect log(s) to {done['out']} ({logs})"
+
+
 def import_(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="A .jsonl or .csv export.")],
+    file: Annotated[Path, typer.Argument(help="A .jsonl, .csv or .parquet export.")],
     as_json: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:

@@ -62,6 +62,15 @@ DEFAULT_DRAWS = 1000
 #: the descriptive interval of the difference the report prints for the arms
 DIFFERENCE = "difference (arms)"
 PER_INTENT = "per-intent intervals"
+#: an intent with fewer tasks gets no per-intent interval in the report, only "too few
+#: tasks": a percentile bootstrap over 4 or fewer tasks has at most 35 distinct resampled
+#: means and, with binary outcomes, is often "0.000 to 0.000" (every task agreeing)
+MIN_INTENT_TASKS = 5
+
+
+def too_few_tasks(n: int) -> str | None:
+    """The per-intent interval's null reason for an intent of ``n`` tasks, else None."""
+    return f"too few tasks ({n} < {MIN_INTENT_TASKS})" if n < MIN_INTENT_TASKS else None
 
 
 @dataclass(frozen=True)
@@ -288,7 +297,8 @@ def _descriptive(
 ) -> list[PlannedTest]:
     """The intervals the report prints beside the registered tests: the difference of the
     arms (a paired bootstrap at 1 - alpha of the primary, unit task, 10,000 draws) unless a
-    registered test prints the same one, and one per intent (the same, on its tasks)."""
+    registered test prints the same one, and one per intent (the same, on its tasks) with
+    at least ``MIN_INTENT_TASKS`` tasks (the report prints no interval below it)."""
     alpha, seed = reg.primary.alpha, reg.design.seed
     out = []
     same = any(
@@ -307,6 +317,8 @@ def _descriptive(
         intents = [split.intents[i] for i in indices]
         for intent in dict.fromkeys(intents):
             chosen = np.array([i for i, x in zip(indices, intents, strict=True) if x == intent])
+            if too_few_tasks(chosen.size):
+                continue  # the report prints "too few tasks", not an interval
             out.append(
                 PlannedTest(
                     f"{PER_INTENT}: {intent}",

@@ -31,6 +31,7 @@ from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
 from prereg.reports import contrasts, controls, exploratory, family, judged, stopping
 from prereg.reports.arms import arm_report, denominators, pooled_icc
+from prereg.reports.calibration_store import stored_calibration
 from prereg.reports.invokerank import invokerank_report
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, require_claim
 from prereg.reports.model import (
@@ -418,7 +419,10 @@ def analyse(
     loaded = replace(loaded, chains=anchor_chains(registry, entry, loaded.chains))
     verdicts = judged.load_verdicts(ws.runs, entry)  # exit 3 on a foreign rubric
     head = registry.head().to_json()  # after the anchor, so the report pins it
-    return build_report(loaded, head, options, verdicts)
+    report = build_report(loaded, head, options, verdicts)
+    # a stored `prereg calibrate` table, only when it is of this digest (else a note)
+    report.calibration, report.calibration_note = stored_calibration(ws, entry.id, entry.digest)
+    return report
 
 
 def anchor_chains(

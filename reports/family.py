@@ -2,7 +2,10 @@
 
 Per-intent intervals are *listed, not flagged*, as the InvokeRank seed does:
 each intent's paired difference with its paired bootstrap interval, and no
-mark of significance. Claims about intents are made only through the
+mark of significance. An intent with fewer than ``MIN_INTENT_TASKS`` (5) tasks gets
+no interval: the row says "too few tasks" (``interval`` null, ``interval_note`` the
+reason), since a percentile bootstrap over 2-4 tasks is degenerate (often "0.000 to
+0.000"). Claims about intents are made only through the
 registered multiplicity rule over the registered family:
 
 - ``per-intent``: one hypothesis per intent, tested with the primary test as
@@ -23,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from prereg import stats
+from prereg.registry.calibration import too_few_tasks
 from prereg.registry.schema import Registration
 from prereg.reports.model import (
     Discordant,
@@ -66,7 +70,11 @@ def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float) -> 
         yc, yt, prompts, runs = sub.long_form()
         interval = None
         difference = None
-        if yc.size:
+        few = too_few_tasks(sub.n)
+        if yc.size:  # the bootstrap's estimate: the mean over tasks of each task's mean
+            per_task = [np.mean(yt[prompts == k] - yc[prompts == k]) for k in np.unique(prompts)]
+            difference = float(np.mean(per_task))
+        if yc.size and few is None:
             res = stats.paired_bootstrap(
                 yc,
                 yt,
@@ -90,6 +98,7 @@ def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float) -> 
                 treatment_rate=_mean_runs(sub.treatment_runs),
                 difference=difference,
                 interval=interval,
+                interval_note=few if yc.size else "no paired runs",
                 discordant=Discordant(b=b, c=c, n=b + c),
                 provenance=Provenance(
                     function="prereg.stats.paired_bootstrap",

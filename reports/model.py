@@ -195,6 +195,9 @@ class IntentRow(Model):
     treatment_rate: float | None
     difference: float | None
     interval: Interval | None
+    interval_note: str | None = Field(
+        None, description="why the interval is null (e.g. 'too few tasks (3 < 5)')"
+    )
     discordant: Discordant | None
     provenance: Provenance
 
@@ -216,6 +219,39 @@ class StoppingReport(Model):
     reading: Reading
     reason: str
     provenance: Provenance
+
+
+class CalibrationRowReport(Model):
+    """One row of a stored ``prereg calibrate`` table (see :class:`CalibrationReport`)."""
+
+    label: str
+    test: str
+    quantity: str
+    scenario: str
+    nominal: float | None
+    estimate: float | None
+    mc_se: float | None
+    verdict: str
+    sims: int
+    note: str = ""
+
+
+class CalibrationReport(Model):
+    """The registration's own calibration (``prereg calibrate ID``), shown as it was run:
+    simulated, never an input to the verdict; carried only when its digest is the
+    registration's."""
+
+    digest: str
+    seed: int | None
+    sims: int
+    bootstrap_draws: int
+    computed_at: str
+    prereg_version: str
+    file: str
+    design: dict[str, Any]
+    rows: list[CalibrationRowReport]
+    skipped: list[dict[str, str]] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
 
 
 class ControlReport(Model):
@@ -365,6 +401,14 @@ class Report(Model):
     )
     judged: JudgedReport | None = Field(
         None, description="the registered judges' verdicts (issue 18; never the verdict)"
+    )
+    calibration: CalibrationReport | None = Field(
+        None,
+        description="the stored `prereg calibrate` table of this registration's digest "
+        "(simulated error rates and coverage; never the verdict)",
+    )
+    calibration_note: str | None = Field(
+        None, description="why a stored calibration is not shown (another digest, unreadable)"
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

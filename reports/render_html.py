@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from prereg.reports.calibration_text import TITLE as CALIBRATION_TITLE
+from prereg.reports.calibration_text import calibration_caption, calibration_table
 from prereg.reports.figures import FIGURES
 from prereg.reports.judged_text import judged_lines
 from prereg.reports.model import Report, TestReport
@@ -304,6 +306,18 @@ def _registered_intents(r: Report, intents: list[Any]) -> list[Any]:
     return body
 
 
+def _calibration(r: Report) -> list[Any]:
+    """The stored ``prereg calibrate`` table of this digest, or why one is not shown."""
+    if r.calibration is None:
+        note = r.calibration_note
+        return [] if note is None else [el("p", f"Calibration: {note}", class_="muted")]
+    return [
+        el("h2", CALIBRATION_TITLE),
+        el("p", calibration_caption(r.calibration), class_="muted"),
+        table(*calibration_table(r.calibration)),
+    ]
+
+
 def _controls(r: Report) -> list[Any]:
     body: list[Any] = []
     if r.controls:
@@ -428,7 +442,8 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     intents = _intents(r, figures)
     body = _title(r) + _registration(r) + _runs(r) + _arms(r, figures) + _primary(r)
     body += _stopping(r, figures) + _secondary(r) + _multiplicity(r)
-    body += _registered_intents(r, intents) + _controls(r) + _invokerank(r) + _judged(r)
+    body += _registered_intents(r, intents) + _calibration(r) + _controls(r)
+    body += _invokerank(r) + _judged(r)
     body += _exploratory(r, figures, intents)
     body += _surfaces(r) + _provenance(r)
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from prereg.core.untrusted import markdown_block, markdown_code, markdown_text
+from prereg.reports.calibration_text import TITLE as CALIBRATION_TITLE
+from prereg.reports.calibration_text import calibration_caption, calibration_table
 from prereg.reports.figures import FIGURES
 from prereg.reports.judged_text import judged_lines
 from prereg.reports.model import Report, TestReport
@@ -272,6 +274,15 @@ def _registered_intents(r: Report, intents: list[str]) -> list[str]:
     return out
 
 
+def _calibration(r: Report) -> list[str]:
+    """The stored ``prereg calibrate`` table of this digest, or why one is not shown."""
+    if r.calibration is None:
+        return [] if r.calibration_note is None else [f"Calibration: {esc(r.calibration_note)}", ""]
+    out = [f"## {esc(CALIBRATION_TITLE)}", "", esc(calibration_caption(r.calibration)), ""]
+    out += table(*calibration_table(r.calibration)) + [""]
+    return out
+
+
 def _controls(r: Report) -> list[str]:
     out: list[str] = []
     if r.controls:
@@ -380,7 +391,8 @@ def render(report: Report) -> str:
     r = report
     intents = _intent_table(r)
     out = _title(r) + _registration(r) + _runs(r) + _arms(r) + _primary(r) + _stopping(r)
-    out += _secondary(r) + _multiplicity(r) + _registered_intents(r, intents) + _controls(r)
+    out += _secondary(r) + _multiplicity(r) + _registered_intents(r, intents) + _calibration(r)
+    out += _controls(r)
     out += _invokerank(r)
     out += _judged(r)
     out += _exploratory(r, intents) + _surfaces(r) + _figures(r) + _provenance(r)

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from prereg.core.untrusted import display
+from prereg.reports.calibration_text import calibration_line
 from prereg.reports.judged_text import judged_lines
 from prereg.reports.model import Report
 from prereg.reports.text import (
@@ -129,6 +130,9 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
     _invokerank(r, console)
     for line in judged_lines(r):
         console.print(display(line))
+    calibration = calibration_line(r)
+    if calibration is not None:
+        console.print(display(calibration, style="dim"))
     comp = r.completeness
     console.print(
         display(

@@ -380,7 +380,7 @@ def intent_table(report: Report) -> Table:
             pct(x.control_rate),
             pct(x.treatment_rate),
             num(x.difference),
-            interval(x.interval),
+            x.interval_note if x.interval is None and x.interval_note else interval(x.interval),
             "-" if x.discordant is None else f"{x.discordant.b}, {x.discordant.c}",
         ]
         for x in report.per_intent

@@ -35,6 +35,7 @@ from prereg.registry.calibration import (
 )
 from prereg.registry.calibration_target import load_target
 from prereg.reports.calibration import pilot_figures
+from prereg.reports.calibration_store import store_calibration
 from prereg.stats.calibration import Progress as ProgressCallback
 
 #: the largest --sims and --draws accepted (beyond them a run takes minutes)
@@ -73,7 +74,8 @@ Examples:
 JSON keys: registration, kind, experiment, split, source, target, digest, pilot, sims, seed,
 bootstrap_draws, design (the resolved figures and where each came from), rows (label,
 test, quantity, scenario, nominal, estimate, mc_se, verdict, sims, truth, note),
-per_intent_coverage, skipped, notes, method, elapsed_s.
+per_intent_coverage, skipped, notes, method, elapsed_s, stored (the file written for a
+registered id, shown by `analyse` while the digest matches; null for a draft).
 """
 
 
@@ -218,6 +220,8 @@ def render(doc: dict[str, Any]) -> None:
         )
     for note in doc["notes"]:
         console.print(display(f"note: {note}", "dim"))
+    if doc.get("stored"):
+        console.print(display(f"stored: {doc['stored']} (shown in this registration's report)"))
 
 
 def register(app: typer.Typer) -> None:
@@ -331,4 +335,8 @@ def register(app: typer.Typer) -> None:
             "digest": found.digest,
             "elapsed_s": time.perf_counter() - started,
         }
+        stored = None
+        if found.source == "registered":  # the report of this digest shows it
+            stored = ws.relative(store_calibration(ws, found.registration.id, doc))
+        doc["stored"] = stored
         emit(doc, as_json, lambda: render(doc))

@@ -68,9 +68,8 @@ from prereg.stats.calibration_model import (
     simulate_arms,
 )
 from prereg.stats.paired import (
-    _sup_over_nuisance,
-    _tango_z_grid,
     exact_equivalence_region,
+    upper_region,
 )
 from prereg.stats.permutation import sign_flip_test
 from prereg.stats.sequential import _log_evalue, beta_mixture_evalue
@@ -425,30 +424,6 @@ def _permutation(
     return Outcome(pvals <= plan.alpha, direction, None)
 
 
-def _upper_region(n: int, delta0: float, alpha: float) -> BoolArray:
-    """Outcomes (b, c) at which the exact one-sided test of H0: delta >= delta0 rejects at
-    ``alpha`` (the upper half of :func:`exact_equivalence_region`, at any delta0)."""
-    z = _tango_z_grid(n, delta0)
-    levels = np.unique(z[np.isfinite(z)])
-
-    def size(level: float) -> float:
-        bstar = (z <= level + 1e-9 * max(1.0, abs(level))).sum(axis=0).astype(np.float64)
-        return _sup_over_nuisance(bstar - 1.0, n, delta0)
-
-    lo, hi = -1, levels.size
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if size(float(levels[mid])) <= alpha:
-            lo = mid
-        else:
-            hi = mid
-    if lo < 0:
-        return np.zeros((n + 1, n + 1), dtype=bool)
-    level = float(levels[lo])
-    out: BoolArray = z <= level + 1e-9 * max(1.0, abs(level))
-    return out
-
-
 class _Regions:
     """Exact TOST regions, computed once per (n, margin or value, alpha)."""
 
@@ -464,7 +439,7 @@ class _Regions:
     def upper(self, n: int, delta0: float, alpha: float) -> BoolArray:
         key = ("up", n, round(delta0, 12), alpha)
         if key not in self.cache:
-            self.cache[key] = _upper_region(n, delta0, alpha)
+            self.cache[key] = upper_region(n, delta0, alpha)
         return self.cache[key]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ __all__ = [
     "tost_paired",
     "equivalence_margin",
     "exact_equivalence_region",
+    "upper_region",
 ]
 
 
@@ -268,30 +270,96 @@ def _sup_over_nuisance(bstar: NDArray[np.float64], n: int, delta0: float) -> flo
     return min(best, 1.0)
 
 
-def _exact_upper_p(b: int, c: int, n: int, delta0: float) -> float:
+def _envelope(t: NDArray[np.float64], valid: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """max of t(b', c') over b' <= b, c' >= c (the monotone envelope; +inf off the
+    triangle b + c <= n): every tail {t <= level} is then Barnard-convex."""
+    t = np.where(valid, t, -np.inf)
+    t = np.maximum.accumulate(t, axis=0)
+    t = np.maximum.accumulate(t[:, ::-1], axis=1)[:, ::-1]
+    return np.where(valid, t, np.inf)
+
+
+@functools.lru_cache(maxsize=64)
+def _order_grid(n: int, alpha: float) -> NDArray[np.float64]:
+    """The ordering of the exact one-sided test of H0: delta >= delta0: Tango's
+    asymptotic one-sided (1 - alpha) upper confidence bound U(b, c) of every outcome
+    (b + c <= n), made monotone by :func:`_envelope`; smaller is more extreme.
+
+    The ordering does not depend on delta0, so the rejection regions {U <= u*(delta0)}
+    are nested in delta0 and the p value is monotone in the margin (Buehler 1957; Lloyd
+    and Kabaila 2003, Biometrika 90:1-14, order outcomes by an approximate bound). Each
+    bound solves Z(b, c; delta) = -z_{1-alpha} (Z decreasing in delta) by a vectorised
+    bisection to 2^-60 of [-1, 1]. The array is shared: never modify it.
+    """
+    z = float(sps.norm.ppf(1.0 - alpha))
+    b = np.arange(n + 1, dtype=np.float64)[:, None] * np.ones((1, n + 1))
+    c = np.arange(n + 1, dtype=np.float64)[None, :] * np.ones((n + 1, 1))
+    valid = (b + c) <= n
+    lo = np.where(valid, (b - c) / n, 0.0)  # Z(est) >= 0 > -z
+    hi = np.full_like(lo, 1.0 - 1e-13)
+    at_top = _tango_z_vec(b, c, n, hi) + z >= 0.0  # never below -z: the bound is 1
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        above = _tango_z_vec(b, c, n, mid) + z >= 0.0
+        lo = np.where(above, mid, lo)
+        hi = np.where(above, hi, mid)
+    bound = np.where(at_top, 1.0, hi)
+    out = _envelope(bound, valid)
+    out.setflags(write=False)
+    return out
+
+
+def _tango_z_vec(
+    b: NDArray[np.float64], c: NDArray[np.float64], n: int, delta0: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """``_tango_z`` elementwise over arrays of outcomes and null values."""
+    a_ = 2.0 * n
+    b_ = -b - c + (2.0 * n - b + c) * delta0
+    c_ = -c * delta0 * (1.0 - delta0)
+    disc = np.maximum(b_ * b_ - 4.0 * a_ * c_, 0.0)
+    q21 = np.clip((np.sqrt(disc) - b_) / (2.0 * a_), np.maximum(0.0, -delta0), 1.0)
+    var = n * (2.0 * q21 + delta0 * (1.0 - delta0))
+    num = b - c - n * delta0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: NDArray[np.float64] = np.where(
+            var > 0.0,
+            num / np.sqrt(np.where(var > 0.0, var, 1.0)),
+            np.where(num == 0.0, 0.0, np.sign(num) * np.inf),
+        )
+    return out
+
+
+def _tail_counts(t: NDArray[np.float64], level: float) -> NDArray[np.float64]:
+    """b*(c) of the tail {t <= level} (near-ties within 1e-9 count as extreme)."""
+    kept = t <= level + 1e-9 * max(1.0, abs(level))
+    out: NDArray[np.float64] = kept.sum(axis=0).astype(np.float64) - 1.0
+    return out
+
+
+def _exact_upper_p(b: int, c: int, n: int, delta0: float, alpha: float = 0.05) -> float:
     """Exact unconditional p value of H0: delta >= delta0 against delta < delta0.
 
-    p = sup over the nuisance psi of P(Z'(B, C) <= Z'(b, c)) on the boundary, Z' Tango's
-    statistic at delta0 (``_tango_z_grid``); near-ties (within 1e-9) count as at least
-    as extreme. Valid for the whole composite null delta >= delta0 because the tails
-    are Barnard-convex (Sidik 2003).
+    p = sup over the nuisance psi of P(U(B, C) <= U(b, c)) on the boundary delta =
+    delta0, U the ordering of :func:`_order_grid` (Tango's asymptotic upper bound at
+    ``alpha``, which does not depend on delta0). Valid for the whole composite null
+    delta >= delta0 because the tails are Barnard-convex (Sidik 2003); nonincreasing in
+    delta0 because the tail is the same set at every delta0 and the null shrinks.
     """
     if delta0 >= 1.0:
         return 0.0 if b - c < n else 1.0
     if delta0 <= -1.0:
         return 1.0
-    z = _tango_z_grid(n, delta0)
-    level = z[b, c] + 1e-9 * max(1.0, abs(float(z[b, c])))
-    bstar = (z <= level).sum(axis=0).astype(np.float64) - 1.0
-    return _sup_over_nuisance(bstar, n, delta0)
+    t = _order_grid(n, alpha)
+    return _sup_over_nuisance(_tail_counts(t, float(t[b, c])), n, delta0)
 
 
 def _exact_upper_bound(b: int, c: int, n: int, alpha: float) -> float:
     """Smallest delta0 at which the exact test of delta >= delta0 rejects at ``alpha``
     (bisection to 1e-6, from a bracket around Tango's asymptotic bound; 1 when it never
-    rejects)."""
+    rejects). The p value is monotone in delta0 (:func:`_exact_upper_p`), so the test
+    rejects at every delta0 at or above the bound and at none below it."""
     est = (b - c) / n
-    rejects = lambda d0: _exact_upper_p(b, c, n, d0) <= alpha  # noqa: E731
+    rejects = lambda d0: _exact_upper_p(b, c, n, d0, alpha) <= alpha  # noqa: E731
     floor, ceiling = max(est, -1.0 + 1e-12), 1.0 - 1e-12
     if not rejects(ceiling):
         return 1.0
@@ -319,13 +387,33 @@ def _exact_upper_bound(b: int, c: int, n: int, alpha: float) -> float:
     return hi
 
 
+def upper_region(n: int, delta0: float, alpha: float = 0.05) -> NDArray[np.bool_]:
+    """Outcomes (b, c) at which the exact one-sided test of H0: delta >= delta0 rejects
+    at ``alpha`` (U <= u*, u* the largest level whose supremum tail probability is at
+    most ``alpha``, found by bisection over the levels). Nested: the region at a larger
+    delta0 contains the region at a smaller one."""
+    t = _order_grid(n, alpha)
+    levels = np.unique(t[np.isfinite(t)])
+    lo, hi = -1, levels.size  # size(levels[lo]) <= alpha < size(levels[hi])
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _sup_over_nuisance(_tail_counts(t, float(levels[mid])), n, delta0) <= alpha:
+            lo = mid
+        else:
+            hi = mid
+    if lo < 0:
+        return np.zeros((n + 1, n + 1), dtype=bool)
+    level = float(levels[lo])
+    out: NDArray[np.bool_] = t <= level + 1e-9 * max(1.0, abs(level))
+    return out
+
+
 def exact_equivalence_region(n: int, margin: float, alpha: float = 0.05) -> NDArray[np.bool_]:
     """Outcomes (b, c) at which :func:`tost_paired` (exact, binary) declares equivalence.
 
     A boolean (n + 1) x (n + 1) matrix indexed by b (first arm only succeeded) and c
-    (second only): the exact upper test rejects where Z' <= z*, z* the largest level
-    whose supremum tail probability is at most ``alpha`` (found by bisection over the
-    levels); the lower test is its mirror image (b and c exchanged). For checking the
+    (second only): the exact upper test of H0: delta >= margin rejects (``upper_region``)
+    and so does the lower test, its mirror image (b and c exchanged). For checking the
     type I error by enumeration over the trinomial (b, c, n - b - c).
     """
     n = count(n, "n")
@@ -333,24 +421,7 @@ def exact_equivalence_region(n: int, margin: float, alpha: float = 0.05) -> NDAr
     alpha = probability(alpha, "alpha")
     if n == 0 or margin >= 1.0:
         raise ValueError("n must be positive and margin below 1")
-    z = _tango_z_grid(n, margin)
-    levels = np.unique(z[np.isfinite(z)])
-
-    def size(level: float) -> float:
-        bstar = (z <= level + 1e-9 * max(1.0, abs(level))).sum(axis=0).astype(np.float64)
-        return _sup_over_nuisance(bstar - 1.0, n, margin)
-
-    lo, hi = -1, levels.size  # size(levels[lo]) <= alpha < size(levels[hi])
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if size(float(levels[mid])) <= alpha:
-            lo = mid
-        else:
-            hi = mid
-    if lo < 0:
-        return np.zeros((n + 1, n + 1), dtype=bool)
-    level = float(levels[lo])
-    upper = z <= level + 1e-9 * max(1.0, abs(level))
+    upper = upper_region(n, margin, alpha)
     region: NDArray[np.bool_] = upper & upper.T
     return region
 
@@ -385,7 +456,7 @@ def _tost_binary(d: NDArray[np.float64], margin: float, alpha: float, used: str)
     if used == "exact":
         high = _exact_upper_bound(b, c, n, alpha)
         low = -_exact_upper_bound(c, b, n, alpha)
-        method = "TOST, exact unconditional with Tango's ordering (paired proportions)"
+        method = "TOST, exact unconditional, ordered by Tango's bound (paired proportions)"
     else:
         low, high = _tango_bounds(b, c, n, float(sps.norm.ppf(1.0 - alpha)))
         method = "TOST, Tango score tests (paired proportions)"
@@ -402,8 +473,8 @@ def _tost_binary(d: NDArray[np.float64], margin: float, alpha: float, used: str)
         zl = _tango_z(b, c, n, -margin)
         zu = _tango_z(b, c, n, margin)
         if used == "exact":
-            pl = _exact_upper_p(c, b, n, margin)  # the lower test is the mirror image
-            pu = _exact_upper_p(b, c, n, margin)
+            pl = _exact_upper_p(c, b, n, margin, alpha)  # the lower test: the mirror image
+            pu = _exact_upper_p(b, c, n, margin, alpha)
         else:
             pl = float(sps.norm.sf(zl))
             pu = float(sps.norm.cdf(zu))
@@ -445,21 +516,27 @@ def tost_paired(
     * Paired binary outcomes (every difference -1, 0 or +1), ``'exact'``: an exact
       unconditional test (Sidik 2003, Stat Med 22:265-278; Chan, Tang, Tang and Tang
       2003, Stat Med 22:1215-1231). With b and c the numbers of +1 and -1 differences,
-      each one-sided test orders the outcomes by Tango's (1998) score statistic Z at its
-      margin and takes p = sup over the discordance rate psi = p10 + p01 (the nuisance
-      parameter) of P(Z(B, C) at least as extreme as observed), the probability computed
-      exactly over the trinomial (B, C, n - B - C) on the null boundary delta = +-margin,
-      psi in [margin, 1]. The supremum is taken over a grid of 201 rates including both
-      ends, refined by a bounded scalar search around the three highest local maxima.
-      The tails are Barnard-convex (Z increases in b and decreases in c; enforced by a
-      monotone envelope), so the boundary supremum bounds the rejection probability at
-      every point of the null, and the type I error is at most alpha wherever the
-      supremum is found (checked by enumeration in the tests over n = 10..60, margins
-      0.05, 0.1, 0.2 and a fine discordance grid). Tango's asymptotic z test exceeded
-      alpha at parts of the boundary (0.072 with no discordant pair on 25 prompts at a
-      margin of 0.1, since 0.9^25 > 0.05). ``low``/``high`` invert the two exact
-      one-sided tests (bisection to 1e-6), ``min_margin`` is the larger of -low and high.
-      Cost: O(n^2) per p value; the interval takes about 50 of them.
+      each one-sided test orders the outcomes by Tango's (1998) asymptotic one-sided
+      (1 - alpha) confidence bound (a fixed ordering, the same at every margin: Buehler
+      1957; Lloyd and Kabaila 2003) and takes p = sup over the discordance rate
+      psi = p10 + p01 (the nuisance parameter) of P(bound at least as extreme as
+      observed), the probability computed exactly over the trinomial (B, C, n - B - C)
+      on the null boundary delta = +-margin, psi in [margin, 1]. The supremum is taken
+      over a grid of 201 rates including both ends, refined by a bounded scalar search
+      around the three highest local maxima. The tails are Barnard-convex (the ordering
+      increases in b and decreases in c; enforced by a monotone envelope), so the
+      boundary supremum bounds the rejection probability at every point of the null,
+      and the type I error is at most alpha wherever the supremum is found (checked by
+      enumeration in the tests over n = 10..60, margins 0.05, 0.1, 0.2 and a fine
+      discordance grid). Because the ordering does not move with the margin, the
+      rejection regions are nested: equivalence at a margin implies equivalence at every
+      larger margin, and ``min_margin`` is exactly where the decision changes (to 1e-6).
+      Ordering by Tango's statistic *at the margin* (the earlier choice) was not: at
+      n = 8, b = 2, c = 4 it rejected at 0.293 and not at 0.30. Tango's asymptotic z test
+      exceeded alpha at parts of the boundary (0.072 with no discordant pair on 25
+      prompts at a margin of 0.1, since 0.9^25 > 0.05). ``low``/``high`` invert the two
+      exact one-sided tests (bisection to 1e-6), ``min_margin`` is the larger of -low
+      and high. Cost: O(n^2) per p value; the interval takes about 50 of them.
     * ``'tango'`` (only when asked): Tango's score z tests, Z(-margin) >= z_{1-alpha} and
       Z(+margin) <= -z_{1-alpha}, with Tango's asymptotic interval; it can exceed alpha.
     * Otherwise (e.g. per-prompt differences of means over several runs, costs): the

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import optimize
 from scipy import stats as sps
 
 from prereg.stats import equivalence_margin, tost_paired
@@ -52,6 +53,17 @@ def _tango_reference(b: float, c: float, n: int, d0: float) -> float:
     var = n * (2 * q21 + d0 * (1 - d0))
     num = b - c - n * d0
     return 0.0 if num == 0 else (num / math.sqrt(var) if var > 0 else math.copysign(math.inf, num))
+
+
+def _tango_upper_bound(b: float, c: float, n: int) -> float:
+    """Tango's one-sided (1 - ALPHA) upper bound: the root of Z(delta) = -z (own code)."""
+    z = sps.norm.ppf(1 - ALPHA)
+    top = 1 - 1e-12
+    if _tango_reference(b, c, n, top) + z >= 0:
+        return 1.0
+    return float(
+        optimize.brentq(lambda d: _tango_reference(b, c, n, d) + z, (b - c) / n, top, xtol=1e-13)
+    )
 
 
 def test_issue_seed_case_not_equivalent() -> None:
@@ -119,8 +131,9 @@ def test_p_value_is_the_supremum_over_the_boundary(b: int, c: int, n: int, margi
     d = np.array([1.0] * b + [-1.0] * c + [0.0] * (n - b - c))
     res = tost_paired(d, margin, ALPHA)
     x = _outcomes(n)
-    z = np.array([_tango_reference(bb, cc, n, margin) for bb, cc, _ in x])
-    tail = x[z <= _tango_reference(b, c, n, margin) + 1e-9]
+    # the test orders outcomes by Tango's one-sided (1 - alpha) upper bound
+    u = np.array([_tango_upper_bound(bb, cc, n) for bb, cc, _ in x])
+    tail = x[u <= _tango_upper_bound(b, c, n) + 1e-9]
     psi = np.linspace(margin, 1, 2001)
     brute = max(
         float(sps.multinomial.pmf(tail, n, [(s + margin) / 2, (s - margin) / 2, 1 - s]).sum())

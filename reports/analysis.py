@@ -85,16 +85,15 @@ class _Pairs:
         return self.cache[key]
 
 
-def _complete_prefix(loaded: LoadedRuns) -> list[str]:
+def _complete_tasks(loaded: LoadedRuns) -> list[str]:
+    """The planned tasks whose every planned unit has a completed run."""
     reg = loaded.entry.registration
     done = loaded.completed
-    prefix = []
-    for task in loaded.task_order:
-        units = [(arm.id, task, r) for arm in reg.arms for r in range(reg.design.repeats)]
-        if not all(u in done for u in units):
-            break
-        prefix.append(task)
-    return prefix
+    return [
+        task
+        for task in loaded.task_order
+        if all((arm.id, task, r) in done for arm in reg.arms for r in range(reg.design.repeats))
+    ]
 
 
 def completeness(loaded: LoadedRuns, primary_pairs: PairData) -> Completeness:
@@ -106,12 +105,12 @@ def completeness(loaded: LoadedRuns, primary_pairs: PairData) -> Completeness:
     basis = "every planned unit (arms x tasks of the split x repeats)"
     complete = not missing
     if not complete and reg.stopping is not None:
-        cut = stopping.stopping_cut(reg, primary_pairs, _complete_prefix(loaded))
+        cut = stopping.stopping_cut(reg, primary_pairs, loaded.task_order, _complete_tasks(loaded))
         if cut is not None:
             complete = True
             basis = (
                 f"the registered stopping rule crossed its threshold at task {cut} of the "
-                "planned order; the units of the first tasks up to it are complete"
+                "registered stopping order; the units of the first tasks up to it are complete"
             )
     policy, counted = loaded.policy, len(loaded.counted)
     return Completeness(

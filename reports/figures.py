@@ -175,7 +175,7 @@ def eprocess(report: Report) -> bytes | None:
             label=f"crossed at task {stop.stop_at}",
         )
     ax.set_yscale("log")
-    ax.set_xlabel("tasks, in the planned order")
+    ax.set_xlabel("tasks, in the registered stopping order (seeded)")
     ax.set_ylabel("beta-mixture e-value")
     ax.legend(frameon=False, fontsize=8)
     return _png(fig)

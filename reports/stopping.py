@@ -1,10 +1,12 @@
 """A registered stopping rule: the beta-mixture e-process and where it crossed.
 
 The stream is the primary comparison's per-task paired outcomes (repeats
-aggregated as the primary test registers) in the *planned task order* of the
-split, the order fixed by the frozen corpus before any run. Using the order in
-which runs happened to finish would make the path depend on scheduling; the
-planned order is data-independent and reproducible.
+aggregated as the primary test registers) in the *registered stopping order*
+(:func:`prereg.registry.stream_order.stream_order`): a seeded random permutation of
+the split's tasks drawn from ``design.seed``, fixed by the digest before any run.
+The corpus order would let one intent's tasks (listed together) decide alone; the
+order in which runs happened to finish would make the path depend on scheduling.
+The monitor and the completeness cut read the same order.
 
 When a stopping rule is registered it is the deciding procedure (see
 :mod:`prereg.reports.verdict`): crossed in the registered direction reads
@@ -16,10 +18,13 @@ the threshold) and ``inconclusive`` otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+import numpy as np
 
 from prereg import stats
 from prereg.registry.schema import Registration
+from prereg.registry.stream_order import describe, stream_order
 from prereg.reports.model import Discordant, Provenance, StoppingReport
 from prereg.reports.pairs import BINARY_AGGREGATES, PairData
 from prereg.reports.verdict import Evidence, favoured_direction, read_superiority
@@ -30,39 +35,62 @@ def _aggregate(reg: Registration) -> str:
     return agg if agg in BINARY_AGGREGATES else "majority"
 
 
-def monitor(reg: Registration, pairs: PairData) -> stats.MonitorResult:
-    """Run the registered monitor over ``pairs`` (in their task order)."""
+def ordered_tasks(reg: Registration, tasks: Sequence[str]) -> list[str]:
+    """``tasks`` in the registered stopping order (seeded by ``design.seed``)."""
+    return stream_order(tasks, reg.design.seed)
+
+
+def monitor(reg: Registration, pairs: PairData) -> tuple[stats.MonitorResult, list[str]]:
+    """Run the registered monitor over ``pairs`` in the registered stopping order;
+    returns the result and the paired tasks in the order the monitor read them."""
     rule = reg.stopping
     assert rule is not None
+    order = ordered_tasks(reg, pairs.tasks)
+    position = {task: i for i, task in enumerate(pairs.tasks)}
+    index = np.array([position[t] for t in order], dtype=np.intp)
     ctl, trt = pairs.per_task(_aggregate(reg))
-    return stats.sequential_monitor(
-        ctl, trt, threshold=rule.threshold, min_prompts=rule.min_prompts, prior=rule.prior
+    result = stats.sequential_monitor(
+        ctl[index] if index.size else ctl,
+        trt[index] if index.size else trt,
+        threshold=rule.threshold,
+        min_prompts=rule.min_prompts,
+        prior=rule.prior,
     )
+    return result, order
 
 
-def stopping_cut(reg: Registration, pairs: PairData, complete_prefix: Sequence[str]) -> int | None:
-    """Tasks (a prefix of the planned order) the rule needs, if it crossed on that prefix.
+def stopping_cut(
+    reg: Registration, pairs: PairData, planned: Sequence[str], complete: Iterable[str]
+) -> int | None:
+    """Tasks (a prefix of the registered stopping order) the rule needs, if it crossed
+    on that prefix.
 
-    ``complete_prefix`` is the longest prefix of planned tasks whose every planned
-    unit has a completed run. Returns None when the e-process does not cross there.
+    ``planned`` are the split's tasks, ``complete`` those whose every planned unit has a
+    completed run; the prefix is the longest run of complete tasks at the head of the
+    stopping order of ``planned``. Returns None when the e-process does not cross there.
     """
-    if reg.stopping is None or not complete_prefix:
+    if reg.stopping is None:
         return None
-    sub = pairs.subset(complete_prefix)
+    done = set(complete)
+    prefix: list[str] = []
+    for task in ordered_tasks(reg, planned):
+        if task not in done:
+            break
+        prefix.append(task)
+    sub = pairs.subset(prefix)
     if sub.n == 0:
         return None
-    result = monitor(reg, sub)
+    result, order = monitor(reg, sub)
     if not result.stopped or result.stop_at is None:
         return None
-    stop_task = sub.tasks[result.stop_at - 1]
-    return list(complete_prefix).index(stop_task) + 1
+    return prefix.index(order[result.stop_at - 1]) + 1
 
 
 def stopping_report(reg: Registration, pairs: PairData) -> StoppingReport:
     rule = reg.stopping
     assert rule is not None
     control, treatment = pairs.control, pairs.treatment
-    result = monitor(reg, pairs)
+    result, _ = monitor(reg, pairs)
     b_all, c_all = pairs.discordant(_aggregate(reg))
     best = stats.beta_mixture_evalue(b_all + c_all, 0, prior=rule.prior)
     reachable = pairs.n >= rule.min_prompts and float(best.evalue) >= rule.threshold
@@ -92,7 +120,7 @@ def stopping_report(reg: Registration, pairs: PairData) -> StoppingReport:
         threshold=rule.threshold,
         min_prompts=rule.min_prompts,
         prior=list(rule.prior),
-        order="planned task order of the split (frozen corpus)",
+        order=describe(reg.design.seed),
         n_stream=result.n_stream,
         crossed=result.stopped,
         stop_at=result.stop_at,
@@ -112,6 +140,7 @@ def stopping_report(reg: Registration, pairs: PairData) -> StoppingReport:
                 "aggregate": _aggregate(reg),
                 "first": control,
                 "second": treatment,
+                "order": f"prereg.registry.stream_order.stream_order(tasks, {reg.design.seed})",
             },
             registration_field="stopping",
             runs=pairs.runset(),

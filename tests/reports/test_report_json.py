@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from prereg.core.version import code_version
+from prereg.registry.stream_order import stream_order
 from prereg.stats import design_effect, icc_binary, jeffreys_interval
 from tests.reports import (
     append,
+    intent_of,
     make_lab,
     paired_records,
     record,
@@ -137,10 +139,19 @@ def test_stopping_rule_decides_and_completes_early(cli, ws: Path) -> None:
             "lab-stop", stopping={"rule": "beta-mixture", "threshold": 20, "min_prompts": 10}
         ),
     )
-    # the treatment wins each of the first 12 tasks in the planned order; nothing else ran
-    ctl = [[False]] * 12
-    trt = [[True]] * 12
-    append(ws, paired_records("lab-stop", digest, tasks[:12], ctl, trt))
+    # the treatment wins each of the first 12 tasks in the registered stopping order (a
+    # seeded permutation, design.seed 3); nothing else ran
+    first = stream_order(tasks, 3)[:12]
+    assert first != tasks[:12]
+    intents = intent_of(tasks)
+    append(
+        ws,
+        [
+            record("lab-stop", digest, arm, task, arm == "semantic", intent=intents[task])
+            for arm in ("baseline", "semantic")
+            for task in first
+        ],
+    )
 
     data = cli("-w", ws, "analyse", "lab-stop", "--json").json()
     stop = data["stopping"]

@@ -25,8 +25,9 @@ from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 #: Runs of different evidence classes are never pooled (DESIGN.md, invariant 8).
-EvidenceClass = Literal["replay", "local", "api"]
-DriverName = Literal["replay", "local", "anthropic", "openai", "openai-chat"]
+#: ``inspect``: runs imported from Inspect AI logs (``prereg import --from inspect``).
+EvidenceClass = Literal["replay", "local", "api", "inspect"]
+DriverName = Literal["replay", "local", "anthropic", "openai", "openai-chat", "inspect"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class DriverSpec:
     params_check: Callable[[Mapping[str, object]], tuple[str, str] | None] | None = None
     #: the provider has a batch API (``run --batch``)
     batch_api: bool = False
+    #: runs come only from ``prereg import`` (another harness ran them): ``prereg run``
+    #: refuses the registration (exit 4)
+    imported: bool = False
 
 
 #: The local host's settings (``prereg.runners.drivers.local.LocalParams``), with the
@@ -214,6 +218,15 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
             }
         ),
         params_check=_chat_params,
+    ),
+    "inspect": DriverSpec(
+        "inspect",
+        needs_model=True,
+        provider=False,
+        summary="runs imported from Inspect AI eval logs (prereg import --from inspect); "
+        "host.model is the model as Inspect names it (provider/model); not run by prereg",
+        params={},
+        imported=True,
     ),
 }
 

@@ -13,6 +13,7 @@ from prereg.core.errors import ProtocolRefusal
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.models import LOCKED_SPLIT
+from prereg.registry.hosts import DRIVERS
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import RunPlan, plan_from_registration
 from prereg.registry.verify import verified_entry
@@ -21,6 +22,10 @@ from prereg.registry.verify import verified_entry
 def open_registry(ws: Workspace) -> Registry:
     """The workspace's registry."""
     return Registry(ws.registry)
+
+
+#: drivers whose runs come only from ``prereg import`` (another harness made them)
+IMPORTED = frozenset(name for name, spec in DRIVERS.items() if spec.imported)
 
 
 def prepare(ws: Workspace, registration_id: str) -> tuple[Registry, Entry, RunPlan, Experiment]:
@@ -34,6 +39,14 @@ def prepare(ws: Workspace, registration_id: str) -> tuple[Registry, Entry, RunPl
             f"'{entry.id}' was registered as not runnable (its feasibility "
             "gate failed); register a new design instead",
             field="id",
+        )
+    imported = sorted({reg.config_of(a.id).host.driver for a in reg.arms} & IMPORTED)
+    if imported:
+        raise ProtocolRefusal(
+            f"'{entry.id}' names driver {imported[0]}: its runs are made by another harness "
+            f"and imported (prereg import --from {imported[0]} LOG --registration "
+            f"{entry.id}), never run by prereg",
+            field="host.driver",
         )
     if reg.split == LOCKED_SPLIT and reg.kind != "confirmatory":
         raise ProtocolRefusal(

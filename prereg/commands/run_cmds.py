@@ -24,6 +24,7 @@ from prereg.experiments.splits import describe_splits
 from prereg.reports.inspect_export import export_inspect
 from prereg.runners.api import export_registration, import_file, is_stdout, run_registration
 from prereg.runners.export_source import export_parquet
+from prereg.runners.inspect_import import import_inspect
 from prereg.runners.providers.batch import BatchStatus
 from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.providers.runs import estimate_run
@@ -196,7 +197,26 @@ def _inspect_line(done: dict[str, Any]) -> str:
 
 def import_(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="A .jsonl, .csv or .parquet export.")],
+    file: Annotated[
+        Path, typer.Argument(help="A .jsonl, .csv or .parquet export, or an Inspect AI log.")
+    ],
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="prereg (an export of prereg's) or inspect (an Inspect AI .eval or .json "
+            "log; needs prereg[inspect] and --registration).",
+        ),
+    ] = "prereg",
+    registration_id: Annotated[
+        str | None,
+        typer.Option(
+            "--registration",
+            metavar="ID",
+            help="With --from inspect: the registration (host driver inspect) whose planned "
+            "units the log's samples are.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
@@ -205,8 +225,24 @@ def import_(
     Each record must carry the digest of a registration of this workspace; each
     registration's records must form an intact hash chain; a record already stored must
     be the same record (an edited export is refused, exit 3, nothing written).
+
+    --from inspect maps an Inspect AI log's samples (id: task id, epoch: repeat + 1) onto
+    the units of --registration; a log whose arm, model, tasks or epochs do not match is
+    refused (exit 3, nothing written). Its runs carry evidence class inspect.
     """
-    result = import_file(workspace(ctx), file, store=store)
+    if source not in ("prereg", "inspect"):
+        raise BadInput(f"unknown source '{source}' (use prereg or inspect)", field="--from")
+    if source == "inspect":
+        if registration_id is None:
+            raise BadInput("--from inspect needs --registration ID", field="--registration")
+        result = import_inspect(workspace(ctx), file, registration_id, store=store)
+    else:
+        if registration_id is not None:
+            raise BadInput(
+                "--registration goes with --from inspect (an export names its registration)",
+                field="--registration",
+            )
+        result = import_file(workspace(ctx), file, store=store)
     emit(
         result,
         as_json,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from prereg.registry.hosts import DRIVERS, DriverName
-from prereg.runners.drivers import anthropic, local, openai, openai_chat, replay
+from prereg.runners.drivers import anthropic, inspect_host, local, openai, openai_chat, replay
 from prereg.runners.drivers.base import Driver, InfraError
 
 
@@ -38,6 +38,7 @@ FACTORIES: Mapping[DriverName, DriverFactory] = {
     "anthropic": anthropic.create,
     "openai": openai.create,
     "openai-chat": openai_chat.create,
+    "inspect": inspect_host.create,
 }
 
 assert set(FACTORIES) == set(DRIVERS), "FACTORIES and registry.hosts.DRIVERS must agree"

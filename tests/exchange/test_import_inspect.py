@@ -69,9 +69,7 @@ def tasks(workspace: Path) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def log_file(
-    workspace: Path, tasks: list[Any], tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def log_file(workspace: Path, tasks: list[Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real Inspect run of arm 'baseline' against the fake server: its .eval log."""
     from inspect_ai import Task
     from inspect_ai import eval as inspect_eval
@@ -125,7 +123,11 @@ def test_an_inspect_run_imports_onto_the_planned_units(
     log = read_eval_log(str(log_file))
     assert log.samples is not None
     verdicts = {(s.id, s.epoch): s.scores["includes"].value for s in log.samples}
-    expected = {(t.id, e): "C" if target == "found" else "I" for t, target in zip(tasks, TARGETS, strict=True) for e in (1, 2)}  # noqa: E501
+    expected = {
+        (t.id, e): "C" if target == "found" else "I"
+        for t, target in zip(tasks, TARGETS, strict=True)
+        for e in (1, 2)
+    }
     assert verdicts == expected  # the reference: Inspect's own scorer on the fake's answer
     records = _records(workspace)
     assert len(records) == 6

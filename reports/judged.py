@@ -12,8 +12,21 @@ not name: a verdict under a rubric revised after the fact is never mixed in (Inv
   parsed verdict; runs without one stay "unjudged", counted first, and the class
   shares that would drop them are not shown (:mod:`prereg.reports.invokerank`);
 - the judged-outcome section: per judge and arm, the judge's rate over parsed verdicts
-  with the unparseable and unjudged counts, labelled "uncalibrated judge" (no gold set
-  corrects it yet: the prediction-powered rate needs registered gold labels).
+  with the unparseable and unjudged counts, always labelled "uncalibrated judge"; beside
+  it, when gold labels exist (``prereg judge ID --gold FILE``, :mod:`prereg.runners.gold`),
+  ``corrected``: the agreement of the annotators with each other and of the judge with
+  the gold (Cohen's kappa with its interval, the judge's TPR and FPR with Jeffreys
+  intervals) and, from ``PPI_MIN_GOLD`` gold tasks up, the prediction-powered rate
+  (:func:`prereg.stats.ppi_mean` on per-task means) and, on the treatment arm of the
+  primary comparison, the paired prediction-powered difference
+  (:func:`prereg.stats.ppi_difference` on tasks paired across the two arms).
+
+Per-task means: repeats of a task are not independent, so the unit of the correction is
+the task. A task with at least one gold-labelled run whose verdict parsed is a gold
+unit: Y the mean gold label and f the mean verdict over those runs (a run's gold label is
+the mean of its annotators' labels: 1/2 when two disagree); every other task with a
+parsed verdict is unlabelled, f~ the mean of its verdicts. The correction assumes the
+gold runs were drawn at random before verdicts were read (docs/judging.md).
 """
 
 from __future__ import annotations
@@ -32,14 +45,16 @@ from prereg.registry.schema import Registration
 from prereg.reports.model import JudgedRate, JudgedReport, JudgeInfo, Provenance
 from prereg.reports.observations import Obs
 from prereg.reports.pairs import runset
+from prereg.runners.gold import GoldLabel, annotator_pairs, consensus
 from prereg.runners.verdicts import Verdict, VerdictStore
 
 UNCALIBRATED = "uncalibrated judge"
 NOTE = (
     "Verdicts of the registered judges, kept apart from the run records. A judge's rate "
-    "is its own outcome, labelled 'uncalibrated judge' until a registered gold set "
-    "corrects it (prediction-powered inference); it is never a finding by itself. "
-    "Unparseable answers count as unjudged, never guessed."
+    "is its own outcome, always labelled 'uncalibrated judge' and never a finding by "
+    "itself; where gold labels exist, the agreement of annotators and judge with them and, "
+    "from 100 gold tasks, the prediction-powered rate (PPI on per-task means) stand beside "
+    "it. Unparseable answers count as unjudged, never guessed."
 )
 _NO_CALL = frozenset({"answered_without_search", "searched_then_declined"})
 
@@ -53,12 +68,23 @@ def registered_digests(entry: Entry) -> dict[str, tuple[Judge, str]]:
     return out
 
 
-def load_verdicts(runs: Path, entry: Entry) -> list[Verdict]:
-    """The digest's verdicts, each of a registered judge and rubric, else exit 3."""
+class Judgements(list[Verdict]):
+    """The verdicts ``analyse`` reads, with the registration's gold labels beside them
+    (a list of verdicts, so every consumer of verdicts takes it unchanged)."""
+
+    def __init__(self, verdicts: Sequence[Verdict], gold: Sequence[GoldLabel] = ()) -> None:
+        super().__init__(verdicts)
+        self.gold: tuple[GoldLabel, ...] = tuple(gold)
+
+
+def load_verdicts(runs: Path, entry: Entry) -> Judgements:
+    """The digest's verdicts, each of a registered judge and rubric, and its gold labels,
+    both chains verified; else exit 3."""
     if not entry.registration.judge:
-        return []
+        return Judgements([])
     with VerdictStore(runs) as store:
         verdicts = store.verdicts(entry.digest)
+        gold = store.gold(entry.digest)
     known = registered_digests(entry)
     for v in verdicts:
         judge = known.get(v.judge_digest)
@@ -72,7 +98,7 @@ def load_verdicts(runs: Path, entry: Entry) -> list[Verdict]:
                 file=str(runs),
                 field="judge",
             )
-    return verdicts
+    return Judgements(verdicts, gold)
 
 
 def _first(reg: Registration, outcome: str) -> Judge | None:
@@ -115,11 +141,18 @@ def _needs(judge: Judge, o: Obs) -> bool:
     return o.polarity == "positive" and o.terminal_class in _NO_CALL
 
 
-def _rate(judge: Judge, arm: str, runs: list[Obs], mine: Mapping[str, Verdict]) -> JudgedRate:
+def _rate(
+    judge: Judge,
+    arm: str,
+    runs: list[Obs],
+    mine: Mapping[str, Verdict],
+    gold: Sequence[GoldLabel] = (),
+) -> JudgedRate:
     parsed = [mine[o.record_id] for o in runs if o.record_id in mine]
     ok = [v for v in parsed if v.parse == "ok" and v.met is not None]
     met = sum(1 for v in ok if v.met)
     agreement = _oracle_agreement(judge, runs, mine) if judge.outcome == "completed" else None
+    corrected = gold_section(judge, runs, mine, gold)
     return JudgedRate(
         arm=arm,
         judge=judge.key,
@@ -130,7 +163,8 @@ def _rate(judge: Judge, arm: str, runs: list[Obs], mine: Mapping[str, Verdict]) 
         unjudged=len(runs) - len(ok),
         met=met,
         rate=met / len(ok) if ok else None,
-        label=f"{UNCALIBRATED} (no gold set registered)",
+        label=_label(corrected),
+        corrected=corrected,
         oracle_agreement=agreement,
         provenance=Provenance(
             function="prereg.reports.judged.judged_report",
@@ -180,7 +214,8 @@ def judged_report(
     reg = entry.registration
     if not reg.judge:
         return None
-    infos, rates = [], []
+    infos: list[JudgeInfo] = []
+    rates: list[JudgedRate] = []
     for digest, (judge, rubric) in registered_digests(entry).items():
         mine = {v.record_id: v for v in verdicts if v.judge_digest == digest}
         infos.append(
@@ -197,7 +232,211 @@ def judged_report(
                 models_returned=sorted({v.model_returned or "" for v in mine.values()}),
             )
         )
-        for arm in reg.arms:
-            runs = [o for o in observations if o.arm == arm.id and _needs(judge, o)]
-            rates.append(_rate(judge, arm.id, runs, mine))
+        gold = [g for g in (getattr(verdicts, "gold", None) or ()) if g.outcome == judge.outcome]
+        arm_runs = {
+            arm.id: [o for o in observations if o.arm == arm.id and _needs(judge, o)]
+            for arm in reg.arms
+        }
+        mine_rates = {arm: _rate(judge, arm, runs, mine, gold) for arm, runs in arm_runs.items()}
+        if gold and len(reg.arms) >= 2:
+            control, treatment = reg.compared_arms()
+            diff = paired_difference(arm_runs[control], arm_runs[treatment], mine, gold)
+            target = mine_rates[treatment]
+            if target.corrected is not None:
+                target.corrected["difference"] = {"control": control, **diff}
+        rates += mine_rates.values()
     return JudgedReport(note=NOTE, judges=infos, rates=rates)
+
+
+def _label(corrected: dict[str, Any] | None) -> str:
+    if corrected is None:
+        return f"{UNCALIBRATED} (no gold labels)"
+    if corrected.get("estimate") is None:
+        return f"{UNCALIBRATED} (gold labels, no correction: {corrected['reason']})"
+    return f"{UNCALIBRATED}; prediction-powered rate beside it ({corrected['n_gold']} gold tasks)"
+
+
+def _kappa_dict(a: Sequence[int], b: Sequence[int]) -> dict[str, Any]:
+    k = stats.cohens_kappa(list(a), list(b), categories=[0, 1], level=0.95)
+    return {
+        "runs": len(a),
+        "agree": sum(1 for x, y in zip(a, b, strict=True) if x == y),
+        "kappa": _finite(k.estimate),
+        "kappa_low": _finite(k.low),
+        "kappa_high": _finite(k.high),
+        "level": 0.95,
+        "function": "prereg.stats.cohens_kappa",
+        "note": k.note or None,
+    }
+
+
+def _parsed(mine: Mapping[str, Verdict], record_id: str) -> bool | None:
+    v = mine.get(record_id)
+    return v.met if v is not None and v.parse == "ok" else None
+
+
+def _judge_vs_gold(
+    values: Mapping[str, float], mine: Mapping[str, Verdict]
+) -> dict[str, Any] | None:
+    """The judge against unanimous gold labels: kappa, TPR and FPR (runs whose
+    annotators disagree are left out and counted by the caller)."""
+    pairs = [
+        (int(y), int(met))
+        for rid, y in sorted(values.items())
+        if y in (0.0, 1.0) and (met := _parsed(mine, rid)) is not None
+    ]
+    if not pairs:
+        return None
+    gold, judge = ([p[0] for p in pairs], [p[1] for p in pairs])
+    out = _kappa_dict(gold, judge)
+    r = stats.judge_rates(gold, judge, level=0.95)
+    out.update(
+        tp=r.true_positives,
+        fp=r.false_positives,
+        fn=r.false_negatives,
+        tn=r.true_negatives,
+        tpr=_finite(float(r.tpr.estimate)),
+        tpr_low=float(r.tpr.low),
+        tpr_high=float(r.tpr.high),
+        fpr=_finite(float(r.fpr.estimate)),
+        fpr_low=float(r.fpr.low),
+        fpr_high=float(r.fpr.high),
+        rates_function="prereg.stats.judge_rates",
+    )
+    return out
+
+
+def task_units(
+    runs: Sequence[Obs], mine: Mapping[str, Verdict], values: Mapping[str, float]
+) -> tuple[dict[str, tuple[float, float]], dict[str, float]]:
+    """(gold tasks: task -> (mean gold label, mean verdict) over its gold runs with a
+    parsed verdict; unlabelled tasks: task -> mean verdict), see the module docstring."""
+    by_task: dict[str, list[str]] = {}
+    for o in runs:
+        by_task.setdefault(o.task_id, []).append(o.record_id)
+    gold: dict[str, tuple[float, float]] = {}
+    unlabelled: dict[str, float] = {}
+    for task, ids in sorted(by_task.items()):
+        verdicts = {rid: met for rid in ids if (met := _parsed(mine, rid)) is not None}
+        labelled = [rid for rid in verdicts if rid in values]
+        if labelled:
+            y = sum(values[rid] for rid in labelled) / len(labelled)
+            f = sum(verdicts[rid] for rid in labelled) / len(labelled)
+            gold[task] = (y, f)
+        elif verdicts:
+            unlabelled[task] = sum(verdicts.values()) / len(verdicts)
+    return gold, unlabelled
+
+
+def _ppi_fields(res: stats.PPIResult, n_gold: int, n_unlabelled: int) -> dict[str, Any]:
+    return {
+        "estimate": res.estimate,
+        "low": res.low,
+        "high": res.high,
+        "level": res.level,
+        "se": res.se,
+        "judge_rate": res.judge_rate,
+        "gold_rate": res.gold_rate,
+        "gold_low": res.gold_low,
+        "gold_high": res.gold_high,
+        "rectifier": res.rectifier,
+        "n_gold": n_gold,
+        "n_unlabelled": n_unlabelled,
+        "unit": "task",
+        "method": res.method,
+        "reason": None,
+    }
+
+
+def _too_few(n_gold: int, n_unlabelled: int, what: str) -> str | None:
+    if n_gold < stats.PPI_MIN_GOLD:
+        return (
+            f"{n_gold} gold {what}, fewer than {stats.PPI_MIN_GOLD} (PPI_MIN_GOLD): the "
+            "interval is asymptotic in the gold set and under-covers below it"
+        )
+    if n_unlabelled < 2:
+        return f"{n_unlabelled} {what} without gold labels: nothing for the judge to add"
+    return None
+
+
+def gold_section(
+    judge: Judge, runs: Sequence[Obs], mine: Mapping[str, Verdict], gold: Sequence[GoldLabel]
+) -> dict[str, Any] | None:
+    """Agreement and the prediction-powered rate of one judge on one arm (None without
+    gold labels on its runs)."""
+    ids = {o.record_id for o in runs}
+    labels = [g for g in gold if g.record_id in ids]
+    if not labels:
+        return None
+    values = consensus(labels)
+    gold_units, unlabelled = task_units(runs, mine, values)
+    reason = _too_few(len(gold_units), len(unlabelled), "tasks")
+    out: dict[str, Any] = {
+        "estimate": None,
+        "low": None,
+        "high": None,
+        "n_gold": len(gold_units),
+        "n_unlabelled": len(unlabelled),
+        "unit": "task",
+        "reason": reason,
+    }
+    if reason is None:
+        y, f = zip(*gold_units.values(), strict=True)
+        res = stats.ppi_mean(list(y), list(f), list(unlabelled.values()), level=0.95)
+        out = _ppi_fields(res, len(gold_units), len(unlabelled))
+    out["function"] = "prereg.stats.ppi_mean"
+    out["gold"] = {
+        "runs": len(values),
+        "labels": len(labels),
+        "annotators": sorted({g.annotator for g in labels}),
+        "disputed": sum(1 for v in values.values() if v not in (0.0, 1.0)),
+        "judge_vs_gold": _judge_vs_gold(values, mine),
+        "annotator_agreement": [
+            {"a": a, "b": b, **_kappa_dict(la, lb)} for a, b, la, lb in annotator_pairs(labels)
+        ],
+    }
+    return out
+
+
+def paired_difference(
+    control: Sequence[Obs],
+    treatment: Sequence[Obs],
+    mine: Mapping[str, Verdict],
+    gold: Sequence[GoldLabel],
+) -> dict[str, Any]:
+    """treatment - control, prediction-powered, on tasks paired across the two arms: a
+    task gold in both arms is a paired gold unit, unlabelled in both an unlabelled one;
+    a task gold in one arm only is left out (counted)."""
+    ids = {o.record_id for o in [*control, *treatment]}
+    values = consensus(g for g in gold if g.record_id in ids)
+    c_gold, c_unl = task_units(control, mine, values)
+    t_gold, t_unl = task_units(treatment, mine, values)
+    paired_gold = sorted(c_gold.keys() & t_gold.keys())
+    paired_unl = sorted(c_unl.keys() & t_unl.keys())
+    mixed = len((c_gold.keys() & t_unl.keys()) | (t_gold.keys() & c_unl.keys()))
+    reason = _too_few(len(paired_gold), len(paired_unl), "tasks paired across the arms")
+    out: dict[str, Any] = {
+        "estimate": None,
+        "low": None,
+        "high": None,
+        "n_gold": len(paired_gold),
+        "n_unlabelled": len(paired_unl),
+        "left_out": mixed,
+        "unit": "task",
+        "reason": reason,
+        "function": "prereg.stats.ppi_difference",
+    }
+    if reason is None:
+        res = stats.ppi_difference(
+            [c_gold[t][0] for t in paired_gold],
+            [c_gold[t][1] for t in paired_gold],
+            [c_unl[t] for t in paired_unl],
+            [t_gold[t][0] for t in paired_gold],
+            [t_gold[t][1] for t in paired_gold],
+            [t_unl[t] for t in paired_unl],
+            paired=True,
+            level=0.95,
+        )
+        out.update(_ppi_fields(res, len(paired_gold), len(paired_unl)), left_out=mixed)
+        out["function"] = "prereg.stats.ppi_difference"
+    return out

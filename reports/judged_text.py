@@ -1,11 +1,14 @@
 """The judged-outcome section as plain lines (the renderers escape them: untrusted text).
 
 The unjudged count comes first on every line, and a judge's rate always carries its
-label ("uncalibrated judge" until a gold set corrects it), so no judge-only figure can
-be read as a finding.
+label ("uncalibrated judge"), so no judge-only figure can be read as a finding; the
+prediction-powered rate, the judge's agreement with gold and the annotators' with each
+other follow it when gold labels exist.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from prereg.reports.model import Report
 
@@ -24,12 +27,7 @@ def judged_lines(report: Report) -> list[str]:
         )
     for r in section.rates:
         rate = "no parsed verdict" if r.rate is None else f"{r.met}/{r.judged} = {r.rate:.1%}"
-        corrected = ""
-        if r.corrected is not None:
-            c = r.corrected
-            corrected = (
-                f"; prediction-powered {c['estimate']:.1%} ({c['low']:.1%} to {c['high']:.1%})"
-            )
+        corrected = "" if r.corrected is None else _corrected(r.corrected)
         oracle = ""
         if r.oracle_agreement is not None:
             a = r.oracle_agreement
@@ -39,4 +37,46 @@ def judged_lines(report: Report) -> list[str]:
             f"  {r.arm} / {r.judge}: unjudged {r.unjudged} of {r.needed} "
             f"({r.unparseable} unparseable); judge rate {rate} [{r.label}]{corrected}{oracle}"
         )
+    return out
+
+
+def _interval(c: dict[str, Any], what: str, sign: bool = False) -> str:
+    if c.get("estimate") is None:
+        return f"; {what}: not computed ({c.get('reason')})"
+    form = "+.1%" if sign else ".1%"
+    return (
+        f"; {what} {c['estimate']:{form}} (95% {c['low']:{form}} to {c['high']:{form}}, "
+        f"{c['n_gold']} gold and {c['n_unlabelled']} other {c['unit']}s)"
+    )
+
+
+def _kappa(k: dict[str, Any]) -> str:
+    if k["kappa"] is None:
+        return f"{k['agree']}/{k['runs']} agree, kappa undefined"
+    return (
+        f"{k['agree']}/{k['runs']} agree, kappa {k['kappa']:.2f} "
+        f"({k['kappa_low']:.2f} to {k['kappa_high']:.2f})"
+    )
+
+
+def _corrected(c: dict[str, Any]) -> str:
+    """The gold part of a rate line: PPI rate (and difference), judge and annotators."""
+    out = _interval(c, "prediction-powered rate")
+    if "difference" in c:
+        d = c["difference"]
+        out += _interval(d, f"paired difference vs {d['control']}", sign=True)
+    g = c["gold"]
+    out += f"; gold: {g['runs']} runs by {len(g['annotators'])} annotator(s)"
+    if g["disputed"]:
+        out += f", {g['disputed']} disputed"
+    j = g["judge_vs_gold"]
+    if j is not None:
+        tpr = "n/a" if j["tpr"] is None else f"{j['tpr']:.1%}"
+        fpr = "n/a" if j["fpr"] is None else f"{j['fpr']:.1%}"
+        out += (
+            f"; judge vs gold {_kappa(j)}, TPR {tpr} ({j['tpr_low']:.1%} to "
+            f"{j['tpr_high']:.1%}), FPR {fpr} ({j['fpr_low']:.1%} to {j['fpr_high']:.1%})"
+        )
+    for a in g["annotator_agreement"]:
+        out += f"; annotators {a['a']} vs {a['b']}: {_kappa(a)}"
     return out

@@ -11,6 +11,11 @@ rate limits, redaction, the price table) with the prompt as a single-turn episod
 no tools. The spend cap is the registration's ``budgets.spend_usd``, shared with its
 runs: what the runs and earlier verdicts spent counts against it. An infrastructure
 failure records nothing (the run is judged again next time); a reached cap stops.
+
+The runs are read from the run store ``--store`` names (SQLite or PostgreSQL, like
+``run`` and ``analyse``); verdicts and gold labels always live in the workspace's
+``runs/verdicts.sqlite``, where ``analyse`` and ``verify`` read them. :func:`load_gold`
+is ``--gold FILE`` (see :mod:`prereg.runners.gold`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput
@@ -33,6 +39,7 @@ from prereg.registry.verify import verified_entry
 from prereg.runners.drivers import openai_chat
 from prereg.runners.drivers.base import Driver, Episode, FinalAnswer, InfraError
 from prereg.runners.drivers.table import FACTORIES
+from prereg.runners.gold import GoldLabel, GoldRow, read_gold
 from prereg.runners.judging import (
     build_prompt,
     enforce,
@@ -48,7 +55,7 @@ from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendCapReached, SpendMeter
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
+from prereg.runners.stores import StoreLocation, open_store
 from prereg.runners.verdicts import DuplicateVerdict, Verdict, VerdictStore
 from prereg.runners.verify_runs import verified_records
 
@@ -104,7 +111,7 @@ class _Job:
 
 
 def _load(
-    ws: Workspace, registration_id: str
+    ws: Workspace, registration_id: str, store: StoreLocation | None = None
 ) -> tuple[Entry, Experiment, list[BoundJudge], list[RunRecord]]:
     registry = open_registry(ws)
     entry = verified_entry(registry, registration_id)
@@ -114,7 +121,7 @@ def _load(
             field="judge",
         )
     experiment = load_experiment(registry.experiment_reader(entry), entry.experiment)
-    records, _ = verified_records(ws.runs, registry, entry)
+    records, _ = verified_records(ws.runs if store is None else store, registry, entry)
     own = [r for r in records if r.registration_digest == entry.digest]
     return entry, experiment, bound_judges(registry, entry), own
 
@@ -171,10 +178,15 @@ def _drivers(
     return out
 
 
-def estimate(ws: Workspace, registration_id: str, prices: str | None = None) -> dict[str, Any]:
+def estimate(
+    ws: Workspace,
+    registration_id: str,
+    prices: str | None = None,
+    runs_store: StoreLocation | None = None,
+) -> dict[str, Any]:
     """``--dry-run``: the verdicts still needed per judge and an upper bound on spend
     (prompt tokens at four characters a token, rounded up, plus the output cap)."""
-    entry, experiment, judges, records = _load(ws, registration_id)
+    entry, experiment, judges, records = _load(ws, registration_id, runs_store)
     with VerdictStore(ws.runs) as store:
         jobs = pending_jobs(judges, records, store, entry.digest)
     table = load_prices(prices)
@@ -282,16 +294,20 @@ def judge_registration(
     progress: Progress | None = None,
     prices: str | None = None,
     drivers: Mapping[str, Driver | None] | None = None,
+    runs_store: StoreLocation | None = None,
 ) -> JudgeSummary:
     """Judge (or resume judging) a registration's runs; see the module docstring."""
     if concurrency < 1:
         raise BadInput("--concurrency must be at least 1", field="concurrency")
-    entry, experiment, judges, records = _load(ws, registration_id)
+    entry, experiment, judges, records = _load(ws, registration_id, runs_store)
     store = VerdictStore(ws.runs)
     try:
         jobs = pending_jobs(judges, records, store, entry.digest)
-        with RunStore(ws.runs) as runs:
+        runs = open_store(ws.runs if runs_store is None else runs_store)
+        try:
             spent = runs.spent_usd(entry.digest)
+        finally:
+            runs.close()
         spend = SpendMeter(
             entry.registration.budgets.spend_usd, spent + store.spent_usd(entry.digest)
         )
@@ -371,3 +387,112 @@ async def _run_all(
     finally:
         for driver in {id(d): d for d in drivers.values() if d is not None}.values():
             await driver.aclose()
+
+
+@dataclass
+class GoldSummary:
+    """What ``--gold FILE`` stored."""
+
+    registration_id: str
+    registration_digest: str
+    file: str
+    file_digest: str
+    rows: int
+    added: int
+    already_stored: int
+    annotators: list[str]
+    runs: dict[str, int]  # judged outcome -> runs with a label in the table now
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _outcome(row: GoldRow, records: Mapping[str, RunRecord], judges: list[BoundJudge]) -> str:
+    """The judged outcome the row's run needs, else BadInput naming the row."""
+    record = records.get(row.record_id)
+    if record is None:
+        raise BadInput(
+            f"no run '{row.record_id}' of this registration (a gold label names a run id "
+            "of the registration's verified runs)"[:400],
+            field="run_id",
+        )
+    for bound in judges:
+        if needs_verdict(record, bound.judge):
+            return bound.judge.outcome
+    raise BadInput(
+        f"run '{row.record_id}' needs no judged outcome of the registered judges (not an ok "
+        "run whose call executed, nor a positive no-tool run with an answer)",
+        field="run_id",
+    )
+
+
+def _where(path: Path, row: GoldRow, exc: BadInput) -> BadInput:
+    return BadInput(exc.message, file=f"{path}:{row.line}", field=exc.field)
+
+
+def load_gold(
+    ws: Workspace, registration_id: str, path: Path, runs_store: StoreLocation | None = None
+) -> GoldSummary:
+    """``prereg judge ID --gold FILE``: check every row, then append the new labels in one
+    transaction (nothing is written when any row is bad; see :mod:`prereg.runners.gold`)."""
+    entry, _, judges, records = _load(ws, registration_id, runs_store)
+    rows, file_digest = read_gold(path)
+    by_id = {r.record_id: r for r in records if r.registration_digest == entry.digest}
+    now = datetime.now(UTC)
+    with VerdictStore(ws.runs) as store:
+        stored = {(g.record_id, g.annotator): g for g in store.gold(entry.digest)}
+        new: list[GoldLabel] = []
+        for row in rows:
+            try:
+                outcome = _outcome(row, by_id, judges)
+            except BadInput as exc:
+                raise _where(path, row, exc) from None
+            old = stored.get((row.record_id, row.annotator))
+            if old is not None:
+                if old.label != row.label:
+                    raise BadInput(
+                        f"run {row.record_id} was labelled {str(old.label).lower()} by "
+                        f"annotator {row.annotator} (from {old.source} line {old.line}); a "
+                        "gold label cannot be changed after the fact, only added",
+                        file=f"{path}:{row.line}",
+                        field="label",
+                    )
+                continue
+            new.append(
+                GoldLabel(
+                    record_id=row.record_id,
+                    registration_id=entry.id,
+                    registration_digest=entry.digest,
+                    outcome=outcome,
+                    label=row.label,
+                    annotator=row.annotator,
+                    source=path.name,
+                    source_digest=file_digest,
+                    line=row.line,
+                    loaded_at=now,
+                )
+            )
+        if new:
+            try:
+                store.append_gold(new)
+            except DuplicateVerdict:  # another process loaded the same labels meanwhile
+                raise BadInput(
+                    "another process stored labels of these runs meanwhile; nothing was "
+                    "written from this file: load it again",
+                    file=str(path),
+                ) from None
+        labels = store.gold(entry.digest)
+    runs: dict[str, int] = {}
+    for outcome in sorted({g.outcome for g in labels}):
+        runs[outcome] = len({g.record_id for g in labels if g.outcome == outcome})
+    return GoldSummary(
+        registration_id=entry.id,
+        registration_digest=entry.digest,
+        file=str(path),
+        file_digest=file_digest,
+        rows=len(rows),
+        added=len(new),
+        already_stored=len(rows) - len(new),
+        annotators=sorted({g.annotator for g in labels}),
+        runs=runs,
+    )

@@ -7,7 +7,10 @@ reordered one, a dropped, altered or added trigger or index, a second ok record 
 unit, a record whose columns disagree with its body or hold a value of another type, a
 chain shorter than or different from what the registry anchored, a chain of a digest no
 registration has, a store SQLite's integrity check faults (a damaged page, an index that
-disagrees with its table), and a store file SQLite cannot read.
+disagrees with its table), and a store file SQLite cannot read. The verdict store
+(judges' verdicts and gold labels, always in the workspace's ``runs/verdicts.sqlite``)
+is checked too: its schema, SQLite's integrity check, every chain of both tables, and
+that each chain is of a registered digest.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -34,6 +38,7 @@ from prereg.runners.run_store import (
 )
 from prereg.runners.store import not_a_file, store_path
 from prereg.runners.stores import StoreLocation, is_postgres, open_store
+from prereg.runners.verdicts import VerdictStore
 
 #: Problems named in a refusal (``prereg verify`` lists them all).
 MAX_LISTED = 20
@@ -46,11 +51,14 @@ class RunsReport:
     problems: list[Problem] = field(default_factory=list)
     heads: dict[str, dict[str, Any]] = field(default_factory=dict)  # digest -> count, head
     records: int = 0
+    #: table (verdicts, gold) -> digest -> items, of the verdict store
+    verdicts: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "records": self.records,
             "chains": self.heads,
+            "verdicts": self.verdicts,
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -297,10 +305,35 @@ def _present(runs: StoreLocation) -> tuple[RecordStore | None, Problem | None]:
     return (open_store(path), None) if path.exists() else (None, None)
 
 
-def verify_runs(runs: StoreLocation, registry: Registry) -> RunsReport:
+def check_verdicts(folder: Path, registry: Registry) -> tuple[list[Problem], dict[str, Any]]:
+    """Problems of the verdict store in ``folder`` (see the module docstring), and its
+    counts per table and digest."""
+    with VerdictStore(folder) as store:
+        found, counts = store.problems()
+    problems = [Problem("verdicts-chain", where, what) for where, what in found]
+    owners = {e.get("digest") for e in registry.ledger.events() if e.get("event") == "registration"}
+    for table, per in sorted(counts.items()):
+        problems += [
+            Problem(
+                "verdicts-unregistered",
+                f"{store.path.name} {table} {digest[:19]}...",
+                f"{n} item(s) of a registration digest no registration here has",
+            )
+            for digest, n in sorted(per.items())
+            if digest not in owners
+        ]
+    return problems, counts
+
+
+def verify_runs(
+    runs: StoreLocation, registry: Registry, verdicts: Path | None = None
+) -> RunsReport:
     """Check every chain of the store at ``runs`` (a folder, the database file or a
-    PostgreSQL URL)."""
+    PostgreSQL URL) and of the verdict store in ``verdicts`` (default: the workspace's
+    ``runs/`` beside ``registry``)."""
     report = RunsReport()
+    found, report.verdicts = check_verdicts(verdicts or registry.root.parent / "runs", registry)
+    report.problems += found
     store, problem = _present(runs)
     if problem is not None:
         report.problems.append(problem)

@@ -10,9 +10,12 @@ from rich.table import Table
 
 from prereg.commands._common import JsonOpt, workspace
 from prereg.commands.progress import RichProgress
+from prereg.commands.store_opt import StoreOpt
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
-from prereg.runners.judge_run import estimate, judge_registration
+from prereg.runners.judge_run import estimate, judge_registration, load_gold
+from prereg.runners.stores import resolve_store
+from prereg.runners.verdict_exchange import export_verdicts, import_verdicts
 
 
 def judge(
@@ -41,6 +44,32 @@ def judge(
         Path | None,
         typer.Option("--prices", help="Price table file (YAML/JSON) overriding the packaged one."),
     ] = None,
+    gold: Annotated[
+        Path | None,
+        typer.Option(
+            "--gold",
+            help="Load gold labels (CSV or JSONL: run_id, label, annotator) into the "
+            "append-only gold table instead of judging; a label once stored never changes.",
+        ),
+    ] = None,
+    export: Annotated[
+        Path | None,
+        typer.Option(
+            "--export",
+            help="Write the registration's verdicts and gold labels, chain links included, "
+            "to this JSONL file (beside a run export); nothing is judged.",
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --export if it exists.")] = False,
+    import_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--import",
+            help="Import verdicts and gold labels exported with --export (chains verified, "
+            "the runs imported first); nothing is judged.",
+        ),
+    ] = None,
+    store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Judge every run of a registration that needs a verdict of its registered judges.
@@ -48,12 +77,35 @@ def judge(
     Verdicts are their own append-only records (runs/verdicts.sqlite), one per run and
     judge (configuration and rubric); run again to resume: judged runs are skipped. An
     answer that does not parse is recorded as unparseable, never guessed. The spend cap is
-    the registration's budgets.spend_usd, shared with its runs.
+    the registration's budgets.spend_usd, shared with its runs. With --gold FILE, people's
+    labels of the runs are checked row by row (exit 2 naming file, line and field, nothing
+    written) and appended to the hash-chained gold table; nothing is judged. --export
+    and --import carry verdicts and gold labels between workspaces, chains verified.
     """
     ws = workspace(ctx)
+    location = resolve_store(ws.runs, store)
     chosen = None if prices is None else str(prices)
+    if export is not None:
+        data = export_verdicts(ws, registration_id, export, force=force)
+        emit(data, as_json, lambda: _print_table(f"export {registration_id}", _items(data)))
+        return
+    if import_file is not None:
+        data = import_verdicts(ws, registration_id, import_file, location)
+        emit(data, as_json, lambda: _print_table(f"import {registration_id}", _items(data)))
+        return
+    if gold is not None:
+        loaded = load_gold(ws, registration_id, gold, location)
+        rows = [
+            ("file", f"{loaded.file} ({loaded.file_digest[:19]}...)"),
+            ("labels added", str(loaded.added)),
+            ("already stored (same label)", str(loaded.already_stored)),
+            ("annotators", ", ".join(loaded.annotators)),
+            *[(f"labelled runs: {k}", str(v)) for k, v in loaded.runs.items()],
+        ]
+        emit(loaded.to_json(), as_json, lambda: _print_table(f"gold {registration_id}", rows))
+        return
     if dry_run:
-        data = estimate(ws, registration_id, chosen)
+        data = estimate(ws, registration_id, chosen, location)
         emit(data, as_json, lambda: _print_table(f"dry run {registration_id}", _dry_rows(data)))
         return
     progress = None if (as_json or no_progress) else RichProgress(f"judge {registration_id}")
@@ -64,6 +116,7 @@ def judge(
         max_verdicts=max_verdicts,
         progress=progress,
         prices=chosen,
+        runs_store=location,
     )
     data = summary.to_json()
     rows = [
@@ -82,6 +135,10 @@ def judge(
     if summary.stopped:
         rows.append(("stopped", summary.stopped))
     emit(data, as_json, lambda: _print_table(f"judge {summary.registration_id}", rows))
+
+
+def _items(data: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(key, str(value)) for key, value in data.items()]
 
 
 def _dry_rows(data: dict[str, Any]) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ not name: a verdict under a rubric revised after the fact is never mixed in (Inv
   ``corrected``: the agreement of the annotators with each other and of the judge with
   the gold (Cohen's kappa with its interval, the judge's TPR and FPR with Jeffreys
   intervals) and, from ``PPI_MIN_GOLD`` gold tasks up, the prediction-powered rate
-  (:func:`prereg.stats.ppi_mean` on per-task means) and, on the treatment arm of the
+  (:func:`prereg.stats.ppi_mean`, PPI++, on per-task means) and, on the treatment arm of the
   primary comparison, the paired prediction-powered difference
   (:func:`prereg.stats.ppi_difference` on tasks paired across the two arms).
 
@@ -57,6 +57,10 @@ NOTE = (
     "it. Unparseable answers count as unjudged, never guessed."
 )
 _NO_CALL = frozenset({"answered_without_search", "searched_then_declined"})
+#: PPI++ (power-tuned): in a small study the gold set can be most of the judged tasks,
+#: where plain PPI (lambda = 1) is wider than the gold labels alone; PPI++ tunes lambda
+#: with the (1 + n / N) factor and is asymptotically never wider (docs/judging.md).
+PPI_METHOD = "ppi++"
 
 
 def registered_digests(entry: Entry) -> dict[str, tuple[Judge, str]]:
@@ -343,6 +347,7 @@ def _ppi_fields(res: stats.PPIResult, n_gold: int, n_unlabelled: int) -> dict[st
         "n_gold": n_gold,
         "n_unlabelled": n_unlabelled,
         "unit": "task",
+        "lambda": list(res.lam),
         "method": res.method,
         "reason": None,
     }
@@ -382,7 +387,9 @@ def gold_section(
     }
     if reason is None:
         y, f = zip(*gold_units.values(), strict=True)
-        res = stats.ppi_mean(list(y), list(f), list(unlabelled.values()), level=0.95)
+        res = stats.ppi_mean(
+            list(y), list(f), list(unlabelled.values()), level=0.95, method=PPI_METHOD
+        )
         out = _ppi_fields(res, len(gold_units), len(unlabelled))
     out["function"] = "prereg.stats.ppi_mean"
     out["gold"] = {
@@ -436,6 +443,7 @@ def paired_difference(
             [t_unl[t] for t in paired_unl],
             paired=True,
             level=0.95,
+            method=PPI_METHOD,
         )
         out.update(_ppi_fields(res, len(paired_gold), len(paired_unl)), left_out=mixed)
         out["function"] = "prereg.stats.ppi_difference"

@@ -46,7 +46,8 @@ def _interval(c: dict[str, Any], what: str, sign: bool = False) -> str:
     form = "+.1%" if sign else ".1%"
     return (
         f"; {what} {c['estimate']:{form}} (95% {c['low']:{form}} to {c['high']:{form}}, "
-        f"{c['n_gold']} gold and {c['n_unlabelled']} other {c['unit']}s)"
+        f"{c['n_gold']} gold and {c['n_unlabelled']} other {c['unit']}s; gold labels "
+        f"alone {c['gold_rate']:{form}}, {c['gold_low']:{form}} to {c['gold_high']:{form}})"
     )
 
 

@@ -83,7 +83,7 @@ def test_gold_set_gives_prediction_powered_rate_and_difference(cli, ws: Path) ->
     for arm in ("a", "b"):
         y, f, ft, g, u = units(arm)
         assert len(g) >= stats.PPI_MIN_GOLD and len(u) >= 2
-        expected = stats.ppi_mean(y, f, ft, level=0.95)
+        expected = stats.ppi_mean(y, f, ft, level=0.95, method="ppi++")
         c = rates[arm]["corrected"]
         assert (c["n_gold"], c["n_unlabelled"]) == (len(g), len(u))
         assert c["estimate"] == pytest.approx(expected.estimate, abs=1e-12)
@@ -97,7 +97,7 @@ def test_gold_set_gives_prediction_powered_rate_and_difference(cli, ws: Path) ->
     ya, fa, fta, ga, ua = units("a")
     yb, fb, ftb, gb, ub = units("b")
     assert (ga, ua) == (gb, ub)  # gold chosen by task: every gold task is paired
-    diff = stats.ppi_difference(ya, fa, fta, yb, fb, ftb, paired=True, level=0.95)
+    diff = stats.ppi_difference(ya, fa, fta, yb, fb, ftb, paired=True, level=0.95, method="ppi++")
     d = rates["b"]["corrected"]["difference"]
     assert d["control"] == "a" and d["left_out"] == 0
     assert (d["estimate"], d["low"], d["high"]) == pytest.approx(

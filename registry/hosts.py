@@ -28,6 +28,10 @@ from urllib.parse import urlsplit
 #: ``inspect``: runs imported from Inspect AI logs (``prereg import --from inspect``).
 EvidenceClass = Literal["replay", "local", "api", "inspect"]
 DriverName = Literal["replay", "local", "anthropic", "openai", "openai-chat", "inspect"]
+#: How a host reaches the offered tools: ``client`` (the harness sends them as client-side
+#: tools and executes the calls) or ``connector`` (the provider connects to the replay
+#: server's URL itself: the Anthropic MCP connector, the OpenAI remote MCP tool).
+ToolAccess = Literal["client", "connector"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,9 @@ class DriverSpec:
     #: runs come only from ``prereg import`` (another harness ran them): ``prereg run``
     #: refuses the registration (exit 4)
     imported: bool = False
+    #: the provider can connect to a remote MCP server itself (``host.tool_access:
+    #: connector``)
+    connector: bool = False
 
 
 #: The local host's settings (``prereg.runners.drivers.local.LocalParams``), with the
@@ -169,6 +176,7 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
         provider=True,
         summary="the Anthropic Messages API",
         batch_api=True,
+        connector=True,
         reserved_params=frozenset(
             {"model", "max_tokens", "messages", "system", "tools", "tool_choice", "stream"}
         ),
@@ -179,6 +187,7 @@ DRIVERS: Mapping[DriverName, DriverSpec] = {
         provider=True,
         summary="the OpenAI Responses API",
         batch_api=True,
+        connector=True,
         reserved_params=frozenset(
             {
                 "model",
@@ -269,6 +278,30 @@ def model_problem(driver: DriverName, model: str | None) -> str | None:
         f"the {driver} driver has no model '{model}' (it takes: {', '.join(known)}; "
         "or leave host.model out)"
     )
+
+
+def tool_access_problem(
+    driver: DriverName, tool_access: ToolAccess, *, tool_search: bool, batch: bool, live: bool
+) -> str | None:
+    """Why ``host.tool_access`` is refused for this host, or None.
+
+    ``connector`` needs a driver whose provider connects to MCP servers itself, and
+    excludes what only the client path implements: the harness's tool search (the
+    provider lists the server's tools), batches (one synchronous request per episode)
+    and a live integration (the provider, not the harness, would have to call it).
+    """
+    if tool_access == "client":
+        return None
+    if not DRIVERS[driver].connector:
+        having = ", ".join(n for n, s in DRIVERS.items() if s.connector)
+        return f"the {driver} driver has no MCP connector (tool_access: connector is for: {having})"
+    if tool_search:
+        return "tool_access: connector cannot be combined with tool_search"
+    if batch:
+        return "tool_access: connector cannot run through a batch API (host.batch)"
+    if live:
+        return "tool_access: connector cannot be combined with a live integration (host.live)"
+    return None
 
 
 #: Names of the drivers that call a provider API, in table order.

@@ -31,7 +31,7 @@ from prereg.core.yamlio import FieldRuleError
 from prereg.experiments.controls import ControlName
 from prereg.experiments.models import LOCKED_SPLIT, SplitName
 from prereg.registry.factorial import SETTABLE, DesignError, expand, settable
-from prereg.registry.hosts import DRIVERS, DriverName
+from prereg.registry.hosts import DRIVERS, DriverName, ToolAccess, tool_access_problem
 from prereg.registry.judges import Judge, confound_problem, wrap_judges
 from prereg.stats import (
     REGISTRABLE_TESTS,
@@ -129,6 +129,31 @@ class Host(Strict):
     tool_search: bool = False
     batch: bool = False
     live: Live | None = None
+    #: ``connector``: the provider reaches the tools through the replay server's URL
+    #: (docs/providers.md); absent or ``client``: left out of the digested document
+    tool_access: ToolAccess = "client"
+
+    @model_serializer(mode="wrap")
+    def _omit_client_access(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """The default ``tool_access: client`` is left out of the document, so a host that
+        does not set it digests exactly as before the field existed."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("tool_access") == "client":
+            data.pop("tool_access")
+        return data
+
+    @model_validator(mode="after")
+    def _tool_access(self) -> Host:
+        problem = tool_access_problem(
+            self.driver,
+            self.tool_access,
+            tool_search=self.tool_search,
+            batch=self.batch,
+            live=self.live is not None,
+        )
+        if problem is not None:
+            raise FieldRuleError("tool_access", problem)
+        return self
 
     @model_validator(mode="after")
     def _sampling(self) -> Host:
@@ -254,6 +279,15 @@ class HostOverride(Strict):
     params: dict[str, Any] | None = None
     allow_sampling: bool | None = None
     tool_search: bool | None = None
+    tool_access: ToolAccess | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_access(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """An absent ``tool_access`` is left out of the document (digests unchanged)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("tool_access") is None:
+            data.pop("tool_access", None)
+        return data
 
     def apply(self, base: Host) -> Host:
         """The arm's host: ``base`` with this override's fields (see the class docstring)."""

@@ -89,6 +89,8 @@ class ArmConfig:
     allow_sampling: bool = False
     budgets: Budgets = Budgets()
     system_prompt: str | None = None
+    #: ``connector``: the provider reaches the tools through the replay server's URL
+    tool_access: str = "client"
 
     def as_json(self) -> dict[str, Any]:
         """The configuration as a record stores it: the system prompt by its sha256."""
@@ -119,6 +121,8 @@ class ArmConfig:
             "system_prompt_sha256": None
             if prompt is None
             else "sha256:" + hashlib.sha256(prompt.encode()).hexdigest(),
+            # only when not the default: a client configuration keeps its earlier digest
+            **({} if self.tool_access == "client" else {"tool_access": self.tool_access}),
         }
 
     def digest(self) -> str:
@@ -134,6 +138,7 @@ class ArmConfig:
             canonical_json(dict(self.params)),
             self.tool_search,
             self.allow_sampling,
+            self.tool_access,
         )
 
 
@@ -213,6 +218,7 @@ def arm_config(registration: Registration, arm_id: str) -> ArmConfig:
             b.turn_limit_over_calls,
         ),
         system_prompt=c.system_prompt,
+        tool_access=c.host.tool_access,
     )
 
 

@@ -58,6 +58,8 @@ class ArmConfiguration(Model):
     allow_sampling: bool
     budgets: dict[str, int | None]
     system_prompt_sha256: str | None
+    #: how the host reached the tools (docs/providers.md: client tools or the connector)
+    tool_access: str = "client"
     digest: str = Field(description="sha256 of the configuration; equal digests, equal hosts")
 
 

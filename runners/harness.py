@@ -228,6 +228,7 @@ class Harness:
                 input_schema=t.input_schema,
                 integration=s.name,
                 integration_description=s.description,
+                snapshot_digest=s.snapshot_digest if s.transform is None else None,
             )
             for t, _, s in offered
         )
@@ -363,6 +364,8 @@ class Harness:
         store: ServiceStore,
         live_servers: frozenset[str] = frozenset(),
     ) -> tuple[CallInfo, ToolResult]:
+        if call.host_result is not None:
+            return self._host_executed(call, call.host_result, by_name), call.host_result
         found = by_name.get(call.name)
         if found is None:
             msg = f"error: no tool named '{call.name}' is offered"
@@ -434,6 +437,43 @@ class Harness:
             server,
         )
         return info, ToolResult(content, False, render(content))
+
+    def _host_executed(
+        self, call: ToolCall, result: ToolResult, by_name: dict[str, tuple[Tool, Role]]
+    ) -> CallInfo:
+        """A call the host executed itself (an MCP connector): classified and validated
+        like any call, with the host's result; nothing runs here, the store is untouched."""
+        error = result.text if result.is_error else None
+        content = None if result.is_error else result.content
+        empty = result.is_error or _is_empty(content)
+        found = by_name.get(call.name)
+        if found is None:
+            return CallInfo(
+                call.name,
+                call.arguments,
+                None,
+                (),
+                False,
+                not result.is_error,
+                empty,
+                error,
+                content,
+            )
+        tool, role = found
+        args = call.arguments
+        valid = isinstance(args, dict) and self._validator(tool).is_valid(args)
+        return CallInfo(
+            tool.name,
+            args,
+            role,
+            tool.operations,
+            valid,
+            not result.is_error,
+            empty,
+            error,
+            content,
+            tool.surface,
+        )
 
     @staticmethod
     def _infeasible(task: Task, out: EpisodeResult, store: ServiceStore) -> str | None:

@@ -20,7 +20,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from prereg.experiments.models import SplitName
 from prereg.registry.hosts import EvidenceClass
@@ -250,7 +257,17 @@ class Configuration(Strict):
     allow_sampling: bool = False
     budgets: ConfigBudgets = Field(default_factory=ConfigBudgets)
     system_prompt_sha256: str | None = Field(None, pattern=DIGEST_PATTERN)
+    #: set only for ``connector`` (the provider reached the tools through the replay's
+    #: URL); absent otherwise, so a record written before the field hashes unchanged
+    tool_access: Literal["connector"] | None = None
     digest: str = Field(pattern=DIGEST_PATTERN)
+
+    @model_serializer(mode="wrap")
+    def _omit_client_access(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("tool_access") is None:
+            data.pop("tool_access", None)
+        return data
 
 
 class RunRecord(Strict):

@@ -21,6 +21,15 @@ What is sent (and nothing else):
   sampling parameters only reach this point when the registration allows them;
   this SDK has no keyword for them, so they travel as extra body fields).
 
+Under ``host.tool_access: connector`` (:mod:`.connector`, docs/providers.md) no
+client-side tools are sent: the request carries ``mcp_servers`` (``type: url``, the
+integration's URL on the replay, its name, and ``authorization_token`` only when the
+user set one) with one ``mcp_toolset`` per server in ``tools``, under the beta header
+:data:`MCP_BETA`, posted to the beta Messages route. The provider lists and calls the
+tools itself; its ``mcp_tool_use`` blocks are the calls, its ``mcp_tool_result`` blocks
+their results, and an ``mcp_tool_listing`` block, when the provider returns one, what
+it surfaced (none returned: Surfaced is not measured, null).
+
 What is read: the first ``tool_use`` block (a non-object ``input`` is a malformed
 call, never repaired), ``stop_reason: max_tokens`` as a cut at the cap, the
 ``model`` string returned, usage (``input_tokens`` plus cache reads and writes,
@@ -45,12 +54,19 @@ from prereg.runners.drivers.base import (
     InfraError,
     Malformed,
     ToolCall,
+    ToolResult,
     Turn,
     Usage,
 )
+from prereg.runners.drivers.connector import (
+    ConnectorDriver,
+    ConnectorServer,
+    connector_token,
+    result_text,
+)
 from prereg.runners.providers.batch import AnthropicBatches
 from prereg.runners.providers.credentials import Provider, api_key, base_url
-from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
+from prereg.runners.providers.driver import Parsed, Stored, TokenSplit
 from prereg.runners.providers.prices import Priced
 from prereg.runners.providers.send import Route, post
 
@@ -59,6 +75,8 @@ TOOL_SEARCH_TOOLS = {
     "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
 }
 _SEARCH_NAMES = frozenset(t["name"] for t in TOOL_SEARCH_TOOLS.values())
+#: The MCP connector's beta (``mcp_servers`` plus ``mcp_toolset`` tools).
+MCP_BETA = "mcp-client-2025-11-20"
 
 
 @cache
@@ -67,6 +85,14 @@ def _route() -> Route:
     from anthropic.types import Message  # lazy: the SDK loads at the first request
 
     return Route("/v1/messages", Message)
+
+
+@cache
+def _beta_route() -> Route:
+    """Where ``beta.messages.create`` posts (the connector's route) and its type."""
+    from anthropic.types.beta import BetaMessage  # lazy: the SDK loads at the first request
+
+    return Route("/v1/messages?beta=true", BetaMessage)
 
 
 def _block_dict(block: Any) -> dict[str, Any]:
@@ -104,7 +130,7 @@ def token_split(usage: Any) -> TokenSplit | None:
     )
 
 
-class AnthropicDriver(ModelDriver):
+class AnthropicDriver(ConnectorDriver):
     provider: ClassVar[Provider] = "anthropic"
     #: the Claude API path has no field for server metadata: only tools are sent
     server_text = "none"
@@ -124,6 +150,7 @@ class AnthropicDriver(ModelDriver):
             timeout=self.settings.timeout_s,
             open_telemetry=False,
             http_client=self._http_client(),
+            default_headers=None if self.connector is None else {"anthropic-beta": MCP_BETA},
         )
 
     # ---- request --------------------------------------------------------------------------
@@ -193,6 +220,39 @@ class AnthropicDriver(ModelDriver):
         body.update(self.params)
         return body
 
+    def connector_request(
+        self, episode: Episode, servers: Sequence[ConnectorServer]
+    ) -> dict[str, Any]:
+        """The servers' URLs as ``mcp_servers`` and their toolsets: no client tools."""
+        if episode.completion_cap is None:
+            raise InfraError(
+                "the anthropic driver needs a completion cap (budgets."
+                "completion_cap): max_tokens is required by the Messages API"
+            )
+        token = connector_token()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": episode.completion_cap,
+            "messages": [{"role": "user", "content": episode.prompt}],
+            "mcp_servers": [
+                {
+                    "type": "url",
+                    "url": server.url,
+                    "name": server.label,
+                    **({} if token is None else {"authorization_token": token}),
+                }
+                for server in servers
+            ],
+            "tools": [{"type": "mcp_toolset", "mcp_server_name": s.label} for s in servers],
+        }
+        if episode.system is not None:
+            body["system"] = episode.system
+        body.update(self.params)
+        return body
+
+    def connector_read(self, parsed: Parsed) -> tuple[list[ToolCall], Action]:
+        return read_mcp_blocks(parsed.stored.items, parsed.turn.action)
+
     def _continuation(self, body: dict[str, Any], parsed: Parsed) -> dict[str, Any]:
         messages = list(body["messages"])
         if messages and messages[-1]["role"] == "assistant":
@@ -204,12 +264,14 @@ class AnthropicDriver(ModelDriver):
 
     async def _create(self, client: Any, body: dict[str, Any]) -> Any:
         # the body is wire JSON already: posted as ``messages.create`` would post it
-        # (see providers/send.py)
-        return await post(client, _route(), body)
+        # (see providers/send.py); the connector's as ``beta.messages.create`` would
+        return await post(client, _route() if self.connector is None else _beta_route(), body)
 
     # ---- response -------------------------------------------------------------------------
 
     def parse(self, response: Any, *, batch: bool = False) -> Parsed:
+        if self.connector is not None:
+            return self._parse_connector(response, batch=batch)
         blocks = [_block_dict(b) for b in (_get(response, "content") or [])]
         stop = _get(response, "stop_reason")
         model_returned = _get(response, "model")
@@ -282,10 +344,75 @@ class AnthropicDriver(ModelDriver):
             paused=stop == "pause_turn",
         )
 
+    def _parse_connector(self, response: Any, *, batch: bool) -> Parsed:
+        """A connector response: measurements, what was surfaced, every block kept whole
+        (the calls are read by :func:`read_mcp_blocks` once the turn is complete)."""
+        blocks = [_block_dict(b) for b in (_get(response, "content") or [])]
+        stop = _get(response, "stop_reason")
+        model_returned = _get(response, "model")
+        split = token_split(_get(response, "usage"))
+        cost = None if split is None else self.cost(split.billed, model_returned, batch=batch)
+        if stop == "model_context_window_exceeded":
+            raise InfraError(
+                "anthropic: the request exceeded the model's context window "
+                "(stop_reason model_context_window_exceeded)"
+            )
+        listings = [b for b in blocks if b.get("type") == "mcp_tool_listing"]
+        surfaced = None
+        if listings:
+            names = [t.get("name") for b in listings for t in b.get("tools") or []]
+            surfaced = tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
+        turn = Turn(
+            action=CutAtCap() if stop == "max_tokens" else FinalAnswer(""),
+            usage=None if split is None else split.usage,
+            model_returned=model_returned,
+            cost_usd=cost,
+            surfaced=surfaced,
+        )
+        return Parsed(
+            turn, Stored(blocks, None), None if split is None else split.total, stop == "pause_turn"
+        )
+
     # ---- batches --------------------------------------------------------------------------
 
     def batch_backend(self) -> AnthropicBatches:
         return AnthropicBatches(self)
+
+
+def read_mcp_blocks(
+    blocks: Sequence[dict[str, Any]], ended: Action
+) -> tuple[list[ToolCall], Action]:
+    """The provider's MCP calls, each with its ``mcp_tool_result`` (a call without one
+    was not executed as far as the provider reports), and the final action: its text is
+    what the model wrote after the last call."""
+    results = {b.get("tool_use_id"): b for b in blocks if b.get("type") == "mcp_tool_result"}
+    calls: list[ToolCall] = []
+    tail: list[str] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "mcp_tool_use":
+            call_id = str(block.get("id") or "")
+            calls.append(
+                ToolCall(
+                    name=str(block.get("name")),
+                    arguments=block.get("input"),
+                    call_id=call_id,
+                    host_result=_mcp_result(results.get(call_id)),
+                )
+            )
+            tail = []
+        elif kind == "text":
+            tail.append(str(block.get("text", "")))
+    text = "".join(tail)
+    return calls, CutAtCap(text) if isinstance(ended, CutAtCap) else FinalAnswer(text)
+
+
+def _mcp_result(block: dict[str, Any] | None) -> ToolResult:
+    if block is None:
+        return ToolResult(None, True, "the provider reported no result for this call")
+    text = result_text(block.get("content"))
+    is_error = bool(block.get("is_error"))
+    return ToolResult(None if is_error or not text else text, is_error, text)
 
 
 def _synthesised(turn: Turn, index: int) -> Stored:

@@ -74,6 +74,9 @@ class OfferedTool:
     input_schema: Mapping[str, Any]
     integration: str
     integration_description: str = ""
+    #: the digest of the MCP snapshot the tool's integration serves as offered (None: not
+    #: a snapshot, or transformed by a control): what a connector host must be served
+    snapshot_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,9 +131,13 @@ class Episode:
 
 @dataclass(frozen=True)
 class ToolCall:
+    """One call. ``host_result`` is set when the host executed it itself (an MCP
+    connector): the harness records that result and executes nothing."""
+
     name: str
     arguments: Any
     call_id: str | None = None
+    host_result: ToolResult | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,14 @@ What is sent (and nothing else):
 - the registration's ``host.params`` verbatim (sampling parameters only when the
   registration allows them).
 
+Under ``host.tool_access: connector`` (:mod:`.connector`, docs/providers.md) no
+function tools are sent: one remote MCP tool per integration (``type: mcp``, its
+``server_label``, ``server_url`` on the replay, ``server_description``, the offered
+tool names as ``allowed_tools``, ``require_approval: never``, and ``authorization``
+only when the user set a token). The provider lists and calls the tools itself: its
+``mcp_list_tools`` items are what it surfaced, its ``mcp_call`` items the calls with
+their ``output`` or ``error``.
+
 What is read: the first ``function_call`` (arguments that are not valid JSON, or
 JSON that is not an object, are a malformed call, never repaired, as a non-object
 ``input`` is on the Anthropic path), ``status: incomplete`` with reason
@@ -50,12 +58,19 @@ from prereg.runners.drivers.base import (
     Malformed,
     OfferedTool,
     ToolCall,
+    ToolResult,
     Turn,
     Usage,
 )
+from prereg.runners.drivers.connector import (
+    ConnectorDriver,
+    ConnectorServer,
+    connector_token,
+    result_text,
+)
 from prereg.runners.providers.batch import OpenAIBatches
 from prereg.runners.providers.credentials import Provider, api_key, base_url, redact
-from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
+from prereg.runners.providers.driver import Parsed, Stored, TokenSplit
 from prereg.runners.providers.prices import Priced
 from prereg.runners.providers.send import Route, post
 
@@ -118,10 +133,12 @@ def token_split(usage: Any) -> TokenSplit | None:
     )
 
 
-class OpenAIDriver(ModelDriver):
+class OpenAIDriver(ConnectorDriver):
     provider: ClassVar[Provider] = "openai"
     #: the host path transmits each MCP server's name and description (a namespace)
     server_text = "name_and_description"
+    #: the remote MCP tool carries a label and a description too
+    connector_server_text = "name_and_description"
     #: the request fields the driver sets itself (the registry refuses them at register)
     reserved_params: ClassVar[frozenset[str]] = DRIVERS["openai"].reserved_params
 
@@ -212,6 +229,40 @@ class OpenAIDriver(ModelDriver):
         body.update(self.params)
         return body
 
+    def connector_request(
+        self, episode: Episode, servers: Sequence[ConnectorServer]
+    ) -> dict[str, Any]:
+        """One remote MCP tool per integration: the provider calls the replay itself."""
+        token = connector_token()
+        tools = [
+            {
+                "type": "mcp",
+                "server_label": server.label,
+                "server_url": server.url,
+                "server_description": server.description or server.integration,
+                "allowed_tools": list(server.tools),
+                "require_approval": "never",
+                **({} if token is None else {"authorization": token}),
+            }
+            for server in servers
+        ]
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": [{"role": "user", "content": episode.prompt}],
+            "tools": tools,
+            "tool_choice": "auto",
+            "parallel_tool_calls": False,
+        }
+        if episode.system is not None:
+            body["instructions"] = episode.system
+        if episode.completion_cap is not None:
+            body["max_output_tokens"] = episode.completion_cap
+        body.update(self.params)
+        return body
+
+    def connector_read(self, parsed: Parsed) -> tuple[list[ToolCall], Action]:
+        return read_mcp_items(parsed.stored.items, parsed.turn.action)
+
     async def _create(self, client: Any, body: dict[str, Any]) -> Any:
         # the body is wire JSON already: posted as ``responses.create`` would post it,
         # without the SDK's per-request typed transformation (see providers/send.py)
@@ -230,9 +281,20 @@ class OpenAIDriver(ModelDriver):
             message = _get(error, "message") if error is not None else None
             raise InfraError(redact(f"openai: the response failed: {message or 'no detail'}"))
 
-        output = _read_output([_item_dict(i) for i in (_get(response, "output") or [])])
+        items = [_item_dict(i) for i in (_get(response, "output") or [])]
         details = _get(response, "incomplete_details")
         reason = _get(details, "reason") if details is not None else None
+        if self.connector is not None:
+            ended, _ = _action(status, reason, None, "")
+            turn = Turn(
+                action=ended,
+                usage=usage,
+                model_returned=model_returned,
+                cost_usd=cost,
+                surfaced=_listed(items),
+            )
+            return Parsed(turn, Stored(items, None), None if split is None else split.total)
+        output = _read_output(items)
         action, call_id = _action(status, reason, output.call, output.text)
         turn = Turn(
             action=action,
@@ -334,6 +396,63 @@ def _action(
         text = raw if isinstance(raw, str) else json.dumps(raw, default=str)
         return Malformed(text=text), call_id
     return ToolCall(name=str(call.get("name")), arguments=arguments, call_id=call_id), call_id
+
+
+def _listed(items: list[dict[str, Any]]) -> tuple[str, ...] | None:
+    """The tools the provider listed from the servers (``mcp_list_tools``); None when it
+    reported no listing (not measured)."""
+    listings = [i for i in items if i.get("type") == "mcp_list_tools"]
+    if not listings:
+        return None
+    names = [t.get("name") for i in listings for t in i.get("tools") or []]
+    return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
+
+
+def read_mcp_items(items: list[dict[str, Any]], ended: Action) -> tuple[list[ToolCall], Action]:
+    """The provider's ``mcp_call`` items with their output or error, and the final action:
+    its text is the messages after the last call. Arguments that are not a JSON object
+    are kept as given (the harness records the call as not Invoked)."""
+    calls: list[ToolCall] = []
+    tail: list[str] = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "mcp_call":
+            raw = item.get("arguments")
+            try:
+                arguments = json.loads(raw) if isinstance(raw, str) else raw
+            except json.JSONDecodeError:
+                arguments = raw
+            calls.append(
+                ToolCall(
+                    name=str(item.get("name")),
+                    arguments=arguments,
+                    call_id=str(item.get("id") or ""),
+                    host_result=_mcp_result(item),
+                )
+            )
+            tail = []
+        elif kind == "message":
+            tail.extend(_message_texts(item))
+    text = "".join(tail)
+    return calls, CutAtCap(text) if isinstance(ended, CutAtCap) else FinalAnswer(text)
+
+
+def _mcp_result(item: dict[str, Any]) -> ToolResult:
+    error = item.get("error")
+    if error is None:
+        output = item.get("output")
+        if output is None:
+            return ToolResult(None, True, "the provider reported no output for this call")
+        text = str(output)
+        return ToolResult(text or None, False, text)
+    if not isinstance(error, dict):
+        return ToolResult(None, True, str(error))
+    if error.get("type") == "mcp_tool_execution_error":  # the tool's own error result
+        content = error.get("content")
+        return ToolResult(None, True, result_text(content) or json.dumps(content, default=str))
+    # a protocol or HTTP error: the provider could not complete the call
+    detail = error.get("message") or json.dumps(error, default=str)
+    return ToolResult(None, True, f"{error.get('type', 'error')}: {detail}")
 
 
 def _synthesised(turn: Turn, index: int) -> Stored:

@@ -21,6 +21,7 @@ from prereg.registry.hosts import DRIVERS, PROVIDER_DRIVERS
 from prereg.registry.units import ArmConfig, RunPlan
 from prereg.runners.drivers import openai_chat
 from prereg.runners.drivers.base import Driver, InfraError
+from prereg.runners.drivers.connector import connector_url
 from prereg.runners.drivers.table import FACTORIES, create_driver
 from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key, is_provider
 from prereg.runners.providers.prices import PriceTable, load_prices
@@ -104,9 +105,14 @@ def _build(
             field="host.model",
         )
     assert spend is not None
+    # host.tool_access: connector (docs/providers.md): the replay's public URL, from the
+    # environment at run time (not digested: the replay is checked to serve the
+    # registered snapshots), refused before anything is written when missing
+    connector = {"connector_url": connector_url()} if config.tool_access == "connector" else {}
     return FACTORIES[provider](
         config.model,
         dict(config.params),
+        **connector,
         tool_search=config.tool_search,
         allow_sampling=config.allow_sampling,
         settings=chosen,

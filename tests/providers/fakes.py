@@ -44,6 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prereg.runners.drivers.base import CutAtCap, Exchange, FinalAnswer, ToolResult
+from tests.providers import fake_connector
 
 
 @dataclass
@@ -344,6 +345,10 @@ class FakeProviders:
         self.batch_id_prefix: str | None = None
         #: override the origin of Anthropic results_url (to test the same-origin check)
         self.results_origin: str | None = None
+        #: connector mode (tests/providers/fake_connector.py): the MCP servers the fake
+        #: visited as a provider would; ``anthropic_listing`` adds mcp_tool_listing blocks
+        self.connector_log = fake_connector.ConnectorLog()
+        self.anthropic_listing = False
         self._limited: set[str] = set()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -421,7 +426,7 @@ class FakeProviders:
 
     def model_bodies(self, provider: str) -> list[dict[str, Any]]:
         path = "/v1/messages" if provider == "anthropic" else "/v1/responses"
-        return [s.body for s in self.seen if s.path == path and s.method == "POST"]
+        return [s.body for s in self.seen if s.path.split("?", 1)[0] == path and s.method == "POST"]
 
     # ---- routing --------------------------------------------------------------------------
 
@@ -477,8 +482,19 @@ class FakeProviders:
                 self.rate_limited += first_time
             if first_time:
                 return rate_limited(provider, self.retry_after_ms)
+        if fake_connector.is_connector(provider, body):
+            return Reply(200, self._connector(provider, body))
         answer = self.brain.anthropic(body) if provider == "anthropic" else self.brain.openai(body)
         return Reply(200, answer)
+
+    def _connector(self, provider: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The provider's side of an MCP connector request (fake_connector.py)."""
+        model = str(body.get("model")) + self.brain.suffix
+        if provider == "anthropic":
+            return fake_connector.anthropic_reply(
+                body, self.connector_log, model=model, listing=self.anthropic_listing
+            )
+        return fake_connector.openai_reply(body, self.connector_log, model=model)
 
     # ---- Anthropic batches ----------------------------------------------------------------
 

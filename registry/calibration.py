@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ from prereg.stats import mde_paired
 from prereg.stats.calibration import (
     CalibrationResult,
     CalibrationRow,
+    FamilyPlan,
     MonitorPlan,
     PlannedTest,
     Progress,
@@ -331,6 +332,94 @@ def _descriptive(
     return out
 
 
+#: members of a family whose null is not "no difference", or that need several arms
+_NOT_SIMULATED = "tost_paired"
+
+
+def _member(plan: PlannedTest | None, method: str) -> PlannedTest | None:
+    """A registered test as a family member (None: counted in m, not simulated): e-BH
+    takes e-values, so only e-value tests can be rejected there; a TOST's null is its
+    margin and a contrast's test needs its arms, so neither is simulated."""
+    if plan is None or plan.weights is not None or plan.test == _NOT_SIMULATED:
+        return None
+    if method == "e-bh" and plan.test != "beta_mixture":
+        return None
+    return plan
+
+
+def _intent_members(
+    reg: Registration, split: SplitTasks, primary: PlannedTest
+) -> list[PlannedTest] | str:
+    """One member per intent (the primary test on the intent's tasks; for e-BH the
+    beta-mixture e-value of its discordant pairs), as :mod:`prereg.reports.family`."""
+    if split.intents is None:
+        return "the split's intents are not known here"
+    indices = np.arange(len(split.ids)) if primary.subset is None else primary.subset
+    intents = [split.intents[i] for i in indices]
+    labels = split.labels(primary.unit_name)
+    out = []
+    for intent in dict.fromkeys(intents):
+        chosen = np.array(
+            [i for i, x in zip(indices, intents, strict=True) if x == intent], dtype=np.intp
+        )
+        units = None
+        if primary.units is not None and labels is not None:
+            units = _codes([labels[i] for i in chosen])
+        member = replace(primary, label=f"intent {intent}", subset=chosen, units=units)
+        if reg.multiplicity is not None and reg.multiplicity.method == "e-bh":
+            member = replace(member, test="beta_mixture", units=None)
+        out.append(member)
+    return out
+
+
+def family_plan(
+    reg: Registration, split: SplitTasks, plans: Sequence[PlannedTest]
+) -> FamilyPlan | str | None:
+    """The registered multiplicity family as simulated, or why it is not (None: no
+    family registered)."""
+    rule = reg.multiplicity
+    if rule is None:
+        return None
+    by_label = {p.label: p for p in plans}
+    if rule.family == "contrasts":
+        return "a family of contrasts is not simulated (each contrast needs its own arms)"
+    if rule.family == "per-intent":
+        primary = by_label.get("primary")
+        if primary is None or primary.weights is not None:
+            return "the primary test is not simulated over two arms"
+        found = _intent_members(reg, split, primary)
+        if isinstance(found, str):
+            return found
+        members: list[PlannedTest | None] = list(found)
+    else:
+        members = [by_label.get(f"secondary[{i}]") for i in range(len(reg.secondary))]
+        if not members:
+            return "no secondary test"
+    chosen = [_member(m, rule.method) for m in members]
+    left = len(chosen) - sum(m is not None for m in chosen)
+    note = (
+        f"{left} member(s) not simulated (TOST, contrasts, or no e-value under e-BH): "
+        "counted in m, never rejecting"
+        if left
+        else ""
+    )
+    if left == len(chosen):
+        return f"no member of the {rule.family} family can be simulated ({note})"
+    return FamilyPlan("multiplicity", rule.method, rule.q, rule.family, tuple(chosen), note)
+
+
+def _few_task_intents(reg: Registration, split: SplitTasks) -> int:
+    """Intents of the primary comparison's tasks with no per-intent interval."""
+    if split.intents is None or reg.primary.contrast is not None:
+        return 0
+    subset = _tasks_of(reg, reg.primary, split)
+    indices = range(len(split.ids)) if subset is None else subset
+    sizes: dict[str, int] = {}
+    for i in indices:
+        sizes[split.intents[i]] = sizes.get(split.intents[i], 0) + 1
+    return sum(1 for n in sizes.values() if too_few_tasks(n))
+
+
 def _same_tasks(a: NDArray[np.intp] | None, b: NDArray[np.intp] | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
@@ -478,6 +567,11 @@ def calibrate_registration(
     pop = build_population(reg, split, resolved)
     effect, capped = _capped_effect(pop, resolved)
     plans, monitor, skipped = test_plans(reg, split, scope)
+    family = family_plan(reg, split, plans) if scope == "all" else None
+    if isinstance(family, str):
+        method = reg.multiplicity.method if reg.multiplicity is not None else "-"
+        skipped.append({"label": "multiplicity", "test": method, "reason": family})
+        family = None
     result = calibrate(
         pop,
         plans,
@@ -488,8 +582,15 @@ def calibrate_registration(
         seed=seed,
         draws=draws,
         progress=progress,
+        family=family,
     )
     notes = list(resolved.notes) + list(result.notes)
+    few = _few_task_intents(reg, split) if scope == "all" else 0
+    if few:
+        notes.append(
+            f"per-intent intervals: {few} intent(s) with fewer than {MIN_INTENT_TASKS} tasks "
+            "print 'too few tasks' in the report and are not simulated"
+        )
     if capped:
         notes.append(capped)
     return document(reg, split, resolved, result, skipped, notes)

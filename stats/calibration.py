@@ -20,6 +20,11 @@ effect. The stopping rule's type I error is the chance that the e-process ever c
 its threshold with no effect (Ville's bound 1/threshold is its nominal), its power the
 chance that it crosses in the planned direction.
 
+The registered multiplicity family (``family``) gets one row: the chance, with no
+effect on any member (the global null), that its rule rejects at least one member, which
+is its family-wise error and, with every hypothesis null, its false discovery rate too;
+nominal: the registered q.
+
 Common random numbers: the same uniforms generate every scenario, so scenarios differ
 only by the effect. Verdicts: a rate is ``inflated`` (type I error) or the interval
 ``under-covers`` when the estimate is more than two Monte Carlo standard errors worse
@@ -47,7 +52,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -77,6 +82,8 @@ from prereg.stats.sequential import _log_evalue, beta_mixture_evalue
 __all__ = [
     "PlannedTest",
     "MonitorPlan",
+    "FamilyPlan",
+    "family_levels",
     "CalibrationRow",
     "CalibrationResult",
     "calibrate",
@@ -148,6 +155,36 @@ class MonitorPlan:
     prior: tuple[float, float] = (1.0, 1.0)
     aggregate: str = "majority"
     subset: NDArray[np.intp] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class FamilyPlan:
+    """The registered multiplicity family as the simulation applies it.
+
+    ``members`` are the family's hypotheses, each tested as the report tests it; None
+    for a member not simulated (counted in m, never rejecting; ``note`` says which).
+    ``method`` is the registered rule (holm, bh, e-bh or none) at level ``q``.
+    """
+
+    label: str
+    method: str
+    q: float
+    family: str
+    members: tuple[PlannedTest | None, ...]
+    note: str = ""
+
+
+def family_levels(method: str, q: float, m: int) -> list[tuple[int, float]]:
+    """(k, alpha_k): the family rejects something under the global null iff, for some
+    listed k, at least k members reject at alpha_k. Holm rejects something iff the
+    smallest p is at most q/m; Benjamini-Hochberg iff p_(k) <= k q / m for some k; e-BH
+    iff e_(k) >= m / (k q) for some k (a member rejecting at alpha_k is e >= 1/alpha_k);
+    ``none`` iff some p <= q."""
+    if method == "none":
+        return [(1, q)]
+    if method == "holm":
+        return [(1, q / m)]
+    return [(k, k * q / m) for k in range(1, m + 1)]
 
 
 @dataclass(frozen=True)
@@ -832,8 +869,10 @@ class _Simulation:
         effect: float,
         draws: int,
         rng: np.random.Generator,
+        family: FamilyPlan | None = None,
     ) -> None:
         self.pop, self.tests, self.monitor, self.draws = pop, list(tests), monitor, draws
+        self.family, self.fam = family, _Acc()
         self.sign = _effect_sign(effect)
         self.effects: dict[str, float] = {
             "null": 0.0,
@@ -903,6 +942,8 @@ class _Simulation:
                 yt = _subset(data.treatment[self.effects[key]], plan.subset)
                 out = self.evaluate(plan, yc, yt, self.truth(plan, key))
                 self.acc.setdefault((index, key), _Acc()).add(out)
+        if self.family is not None:
+            self._family_block(self.family, data)
         if self.monitor is not None:
             yc = _subset(data.control, self.monitor.subset)
             for key in ("null", "planned effect"):
@@ -910,6 +951,24 @@ class _Simulation:
                 crossed, direction, used = _monitor(self.monitor, yc, yt)
                 self.mon[key].add(Outcome(crossed, direction))
                 self.mon[key].used.append(used)
+
+    def _family_block(self, fam: FamilyPlan, data: Draws) -> None:
+        """Whether the registered rule rejects any member under the global null (every
+        member's null holds: no effect), per data set: the family-wise error, which is
+        also the false discovery rate when every hypothesis is null (V = R)."""
+        levels = family_levels(fam.method, fam.q, len(fam.members))
+        counts = np.zeros((len(levels), data.control.shape[0]), dtype=np.int64)
+        null = data.treatment[self.effects["null"]]
+        for member in fam.members:
+            if member is None:
+                continue
+            yc, yt = _subset(data.control, member.subset), _subset(null, member.subset)
+            truth = self.truth(member, "null")
+            for j, (_, alpha) in enumerate(levels):
+                counts[j] += self.evaluate(replace(member, alpha=alpha), yc, yt, truth).reject
+        needed = np.array([k for k, _ in levels], dtype=np.int64)[:, None]
+        rejects: BoolArray = np.asarray((counts >= needed).any(axis=0), dtype=bool)
+        self.fam.add(Outcome(rejects, np.zeros(rejects.size, dtype=np.int64)))
 
     def _contrast_block(self, index: int, plan: PlannedTest, size: int) -> None:
         deltas = self.contrasts[index][0]
@@ -927,6 +986,8 @@ class _Simulation:
             rows.extend(_rows_of(plan, index, self.acc, values, self.sign, power_target))
         if self.monitor is not None:
             rows.extend(_monitor_rows(self.monitor, self.mon, self.sign, power_target))
+        if self.family is not None:
+            rows.append(_family_row(self.family, self.fam))
         return rows
 
 
@@ -941,6 +1002,7 @@ def calibrate(
     seed: int | None = 0,
     draws: int = 1000,
     progress: Progress | None = None,
+    family: FamilyPlan | None = None,
 ) -> CalibrationResult:
     """Simulate the registered analysis ``sims`` times per scenario (see the module doc).
 
@@ -948,7 +1010,8 @@ def calibrate(
     control (its sign is the planned direction); ``power_target`` the planned power (the
     nominal of the power rows; None: no verdict). ``progress(done, total)`` is called as
     blocks of data sets are analysed. Seeded with ``numpy.random.default_rng(seed)``; the
-    same seed gives the same table.
+    same seed gives the same table. ``family``: the registered multiplicity family, whose
+    error rate under the global null gets one row (:class:`FamilyPlan`).
     """
     if isinstance(sims, bool) or int(sims) != sims or sims < 1:
         raise ValueError(f"sims must be a positive integer, got {sims!r}")
@@ -956,7 +1019,7 @@ def calibrate(
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     sims, draws = int(sims), int(draws)
     rng = np.random.default_rng(seed)
-    run = _Simulation(pop, tests, monitor, effect, draws, rng)
+    run = _Simulation(pop, tests, monitor, effect, draws, rng, family)
     block = max(1, _BLOCK_CELLS // (pop.prompts * pop.runs))
     if progress is not None:
         progress(0, sims)
@@ -1094,6 +1157,31 @@ def _monitor_rows(
             f"crossing in the planned direction; mean prompts used {float(used.mean()):.1f}",
         ),
     ]
+
+
+def _family_row(fam: FamilyPlan, acc: _Acc) -> CalibrationRow:
+    est, se, n = _rate(acc.reject)
+    fdr = fam.method in ("bh", "e-bh")
+    quantity = "false discovery rate" if fdr else "family-wise error"
+    simulated = sum(member is not None for member in fam.members)
+    note = (
+        f"global null (no effect on any member): any rejection by {fam.method} at q "
+        f"{fam.q:g} over {len(fam.members)} member(s), {simulated} simulated"
+        + ("; FDR = FWER when every hypothesis is null" if fdr else "")
+        + (f"; {fam.note}" if fam.note else "")
+    )
+    return CalibrationRow(
+        label=fam.label,
+        test=f"{fam.method} over {fam.family}",
+        quantity=quantity,
+        scenario="global null",
+        nominal=fam.q,
+        estimate=est,
+        mc_se=se,
+        verdict=verdict("type I error", est, fam.q, n),
+        sims=n,
+        note=note,
+    )
 
 
 EVALUATORS: dict[str, Callable[[PlannedTest, BoolArray, BoolArray, float, Population], Outcome]] = {

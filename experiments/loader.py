@@ -58,6 +58,12 @@ from prereg.experiments.snapshots import load_snapshot_bytes, snapshot_surface
 from prereg.experiments.splits import assign_by_fractions
 from prereg.experiments.surfaces import Role, Surface, Tool
 from prereg.experiments.text import normalise
+from prereg.experiments.toolbottleneck.registrable import (
+    SURFACE,
+    StudyExperiment,
+    is_study,
+    load_study_experiment,
+)
 
 Reader = Callable[[str], bytes]
 #: Where a problem is in a file: the keys and indices down to the node.
@@ -113,6 +119,8 @@ class Experiment:
     pool: tuple[PoolEntry, ...]
     split_of_cluster: Mapping[str, str]
     split_names: tuple[str, ...] = SPLIT_NAMES
+    #: a ToolBottleneckBench study (``kind: toolbottleneck``): its families and tasks
+    toolbottleneck: StudyExperiment | None = None
     _by_id: Mapping[str, Task] = field(default_factory=dict, repr=False)
 
     @property
@@ -253,6 +261,9 @@ def load_experiment(read: Reader, name: str) -> Experiment:
 
 
 def _load_experiment(read: Reader, name: str) -> Experiment:
+    raw = _read(read, ENTRY, None)
+    if is_study(load_yaml(raw, ENTRY)):
+        return _study_experiment(read, raw, name)
     spec, entry = _load(read, ENTRY, ExperimentFile, None)
     if spec.name != name:
         raise entry.fail(
@@ -307,6 +318,30 @@ def _load_experiment(read: Reader, name: str) -> Experiment:
         pool=tuple(pool),
         split_of_cluster=split_of_cluster,
         _by_id={t.id: t for t in tasks},
+    )
+
+
+def _study_experiment(read: Reader, raw: bytes, name: str) -> Experiment:
+    """A ToolBottleneckBench study (``kind: toolbottleneck``, issue 19): its tasks are
+    (family, seed) pairs and its one surface stands for the compiled variants; it has no
+    corpus service (each variant carries its own world, built by the runner)."""
+    loaded = load_study_experiment(read, ENTRY, raw, name)
+    spec = loaded.study.spec
+    surface = Surface(SURFACE, ENTRY, SURFACE, spec.title, "compiled variants", True, ())
+    service = ServiceFile.model_construct(name=spec.name, collections={}, operations={})
+    return Experiment(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        files=loaded.files,
+        service=service,
+        intents=loaded.intents,
+        tasks=loaded.tasks,
+        surfaces={SURFACE: surface},
+        pool=(),
+        split_of_cluster=loaded.split_of_cluster,
+        toolbottleneck=loaded.study,
+        _by_id={t.id: t for t in loaded.tasks},
     )
 
 

@@ -15,6 +15,8 @@ every extra cell becomes an arm: the base with each factor's ``sets`` field set 
 cell's level, an id made of the factors and levels (``profile-local-careful--cap-64``)
 and ``cell`` recording the levels. An extra cell may use levels outside a factor's list
 (a checkpoint beyond the crossed range); it carries weight 0 in every factorial effect.
+Then each ``extra_arms`` entry (issue 19: a study's fixed-menu lane, its switches) is an
+arm beside the design: the base with the entry's fields merged in, its own id, no cell.
 
 This module works on the document (plain dicts) before validation, so the schema can
 expand a registration once and then check a frozen copy, which lists the arms it was
@@ -29,6 +31,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from prereg.experiments.toolbottleneck.cells import CELL_FIELDS
+
 #: The arm fields a factor may set, and the kind of value its levels must be.
 SETTABLE: Mapping[str, str] = {
     "surface": "string",
@@ -40,6 +44,9 @@ SETTABLE: Mapping[str, str] = {
     "budgets.episode_tokens": "integer",
     "budgets.call_limit": "integer",
     "budgets.turn_limit": "integer",
+    # a ToolBottleneckBench study's cell (issue 19): menu, workflow, encoding, menu mode,
+    # simulated policy, handoffs
+    **CELL_FIELDS,
 }
 #: ``host.params.<key>`` sets one provider or local-host parameter (any scalar).
 PARAMS_PREFIX = "host.params."
@@ -152,4 +159,23 @@ def expand(design: Mapping[str, Any]) -> list[dict[str, Any]]:
             )
         seen[arm_id] = index
         arms.append({"id": arm_id, **arm, "cell": dict(cell)})
+    for index, extra in enumerate(design.get("extra_arms") or []):
+        where = f"factorial.extra_arms[{index}]"
+        if not isinstance(extra.get("id"), str) or "cell" in extra:
+            raise DesignError(where, "an extra arm gives its id (and no cell: it is no cell)")
+        if extra["id"] in seen:
+            raise DesignError(f"{where}.id", f"'{extra['id']}' is already an arm's id")
+        seen[extra["id"]] = len(arms)
+        arms.append(_merged(base, extra))
     return arms
+
+
+def _merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra``'s fields merged in (mappings key by key, the rest replaced)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out

@@ -19,6 +19,8 @@ from prereg.core.yamlio import load_model, parse_yaml
 from prereg.experiments import Experiment, Task, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.offers import ArmSpec, offers_for
+from prereg.experiments.toolbottleneck.cells import ArmCell
+from prereg.experiments.toolbottleneck.variants import variant_digests
 from prereg.registry.digest import document_digest, file_digest
 from prereg.registry.hosts import model_problem, params_problem
 from prereg.registry.schema import Host, Registration
@@ -36,17 +38,51 @@ class Resolved:
 
 
 def build_document(
-    registration: Registration, experiment_files: dict[str, bytes]
+    registration: Registration,
+    experiment_files: dict[str, bytes],
+    variants: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The digested document: registration fields and the hash of every file."""
+    """The digested document: registration fields and the hash of every file; for a
+    ToolBottleneckBench study also the digest of every compiled variant a unit runs
+    (``<arm>/<task>``), absent otherwise (every other digest unchanged)."""
+    experiment: dict[str, Any] = {
+        "name": registration.experiment,
+        "files": {path: file_digest(data) for path, data in sorted(experiment_files.items())},
+    }
+    if variants is not None:
+        experiment["variants"] = dict(sorted(variants.items()))
     return {
         "format": "prereg.registration/1",
         "registration": registration.model_dump(mode="json"),
-        "experiment": {
-            "name": registration.experiment,
-            "files": {path: file_digest(data) for path, data in sorted(experiment_files.items())},
-        },
+        "experiment": experiment,
     }
+
+
+def study_variants(
+    registration: Registration, experiment: Experiment, tasks: list[Task], shown: str
+) -> dict[str, str] | None:
+    """The variant digests of a study registration (issue 19), None for any other; every
+    arm of a study gives its cell (``toolbottleneck:``), no arm of another experiment does."""
+    study = experiment.toolbottleneck
+    cells: dict[str, ArmCell] = {}
+    for index, arm in enumerate(registration.arms):
+        if (arm.toolbottleneck is None) != (study is None):
+            why = (
+                f"experiment '{registration.experiment}' is a ToolBottleneckBench study: "
+                "each arm gives its cell (toolbottleneck: {menu, workflow, encoding, ...})"
+                if study is not None
+                else "'toolbottleneck' is for an experiment of kind toolbottleneck"
+            )
+            raise BadInput(why, file=shown, field=f"arms[{index}].toolbottleneck")
+        if arm.toolbottleneck is not None:
+            cells[arm.id] = arm.toolbottleneck
+    if registration.repairs and study is None:
+        raise BadInput(
+            "'repairs' is for an experiment of kind toolbottleneck", file=shown, field="repairs"
+        )
+    if study is None:
+        return None
+    return variant_digests(study, cells, [t.id for t in tasks])
 
 
 def _check_offers(registration: Registration, experiment: Experiment, shown: str) -> None:
@@ -288,7 +324,8 @@ def _resolve(path: Path, experiments_dir: Path, shown: str) -> Resolved:
     check_certified(registration, tasks, source, shown)
     check_stopping_reach(registration, len(tasks), source, shown)
 
-    document = build_document(registration, files)
+    variants = study_variants(registration, experiment, tasks, shown)
+    document = build_document(registration, files, variants)
     return Resolved(
         registration=registration,
         source_path=shown,

@@ -30,6 +30,7 @@ from pydantic import (
 from prereg.core.yamlio import FieldRuleError
 from prereg.experiments.controls import ControlName
 from prereg.experiments.models import LOCKED_SPLIT, SplitName
+from prereg.experiments.toolbottleneck.cells import ArmCell, StudyRepair
 from prereg.registry.factorial import SETTABLE, DesignError, expand, settable
 from prereg.registry.hosts import DRIVERS, DriverName, ToolAccess, tool_access_problem
 from prereg.registry.judges import Judge, confound_problem, wrap_judges
@@ -365,8 +366,20 @@ class Arm(Strict):
     host: HostOverride | None = None
     budgets: BudgetsOverride | None = None
     system_prompt: SystemPrompt | None = None
+    #: the arm's cell of a ToolBottleneckBench study (issue 19; an experiment of kind
+    #: toolbottleneck): pressure levels, menu mode, simulated policy
+    toolbottleneck: ArmCell | None = None
     #: the factor levels of a factorial cell (set by the expansion, see ``Factorial``)
     cell: dict[str, StrictStr | StrictInt | StrictFloat | StrictBool] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_cell(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """An absent ``toolbottleneck`` block is left out, so every arm that has none
+        digests exactly as before the field existed."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("toolbottleneck") is None:
+            data.pop("toolbottleneck", None)
+        return data
 
     @model_validator(mode="after")
     def _control_fields(self) -> Arm:
@@ -420,6 +433,17 @@ class Factorial(Strict):
     extra_cells: list[dict[str, StrictStr | StrictInt | StrictFloat | StrictBool]] = Field(
         default_factory=list
     )
+    #: whole arms beside the design (issue 19: a study's fixed-menu lane and switches),
+    #: each the base with its own fields merged in; weight 0 in every factorial effect
+    extra_arms: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_no_extra_arms(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """No extra arms: the field is left out, so earlier factorial digests stay."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("extra_arms"):
+            data.pop("extra_arms", None)
+        return data
 
     @model_validator(mode="after")
     def _factors(self) -> Factorial:
@@ -614,6 +638,9 @@ class Registration(Strict):
     judge: list[Judge] | None = None
     #: the InvokeRank score's interval method (issue 17, item 5); absent: published
     invokerank: InvokeRankSpec | None = None
+    #: ToolBottleneckBench repairs against switches (issue 19, seed 4.3): each names the
+    #: repaired lane, the no-repair lane and the switches (arm ids); absent: none
+    repairs: list[StudyRepair] | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_intent_weights(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -621,7 +648,7 @@ class Registration(Strict):
         does not use it digests exactly as before the field existed."""
         data = handler(self)
         if isinstance(data, dict):
-            for name in ("intent_weights", "judge"):  # added fields: absent, not in digest
+            for name in ("intent_weights", "judge", "repairs"):  # added: absent, not digested
                 if data.get(name) is None:
                     data.pop(name, None)
             if data.get("invokerank") is None:  # added (issue 17): absent, not digested
@@ -686,6 +713,7 @@ class Registration(Strict):
         self._check_configurations()
         self._check_contrasts(ids)
         self._check_judges()
+        self._check_repairs(ids)
         if self.supersedes == self.id:
             raise FieldRuleError("supersedes", "a registration cannot supersede itself")
         return self
@@ -704,6 +732,17 @@ class Registration(Strict):
         problem = confound_problem(judges, hosts)
         if problem is not None:
             raise FieldRuleError(*problem)
+
+    def _check_repairs(self, ids: list[str]) -> None:
+        """Every lane of a repair names registered arms (study arms, issue 19)."""
+        for index, repair in enumerate(self.repairs or []):
+            for name, lane in repair.lanes():
+                for side in ("stressed", "unstressed"):
+                    arm = getattr(lane, side)
+                    if arm not in ids:
+                        raise FieldRuleError(
+                            f"repairs[{index}].{name}.{side}", f"names unknown arm '{arm}'"
+                        )
 
     def _check_split(self) -> None:
         if self.kind == "confirmatory" and self.split != LOCKED_SPLIT:

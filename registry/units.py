@@ -35,6 +35,7 @@ from prereg.experiments.offers import (
     plain_offer,
 )
 from prereg.experiments.surfaces import Role, Surface, Tool
+from prereg.experiments.toolbottleneck.cells import ArmCell
 from prereg.registry.digest import canonical_json
 from prereg.registry.schema import Registration
 
@@ -180,6 +181,10 @@ class RunPlan:
     live: LiveSpec | None = None
     configs: Mapping[str, ArmConfig] = field(default_factory=dict)
     harness: HarnessPolicy = HarnessPolicy()
+    #: a ToolBottleneckBench study (issue 19): each arm's cell, and the registered digest
+    #: of every compiled variant (``<arm>/<task>``, from the frozen document)
+    study_cells: Mapping[str, ArmCell] = field(default_factory=dict)
+    variants: Mapping[str, str] = field(default_factory=dict)
 
     def config(self, arm: str) -> ArmConfig:
         """The arm's configuration (the registration's defaults when none was resolved)."""
@@ -305,6 +310,9 @@ def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
         live=live,
         configs=configs,
         harness=harness_policy(registration),
+        study_cells={
+            a.id: a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None
+        },
     )
 
 

@@ -37,7 +37,7 @@ def genesis(registration_digest: str) -> str:
 
 #: Record fields added after this chain format was fixed: hashed only when set, so a
 #: record written before a field existed verifies unchanged (its JSON never had it).
-ADDED_FIELDS = ("server",)
+ADDED_FIELDS = ("server", "obligations", "variant_digest")
 
 
 def content(record: RunRecord) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from prereg.runners.live import check_live, open_live
 from prereg.runners.record import RunRecord
 from prereg.runners.run_store import DuplicateRecord, RecordStore, UnitClaims
 from prereg.runners.scoring import infra_record, score
+from prereg.runners.toolbottleneck_study import StudyUnits
 
 
 @dataclass
@@ -180,6 +181,8 @@ async def run_plan(
         stopped = "max_units"
     slots = len(pending) if max_units is None else min(len(pending), max_units)
     live = await open_live(plan, experiment) if pending else None
+    # a ToolBottleneckBench study (issue 19): each unit is played on its compiled variant
+    study = StudyUnits(plan, experiment) if experiment.toolbottleneck is not None else None
     harness = Harness(
         experiment,
         plan.budgets,
@@ -216,7 +219,10 @@ async def run_plan(
             unit = next_unit()
             if unit is None:
                 return
-            record = await run_unit(plan, harness, unit, by_arm[unit.arm])
+            if study is not None:
+                record = study.run(unit, by_arm[unit.arm])
+            else:
+                record = await run_unit(plan, harness, unit, by_arm[unit.arm])
             if _store(store, claims, record, state):
                 progress.advance(record, float(state["spent"]))
 

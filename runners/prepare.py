@@ -9,6 +9,9 @@ content whose digest was registered), never the editable workspace files.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 from prereg.core.errors import ProtocolRefusal
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
@@ -56,4 +59,7 @@ def prepare(ws: Workspace, registration_id: str) -> tuple[Registry, Entry, RunPl
         )
     experiment = load_experiment(registry.experiment_reader(entry), reg.experiment)
     plan = plan_from_registration(reg, entry.digest)
+    if experiment.toolbottleneck is not None:  # the registered variant digests (issue 19)
+        document = json.loads(entry.frozen_path.read_bytes())["document"]
+        plan = replace(plan, variants=dict(document["experiment"]["variants"]))
     return registry, entry, plan, experiment

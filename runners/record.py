@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from prereg.experiments.models import SplitName
+from prereg.experiments.toolbottleneck.verify import OBLIGATIONS as STUDY_OBLIGATIONS
 from prereg.registry.hosts import EvidenceClass
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
@@ -317,6 +318,11 @@ class RunRecord(Strict):
     #: the API server called (``host:port``) when it is the user's own rather than the
     #: provider's (the openai-chat driver: vLLM, Ollama, a gateway); None otherwise
     server: str | None = None
+    #: a ToolBottleneckBench study unit (issue 19): the nine obligations of the seed's
+    #: verified success in check order (true, false, or null: undefined), and the digest
+    #: of the compiled variant it ran; None for every other record (and not hashed then)
+    obligations: dict[str, bool | None] | None = None
+    variant_digest: str | None = Field(None, pattern=DIGEST_PATTERN)
     #: set by the run store when the record is appended (None before it is stored)
     chain: ChainLink | None = None
 
@@ -338,11 +344,13 @@ class RunRecord(Strict):
             raise RecordingError("a successful episode has no terminal flag")
         if not self.success and self.terminal_flag is None:
             raise RecordingError("a failed episode needs a terminal flag")
-        if (
-            self.first_unmet_obligation is not None
-            and self.first_unmet_obligation not in OBLIGATIONS
-        ):
+        known = OBLIGATIONS if self.obligations is None else STUDY_OBLIGATIONS
+        if self.first_unmet_obligation is not None and self.first_unmet_obligation not in known:
             raise RecordingError(f"unknown obligation '{self.first_unmet_obligation}'")
+        if self.obligations is not None and set(self.obligations) != set(STUDY_OBLIGATIONS):
+            raise RecordingError(
+                f"a study record lists the nine obligations {', '.join(STUDY_OBLIGATIONS)}"
+            )
         if self.success == (self.first_unmet_obligation is not None):
             raise RecordingError(
                 "a failed episode names its first unmet obligation; a successful one has none"

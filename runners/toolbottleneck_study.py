@@ -12,19 +12,29 @@ census (:mod:`prereg.reports.failure_census`) reads.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field
 
-from prereg.core.errors import BadInput
+from prereg.core.errors import BadInput, IntegrityError
+from prereg.experiments import Experiment
+from prereg.experiments.toolbottleneck.cells import ArmCell
 from prereg.experiments.toolbottleneck.compile import Cell
 from prereg.experiments.toolbottleneck.sandbox import Sandbox, build_sandbox
 from prereg.experiments.toolbottleneck.study import Study, StudyArm, StudyPolicy
+from prereg.experiments.toolbottleneck.variants import compiled_cell, variant_key
+from prereg.registry.units import RunPlan, RunUnit
+from prereg.runners.drivers.base import Driver
+from prereg.runners.record import RunRecord, Tokens, TraceEvent
+from prereg.runners.scoring import configuration
 from prereg.runners.toolbottleneck_host import (
     PROFILES,
     Contract,
+    Played,
     SimParams,
     play,
     unit_rng,
@@ -194,3 +204,115 @@ def _record(
         tokens_input=played.input_tokens,
         tokens_output=played.output_tokens,
     )
+
+
+class StudyUnits:
+    """Plays the planned units of a registered study (see the module docstring).
+
+    A unit's generator is seeded from (registration, arm, task, repeat) only; its sandbox
+    is the compiled variant of the arm's cell for the unit's family and seed, refused
+    (IntegrityError, exit 3) when its digest is not the one registered.
+    """
+
+    def __init__(self, plan: RunPlan, experiment: Experiment) -> None:
+        assert experiment.toolbottleneck is not None
+        self.plan = plan
+        self.study = experiment.toolbottleneck
+        self._sandboxes: dict[tuple[str, str], Sandbox] = {}
+
+    def sandbox(self, arm: str, task: str) -> Sandbox:
+        spec = self.plan.study_cells[arm]
+        family, seed = self.study.task(task)
+        cell = compiled_cell(spec, family.sizes.shortlist)
+        key = (cell.code, task)
+        if key not in self._sandboxes:
+            self._sandboxes[key] = build_sandbox(family, cell, seed=seed)
+        sandbox = self._sandboxes[key]
+        registered = self.plan.variants.get(variant_key(arm, task))
+        if registered != sandbox.variant.digest:
+            raise IntegrityError(
+                f"the compiled variant of arm '{arm}', task '{task}' has digest "
+                f"{sandbox.variant.digest}, but the registration pinned {registered}: the "
+                "compiler or the families changed since it was registered; register anew"
+            )
+        return sandbox
+
+    def run(self, unit: RunUnit, driver: Driver) -> RunRecord:
+        """One unit's record (the policy simulated; latency and cost null)."""
+        started = datetime.now(UTC)
+        spec: ArmCell = self.plan.study_cells[unit.arm]
+        config = self.plan.config(unit.arm)
+        budgets = config.budgets
+        sandbox = self.sandbox(unit.arm, unit.task.id)
+        contract = Contract(
+            budgets.completion_cap or 1024,
+            budgets.episode_tokens or 128_000,
+            2 if budgets.call_limit_over_certified is None else budgets.call_limit_over_certified,
+            2 if budgets.turn_limit_over_calls is None else budgets.turn_limit_over_calls,
+            spec.menu_mode,
+        )
+        rng = unit_rng(self.plan.digest, unit.arm, unit.task.id, unit.repeat)
+        played = play(sandbox, PROFILES[spec.policy], contract, rng)
+        return self._record(unit, driver, spec, sandbox, played, started)
+
+    def _record(
+        self,
+        unit: RunUnit,
+        driver: Driver,
+        spec: ArmCell,
+        sandbox: Sandbox,
+        played: Played,
+        started: datetime,
+    ) -> RunRecord:
+        v = played.verification
+        plan = self.plan
+        return RunRecord(
+            record_id=uuid.uuid4().hex,
+            registration_id=plan.registration_id,
+            registration_digest=plan.digest,
+            experiment=plan.experiment,
+            arm=unit.arm,
+            surface=unit.surface,
+            task_id=unit.task.id,
+            intent=unit.task.intent,
+            cluster=unit.task.cluster,
+            split=unit.split,
+            polarity=unit.task.polarity,
+            repeat=unit.repeat,
+            rotation=unit.rotation,
+            driver=driver.name,
+            evidence_class=driver.evidence_class,
+            model_requested=spec.policy,  # the simulated policy's profile, not a model
+            started_at=started,
+            finished_at=datetime.now(UTC),
+            tokens=Tokens(input=played.input_tokens, output=played.output_tokens),
+            terminal_flag=v.flag,
+            first_unmet_obligation=v.first_unmet,
+            calls=len(played.episode.calls),
+            turns=played.turns,
+            success=v.success,
+            trace=_trace(played),
+            config=configuration(plan, unit.arm),
+            obligations=dict(v.verdicts),
+            variant_digest=sandbox.variant.digest,
+        )
+
+
+def _trace(played: Played) -> list[TraceEvent]:
+    """The played events as trace events (calls with their arguments, stops)."""
+    out: list[TraceEvent] = []
+    turn = 0
+    for event in played.trace:
+        if event["kind"] == "response":
+            turn += 1
+        elif event["kind"] == "call":
+            out.append(
+                TraceEvent(
+                    kind="tool_call", turn=turn, tool=event["tool"], arguments=event["arguments"]
+                )
+            )
+        elif event["kind"] == "stop":
+            out.append(TraceEvent(kind="stop", turn=turn, text=", ".join(event["limits"])))
+    if played.episode.answer is not None:
+        out.append(TraceEvent(kind="final", turn=turn, text=played.episode.answer))
+    return out

@@ -4,30 +4,8 @@ A family (:mod:`.family`) fixes what decides a task's correct outcome; the compi
 (:mod:`.compile`) changes one pressure at a time (R catalog, V menu, W workflow, D
 encoding) and digests each variant, refusing a family whose variants would differ in
 more than their pressure. See docs/toolbottleneck.md for the readings of the seed.
+
+Import from the submodules (:mod:`.compile`, :mod:`.family`, ...): this package module
+imports none of them, so the registration schema, which reads only :mod:`.cells`, does
+not load the compiler on every command.
 """
-
-from prereg.experiments.toolbottleneck.compile import (
-    Cell,
-    CompiledFamily,
-    Variant,
-    compile_cell,
-    compile_family,
-)
-from prereg.experiments.toolbottleneck.family import (
-    FamilyError,
-    FamilyFile,
-    load_family,
-    parse_family,
-)
-
-__all__ = [
-    "Cell",
-    "CompiledFamily",
-    "FamilyError",
-    "FamilyFile",
-    "Variant",
-    "compile_cell",
-    "compile_family",
-    "load_family",
-    "parse_family",
-]

@@ -27,8 +27,13 @@ from prereg.core.safeio import (
     read_regular_file,
 )
 from prereg.core.yamlio import FieldRuleError, load_model
+from prereg.experiments.toolbottleneck.cells import (
+    SLUG,
+    EncodingName,
+    RetrieverName,
+    WorkflowLevel,
+)
 
-SLUG = r"^[a-z][a-z0-9-]{0,39}$"
 Slug = Annotated[str, Field(pattern=SLUG)]
 FamilyId = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")]
 #: Base name of an operational tool; the exposed function name adds a route code.
@@ -36,10 +41,7 @@ ToolBase = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,40}$")]
 FactType = Literal["string", "integer", "number", "boolean", "date", "money"]
 FactValue = str | int | float | bool
 Operation = Literal["search", "read", "act"]
-WorkflowLevel = Literal["low", "medium", "high"]
 WORKFLOW_LEVELS: tuple[WorkflowLevel, ...] = ("low", "medium", "high")
-RetrieverName = Literal["flat-lexical", "connector-first"]
-EncodingName = Literal["raw", "compact", "typed", "linked"]
 ENCODINGS: tuple[EncodingName, ...] = ("raw", "compact", "typed", "linked")
 #: The placeholders a request must carry: the primary record's lookup key and the route.
 REQUEST_FIELDS = ("{ref}", "{route}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -27,8 +27,10 @@ from prereg.core.safeio import (
     read_regular_file,
 )
 from prereg.core.yamlio import FieldRuleError, load_model
+from prereg.experiments.toolbottleneck.cells import ArmId, StudyRepair
+from prereg.experiments.toolbottleneck.cells import RepairLane as RepairLane
+from prereg.experiments.toolbottleneck.cells import StudySwitch as StudySwitch
 from prereg.experiments.toolbottleneck.family import (
-    SLUG,
     EncodingName,
     FamilyFile,
     RetrieverName,
@@ -37,7 +39,6 @@ from prereg.experiments.toolbottleneck.family import (
     parse_family,
 )
 
-ArmId = Annotated[str, Field(pattern=SLUG)]
 MenuMode = Literal["routed", "fixed"]
 
 
@@ -89,35 +90,6 @@ class StudyArm(Strict):
         if self.handoffs:
             out["handoffs"] = self.handoffs
         return out
-
-
-class RepairLane(Strict):
-    """The arms of one configuration at the stressed and the unstressed cell."""
-
-    stressed: ArmId
-    unstressed: ArmId
-
-
-class StudySwitch(RepairLane):
-    """A configuration switch: another configuration, no repair, the same two cells."""
-
-    id: ArmId
-
-
-class StudyRepair(Strict):
-    """A repair aimed at one pressure (seed 4.3): the repaired lane, the no-repair lane
-    of the incumbent configuration, and the switches it is compared with."""
-
-    id: ArmId
-    pressure: Literal["R", "V", "W", "D"]
-    repaired: RepairLane
-    control: RepairLane
-    switches: list[StudySwitch] = Field(min_length=1)
-
-    def lanes(self) -> list[tuple[str, RepairLane]]:
-        return [("repaired", self.repaired), ("control", self.control)] + [
-            (f"switches.{s.id}", s) for s in self.switches
-        ]
 
 
 class StudyBudgets(Strict):

@@ -19,7 +19,8 @@ from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
 from prereg.core.output import console, dumps, emit, short_digests
 from prereg.core.untrusted import display
-from prereg.experiments.toolbottleneck import CompiledFamily, compile_family, load_family
+from prereg.experiments.toolbottleneck.compile import CompiledFamily, compile_family
+from prereg.experiments.toolbottleneck.family import load_family
 from prereg.experiments.toolbottleneck.study import load_study
 from prereg.reports.toolbottleneck_study import check_out, write_study
 from prereg.runners.toolbottleneck_study import run_study

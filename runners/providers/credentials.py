@@ -47,6 +47,8 @@ SECRET_VARIABLES: tuple[str, ...] = (
     "OPENAI_ADMIN_KEY",
     "OPENAI_WEBHOOK_SECRET",
     "ANTHROPIC_WEBHOOK_SIGNING_KEY",
+    # the MCP connector's token for the replay server (runners/drivers/connector.py)
+    "PREREG_CONNECTOR_TOKEN",
 )
 
 REDACTED = "[REDACTED]"

@@ -937,29 +937,250 @@ def _rating_bootstrap(
     fit: LogitFit | None,
     terms: RatingTerms,
 ) -> tuple[FloatArray, int]:
-    """R over resamples of prompts within intents (rows: resamples with an identified fit)."""
+    """R over resamples of prompts within intents (rows: resamples with an identified fit).
+
+    A resample is the original runs with multiplicity weights, so every resample is
+    refitted at once by :class:`_Batch` (weighted Newton from the point estimate on the
+    design built once); a resample whose terms differ otherwise from the point fit's, or
+    whose Newton iterations do not converge, is refitted alone as before.
+    """
+    j = data.available.shape[1]
     if resamples <= 0 or fit is None:
-        return np.empty((0, data.available.shape[1])), 0
+        return np.empty((0, j)), 0
     rng = np.random.default_rng(seed)
-    strata = [np.unique(data.prompt[data.intent == c]) for c in np.unique(data.intent)]
-    rows_of = {int(p): np.flatnonzero(data.prompt == p) for p in np.unique(data.prompt)}
-    out, unidentified = [], 0
-    for _ in range(int(resamples)):
-        picks = np.concatenate([rng.choice(s, size=s.size, replace=True) for s in strata])
-        index = np.concatenate([rows_of[int(p)] for p in picks])
-        sample = data.take(index)
-        again = _terms(sample, prior_sd)
-        same = np.array_equal(again.kept, terms.kept) and (
-            again.cells,
-            again.position,
-            again.branded,
-        ) == (terms.cells, terms.position, terms.branded)
-        beta = _betas(sample, prior_sd, fit.params if same else None)
-        if np.any(np.isnan(beta)):
-            unidentified += 1
-            continue
-        out.append(rating_from_beta(beta))
-    return (np.asarray(out) if out else np.empty((0, data.available.shape[1]))), unidentified
+    weights = _run_weights(rng, data.prompt, data.intent, int(resamples))
+    batch = _Batch.build(data, terms, prior_sd)
+    beta, alone = batch.betas(weights, fit.params)
+    for b in np.flatnonzero(alone):
+        index = np.repeat(np.arange(data.chosen.size), weights[b].astype(np.int64))
+        beta[b] = _betas(data.take(index), prior_sd)
+    identified = ~np.any(np.isnan(beta), axis=1)
+    return rating_from_beta(beta[identified]), int(np.sum(~identified))
+
+
+#: Newton iterations of a batched bootstrap refit before the resample is refitted alone
+NEWTON_STEPS = 40
+#: a refit has converged when the Newton decrement after its last step is below this
+NEWTON_DECREMENT = 1e-14
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """The point fit's choice design in per-intent local coordinates, for refitting all
+    bootstrap resamples at once (why: 200 trust-region fits, each on a rebuilt design,
+    cost seconds per arm, and every analyse of a registration with offers pays it).
+
+    A run of intent c touches only D = k (beta) + k (u_.c) + position + branded of the
+    P parameters, so the utilities and the Hessian's m m' term are computed in those
+    coordinates (``index[c]``: their global columns) and scattered per intent; the
+    Hessian's first term sum_a p x x' goes through the precomputed sparse products of
+    each row's covariates (``pairs``).
+    """
+
+    runs: ChoiceRuns
+    terms: RatingTerms
+    design: ChoiceDesign
+    local: FloatArray  # (T, A, D)
+    index: NDArray[np.int64]  # (C, D) global column of each local coordinate per intent
+    cell: NDArray[np.int64]  # (T,) the run's intent (0 when there are no intent effects)
+    picked: FloatArray  # (T, D) local covariates of the chosen alternative
+    pairs: Any  # sparse (P P) x (T A): x_ta,i x_ta,j of each row (t, a)
+
+    @classmethod
+    def build(cls, runs: ChoiceRuns, terms: RatingTerms, prior_sd: float | None) -> _Batch:
+        design = _design(runs, terms, prior_sd)
+        t, a, p = design.x.shape
+        k = terms.kept.size
+        cells = max(terms.cells, 1)
+        cell = runs.intent if terms.cells else np.zeros(t, np.int64)
+        tail = np.arange(k + k * terms.cells, p)  # position, branded
+        index = np.stack(
+            [
+                np.concatenate(
+                    [np.arange(k), k + np.arange(k) * terms.cells + c if terms.cells else [], tail]
+                ).astype(np.int64)
+                for c in range(cells)
+            ]
+        )
+        local = design.x[
+            np.arange(t)[:, None, None], np.arange(a)[None, :, None], index[cell][:, None, :]
+        ]
+        flat = design.x.reshape(t * a, p)
+        rows, cols = np.nonzero(flat)  # row-major: a row's non-zeros are consecutive
+        width = np.bincount(rows, minlength=t * a)
+        slot = np.arange(rows.size) - (np.cumsum(width) - width)[rows]
+        padded = np.full((t * a, max(int(width.max(initial=0)), 1)), -1, np.int64)
+        padded[rows, slot] = cols
+        row3 = np.broadcast_to(np.arange(t * a)[:, None, None], padded.shape + padded.shape[1:])
+        first = np.broadcast_to(padded[:, :, None], row3.shape)
+        second = np.broadcast_to(padded[:, None, :], row3.shape)
+        keep = (first >= 0) & (second >= 0)
+        r_, i_, j_ = row3[keep], first[keep], second[keep]
+        pairs = sparse.csc_matrix(
+            (flat[r_, i_] * flat[r_, j_], (i_ * p + j_, r_)), shape=(p * p, t * a)
+        )
+        return cls(
+            runs=runs,
+            terms=terms,
+            design=design,
+            local=local,
+            index=index,
+            cell=cell,
+            picked=local[np.arange(t), design.chosen],
+            pairs=pairs,
+        )
+
+    def betas(self, weights: FloatArray, start: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
+        """beta per resample (rows of ``weights``, the runs' multiplicities) and
+        alternative, by the rules of :func:`_betas`, and which resamples to refit alone."""
+        theta, active, alone = self.refit(weights, start)
+        k = self.terms.kept.size
+        beta = np.full((weights.shape[0], self.runs.available.shape[1]), -np.inf)
+        beta[:, self.terms.kept] = np.where(active[:, 1:], theta[:, :k], -np.inf)
+        beta[~active[:, 0]] = np.nan  # no run chose no tool: not identified
+        return beta, alone
+
+    def refit(
+        self, weights: FloatArray, start: FloatArray
+    ) -> tuple[FloatArray, NDArray[np.bool_], NDArray[np.bool_]]:
+        """(theta (B, P), active (B, k + 1), alone (B,)): the penalised maximum of each
+        resample by :meth:`_newton` (an alternative never chosen in it fitted out, its
+        columns 0), which alternatives it chose (column 0: no tool), and the resamples
+        this cannot refit: other terms than the point fit's, or no convergence (theta
+        nan there and where no run chose no tool)."""
+        onehot = self.design.chosen[:, None] == np.arange(self.terms.kept.size + 1)[None, :]
+        active = (weights @ onehot) > 0
+        theta = np.full((weights.shape[0], start.size), np.nan)
+        same = self._same_terms(weights)
+        some = active[:, 1:].any(axis=1)  # none chosen: every beta -inf, nothing to fit
+        theta[active[:, 0] & ~some] = 0.0
+        rows = np.flatnonzero(active[:, 0] & some & same)
+        alone = active[:, 0] & some & ~same
+        if rows.size:
+            got, ok = self._newton(weights[rows], active[rows], start)
+            theta[rows[ok]] = got[ok]
+            alone[rows[~ok]] = True
+        return theta, active, alone
+
+    def _same_terms(self, weights: FloatArray) -> NDArray[np.bool_]:
+        """Whether each resample keeps the point fit's position and branded terms (as
+        :func:`_terms` decides them: over the runs' listed alternatives)."""
+        same = np.ones(weights.shape[0], bool)
+        for values, present in (
+            (self.runs.position, self.terms.position),
+            (self.runs.branded, self.terms.branded),
+        ):
+            if present and values is not None:
+                with_outside = np.concatenate([np.zeros((values.shape[0], 1)), values], axis=1)
+                mask = np.concatenate(
+                    [np.ones((values.shape[0], 1), bool), self.runs.available], axis=1
+                )
+                lo = np.where(mask, with_outside, np.inf).min(axis=1)
+                hi = np.where(mask, with_outside, -np.inf).max(axis=1)
+                same &= np.any((weights > 0) & (hi > lo)[None, :], axis=1)
+        return same
+
+    def _free(self, active: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """(R, P): the parameters each resample fits (an alternative it never chose is
+        fitted out, with its beta and intent effects)."""
+        k, cells = self.terms.kept.size, self.terms.cells
+        p = self.design.x.shape[2]
+        free = np.ones((active.shape[0], p), bool)
+        free[:, :k] = active[:, 1:]
+        if cells:
+            free[:, k : k + k * cells] = np.repeat(active[:, 1:], cells, axis=1)
+        return free
+
+    def _loglik(
+        self, theta: FloatArray, weights: FloatArray, active: NDArray[np.bool_]
+    ) -> tuple[FloatArray, FloatArray]:
+        """Penalised log-likelihood per resample and the choice probabilities (R, T, A)."""
+        local_theta = theta[:, self.index][:, self.cell]  # (R, T, D)
+        utility = np.matmul(self.local, local_theta.transpose(1, 2, 0)).transpose(2, 0, 1)
+        mask = self.design.available[None, :, :] & active[:, None, :]
+        utility = np.where(mask, utility, -np.inf)
+        utility = utility - utility.max(axis=2, keepdims=True)
+        expu = np.exp(utility)
+        total = expu.sum(axis=2)
+        t = np.arange(self.cell.size)
+        with np.errstate(invalid="ignore"):
+            logp = utility[:, t, self.design.chosen] - np.log(total)
+        logp = np.where(weights > 0, logp, 0.0)
+        penalty = 0.5 * (self.design.penalty[None, :] * theta**2).sum(axis=1)
+        return (weights * logp).sum(axis=1) - penalty, expu / total[:, :, None]
+
+    def _derivatives(
+        self, theta: FloatArray, weights: FloatArray, probs: FloatArray, free: NDArray[np.bool_]
+    ) -> tuple[FloatArray, FloatArray]:
+        """Gradient (R, P) and Hessian (R, P, P) of the penalised log-likelihood."""
+        r, p = theta.shape
+        t, a, _ = self.local.shape
+        mean = np.matmul(probs.transpose(1, 0, 2), self.local).transpose(1, 0, 2)  # (R, T, D)
+        contrib = weights[:, :, None] * (self.picked[None, :, :] - mean)
+        first = self.pairs @ (weights[:, :, None] * probs).reshape(r, t * a).T
+        hess = np.ascontiguousarray(first.T).reshape(r, p, p)
+        grad = np.zeros((r, p))
+        for c, cols in enumerate(self.index):
+            mine = self.cell == c
+            grad[:, cols] += contrib[:, mine].sum(axis=1)
+            m = mean[:, mine]
+            hess[:, cols[:, None], cols[None, :]] -= np.matmul(
+                (m * weights[:, mine, None]).transpose(0, 2, 1), m
+            )
+        grad -= self.design.penalty[None, :] * theta
+        hess = -hess - np.diag(self.design.penalty)[None, :, :]
+        fixed = ~free
+        grad[fixed] = 0.0
+        hess[fixed[:, :, None] | fixed[:, None, :]] = 0.0
+        rows, cols = np.nonzero(fixed)
+        hess[rows, cols, cols] = -1.0
+        return grad, hess
+
+    def _newton(
+        self, weights: FloatArray, active: NDArray[np.bool_], start: FloatArray
+    ) -> tuple[FloatArray, NDArray[np.bool_]]:
+        """Damped Newton for every resample at once, from the point estimate."""
+        free = self._free(active)
+        theta = np.where(free, start[None, :], 0.0)
+        loglik, probs = self._loglik(theta, weights, active)
+        done = np.zeros(theta.shape[0], bool)
+        ok = np.zeros(theta.shape[0], bool)
+        for _ in range(NEWTON_STEPS):
+            todo = np.flatnonzero(~done)
+            if not todo.size:
+                break
+            grad, hess = self._derivatives(theta[todo], weights[todo], probs[todo], free[todo])
+            step, solved = _solve_each(-hess, grad)
+            decrement = np.einsum("rp,rp->r", grad, step)
+            scale = np.ones(todo.size)
+            for _ in range(30):  # halve the step where the likelihood would fall
+                trial = theta[todo] + scale[:, None] * step
+                new, new_probs = self._loglik(trial, weights[todo], active[todo])
+                worse = ~(new >= loglik[todo] - 1e-12 * (1.0 + np.abs(loglik[todo])))
+                if not np.any(worse & solved):
+                    break
+                scale[worse] *= 0.5
+            theta[todo], loglik[todo], probs[todo] = trial, new, new_probs
+            finished = solved & (decrement < NEWTON_DECREMENT)
+            ok[todo[finished]] = True
+            done[todo[finished | ~solved]] = True
+        return theta, ok
+
+
+def _solve_each(matrix: FloatArray, vector: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
+    """matrix[r]^-1 vector[r] for each r; a singular one gives zeros and False."""
+    try:
+        out = np.asarray(np.linalg.solve(matrix, vector[:, :, None])[:, :, 0], np.float64)
+        return out, np.ones(len(vector), bool)
+    except np.linalg.LinAlgError:
+        out, solved = np.zeros_like(vector), np.zeros(len(vector), bool)  # one by one
+        for r in range(len(vector)):
+            try:
+                out[r] = np.linalg.solve(matrix[r], vector[r])
+                solved[r] = True
+            except np.linalg.LinAlgError:
+                pass
+        return out, solved
 
 
 # --- Invoke Share and Selection Share (4.2) ---------------------------------------------
@@ -993,27 +1214,43 @@ class ShareResult:
     resamples: int
 
 
-def _share_table(
-    hits: FloatArray, intent: NDArray[np.int64], eligible: NDArray[np.bool_]
-) -> FloatArray:
-    cells = eligible.shape[0]
-    per = np.stack(
-        [np.bincount(intent, weights=hits[:, j], minlength=cells) for j in range(hits.shape[1])],
-        axis=1,
-    )
+def _share_table(run_weights: FloatArray, design: FloatArray, eligible: NDArray[np.bool_]) -> Any:
+    """Shares (..., C, J) from the runs' weights (..., T) (resamples as leading axes):
+    ``design`` is (T, C J), run t's hits placed at its intent's row."""
+    cells, alternatives = eligible.shape
+    per = (run_weights @ design).reshape(run_weights.shape[:-1] + (cells, alternatives))
     per = np.where(eligible, per, 0.0)
-    total = per.sum(axis=1, keepdims=True)
+    total = per.sum(axis=-1, keepdims=True)
     contested = eligible.sum(axis=1) >= 2
     with np.errstate(invalid="ignore", divide="ignore"):
         share = per / total
-    return np.asarray(np.where(eligible & contested[:, None] & (total > 0), share, np.nan))
+    return np.where(eligible & contested[:, None] & (total > 0), share, np.nan)
 
 
-def _share_rollup(share: FloatArray, weights: FloatArray) -> FloatArray:
+def _share_rollup(share: FloatArray, weights: FloatArray) -> Any:
     w = np.where(np.isfinite(share), weights[:, None], 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.nansum(share * w, axis=0) / w.sum(axis=0)
-    return np.asarray(out)
+        return np.nansum(share * w, axis=-2) / w.sum(axis=-2)
+
+
+def _run_weights(
+    rng: np.random.Generator, units: NDArray[np.int64], cell: NDArray[np.int64], resamples: int
+) -> FloatArray:
+    """Each run's multiplicity (B, T) in B resamples of prompts within intents: intent c's
+    prompts are drawn with replacement, as many as it has, and a run counts as often as
+    its prompt was drawn (the same resamples as indexing the drawn prompts' runs, without
+    building them)."""
+    ids, unit_index = np.unique(units, return_inverse=True)
+    counts = np.zeros((resamples, ids.size))
+    rows = np.arange(resamples)[:, None]
+    for c in np.unique(cell):
+        members = np.unique(unit_index[cell == c])
+        picks = rng.integers(0, members.size, size=(resamples, members.size))
+        drawn = np.bincount(
+            (rows * members.size + picks).ravel(), minlength=resamples * members.size
+        )
+        counts[:, members] += drawn.reshape(resamples, members.size)
+    return counts[:, unit_index]
 
 
 def choice_shares(
@@ -1044,19 +1281,14 @@ def choice_shares(
         raise ValueError("a run reaches the scored level through at most one integration")
     units = np.arange(cell.size) if prompt is None else np.asarray(prompt, np.int64).ravel()
     w = _weights(weights, el.shape[0])
-    share = _share_table(h, cell, el)
-    rollup = _share_rollup(share, w)
+    design = ((cell[:, None] == np.arange(el.shape[0]))[:, :, None] * h[:, None, :]).reshape(
+        cell.size, -1
+    )
+    share = np.asarray(_share_table(np.ones(cell.size), design, el))
+    rollup = np.asarray(_share_rollup(share, w))
     rng = np.random.default_rng(seed)
-    strata = [np.unique(units[cell == c]) for c in np.unique(cell)]
-    rows_of = {int(p): np.flatnonzero(units == p) for p in np.unique(units)}
-    boot_share, boot_roll = [], []
-    for _ in range(int(resamples)):
-        picks = np.concatenate([rng.choice(s, size=s.size, replace=True) for s in strata])
-        index = np.concatenate([rows_of[int(p)] for p in picks])
-        b = _share_table(h[index], cell[index], el)
-        boot_share.append(b)
-        boot_roll.append(_share_rollup(b, w))
-    bs, br = np.asarray(boot_share), np.asarray(boot_roll)
+    bs = np.asarray(_share_table(_run_weights(rng, units, cell, int(resamples)), design, el))
+    br = np.asarray(_share_rollup(bs, w))
 
     def bound(draws: FloatArray, q: float, point: FloatArray) -> FloatArray:
         if not draws.size:
@@ -1321,12 +1553,10 @@ def bootstrap_score(
         members = np.flatnonzero(prompt_cell == k)
         if members.size:
             picks = rng.integers(0, members.size, size=(b, members.size))
-            for row in range(b):
-                prompt_w[row, members] = np.bincount(picks[row], minlength=members.size)
+            prompt_w[:, members] = _row_counts(picks, members.size)
     session_w = np.ones((b, s_ids.size))
     if s_ids.size > 1:
-        picks = rng.integers(0, s_ids.size, size=(b, s_ids.size))
-        session_w = np.stack([np.bincount(r, minlength=s_ids.size) for r in picks]).astype(float)
+        session_w = _row_counts(rng.integers(0, s_ids.size, size=(b, s_ids.size)), s_ids.size)
     row_w = prompt_w[:, p_index] * session_w[:, s_index]  # (B, rows)
 
     def per_cell(weight: FloatArray) -> FloatArray:
@@ -1372,6 +1602,13 @@ def bootstrap_score(
             + "prompts within intents"
         ),
     )
+
+
+def _row_counts(picks: NDArray[np.int64], size: int) -> FloatArray:
+    """How often each of 0 .. size-1 occurs in each row of ``picks`` (one bincount)."""
+    rows = picks.shape[0]
+    flat = (np.arange(rows)[:, None] * size + picks).ravel()
+    return np.bincount(flat, minlength=rows * size).reshape(rows, size).astype(np.float64)
 
 
 def _expanded(level: float, units: int, upper: bool) -> float:

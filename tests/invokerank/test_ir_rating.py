@@ -159,3 +159,80 @@ def test_boundaries_never_chosen_and_no_outside_option() -> None:
     assert np.all(np.isnan(never.beta))  # no run chose no tool: not identified
     with pytest.raises(ValueError, match="not available"):
         ir.invoke_rating(np.array([1]), np.array([[True, False]]))
+
+
+def _batch(d: dict[str, Any], prior_sd: float | None) -> tuple[Any, Any]:
+    data = ir._choice_runs(
+        d["chosen"],
+        d["available"],
+        d["intent"],
+        np.arange(d["chosen"].size) // 2,
+        d["position"],
+        None,
+    )
+    terms = ir._terms(data, prior_sd)
+    fit = ir.fit_choice_logit(ir._design(data, terms, prior_sd))
+    return ir._Batch.build(data, terms, prior_sd), fit.params
+
+
+def test_every_bootstrap_refit_equals_statsmodels_on_its_resample() -> None:
+    # the batched refit weights the original runs by their multiplicity; statsmodels fits
+    # each resample's runs written out, an alternative never chosen in the resample left
+    # out of its choice sets (its beta is -inf, fitted out)
+    d = _simulate(160, seed=21)
+    batch, start = _batch(d, None)
+    weights = ir._run_weights(np.random.default_rng(5), np.arange(160) // 2, d["intent"], 2)
+    dropped = np.where(d["chosen"] == 2, 0.0, 1.0)  # alternative 2 never chosen
+    weights = np.vstack([weights, dropped])
+    theta, active, alone = batch.refit(weights, start)
+    beta, _ = batch.betas(weights, start)
+    assert not alone.any() and not active[-1, 3] and beta[-1, 2] == -np.inf
+    for b in range(weights.shape[0]):
+        rows = np.repeat(np.arange(160), weights[b].astype(int))
+        keep = np.isfinite(beta[b])
+        sample = {k: v[rows] for k, v in d.items()}
+        sample["available"] = sample["available"] & keep[None, :]
+        y, x, g = _long_format(sample)
+        model = ConditionalLogit(y, x[:, np.r_[np.flatnonzero(keep), J]], groups=g)
+        ref = model.fit(disp=0)  # BFGS: about 1e-4 short of the optimum; polished by Newton
+        polished = model.fit(start_params=ref.params, method="newton", disp=0)
+        mine = np.r_[beta[b, keep], theta[b, -1]]  # betas of the kept, then gamma
+        assert model.loglike(mine) >= ref.llf - 1e-9
+        np.testing.assert_allclose(model.score(mine), 0.0, atol=1e-6)
+        np.testing.assert_allclose(mine, polished.params, atol=1e-6)
+
+
+def test_penalised_bootstrap_refits_maximise_the_penalised_likelihood() -> None:
+    effects = [[0.8, -0.8], [0.0, 0.0], [-0.5, 0.5]]
+    d = _simulate(120, seed=8, intents=2, effects=effects)
+    batch, start = _batch(d, 0.7)
+    weights = ir._run_weights(np.random.default_rng(2), np.arange(120) // 2, d["intent"], 1)
+    theta, _, alone = batch.refit(weights, start)
+    assert not alone.any()
+    for b in range(1):
+        rows = np.repeat(np.arange(120), weights[b].astype(int))
+        sample = {k: v[rows] for k, v in d.items()}
+        ref = spo.minimize(
+            _penalised_negloglik,
+            np.zeros(J + 2 * J + 1),
+            args=(sample, 2, 0.7),
+            method="BFGS",
+            options={"gtol": 1e-8},
+        )
+        np.testing.assert_allclose(theta[b], ref.x, atol=1e-4)
+        assert _penalised_negloglik(theta[b], sample, 2, 0.7) <= ref.fun + 1e-9
+
+
+def test_resamples_without_a_fit_follow_the_point_fit_s_rules() -> None:
+    d = _simulate(120, seed=4)
+    batch, start = _batch(d, None)
+    no_tool = np.where(d["chosen"] == -1, 0.0, 1.0)  # no run chooses no tool
+    only_no_tool = np.where(np.arange(120) == np.argmax(d["chosen"] == -1), 3.0, 0.0)
+    beta, alone = batch.betas(np.vstack([no_tool, only_no_tool]), start)
+    assert not alone.any()
+    assert np.all(np.isnan(beta[0]))  # not identified against the outside option
+    assert np.all(beta[1] == -np.inf)  # nothing chosen: every rating unbounded below
+    data = ir._choice_runs(d["chosen"], d["available"], None, None, d["position"], None)
+    for b in (0, 1):  # the same as fitting the resample's runs alone
+        rows = np.repeat(np.arange(120), np.vstack([no_tool, only_no_tool])[b].astype(int))
+        np.testing.assert_array_equal(ir._betas(data.take(rows), None), beta[b])

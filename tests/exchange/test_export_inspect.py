@@ -9,7 +9,14 @@ reached, otherwise not measured), not by prereg's code.
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
 import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import tree_digest
-from tests.exchange.conftest import REG_ID
+from tests.exchange.conftest import REG_ID, prereg
 
 inspect_log = pytest.importorskip("inspect_ai.log", reason="needs prereg[inspect] (dev extra)")
 
@@ -41,13 +48,9 @@ def expected_completed(record: dict[str, Any]) -> str | None:
 
 @pytest.fixture(scope="module")
 def exported(ran: Path) -> dict[str, Any]:
-    from tests.exchange.conftest import prereg
-
     out = ran.parent / "inspect-logs"
     code, text = prereg("-w", ran, "export", REG_ID, "--format", "inspect", "--out", out, "--json")
     assert code == 0, text
-    import json
-
     return {"folder": out, "summary": json.loads(text)}
 
 
@@ -131,3 +134,57 @@ def test_refusals_write_nothing(
     assert missing.code == 2 and "prereg[inspect]" in missing.stderr
     assert not (folder / "new").exists()
     assert tree_digest(folder) == before
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=10) as response:
+            return response.status, response.read()
+    except (urllib.error.URLError, ConnectionError):
+        return 0, b""
+
+
+def test_inspect_view_serves_the_exported_logs(exported: dict[str, Any]) -> None:
+    """``inspect view`` (its server, which the viewer page reads) lists and opens them."""
+    command = Path(sys.executable).with_name("inspect")
+    if not command.exists():
+        pytest.skip("the inspect command is not installed beside this Python")
+    port = _free_port()
+    folder = exported["folder"]
+    view = subprocess.Popen(
+        [str(command), "view", "--log-dir", str(folder), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 120
+        status, body = 0, b""
+        while time.monotonic() < deadline and view.poll() is None:
+            status, body = _get(f"{base}/log-files")
+            if status == 200:
+                break
+            time.sleep(0.5)
+        assert status == 200, "inspect view did not start"
+        listed = sorted(f["name"].rsplit("/", 1)[-1] for f in json.loads(body)["files"])
+        assert listed == [f"{REG_ID}_baseline.eval", f"{REG_ID}_semantic.eval"]
+        uri = (folder / f"{REG_ID}_baseline.eval").resolve().as_uri()
+        status, body = _get(f"{base}/logs/{urllib.parse.quote(uri, safe='')}")
+        assert status == 200
+        log = json.loads(body)
+        assert log["eval"]["metadata"]["prereg"]["arm"] == "baseline"
+        assert len(log["samples"]) == exported["summary"]["logs"][0]["samples"]
+    finally:
+        view.terminate()
+        try:
+            view.wait(10)
+        except subprocess.TimeoutExpired:
+            view.kill()
+            view.wait(5)

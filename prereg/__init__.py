@@ -6,6 +6,19 @@ the package installs them as ``prereg.<name>`` and the type checker resolves the
 the source tree (see docs/architecture.md). ``prereg.core`` is the kernel below them all.
 """
 
-from prereg.core.version import __version__
+from typing import TYPE_CHECKING
+
+from prereg.core.version import package_version
+
+if TYPE_CHECKING:
+    __version__: str
+else:
+
+    def __getattr__(name: str) -> str:
+        """``__version__`` read on first use (see :mod:`prereg.core.version`)."""
+        if name == "__version__":
+            return package_version()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["__version__"]

@@ -1,12 +1,9 @@
 """prereg.reports: loading runs with refusal, the registered analysis, rendering.
 
-Public entry points: :func:`analyse` (load, check, analyse one registration),
-:func:`write_report` (report.json / .md / .html and figures), :func:`compare`
-(two registrations' runs, side by side and paired).
+Entry points: :func:`prereg.reports.analysis.analyse` (load, check, analyse one
+registration), :func:`prereg.reports.write.write_report` (report.json / .md / .html and
+figures), :func:`prereg.reports.compare.compare` (two registrations' runs, side by side
+and paired). This package module imports none of them, so a command that needs one
+submodule (``plan`` needs :mod:`prereg.reports.planning`) does not load the whole
+analysis with numpy, scipy and matplotlib behind it.
 """
-
-from prereg.reports.analysis import Options, analyse
-from prereg.reports.model import Report
-from prereg.reports.write import output_dir, write_report
-
-__all__ = ["Options", "Report", "analyse", "output_dir", "write_report"]

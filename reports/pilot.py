@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +37,7 @@ from numpy.typing import NDArray
 
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.reports.observations import from_record
-from prereg.runners.store import RunStore
+from prereg.runners.stores import StoreLocation, open_store
 from prereg.stats import design_effect, icc_binary
 
 FloatArray = NDArray[np.float64]
@@ -537,15 +536,16 @@ def pilot_data(
 
 
 def load_pilot(
-    runs_dir: Path,
+    runs: StoreLocation,
     registration_id: str,
     arms: Sequence[str],
     digest: str | None = None,
     outcome: str = "success",
 ) -> PilotData:
-    """Read a registration's run records from the workspace's run store."""
+    """Read a registration's run records from the run store at ``runs`` (SQLite or
+    PostgreSQL)."""
 
-    with RunStore(runs_dir) as store:
+    with open_store(runs) as store:
         records = store.records(registration_id=registration_id)
     data = pilot_data(records, arms, digest, outcome)
     if not data.prompts:

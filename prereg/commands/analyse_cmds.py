@@ -21,8 +21,11 @@ from prereg.core.output import console, emit
 from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace, init_workspace
 from prereg.registry.registry import Registry
-from prereg.reports import Options, Report, analyse, render_terminal, write_report
+from prereg.reports import render_terminal
+from prereg.reports.analysis import Options, analyse
 from prereg.reports.compare import compare, describe
+from prereg.reports.model import Report
+from prereg.reports.write import write_report
 from prereg.runners.api import run_registration
 
 #: ``prereg demo --example NAME``: the bundled drafts it can run (all on the local host).

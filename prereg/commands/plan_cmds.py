@@ -1,14 +1,19 @@
 """``plan``: what a paired design can detect, before a token is spent.
 
-Wiring only: the plan is computed by :func:`prereg.reports.planning.build_plan` (from
-:mod:`prereg.stats` and, for ``--from-runs``, the pilot estimators of
-:mod:`prereg.reports.pilot`). This module validates the options (exit 2 naming the
-option), calls it and renders the plan document as rich tables.
+Wiring only: the plan is computed by :func:`prereg.reports.plan_core.build_plan` (from
+:mod:`prereg.stats`) and, for ``--from-runs``, by :func:`prereg.reports.planning.build_plan`
+(the pilot estimators of :mod:`prereg.reports.pilot` over the verified registry and run
+store). That module is imported only for ``--from-runs`` (:data:`FROM_RUNS`), so a plan
+from options starts without the registry, pydantic's models or the run store. This module
+validates the options (exit 2 naming the option), calls it and renders the plan document
+as rich tables.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -16,10 +21,19 @@ from rich.table import Table
 from rich.text import Text
 
 from prereg.commands._common import JsonOpt, workspace
+from prereg.commands.store_opt import StoreOpt
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
-from prereg.reports.planning import PlanOptions, build_plan
+from prereg.core.workspace import Workspace
+from prereg.reports.plan_core import PlanOptions, build_plan
+
+#: The module that plans from a registration's runs (``--from-runs``): imported by name
+#: when the option is given, so a plan from options never loads it. Its layer is checked
+#: like any import (tests/cli/test_lazy_cli.py).
+FROM_RUNS = "prereg.reports.planning"
+#: its ``build_plan(opts, ws, store=None)``
+PlanFromRuns = Callable[..., dict[str, Any]]
 
 PLAN_HELP = """Plan a paired comparison: the minimum detectable effect (MDE) or the prompts needed.
 
@@ -519,6 +533,7 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[
             int, typer.Option("--seed", help="Seed of the simulation and the permutation test.")
         ] = 0,
+        store: StoreOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         opts = PlanOptions(
@@ -542,8 +557,18 @@ def register(app: typer.Typer) -> None:
         validate(opts)
         ws = workspace(ctx) if from_runs is not None else None  # only --from-runs reads one
         if as_json:
-            plan = build_plan(opts, ws)
+            plan = _plan(opts, ws, store)
         else:
             with console.status("planning…"):
-                plan = build_plan(opts, ws)
+                plan = _plan(opts, ws, store)
         emit(plan, as_json, lambda: render(plan))
+
+
+def _plan(opts: PlanOptions, ws: Workspace | None, store: str | None) -> dict[str, Any]:
+    """The plan: from options alone, or from the runs of ``opts.from_runs`` in ``store``."""
+    if opts.from_runs is None:
+        if store is not None:
+            raise BadInput("--store is read only with --from-runs", field="--store")
+        return build_plan(opts)
+    from_runs: PlanFromRuns = importlib.import_module(FROM_RUNS).build_plan
+    return from_runs(opts, ws, store=store)

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from prereg.commands._common import FlagHelpGroup, JsonOpt, workspace
 from prereg.commands.progress import RichProgress
-from prereg.commands.store_opt import StoreOpt, refuse_with_provider_options
+from prereg.commands.store_opt import StoreOpt
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit, err_console
 from prereg.core.untrusted import display
@@ -29,6 +29,7 @@ from prereg.runners.providers.batch import BatchStatus
 from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.providers.runs import estimate_run
 from prereg.runners.providers.summary import provider_run
+from prereg.runners.stores import ENV, is_postgres, resolve_store
 
 split_app = typer.Typer(
     help="Splits of an experiment (dev / validation / test).",
@@ -372,3 +373,15 @@ def register(app: typer.Typer) -> None:
     app.command("export")(export)
     app.command("import")(import_)
     app.add_typer(split_app, name="split")
+
+
+def refuse_with_provider_options(store: str | None) -> None:
+    """--dry-run, --batch and --prices read and write the workspace's SQLite store only:
+    refused (exit 2) with a PostgreSQL store rather than silently using another store."""
+    if is_postgres(resolve_store(Path("runs"), store)):
+        source = "--store" if store else ENV
+        raise BadInput(
+            "--dry-run, --batch and --prices use the workspace's SQLite run store; they "
+            "cannot run against a PostgreSQL store yet",
+            field=source,
+        )

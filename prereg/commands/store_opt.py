@@ -1,14 +1,14 @@
-"""``--store``: the run store of the commands that read or write runs (wiring only)."""
+"""``--store``: the run store of the commands that read or write runs (wiring only).
+
+Imports nothing of the run stores: ``plan`` takes the option, and a plan from options
+must start without them.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from prereg.core.errors import BadInput
-from prereg.runners.stores import ENV, is_postgres, resolve_store
 
 StoreOpt = Annotated[
     str | None,
@@ -20,15 +20,3 @@ StoreOpt = Annotated[
         show_default=False,
     ),
 ]
-
-
-def refuse_with_provider_options(store: str | None) -> None:
-    """--dry-run, --batch and --prices read and write the workspace's SQLite store only:
-    refused (exit 2) with a PostgreSQL store rather than silently using another store."""
-    if is_postgres(resolve_store(Path("runs"), store)):
-        source = "--store" if store else ENV
-        raise BadInput(
-            "--dry-run, --batch and --prices use the workspace's SQLite run store; they "
-            "cannot run against a PostgreSQL store yet",
-            field=source,
-        )

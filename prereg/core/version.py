@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import cache
-from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 #: The installed ``prereg`` package folder (its subpackages may be symlinks to the root).
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -23,8 +23,11 @@ _SKIPPED_DIRS = frozenset({"__pycache__"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
 
+@cache
 def package_version() -> str:
     """The installed distribution's version (from git via setuptools-scm at install time)."""
+    from importlib import metadata  # lazy: ~50 ms (the metadata scan), only --version needs it
+
     try:
         return metadata.version("prereg")
     except metadata.PackageNotFoundError:  # running from a source tree never installed
@@ -60,4 +63,13 @@ def code_version() -> str:
     return f"{package_version()} (src {source_digest()[:12]})"
 
 
-__version__ = package_version()
+if TYPE_CHECKING:
+    __version__: str
+else:
+
+    def __getattr__(name: str) -> str:
+        """``__version__`` on first use: reading the installed metadata costs every command
+        about 50 ms at start-up, and only ``--version``, ledger lines and reports need it."""
+        if name == "__version__":
+            return package_version()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

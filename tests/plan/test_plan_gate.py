@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from prereg.cli import app
+from prereg.cli import COMMANDS
 from tests.conftest import tree_digest
 
 PILOT = "drafts/music-library-pilot.yaml"
@@ -24,7 +24,7 @@ HOPELESS = "hopeless-pilot"
 
 
 def _has_command(name: str) -> bool:
-    return any(c.name == name for c in app.registered_commands)
+    return name in COMMANDS
 
 
 def _variant(ws: Path, reg_id: str, plan: str) -> Path:

@@ -25,6 +25,7 @@ ALLOWED_TOP_LEVEL = {
     "types",
     "warnings",
     "functools",
+    "statistics",  # NormalDist's quantile: a plan from options without importing scipy
     "prereg",
 }
 

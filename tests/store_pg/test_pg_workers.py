@@ -19,7 +19,7 @@ import pytest
 
 from prereg.core.workspace import Workspace
 from prereg.registry.registry import Registry
-from prereg.reports import Options, analyse
+from prereg.reports.analysis import Options, analyse
 from prereg.runners.store_pg import PgRunStore
 from prereg.runners.verify_runs import verify_runs
 from tests.conftest import CliResult

@@ -49,8 +49,12 @@ from prereg.reports.observations import unit_label
 from prereg.reports.pairs import PairData, build_pairs
 from prereg.reports.pairwise import pairwise_changes
 from prereg.reports.registered import run_test
+from prereg.reports.toolbottleneck_registered import study_report
 from prereg.reports.verdict import final_verdict
+from prereg.runners.record import RunRecord
+from prereg.runners.stores import resolve_store
 from prereg.runners.verdicts import Verdict as JudgeVerdict
+from prereg.runners.verify_runs import verified_records
 
 
 @dataclass(frozen=True)
@@ -421,7 +425,23 @@ def analyse(
     report = build_report(loaded, head, options, verdicts)
     # a stored `prereg calibrate` table, only when it is of this digest (else a note)
     report.calibration, report.calibration_note = stored_calibration(ws, entry.id, entry.digest)
+    if any(a.toolbottleneck is not None for a in entry.registration.arms):  # issue 19
+        study = (
+            [r if isinstance(r, RunRecord) else RunRecord.model_validate(r) for r in records]
+            if records is not None
+            else _study_records(ws, registry, entry, options)
+        )
+        report.toolbottleneck = study_report(entry.registration, study)
     return report
+
+
+def _study_records(
+    ws: Workspace, registry: Registry, entry: Entry, options: Options
+) -> list[RunRecord]:
+    """A study's run records (verified again: the census reads fields the observations
+    do not carry)."""
+    stored, _ = verified_records(resolve_store(ws.runs, options.store), registry, entry)
+    return [r for r in stored if r.registration_digest == entry.digest]
 
 
 def anchor_chains(

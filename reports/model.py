@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from prereg.reports.toolbottleneck_model import StudyReport
+
 SCHEMA = "prereg.report/1"
 
 Verdict = Literal["supported", "not_supported", "inconclusive", "not_runnable", "incomplete"]
@@ -411,6 +413,11 @@ class Report(Model):
     )
     calibration_note: str | None = Field(
         None, description="why a stored calibration is not shown (another digest, unreadable)"
+    )
+    toolbottleneck: StudyReport | None = Field(
+        None,
+        description="a ToolBottleneckBench study's tables (issue 19): contrasts by resampling "
+        "unit, failure census, repairs against switches; simulated policy, labelled",
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

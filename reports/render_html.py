@@ -436,6 +436,24 @@ def _provenance(r: Report) -> list[Any]:
     return body
 
 
+def _toolbottleneck(r: Report) -> list[Any]:
+    """A ToolBottleneckBench study's tables (issue 19), the simulated label first."""
+    study = r.toolbottleneck
+    if study is None:
+        return []
+    body: list[Any] = [
+        el("h2", "ToolBottleneckBench study (simulated policy)"),
+        el("p", el("strong", study.label)),
+    ]
+    for t in study.tables:
+        body.append(el("h3", t.title))
+        if t.columns:
+            body.append(table(t.columns, t.rows))
+        if t.note:
+            body.append(el("p", t.note, class_="muted"))
+    return body
+
+
 def render(report: Report, figures: dict[str, bytes]) -> str:
     """The self-contained HTML report: every string through html.escape (see ``el``)."""
     r = report
@@ -443,6 +461,7 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     body = _title(r) + _registration(r) + _runs(r) + _arms(r, figures) + _primary(r)
     body += _stopping(r, figures) + _secondary(r) + _multiplicity(r)
     body += _registered_intents(r, intents) + _calibration(r) + _controls(r)
+    body += _toolbottleneck(r)
     body += _invokerank(r) + _judged(r)
     body += _exploratory(r, figures, intents)
     body += _surfaces(r) + _provenance(r)

@@ -386,13 +386,28 @@ def _provenance(r: Report) -> list[str]:
     return out
 
 
+def _toolbottleneck(r: Report) -> list[str]:
+    """A ToolBottleneckBench study's tables (issue 19), the simulated label first."""
+    study = r.toolbottleneck
+    if study is None:
+        return []
+    out = ["## ToolBottleneckBench study (simulated policy)", "", f"**{esc(study.label)}**", ""]
+    for t in study.tables:
+        out += [f"### {esc(t.title)}", ""]
+        if t.columns:
+            out += [*table(t.columns, t.rows), ""]
+        if t.note:
+            out += [esc(t.note), ""]
+    return out
+
+
 def render(report: Report) -> str:
     """The Markdown report: every section in order, every untrusted string escaped."""
     r = report
     intents = _intent_table(r)
     out = _title(r) + _registration(r) + _runs(r) + _arms(r) + _primary(r) + _stopping(r)
     out += _secondary(r) + _multiplicity(r) + _registered_intents(r, intents) + _calibration(r)
-    out += _controls(r)
+    out += _controls(r) + _toolbottleneck(r)
     out += _invokerank(r)
     out += _judged(r)
     out += _exploratory(r, intents) + _surfaces(r) + _figures(r) + _provenance(r)

@@ -52,6 +52,27 @@ def _invokerank(report: Report, console: Console) -> None:
         console.print(display(line))
 
 
+#: The study tables the terminal shows (the rest are in report.md and report.html).
+STUDY_TERMINAL = ("Contrasts by resampling unit", "Failure census", "Decision matrix")
+
+
+def _toolbottleneck(report: Report, console: Console) -> None:
+    """A ToolBottleneckBench study (issue 19): its label, then the key tables."""
+    study = report.toolbottleneck
+    if study is None:
+        return
+    console.print(display(study.label, style="bold yellow"))
+    for t in study.tables:
+        if not t.columns or not t.title.startswith(STUDY_TERMINAL):
+            continue
+        table = Table(title=display(t.title))
+        for column in t.columns:
+            table.add_column(display(column))
+        for row in t.rows:
+            table.add_row(*(display(cell) for cell in row))
+        console.print(table)
+
+
 def render(report: Report, console: Console, where: str | None = None) -> None:
     r = report
     console.print(display(f"{r.registration}: {r.title}", style="bold"))
@@ -127,6 +148,7 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
                 display(c.verdict, style=style),
             )
         console.print(controls)
+    _toolbottleneck(r, console)
     _invokerank(r, console)
     for line in judged_lines(r):
         console.print(display(line))

@@ -35,6 +35,8 @@ DEMO_EXAMPLES = {
     "factorial": "music-library-factorial.yaml",  # host profile x completion cap, contrasts
 }
 DEMO_DRAFT = DEMO_EXAMPLES["pilot"]
+#: ``prereg demo --study NAME``: the bundled study drafts (issue 19; a simulated policy).
+DEMO_STUDIES = {"toolbottleneck": "toolbottleneck-capacity.yaml"}
 
 
 def _analyse(ws: Workspace, reg_id: str, options: Options) -> tuple[dict[str, Any], Report, Path]:
@@ -134,6 +136,15 @@ def register(app: typer.Typer) -> None:
                 "hosts on one surface) or factorial (profile x cap, with contrasts).",
             ),
         ] = "pilot",
+        study: Annotated[
+            str | None,
+            typer.Option(
+                "--study",
+                help="A bundled study instead: toolbottleneck (the capacity factorial, "
+                "eight contrasts, failure census, repairs against switches; simulated policy).",
+                show_default=False,
+            ),
+        ] = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Init a workspace, register a bundled draft, run it on the local host, analyse it.
@@ -146,7 +157,11 @@ def register(app: typer.Typer) -> None:
                 f"no example '{example}' (examples: {', '.join(DEMO_EXAMPLES)})",
                 field="--example",
             )
-        draft = DEMO_EXAMPLES[example]
+        if study is not None and study not in DEMO_STUDIES:
+            raise BadInput(
+                f"no study '{study}' (studies: {', '.join(DEMO_STUDIES)})", field="--study"
+            )
+        draft = DEMO_STUDIES[study] if study is not None else DEMO_EXAMPLES[example]
         root = directory or Path(os.environ.get("PREREG_DEMO_DIR") or "prereg-demo")
         started = time.monotonic()
         init_workspace(root, bundled_sources())

@@ -1,0 +1,332 @@
+"""The ToolBottleneckBench section of a registered study's report (issue 19).
+
+A registration on an experiment of kind toolbottleneck gets, beside the registered
+analysis (whose ``contrasts:`` give the eight contrasts with the registered unit and
+Holm), the seed's other tables, computed from the verified run records:
+
+- **Contrasts by resampling unit** (seed 4.2 and appendix D, "Resampling units"): every
+  registered contrast again with families, intents and configurations as the resampling
+  unit, each set of p values Holm-corrected on its own, and the exact sign-flip test over
+  intents (:func:`prereg.stats.contrast_sign_flip`), Holm-corrected. A configuration is
+  an arm's simulated policy, menu mode and completion cap: its contrast is the registered
+  weights restricted to its arms (times the number of configurations, so that their mean
+  is the registered contrast), cell means weighting families equally; a contrast whose
+  restricted weights do not sum to zero in every configuration is not separable and is
+  said so.
+- **Failure census** (:mod:`prereg.reports.failure_census`): flags, obligation x flag,
+  truncation, sentinel repeats and the truncation stratum of each arm one pressure from
+  the baseline cell (the first arm) within its configuration.
+- **Repairs against switches** (:mod:`prereg.reports.toolbottleneck_repairs`) for each
+  registered ``repairs:`` entry, with wall time and cost in the decision matrix when the
+  records measured them and "not measured" otherwise (invariant 7).
+
+Every number describes the simulated policy, never a model: the section's label says so
+first, in every rendering.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from prereg import stats
+from prereg.registry.schema import Registration
+from prereg.reports.failure_census import census_tables
+from prereg.reports.toolbottleneck_model import StudyReport, StudyTable
+from prereg.reports.toolbottleneck_repairs import (
+    MATRIX_NOTE,
+    RepairRow,
+    repair_result,
+    repair_tables,
+)
+from prereg.runners.record import RunRecord
+from prereg.stats.bootstrap import FEW_CLUSTERS
+
+LABEL = (
+    "SIMULATED POLICY. Every arm of this study ran prereg's simulated pressure-sensitive "
+    "policy (prereg.runners.toolbottleneck_host, profiles {profiles}), not a model: its "
+    "numbers describe a documented mechanism with seeded error rates and show what the "
+    "design computes, never what any model does. Tokens are the mechanism's own counts; "
+    "wall time and cost are not measured (null)."
+)
+UNITS = ("family", "intent", "configuration")
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Task x arm means over repeats, for the tasks measured in every weighted arm."""
+
+    tasks: list[str]
+    family: list[str]
+    intent: list[str]
+    arms: list[str]
+    values: np.ndarray
+
+
+def _cells(records: Sequence[RunRecord], arms: Sequence[str]) -> Cells:
+    runs: dict[tuple[str, str], list[float]] = defaultdict(list)
+    family: dict[str, str] = {}
+    intent: dict[str, str] = {}
+    for r in records:
+        if r.arm in arms and r.success is not None:
+            runs[(r.task_id, r.arm)].append(float(r.success))
+            family[r.task_id], intent[r.task_id] = r.cluster, r.intent
+    tasks = [t for t in sorted(family) if all((t, a) in runs for a in arms)]
+    values = np.array([[np.mean(runs[(t, a)]) for a in arms] for t in tasks], dtype=float).reshape(
+        len(tasks), len(arms)
+    )
+    return Cells(tasks, [family[t] for t in tasks], [intent[t] for t in tasks], list(arms), values)
+
+
+def configuration_of(registration: Registration, arm_id: str) -> str:
+    """An arm's configuration: simulated policy, menu mode and completion cap."""
+    arm = next(a for a in registration.arms if a.id == arm_id)
+    cell = arm.toolbottleneck
+    cap = registration.config_of(arm_id).budgets.completion_cap
+    if cell is None:
+        return f"cap {cap}"
+    return f"{cell.policy} / {cell.menu_mode} / cap {cap}"
+
+
+def per_configuration(
+    cells: Cells, weights: Mapping[str, float], config: Mapping[str, str]
+) -> dict[str, float] | None:
+    """Each configuration's contrast (None: not separable by configuration). Cell means
+    weight families equally (a family's tasks averaged first)."""
+    by_family: dict[str, list[int]] = defaultdict(list)
+    for i, f in enumerate(cells.family):
+        by_family[f].append(i)
+    means = np.mean([cells.values[rows].mean(axis=0) for rows in by_family.values()], axis=0)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for j, arm in enumerate(cells.arms):
+        groups[config[arm]].append(j)
+    out: dict[str, float] = {}
+    for name, cols in groups.items():
+        w = np.array([weights[cells.arms[j]] for j in cols])
+        if abs(float(w.sum())) > 1e-9:
+            return None
+        out[name] = float(len(groups) * np.dot(w, means[cols]))
+    return out
+
+
+@dataclass(frozen=True)
+class Row:
+    contrast: str
+    unit: str
+    units: int
+    estimate: float | None
+    low: float | None
+    high: float | None
+    p: float | None
+    note: str = ""
+
+
+def _bootstrap(
+    name: str,
+    unit: str,
+    values: np.ndarray,
+    weights: np.ndarray,
+    labels: list[str],
+    draws: tuple[int, int],
+) -> Row:
+    n = len(set(labels))
+    if n < 2:
+        return Row(name, unit, n, None, None, None, None, f"{n} {unit}: cannot resample")
+    res = stats.contrast_bootstrap(values, weights, units=labels, draws=draws[0], seed=draws[1])
+    note = f"fewer than {FEW_CLUSTERS} units: anti-conservative" if n < FEW_CLUSTERS else ""
+    return Row(name, unit, n, res.estimate, res.low, res.high, res.pvalue, note)
+
+
+def contrast_rows(
+    registration: Registration, records: Sequence[RunRecord]
+) -> tuple[list[Row], list[Row]]:
+    """(bootstrap rows by unit, exact sign-flip rows over intents) of every contrast."""
+    config = {a.id: configuration_of(registration, a.id) for a in registration.arms}
+    seed = registration.design.seed  # the registered contrasts' seed: the family rows agree
+    boot: list[Row] = []
+    flips: list[Row] = []
+    for contrast in registration.contrasts:
+        weights = registration.contrast_weights(contrast.id)
+        arms = list(weights)
+        cells = _cells(records, arms)
+        w = np.array([weights[a] for a in arms])
+        if not cells.tasks:
+            boot.append(Row(contrast.id, "family", 0, None, None, None, None, "no task"))
+            continue
+        boot.append(
+            _bootstrap(contrast.id, "family", cells.values, w, cells.family, (contrast.draws, seed))
+        )
+        boot.append(
+            _bootstrap(contrast.id, "intent", cells.values, w, cells.intent, (contrast.draws, seed))
+        )
+        by_config = per_configuration(cells, weights, config)
+        if by_config is None:
+            boot.append(
+                Row(contrast.id, "configuration", 0, None, None, None, None, "not separable")
+            )
+        else:
+            d = np.array([[v, 0.0] for v in by_config.values()]).reshape(-1, 2)
+            labels = list(by_config)
+            boot.append(
+                _bootstrap(
+                    contrast.id,
+                    "configuration",
+                    d,
+                    np.array([1.0, -1.0]),
+                    labels,
+                    (contrast.draws, seed),
+                )
+            )
+        flip = stats.contrast_sign_flip(cells.values, w, "two-sided", units=cells.intent, seed=seed)
+        n = len(set(cells.intent))
+        flips.append(Row(contrast.id, "intent", n, flip.estimate, None, None, flip.pvalue))
+    return boot, flips
+
+
+def _holm(rows: Sequence[Row]) -> list[float | None]:
+    """Holm-adjusted p of each row, within the rows of its unit (None: not computed)."""
+    out: list[float | None] = [None] * len(rows)
+    for unit in UNITS:
+        index = [i for i, r in enumerate(rows) if r.unit == unit and r.p is not None]
+        if index:
+            adjusted = stats.holm([rows[i].p for i in index]).adjusted
+            for i, a in zip(index, adjusted, strict=True):
+                out[i] = float(a)
+    return out
+
+
+def _pp(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}"
+
+
+def _p(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def _contrast_tables(registration: Registration, records: Sequence[RunRecord]) -> list[StudyTable]:
+    boot, flips = contrast_rows(registration, records)
+    if not boot:
+        return []
+    holm = _holm(boot)
+    ordered = sorted(zip(boot, holm, strict=True), key=lambda rh: UNITS.index(rh[0].unit))
+    rows = [
+        [
+            r.contrast,
+            f"{r.unit} ({r.units})",
+            _pp(r.estimate),
+            r.note if r.low is None else f"[{_pp(r.low)}, {_pp(r.high)}]",
+            _p(r.p),
+            _p(h),
+        ]
+        for r, h in ordered
+    ]
+    few = sorted(
+        {f"{r.unit} ({r.units})" for r in boot if r.p is not None and r.units < FEW_CLUSTERS}
+    )
+    flip_holm: list[float] = (
+        [float(a) for a in stats.holm([r.p for r in flips]).adjusted] if flips else []
+    )
+    flip_rows = [
+        [r.contrast, str(r.units), _pp(r.estimate), _p(r.p), _p(h)]
+        for r, h in zip(flips, flip_holm, strict=True)
+    ]
+    note = (
+        "Estimates and intervals in percentage points. Families are the tasks' clusters; a "
+        "configuration is a simulated policy, menu mode and completion cap (its contrast "
+        "uses its own arms' weights). A centred bootstrap p cannot fall below "
+        "1 / (draws + 1)."
+    )
+    if few:
+        note += (
+            f" Fewer than {FEW_CLUSTERS} units ({', '.join(few)}): a percentile bootstrap is "
+            "anti-conservative there; read its p values as a demonstration."
+        )
+    return [
+        StudyTable(
+            title="Contrasts by resampling unit (seed 4.2; 95% percentile cluster bootstrap, "
+            "each unit's set Holm-corrected)",
+            columns=["contrast", "unit (n)", "estimate", "95% interval", "p", "Holm p"],
+            rows=rows,
+            note=note,
+        ),
+        StudyTable(
+            title="Exact sign-flip test over intents (two-sided, Holm-corrected)",
+            columns=["contrast", "intents", "estimate", "p (exact)", "Holm p"],
+            rows=flip_rows,
+            note="With U intents the smallest two-sided p is 2 / 2^U (seed: 12 intents, "
+            "p = .0098).",
+        ),
+    ]
+
+
+def stress_pairs(registration: Registration) -> list[tuple[str, str]]:
+    """(arm at the baseline cell, arm one pressure from it) within each configuration; the
+    baseline cell is the first arm's (menu, workflow, encoding)."""
+    arms = [a for a in registration.arms if a.toolbottleneck is not None]
+    if not arms:
+        return []
+    base = arms[0].toolbottleneck
+    assert base is not None
+
+    def levels(arm_id: str) -> tuple[object, ...]:
+        c = next(a for a in arms if a.id == arm_id).toolbottleneck
+        assert c is not None
+        return (c.menu, c.workflow, c.encoding, c.catalog, c.handoffs)
+
+    target = (base.menu, base.workflow, base.encoding, base.catalog, base.handoffs)
+    config = {a.id: configuration_of(registration, a.id) for a in arms}
+    at_base = {config[a.id]: a.id for a in reversed(arms) if levels(a.id) == target}
+    pairs = []
+    for a in arms:
+        apart = sum(x != y for x, y in zip(levels(a.id), target, strict=True))
+        partner = at_base.get(config[a.id])
+        if partner is not None and apart == 1 and a.toolbottleneck and not a.toolbottleneck.catalog:
+            pairs.append((partner, a.id))
+    return pairs
+
+
+def _repair_rows(records: Sequence[RunRecord]) -> list[RepairRow]:
+    return [
+        RepairRow(
+            r.arm,
+            r.task_id,
+            r.cluster,
+            bool(r.success),
+            float(r.tokens.total or 0),
+            None if r.latency_ms is None else r.latency_ms / 1000.0,
+            r.cost_usd,
+        )
+        for r in records
+    ]
+
+
+def study_report(registration: Registration, records: Sequence[RunRecord]) -> StudyReport | None:
+    """The section, or None for a registration that is not a study's."""
+    cells = [a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None]
+    if not cells:
+        return None
+    ok = [r for r in records if r.status == "ok" and r.success is not None]
+    tables = _contrast_tables(registration, ok)
+    for title, header, body in census_tables(ok, stress_pairs(registration)):
+        tables.append(
+            StudyTable(title=title, columns=header, rows=[[str(c) for c in b] for b in body])
+        )
+    results = []
+    for repair in registration.repairs or []:
+        try:
+            results.append(repair_result(_repair_rows(ok), repair))
+        except ValueError as exc:  # fewer than two families measured
+            tables.append(
+                StudyTable(title=f"Repair {repair.id}", columns=[], rows=[], note=str(exc))
+            )
+    for i, (title, header, body) in enumerate(repair_tables(results)):
+        tables.append(
+            StudyTable(title=title, columns=header, rows=body, note=MATRIX_NOTE if i else None)
+        )
+    profiles = ", ".join(sorted({c.policy for c in cells}))
+    return StudyReport(label=LABEL.format(profiles=profiles), tables=tables)

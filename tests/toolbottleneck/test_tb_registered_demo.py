@@ -1,0 +1,273 @@
+"""``prereg demo --study toolbottleneck`` end to end through the command line (issue 19).
+
+The bundled draft is registered, run offline on the simulated policy and analysed once
+(the module's fixture); the tests then check the report against an independent
+computation from the exported records with numpy: the eight contrasts with appendix D's
+weights and Holm, the bootstrap p values, the exact sign-flip over intents, the
+configuration-level contrasts and the failure census, and that every rendering says the
+policy is simulated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from prereg.cli import main
+from prereg.reports import render_terminal
+from prereg.reports.model import Report
+
+REG = "toolbottleneck-capacity"
+FACTORS = ("menu", "workflow", "encoding", "policy")
+LEVELS = {
+    "menu": (8, 128),
+    "workflow": ("low", "high"),
+    "encoding": ("raw", "linked"),
+    "policy": ("sim-truncating", "sim-steady"),
+}
+FLAGS = (
+    "completion_cap",
+    "episode_budget",
+    "call_limit",
+    "turn_limit",
+    "infeasible",
+    "wrong_conclusion",
+    "contract_break",
+)
+
+
+def _run(*args: str | Path) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("demo") / "ws"
+    code, out = _run("demo", "--study", "toolbottleneck", "--dir", root, "--json")
+    assert code == 0, out[-2000:]
+    data: dict[str, Any] = json.loads(out)
+    exported = root / "records.jsonl"
+    code, out = _run("-w", root, "export", REG, "--out", exported)
+    assert code == 0, out
+    data["records"] = [json.loads(line) for line in exported.read_text().splitlines()]
+    data["root"] = root
+    return data
+
+
+def _table(demo: dict[str, Any], prefix: str) -> dict[str, Any]:
+    tables = demo["toolbottleneck"]["tables"]
+    found: dict[str, Any] = next(t for t in tables if t["title"].startswith(prefix))
+    return found
+
+
+def _arm(levels: dict[str, object]) -> str:
+    return "--".join(f"{f}-{levels[f]}" for f in FACTORS)
+
+
+def _means(records: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], float], dict[str, str]]:
+    runs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    cluster: dict[str, str] = {}
+    for r in records:
+        runs[(r["task_id"], r["arm"])].append(int(r["success"]))
+        cluster[r["task_id"]] = r["cluster"]
+    return {k: sum(v) / len(v) for k, v in runs.items()}, cluster
+
+
+def _by_hand(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each contrast's value per task: appendix D's E_a = 1/2^(k-1) sum s_a m and
+    E_ab = 1/2^(k-2) sum s_a s_b m over the 2^k design cells (k = 4: the seed's three
+    pressures and the configuration), the checkpoints as cell differences averaged over
+    the configurations."""
+    means, _ = _means(records)
+    tasks = sorted({t for t, _ in means})
+    corners = [dict(zip(FACTORS, c, strict=True)) for c in itertools.product(*LEVELS.values())]
+
+    def sign(cell: dict[str, object], factor: str) -> int:
+        return -1 if cell[factor] == LEVELS[factor][0] else 1
+
+    out: dict[str, dict[str, float]] = {}
+    effects = {
+        "v": ("menu",),
+        "w": ("workflow",),
+        "d-linked": ("encoding",),
+        "v-by-w": ("menu", "workflow"),
+        "v-by-d": ("menu", "encoding"),
+        "w-by-d": ("workflow", "encoding"),
+    }
+    for name, factors in effects.items():
+        scale = 1 / 8 if len(factors) == 1 else 1 / 4
+        out[name] = {
+            t: scale
+            * sum(np.prod([sign(c, f) for f in factors]) * means[(t, _arm(c))] for c in corners)
+            for t in tasks
+        }
+    for name, encoding in (("compact-raw", "compact"), ("typed-raw", "typed")):
+        out[name] = {
+            t: float(
+                np.mean(
+                    [
+                        means[(t, _arm(dict(menu=8, workflow="low", encoding=encoding, policy=p)))]
+                        - means[(t, _arm(dict(menu=8, workflow="low", encoding="raw", policy=p)))]
+                        for p in LEVELS["policy"]
+                    ]
+                )
+            )
+            for t in tasks
+        }
+    return out
+
+
+def _holm(p: list[float]) -> list[float]:
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    out, running = [0.0] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def _per_unit(values: dict[str, float], unit_of: dict[str, str]) -> np.ndarray:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for task, value in values.items():
+        groups[unit_of[task]].append(value)
+    return np.array([np.mean(groups[u]) for u in sorted(groups)])
+
+
+def test_the_demo_runs_offline_under_a_minute(demo: dict[str, Any]) -> None:
+    assert demo["demo"]["seconds"] < 60
+    run = demo["demo"]["run"]
+    assert run["planned"] == 28 * 8 * 2 and run["remaining"] == 0
+    assert len(demo["records"]) == run["planned"]
+    assert demo["toolbottleneck"]["label"].startswith("SIMULATED POLICY")
+    assert {r["evidence_class"] for r in demo["records"]} == {"local"}
+
+
+def test_the_eight_contrasts_and_holm_agree_with_numpy_by_hand(demo: dict[str, Any]) -> None:
+    records = demo["records"]
+    _, cluster = _means(records)
+    by_hand = _by_hand(records)
+    contrasts = {c["id"]: c for c in demo["contrasts"]}
+    assert list(contrasts) == list(by_hand)  # the eight, in the registered order
+    assert demo["multiplicity"]["method"] == "holm"
+    p = []
+    for name, values in by_hand.items():
+        d = _per_unit(values, cluster)  # one value per family
+        assert contrasts[name]["estimate"] == pytest.approx(d.mean(), abs=1e-12)
+        assert contrasts[name]["units"] == 4
+        # the centred cluster bootstrap, re-implemented: 10,000 draws of the families with
+        # the registered seed, p = (1 + #{|d* - est| >= |est|}) / (draws + 1)
+        rng = np.random.default_rng(1)
+        draws = d[rng.integers(0, d.size, size=(10_000, d.size))].mean(axis=1)
+        extreme = np.count_nonzero(np.abs(draws - d.mean()) >= abs(d.mean()) - 1e-12)
+        assert contrasts[name]["pvalue"] == pytest.approx((1 + extreme) / 10_001)
+        p.append(contrasts[name]["pvalue"])
+    adjusted = [m["adjusted"] for m in demo["multiplicity"]["members"]]
+    assert adjusted == pytest.approx(_holm(p))
+    assert any(abs(c["estimate"]) > 0 for c in contrasts.values())
+
+
+def test_the_sign_flip_over_intents_is_exact_and_holm_corrected(demo: dict[str, Any]) -> None:
+    records = demo["records"]
+    intent = {r["task_id"]: r["intent"] for r in records}
+    flips = _table(demo, "Exact sign-flip")
+    p = []
+    for values in _by_hand(records).values():
+        d = _per_unit(values, intent)
+        observed = abs(d.mean())
+        patterns = itertools.product([-1, 1], repeat=d.size)
+        hits = [abs(np.mean(np.array(s) * d)) >= observed - 1e-12 for s in patterns]
+        p.append(sum(hits) / 2**d.size)
+    assert [row[0] for row in flips["rows"]] == list(_by_hand(records))
+    assert [row[1] for row in flips["rows"]] == ["4"] * 8
+    assert [row[3] for row in flips["rows"]] == [_p(x) for x in p]
+    assert [row[4] for row in flips["rows"]] == [_p(x) for x in _holm(p)]
+
+
+def _p(x: float) -> str:
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def test_contrasts_resampling_configurations_average_to_the_registered(
+    demo: dict[str, Any],
+) -> None:
+    records = demo["records"]
+    means, cluster = _means(records)
+    table = _table(demo, "Contrasts by resampling unit")
+    rows = {(r[0], r[1]): r for r in table["rows"]}
+    contrasts = {c["id"]: c for c in demo["contrasts"]}
+    for name in contrasts:
+        assert rows[(name, "family (4)")][2] == f"{100 * contrasts[name]['estimate']:+.1f}"
+        row = rows[(name, "configuration (2)")]
+        # each configuration's own contrast (its arms' weights, doubled), families equal
+        per_config = []
+        for policy in LEVELS["policy"]:
+            weights = {
+                arm: w for arm, w in contrasts[name]["weights"].items() if arm.endswith(policy)
+            }
+            value = 2 * sum(
+                w * _per_unit({t: means[(t, arm)] for t in cluster}, cluster).mean()
+                for arm, w in weights.items()
+            )
+            per_config.append(value)
+        assert row[2] == f"{100 * np.mean(per_config):+.1f}"
+        assert np.mean(per_config) == pytest.approx(contrasts[name]["estimate"], abs=1e-12)
+
+
+def test_the_failure_census_counts_the_exported_records(demo: dict[str, Any]) -> None:
+    records = demo["records"]
+    census = _table(demo, "Failure census")
+    overall = next(r for r in census["rows"] if r[0] == "(all)")
+    failed = [r for r in records if not r["success"]]
+    assert overall[1:3] == [str(len(records)), str(len(failed))]
+    for i, flag in enumerate(FLAGS):
+        count = sum(1 for r in failed if r["terminal_flag"] == flag)
+        assert overall[3 + i].startswith(f"{count} ")
+    # the seed's precedence: nothing truncated at the cap is flagged otherwise
+    assert all(r["terminal_flag"] is not None for r in failed)
+    assert all(r["obligations"] is not None and len(r["obligations"]) == 9 for r in records)
+
+
+def test_the_decision_matrix_says_what_was_not_measured(demo: dict[str, Any]) -> None:
+    matrix = _table(demo, "Decision matrix")
+    assert matrix["columns"][4:6] == ["wall time", "cost"]
+    for row in matrix["rows"]:
+        assert row[4] == row[5] == "not measured"
+        assert row[7].endswith("(tokens)")  # cost-superiority judged on tokens, said so
+    estimands = _table(demo, "Repairs against switches")
+    assert estimands["rows"][0][:2] == ["routed-menu", "V"]
+
+
+def test_every_rendering_labels_the_policy_simulated(demo: dict[str, Any]) -> None:
+    folder = Path(demo["report_dir"])
+    markdown = (folder / "report.md").read_text()
+    for heading in (
+        "## Registered contrasts",
+        "## ToolBottleneckBench study (simulated policy)",
+        "### Failure census",
+        "### Decision matrix",
+    ):
+        assert heading in markdown, heading
+    assert "SIMULATED POLICY" in markdown
+    page = (folder / "report.html").read_text()
+    assert "SIMULATED POLICY" in page and "Decision matrix" in page
+    report = Report.model_validate_json((folder / "report.json").read_text())
+    console = Console(record=True, width=200)
+    render_terminal.render(report, console)
+    text = console.export_text()
+    assert "SIMULATED POLICY" in text and "Failure census" in text

@@ -23,7 +23,13 @@ import pytest
 from prereg.core.errors import BadInput
 from prereg.core.yamlio import load_model
 from prereg.experiments.toolbottleneck.study import StudyFile, StudyRepair
-from prereg.reports.toolbottleneck_repairs import repair_result, repairs_markdown
+from prereg.reports.toolbottleneck_repairs import (
+    NOT_MEASURED,
+    RepairRow,
+    repair_result,
+    repair_tables,
+    repairs_markdown,
+)
 from prereg.runners.toolbottleneck_study import StudyRecord
 
 CELLS = {
@@ -120,6 +126,65 @@ def test_a_switch_as_good_on_success_and_cheaper_dominates() -> None:
     r = repair_result(_records({"r1": 300, "k1": 200}), REPAIR, draws=500)
     assert not r.cost_superior
     assert not r.nondominated  # equal success, fewer tokens: the switch dominates
+
+
+def _rows(
+    wall: dict[str, float] | None,
+    cost: dict[str, float] | None,
+    tokens: dict[str, int] = TOKENS,
+) -> list[RepairRow]:
+    """The same episodes as repair rows, with wall time and cost per arm when given."""
+    return [
+        RepairRow(
+            r.arm,
+            r.task_id,
+            r.family,
+            r.success,
+            float(r.tokens_input),
+            None if wall is None else wall.get(r.arm, 1.0),
+            None if cost is None else cost.get(r.arm, 0.01),
+        )
+        for r in _records(tokens)
+    ]
+
+
+def test_unmeasured_wall_time_and_cost_read_not_measured_and_never_zero() -> None:
+    r = repair_result(_rows(None, None), REPAIR, draws=500)
+    assert r.wall_vs == {"k": None} and r.cost_vs == {"k": None}
+    assert r.cost_basis == "tokens" and r.cost_superior  # judged on tokens, and said so
+    matrix = repair_tables([r])[1][2][0]
+    assert matrix[4:6] == [NOT_MEASURED, NOT_MEASURED] and matrix[7] == "yes (tokens)"
+    # one record without a cost is enough: a null is never read as zero
+    rows = _rows(None, {"r1": 0.5, "k1": 0.1})
+    rows[0] = RepairRow(rows[0].arm, rows[0].task_id, rows[0].family, rows[0].success, 1.0)
+    assert repair_result(rows, REPAIR, draws=200).cost_vs == {"k": None}
+
+
+def test_measured_cost_decides_cost_superiority_and_enters_the_pareto_comparison() -> None:
+    # the repair spends fewer tokens (100 vs 200) but costs more (0.5 vs 0.1 USD) at the
+    # stressed cell, with equal success: not cost-superior, yet not dominated (fewer tokens)
+    r = repair_result(_rows({"r1": 2.0, "k1": 2.0}, {"r1": 0.5, "k1": 0.1}), REPAIR, draws=500)
+    assert r.cost_basis == "cost"
+    assert r.cost_vs["k"] is not None and r.cost_vs["k"].value == pytest.approx(0.4)
+    assert r.wall_vs["k"] is not None and r.wall_vs["k"].value == pytest.approx(0.0)
+    assert not r.cost_superior and r.nondominated
+    # equal tokens and wall time, equal success, dearer: the switch dominates on cost alone
+    same = {"r1": 200, "k1": 200}
+    r = repair_result(
+        _rows({"r1": 2.0, "k1": 2.0}, {"r1": 0.5, "k1": 0.1}, same), REPAIR, draws=500
+    )
+    assert not r.nondominated
+    # and slower at equal cost: dominated on wall time alone
+    r = repair_result(
+        _rows({"r1": 3.0, "k1": 2.0}, {"r1": 0.1, "k1": 0.1}, same), REPAIR, draws=500
+    )
+    assert not r.nondominated
+    # cheaper and faster: cost-superior, and no switch dominates it
+    r = repair_result(_rows({"r1": 1.0, "k1": 3.0}, {"r1": 0.1, "k1": 0.5}), REPAIR, draws=500)
+    assert r.cost_superior and r.nondominated
+    assert r.wall_vs["k"] is not None and r.wall_vs["k"].value == pytest.approx(-2.0)
+    matrix = repair_tables([r])[1][2][0]
+    assert matrix[7] == "yes"
 
 
 def test_unknown_arms_in_a_repair_are_refused() -> None:

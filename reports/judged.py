@@ -151,12 +151,23 @@ def _rate(
     runs: list[Obs],
     mine: Mapping[str, Verdict],
     gold: Sequence[GoldLabel] = (),
+    consumed: bool = False,
 ) -> JudgedRate:
     parsed = [mine[o.record_id] for o in runs if o.record_id in mine]
     ok = [v for v in parsed if v.parse == "ok" and v.met is not None]
     met = sum(1 for v in ok if v.met)
     agreement = _oracle_agreement(judge, runs, mine) if judge.outcome == "completed" else None
     corrected = gold_section(judge, runs, mine, gold)
+    parameters: dict[str, Any] = {"rubric": judge.rubric, "rubric_version": judge.rubric_version}
+    if consumed:
+        # what the InvokeRank section takes from this judge: labelled where it is shown
+        key = "fills_invokerank_completed" if judge.outcome == "completed" else "fills_native_class"
+        parameters[key] = sum(
+            1
+            for o in runs
+            if _parsed(mine, o.record_id) is not None
+            and (judge.outcome != "completed" or o.funnel.get("completed") is None)
+        )
     return JudgedRate(
         arm=arm,
         judge=judge.key,
@@ -172,7 +183,7 @@ def _rate(
         oracle_agreement=agreement,
         provenance=Provenance(
             function="prereg.reports.judged.judged_report",
-            parameters={"rubric": judge.rubric, "rubric_version": judge.rubric_version},
+            parameters=parameters,
             registration_field="judge",
             runs=runset([o.unit for o in runs], f"arm {arm}; runs needing {judge.outcome}"),
         ),
@@ -241,7 +252,10 @@ def judged_report(
             arm.id: [o for o in observations if o.arm == arm.id and _needs(judge, o)]
             for arm in reg.arms
         }
-        mine_rates = {arm: _rate(judge, arm, runs, mine, gold) for arm, runs in arm_runs.items()}
+        consumed = _first(reg, judge.outcome) == judge
+        mine_rates = {
+            arm: _rate(judge, arm, runs, mine, gold, consumed) for arm, runs in arm_runs.items()
+        }
         if gold and len(reg.arms) >= 2:
             control, treatment = reg.compared_arms()
             diff = paired_difference(arm_runs[control], arm_runs[treatment], mine, gold)

@@ -36,6 +36,7 @@ def judged_lines(report: Report) -> list[str]:
         out.append(
             f"  {r.arm} / {r.judge}: unjudged {r.unjudged} of {r.needed} "
             f"({r.unparseable} unparseable); judge rate {rate} [{r.label}]{corrected}{oracle}"
+            f"{_consumed(r.provenance.parameters)}"
         )
     return out
 
@@ -81,3 +82,20 @@ def _corrected(c: dict[str, Any]) -> str:
     for a in g["annotator_agreement"]:
         out += f"; annotators {a['a']} vs {a['b']}: {_kappa(a)}"
     return out
+
+
+def _consumed(parameters: dict[str, Any]) -> str:
+    """Where the InvokeRank section uses these verdicts, said with their label."""
+    filled = parameters.get("fills_invokerank_completed")
+    if filled:
+        return (
+            f"; the InvokeRank Completed stage takes {filled} of these verdicts (runs no "
+            "oracle decided): uncalibrated judge"
+        )
+    native = parameters.get("fills_native_class")
+    if native:
+        return (
+            f"; the Agent Resolution Split's native self-service class rests on {native} of "
+            "these verdicts: uncalibrated judge"
+        )
+    return ""

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
+from prereg.registry.judges import judge_digest
 from prereg.registry.schema import Registration
-from prereg.reports.judged import with_completed
+from prereg.reports.judged import judged_report, with_completed
+from prereg.reports.judged_text import judged_lines
 from prereg.reports.observations import Obs
 from prereg.runners.verdicts import Verdict, VerdictStore
 from tests.judging.helpers import local_judges, registration, write
@@ -92,6 +95,23 @@ def test_completed_takes_verdicts_only_where_no_oracle_decided() -> None:
     verdicts = [verdict("live", True), verdict("oracle", True), verdict("bad", None, "unparseable")]
     out = {o.record_id: o.funnel["completed"] for o in with_completed(reg, obs, verdicts)}
     assert out == {"live": True, "oracle": False, "bad": None}
+
+    # the judged section says how many of the InvokeRank Completed stages came from the
+    # judge (one: "live"; "oracle" keeps its oracle's, "bad" did not parse), labelled
+    rubric = "sha256:" + "3" * 64
+    judge = reg.judge[0] if reg.judge else None
+    assert judge is not None
+    entry = SimpleNamespace(registration=reg, files={"judge-rubric.md": rubric})
+    digest = judge_digest(judge, rubric)
+    mine = [v.model_copy(update={"judge_digest": digest}) for v in verdicts]
+    section = judged_report(entry, obs, mine)  # type: ignore[arg-type]
+    assert section is not None
+    rate = next(r for r in section.rates if r.arm == "a" and r.outcome == "completed")
+    assert rate.provenance.parameters["fills_invokerank_completed"] == 1
+    report = SimpleNamespace(judged=section)
+    text = " ".join(judged_lines(report))  # type: ignore[arg-type]
+    assert "the InvokeRank Completed stage takes 1 of these verdicts" in text
+    assert "uncalibrated judge" in text
 
 
 def test_judged_section_escapes_hostile_strings(cli, ws: Path) -> None:

@@ -36,6 +36,19 @@ def test_bundled_study_shows_judged_completed_and_split(cli, ws: Path) -> None:
     check = completion["oracle_agreement"]
     assert check["runs"] == completion["judged"] and 0 <= check["agree"] <= check["runs"]
     assert "against the oracle" in text.stdout
+    # the split's native class rests on the native judge: said, with its label
+    md = (ws / "reports" / DRAFT / "report.md").read_text()
+    assert (
+        "native self\\-service class rests on" in md or "native self-service class rests on" in md
+    )
+    native = sum(rates[(a, "native")]["judged"] for a in ("descriptive", "placeholder"))
+    fills = sum(
+        rates[(a, "native")]["provenance"]["parameters"]["fills_native_class"]
+        for a in ("descriptive", "placeholder")
+    )
+    assert fills == native
+    # local runs' Completed was decided by an oracle: the judge fills none of it
+    assert completion["provenance"]["parameters"]["fills_invokerank_completed"] == 0
     for arm in report["invokerank"]["arms"]:
         split = arm["resolution"]
         assert split["unjudged"] == 0 and split["host_self_serve"] is not None

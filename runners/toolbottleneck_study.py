@@ -27,7 +27,7 @@ from prereg.experiments.toolbottleneck.compile import Cell
 from prereg.experiments.toolbottleneck.sandbox import Sandbox, build_sandbox
 from prereg.experiments.toolbottleneck.study import Study, StudyArm, StudyPolicy
 from prereg.experiments.toolbottleneck.variants import compiled_cell, variant_key
-from prereg.registry.units import RunPlan, RunUnit
+from prereg.registry.units import Budgets, RunPlan, RunUnit
 from prereg.runners.drivers.base import Driver
 from prereg.runners.record import RunRecord, Tokens, TraceEvent
 from prereg.runners.scoring import configuration
@@ -244,11 +244,12 @@ class StudyUnits:
         config = self.plan.config(unit.arm)
         budgets = config.budgets
         sandbox = self.sandbox(unit.arm, unit.task.id)
+        call_slack, turn_slack = _slacks(budgets, sandbox.key.certified_minimum)
         contract = Contract(
             budgets.completion_cap or 1024,
             budgets.episode_tokens or 128_000,
-            2 if budgets.call_limit_over_certified is None else budgets.call_limit_over_certified,
-            2 if budgets.turn_limit_over_calls is None else budgets.turn_limit_over_calls,
+            call_slack,
+            turn_slack,
             spec.menu_mode,
         )
         rng = unit_rng(self.plan.digest, unit.arm, unit.task.id, unit.repeat)
@@ -296,6 +297,22 @@ class StudyUnits:
             obligations=dict(v.verdicts),
             variant_digest=sandbox.variant.digest,
         )
+
+
+def _slacks(budgets: Budgets, certified: int) -> tuple[int, int]:
+    """(call limit - the variant's certified minimum, turn limit - call limit) as
+    registered: the rules give them directly (the seed's contract: 2 and 2); absolute
+    limits are taken as they are (a call limit below the certified minimum gives a
+    negative slack: the unit stops as infeasible)."""
+    if budgets.call_limit_over_certified is not None:
+        call_slack = budgets.call_limit_over_certified
+    else:
+        call_slack = (budgets.call_limit or certified + 2) - certified
+    if budgets.turn_limit_over_calls is not None:
+        turn_slack = budgets.turn_limit_over_calls
+    else:
+        turn_slack = (budgets.turn_limit or certified + call_slack + 2) - certified - call_slack
+    return call_slack, turn_slack
 
 
 def _trace(played: Played) -> list[TraceEvent]:

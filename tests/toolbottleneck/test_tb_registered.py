@@ -217,6 +217,22 @@ def test_every_unit_runs_and_its_record_carries_the_failure_record(study_ws: Pat
     assert again["completed"] == 0 and again["skipped_existing"] == 20
 
 
+def test_registered_absolute_limits_bind_every_unit(study_ws: Path, cli) -> None:
+    """A call limit of 1 (below every certified minimum) stops even the exact policy."""
+    doc = _registration(budgets={"call_limit": 1, "turn_limit": 3})
+    doc["factorial"]["base"]["toolbottleneck"]["policy"] = "sim-exact"
+    assert cli("-w", study_ws, "register", _write(study_ws, doc)).code == 0
+    assert cli("-w", study_ws, "run", "tiny", "--json").code == 0
+    store = open_store(Workspace(study_ws.resolve()).runs)
+    try:
+        records = list(store.records())
+    finally:
+        store.close()
+    assert len(records) == 20
+    assert all(not r.success and r.calls <= 1 for r in records)
+    assert {r.terminal_flag for r in records} <= {"call_limit", "infeasible"}
+
+
 def test_a_variant_that_is_not_the_registered_one_is_refused(study_ws: Path, cli) -> None:
     assert cli("-w", study_ws, "register", _write(study_ws, _registration())).code == 0
     _, _, plan, experiment = prepare(Workspace(study_ws.resolve()), "tiny")

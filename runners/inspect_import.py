@@ -18,8 +18,10 @@ does not match the registration is refused whole (exit 3, nothing written):
 
 The records carry evidence class ``inspect`` and driver ``inspect`` (never pooled with
 runs of another class, invariant 8); what Inspect does not measure is null (the funnel
-stages, the terminal class: invariant 7). Record ids derive from the log's eval id and
-the sample, so importing the same log again writes nothing and says so.
+stages, the terminal class: invariant 7); the text kept (tool calls, the final answer, an
+error) is redacted of secrets like every provider's (invariant 10). Record ids derive from
+the log's eval id and the sample, so importing the same log again writes nothing and says
+so.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from prereg.registry.units import RunPlan, RunUnit, expand_units, plan_from_regi
 from prereg.registry.verify import verified_entry
 from prereg.runners.extras import missing_extra
 from prereg.runners.prepare import open_registry
+from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.record import RunRecord, TerminalFlag, Tokens, TraceEvent
 from prereg.runners.scoring import configuration
 from prereg.runners.stores import open_store, resolve_store
@@ -137,14 +140,17 @@ def _trace(sample: EvalSample) -> tuple[list[TraceEvent], int, int]:
         for call in message.tool_calls or []:
             events.append(
                 TraceEvent(
-                    kind="tool_call", turn=turns, tool=call.function, arguments=call.arguments
+                    kind="tool_call",
+                    turn=turns,
+                    tool=redact(call.function),
+                    arguments=redact_obj(call.arguments),
                 )
             )
         turns += 1
     calls = len(events)
     if sample.output.completion:
         events.append(
-            TraceEvent(kind="final", turn=max(turns - 1, 0), text=sample.output.completion)
+            TraceEvent(kind="final", turn=max(turns - 1, 0), text=redact(sample.output.completion))
         )
     return events, calls, turns
 
@@ -184,8 +190,8 @@ def scorer_of(log: EvalLog, outcome: str, path: Path) -> str:
     )
 
 
-def _record_id(digest: str, log: EvalLog, sample: EvalSample) -> str:
-    key = f"{digest}\x1f{log.eval.eval_id}\x1f{sample.id}\x1f{sample.epoch}"
+def _record_id(digest: str, arm: str, log: EvalLog, sample: EvalSample) -> str:
+    key = f"{digest}\x1f{arm}\x1f{log.eval.eval_id}\x1f{sample.id}\x1f{sample.epoch}"
     return "inspect-" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
@@ -207,7 +213,7 @@ def build_record(
     tokens, cost = _tokens(sample)
     trace, calls, turns = _trace(sample)
     common: dict[str, Any] = {
-        "record_id": _record_id(plan.digest, log, sample),
+        "record_id": _record_id(plan.digest, unit.arm, log, sample),
         "registration_id": plan.registration_id,
         "registration_digest": plan.digest,
         "experiment": plan.experiment,
@@ -223,7 +229,7 @@ def build_record(
         "driver": DRIVER,
         "evidence_class": DRIVER,
         "model_requested": log.eval.model,
-        "model_returned": sample.output.model or None,
+        "model_returned": redact(sample.output.model) or None,
         "started_at": started,
         "finished_at": max(finished, started),
         "latency_ms": None if sample.total_time is None else sample.total_time * 1000,
@@ -235,7 +241,9 @@ def build_record(
         "config": configuration(plan, unit.arm),
     }
     if sample.error is not None:
-        return RunRecord(**common, status="infra_error", error=sample.error.message or "error")
+        return RunRecord(
+            **common, status="infra_error", error=redact(sample.error.message) or "error"
+        )
     if verdict(sample, scorer, path):
         return RunRecord(**common, success=True)
     flag, obligation = _failure(sample)

@@ -222,3 +222,35 @@ def test_bad_usage_is_exit_2(workspace: Path, log_file: Path, cli: Callable[...,
     not_a_log = workspace / "drafts" / "music-library-pilot.yaml"
     bad = cli("-w", workspace, "import", "--from", "inspect", not_a_log, "--registration", REG)
     assert bad.code == 2 and "Inspect" in bad.stderr
+
+
+def test_secrets_in_an_imported_log_are_redacted(
+    workspace: Path, log_file: Path, tmp_path: Path
+) -> None:
+    """The log's text is untrusted: a key-shaped string in an answer is not stored."""
+    secret = "sk-proj-" + "Q7fakeKEYfakeKEYfakeKEY12"
+
+    def leak(log: EvalLog) -> None:
+        assert log.samples is not None
+        log.eval.metadata = {"arm": "semantic"}  # the other arm: units not yet imported
+        for sample in log.samples:
+            sample.output.completion = f"Here is what I found. The key is {secret}."
+
+    path = _edited(log_file, tmp_path / "leaky.eval", leak)
+    code, text = prereg(
+        "-w", workspace, "import", "--from", "inspect", path, "--registration", REG, "--json"
+    )
+    assert code == 0, text
+    assert json.loads(text)["imported"] == 6
+    out = workspace.parent / "leak-check.jsonl"
+    assert prereg("-w", workspace, "export", REG, "--out", out, "--force")[0] == 0
+    assert secret not in out.read_text()
+    finals = [
+        e["text"]
+        for r in jsonl_records(out)
+        if r["arm"] == "semantic"
+        for e in r["trace"]
+        if e["kind"] == "final"
+    ]
+    assert len(finals) == 6 and all("[REDACTED]" in f for f in finals)
+    assert secret not in text

@@ -22,7 +22,8 @@ The detailed sections:
 5. BH and e-BH: false discovery rate under independence.
 6. Issue 14, before/after: the small-runs correction of the two-level bootstrap (coverage
    with a between-run SD of 5 points, additive on the rate), the exact TOST against
-   Tango's z test (exact type I error on the margin boundary, by enumeration), and the
+   Tango's z test (exact type I error on the margin boundary, by enumeration), the exact
+   TOST's margin-free ordering against the at-margin one (power, nesting), and the
    exact McNemar sample size against Connor's (exact power).
 """
 
@@ -38,7 +39,13 @@ from scipy.special import expit, gammaln, xlogy
 
 import prereg.stats as ps
 from prereg.stats.calibration import verdict
-from prereg.stats.paired import _tango_z_grid, exact_equivalence_region
+from prereg.stats.paired import (
+    _exact_upper_p,
+    _sup_over_nuisance,
+    _tango_z_grid,
+    exact_equivalence_region,
+    upper_region,
+)
 
 
 def mcnemar_table() -> None:
@@ -275,6 +282,76 @@ def tost_exact_table() -> None:
         print(
             f"{margin:>6.2f} | {max(tango):>8.4f} {worst + 10:>4} {over:>4}/51 | {max(exact):>6.4f}"
         )
+    print()
+
+
+def _at_margin_region(n: int, margin: float, both: bool = True) -> np.ndarray:
+    """The exact TOST region of the earlier ordering (Tango's Z at the margin itself)."""
+    z = _tango_z_grid(n, margin)
+    levels = np.unique(z[np.isfinite(z)])
+
+    def size(level: float) -> float:
+        bstar = (z <= level + 1e-9 * max(1.0, abs(level))).sum(axis=0).astype(np.float64)
+        return _sup_over_nuisance(bstar - 1.0, n, margin)
+
+    lo, hi = -1, levels.size
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if size(float(levels[mid])) <= 0.05 else (lo, mid)
+    if lo < 0:
+        return np.zeros((n + 1, n + 1), dtype=bool)
+    upper = z <= float(levels[lo]) + 1e-9 * max(1.0, abs(float(levels[lo])))
+    return upper & upper.T if both else upper
+
+
+def tost_ordering_table() -> None:
+    print("6d. exact binary TOST, alpha 0.05: the margin-free ordering (Tango's bound at")
+    print(
+        "    z_0.975, now) against Tango's Z at the margin (before): power at no difference (exact,"
+    )
+    print("    p10 = p01 = psi / 2) and decisions that are not nested in the margin (margins")
+    print("    0.02-0.94 by 0.02: outcomes accepted at a margin and refused at a larger one)")
+    print(f"{'n':>4} {'margin':>6} {'psi':>5} | {'power now':>9} {'before':>7}")
+    powers: list[tuple[float, float]] = []
+    for n in (20, 30, 60, 100):
+        for margin in (0.1, 0.15, 0.2, 0.3):
+            now, before = exact_equivalence_region(n, margin), _at_margin_region(n, margin)
+            for psi in (0.05, 0.1, 0.2, 0.3, 0.5):
+                prob = _trinomial(n, psi / 2, psi / 2)
+                pair = (float(prob[now].sum()), float(prob[before].sum()))
+                powers.append(pair)
+                if n in (30, 60) and psi in (0.1, 0.3):
+                    print(f"{n:>4} {margin:>6.2f} {psi:>5.2f} | {pair[0]:>9.4f} {pair[1]:>7.4f}")
+    arr = np.array(powers)
+    print(
+        f"   over n 20-100, margins 0.1-0.3, psi 0.05-0.5: mean power now {arr[:, 0].mean():.4f}, "
+        f"before {arr[:, 1].mean():.4f}; largest loss {float((arr[:, 1] - arr[:, 0]).max()):.4f}, "
+        f"largest gain {float((arr[:, 0] - arr[:, 1]).max()):.4f}"
+    )
+    n, b, c = 8, 2, 4
+    cells = []
+    for d0 in (0.28, 0.29, 0.30, 0.31, 0.32, 0.33):
+        z = _tango_z_grid(n, d0)
+        level = z[b, c] + 1e-9 * max(1.0, abs(float(z[b, c])))
+        before_p = _sup_over_nuisance((z <= level).sum(axis=0) - 1.0, n, d0)
+        cells.append(f"{d0:.2f}: {before_p:.4f} -> {_exact_upper_p(b, c, n, d0):.4f}")
+    print(f"   n {n}, b {b}, c {c}, upper one-sided p (before -> now): " + "; ".join(cells))
+    margins = np.round(np.arange(0.02, 0.951, 0.005), 3)
+    builders = (
+        ("now, one-sided", lambda n, m: upper_region(n, m)),
+        ("before, one-sided", lambda n, m: _at_margin_region(n, m, both=False)),
+        ("now, TOST", exact_equivalence_region),
+        ("before, TOST", _at_margin_region),
+    )
+    for name, build in builders:
+        bad = 0
+        for n in (8, 12, 20):
+            previous = np.zeros((n + 1, n + 1), dtype=bool)
+            for m in margins:
+                region = build(n, float(m))
+                bad += int((previous & ~region).sum())
+                previous = region
+        print(f"   not nested ({name}): {bad} (outcome, margin) pairs over n 8, 12, 20")
     print()
 
 
@@ -626,9 +703,128 @@ def _interval_and_planning_rows(reps: int) -> list[Row]:
     return rows
 
 
+def _issue14_rows() -> list[Row]:
+    """The issue 14 fixes, as one row each: the exact TOST's decisions are nested in the
+    margin, Connor's asymptotic McNemar n against the exact one (exact power)."""
+    rows: list[Row] = []
+    checked = violations = 0
+    margins = np.round(np.arange(0.02, 0.96, 0.02), 2)
+    for n in (8, 12, 20, 30, 40):
+        previous = np.zeros((n + 1, n + 1), dtype=bool)
+        for m in margins:
+            region = exact_equivalence_region(n, float(m))
+            violations += int((previous & ~region).sum())
+            checked += int(previous.sum())
+            previous = region
+    rows.append(
+        (
+            "tost_paired (exact)",
+            "nesting violations in margin",
+            f"exact; n 8-40, margins 0.02-0.94: {checked} (outcome, margin) rejections",
+            0.0,
+            violations / max(checked, 1),
+            None,
+        )
+    )
+    for p01, p10 in ((0.45, 0.05), (0.05, 0.15)):
+        n_connor = int(math.ceil(ps.mcnemar_sample_size(p01, p10)))
+        rows.append(
+            (
+                "mcnemar_sample_size (Connor)",
+                "exact power at n",
+                f"exact; p01 {p01}, p10 {p10}: n {n_connor} (asymptotic; plan shows both)",
+                0.80,
+                ps.mcnemar_exact_power(n_connor, p01, p10),
+                None,
+            )
+        )
+    return rows
+
+
+def _judged_rows(reps: int) -> list[Row]:
+    """Judged outcomes (issue 18): PPI, kappa, the judge's TPR, and the InvokeRank
+    stage intervals that are closed-form (the scores have bench/invokerank_coverage.py)."""
+    rows: list[Row] = []
+    rng = np.random.default_rng(47)
+    theta, n_gold, n_big = 0.6, 100, 1000
+    mean_hits, diff_hits = [], []
+    for _ in range(reps):
+        y = (rng.random(n_gold + n_big) < theta).astype(float)
+        f = np.where(rng.random(y.size) < 0.1, 1.0 - y, y)
+        res = ps.ppi_mean(y[:n_gold], f[:n_gold], f[n_gold:])
+        mean_hits.append(res.low <= theta <= res.high)
+        base = rng.random((2, n_gold + n_big))
+        yc, yt = (base[0] < 0.5).astype(float), (base[1] < 0.6).astype(float)
+        fc = np.where(rng.random(yc.size) < 0.1, 1.0 - yc, yc)
+        ft = np.where(rng.random(yt.size) < 0.1, 1.0 - yt, yt)
+        res = ps.ppi_difference(
+            yc[:n_gold], fc[:n_gold], fc[n_gold:], yt[:n_gold], ft[:n_gold], ft[n_gold:]
+        )
+        diff_hits.append(res.low <= 0.1 <= res.high)
+    setting = f"simulated; 100 gold + 1000 judged, judge error 0.10, {reps} sets"
+    rows.append(("ppi_mean", "coverage", setting, 0.95, *_mc(np.array(mean_hits))))
+    rows.append(("ppi_difference", "coverage", setting, 0.95, *_mc(np.array(diff_hits))))
+    hits = []
+    for _ in range(reps):
+        a = rng.random(200) < 0.5
+        b = np.where(rng.random(200) < 0.8, a, ~a)  # kappa = (0.8 - 0.5) / 0.5 = 0.6
+        res = ps.cohens_kappa(a.astype(int), b.astype(int))
+        hits.append(res.low <= 0.6 <= res.high)
+    rows.append(
+        (
+            "cohens_kappa",
+            "coverage",
+            f"simulated; 200 items, kappa 0.6, {reps} sets",
+            0.95,
+            *_mc(np.array(hits)),
+        )
+    )
+    n_pos, tpr = 40, 0.85
+    k = np.arange(n_pos + 1)
+    cover = 0.0
+    for x in k:
+        rates = ps.judge_rates(np.ones(n_pos), (np.arange(n_pos) < x).astype(float))
+        cover += float(sps.binom.pmf(x, n_pos, tpr)) * (rates.tpr.low <= tpr <= rates.tpr.high)
+    rows.append(
+        ("judge_rates", "TPR coverage", "exact; 40 gold positives, TPR 0.85", 0.95, cover, None)
+    )
+    n, q = 50, 0.3
+    x = np.arange(n + 1)
+    lo, hi = ps.beta_interval(x + 0.5, n - x + 0.5, 0.9)  # a stage posterior, Jeffreys prior
+    cover = float(np.sum(sps.binom.pmf(x, n, q) * ((lo <= q) & (q <= hi))))
+    rows.append(
+        (
+            "beta_interval",
+            "coverage",
+            "exact; Beta(k + 1/2, n - k + 1/2), n 50, p 0.3",
+            0.90,
+            cover,
+            None,
+        )
+    )
+    hits = []
+    rho, size, groups, rate = 0.2, 3, 60, 0.1
+    a, b = rate * (1 / rho - 1), (1 - rate) * (1 / rho - 1)
+    for _ in range(reps):
+        calls = rng.binomial(size, rng.beta(a, b, groups))
+        res = ps.false_invoke_rate(calls, np.full(groups, size), rho)
+        hits.append(res.low <= rate <= res.high)
+    rows.append(
+        (
+            "false_invoke_rate",
+            "coverage",
+            f"simulated; 60 negative prompts x 3 runs, rate 0.1, rho 0.2, {reps} sets",
+            0.90,
+            *_mc(np.array(hits)),
+        )
+    )
+    return rows
+
+
 def summary_table(reps: int) -> None:
     """Every public test and interval of prereg.stats in one table."""
-    rows = _paired_binary_rows() + _resampling_rows(reps) + _interval_and_planning_rows(reps)
+    rows = _paired_binary_rows() + _issue14_rows() + _resampling_rows(reps)
+    rows += _interval_and_planning_rows(reps) + _judged_rows(reps)
     print(f"prereg.stats calibration: every public test and interval ({reps} simulated sets each)")
     header = (
         f"{'function':<34} {'figure':<28} {'nominal':>7} {'value':>7} {'MC SE':>6} "
@@ -639,7 +835,7 @@ def summary_table(reps: int) -> None:
     for function, figure, setting, nominal, value, se in rows:
         if figure.startswith(("size", "FDR", "FWER", "P(margin")):
             quantity = "type I error"
-        elif figure.startswith("coverage"):
+        elif figure.startswith("coverage") or figure.endswith("coverage"):
             quantity = "coverage"
         elif figure.startswith(("power", "exact power")):
             quantity = "power"
@@ -661,6 +857,12 @@ def summary_table(reps: int) -> None:
             f"{function:<34} {figure:<28} {nominal:>7.3f} {value:>7.4f} {shown_se:>6} "
             f"{judged:<13} {setting}"
         )
+    print(
+        "elsewhere: the InvokeRank scores' intervals (bench/invokerank_coverage.py), PPI over "
+        "gold sizes and judge errors (bench/ppi_coverage.py), the registration-level table "
+        "(prereg calibrate); estimators without an interval (pass_hat_k, icc_binary, "
+        "loss_shares, funnel_lever) are checked against closed forms in tests/stats"
+    )
     print()
 
 
@@ -679,6 +881,7 @@ def main() -> None:
     if args.issue14:
         small_runs_table(args.reps)
         tost_exact_table()
+        tost_ordering_table()
         mcnemar_size_table()
         print(f"total {time.perf_counter() - start:.1f} s")
         return
@@ -689,6 +892,7 @@ def main() -> None:
     fdr_table(args.reps)
     small_runs_table(args.reps)
     tost_exact_table()
+    tost_ordering_table()
     mcnemar_size_table()
     print(f"total {time.perf_counter() - start:.1f} s")
 

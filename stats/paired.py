@@ -282,16 +282,21 @@ def _envelope(t: NDArray[np.float64], valid: NDArray[np.bool_]) -> NDArray[np.fl
 @functools.lru_cache(maxsize=64)
 def _order_grid(n: int, alpha: float) -> NDArray[np.float64]:
     """The ordering of the exact one-sided test of H0: delta >= delta0: Tango's
-    asymptotic one-sided (1 - alpha) upper confidence bound U(b, c) of every outcome
+    asymptotic upper confidence bound U(b, c) at z_{1 - alpha/2} of every outcome
     (b + c <= n), made monotone by :func:`_envelope`; smaller is more extreme.
 
     The ordering does not depend on delta0, so the rejection regions {U <= u*(delta0)}
     are nested in delta0 and the p value is monotone in the margin (Buehler 1957; Lloyd
-    and Kabaila 2003, Biometrika 90:1-14, order outcomes by an approximate bound). Each
-    bound solves Z(b, c; delta) = -z_{1-alpha} (Z decreasing in delta) by a vectorised
-    bisection to 2^-60 of [-1, 1]. The array is shared: never modify it.
+    and Kabaila 2003, Biometrika 90:1-14, order outcomes by an approximate bound). The
+    bound's level is a method choice made on exact power (bench/stats_calibration.py,
+    6d): over n 20-100, margins 0.1-0.3 and discordance 0.05-0.5 at alpha 0.05, the
+    bound at z_{0.975} gives mean power 0.506 at no difference, as Tango's Z at the
+    margin did (which was not nested), against 0.498 at z_{0.95} (worst cell 6 points
+    below the at-margin ordering, 14 at z_{0.95}). Each bound solves Z(b, c; delta) = -z
+    (Z decreasing in delta) by a vectorised bisection to 2^-60 of [-1, 1]. The array is
+    shared: never modify it.
     """
-    z = float(sps.norm.ppf(1.0 - alpha))
+    z = float(sps.norm.ppf(1.0 - alpha / 2.0))
     b = np.arange(n + 1, dtype=np.float64)[:, None] * np.ones((1, n + 1))
     c = np.arange(n + 1, dtype=np.float64)[None, :] * np.ones((n + 1, 1))
     valid = (b + c) <= n
@@ -514,29 +519,29 @@ def tost_paired(
     Method (``method='auto'`` decides from the data type, not from the result):
 
     * Paired binary outcomes (every difference -1, 0 or +1), ``'exact'``: an exact
-      unconditional test (Sidik 2003, Stat Med 22:265-278; Chan, Tang, Tang and Tang
-      2003, Stat Med 22:1215-1231). With b and c the numbers of +1 and -1 differences,
-      each one-sided test orders the outcomes by Tango's (1998) asymptotic one-sided
-      (1 - alpha) confidence bound (a fixed ordering, the same at every margin: Buehler
-      1957; Lloyd and Kabaila 2003) and takes p = sup over the discordance rate
-      psi = p10 + p01 (the nuisance parameter) of P(bound at least as extreme as
-      observed), the probability computed exactly over the trinomial (B, C, n - B - C)
-      on the null boundary delta = +-margin, psi in [margin, 1]. The supremum is taken
+      unconditional test (Sidik 2003, Stat Med 22:265-278; Chan, Tang, Tang and Tang 2003,
+      Stat Med 22:1215-1231). With b and c the numbers of +1 and -1 differences, each
+      one-sided test orders the outcomes by Tango's (1998) asymptotic upper confidence bound
+      at z_{1 - alpha/2} (a fixed ordering, the same at every margin: Buehler 1957; Lloyd
+      and Kabaila 2003; its level chosen on exact power) and takes p = sup over the
+      discordance rate psi = p10 + p01 (the nuisance parameter) of P(bound at least as
+      extreme as observed), the probability computed exactly over the trinomial (B, C, n - B
+      - C) on the null boundary delta = +-margin, psi in [margin, 1]. The supremum is taken
       over a grid of 201 rates including both ends, refined by a bounded scalar search
       around the three highest local maxima. The tails are Barnard-convex (the ordering
-      increases in b and decreases in c; enforced by a monotone envelope), so the
-      boundary supremum bounds the rejection probability at every point of the null,
-      and the type I error is at most alpha wherever the supremum is found (checked by
-      enumeration in the tests over n = 10..60, margins 0.05, 0.1, 0.2 and a fine
-      discordance grid). Because the ordering does not move with the margin, the
-      rejection regions are nested: equivalence at a margin implies equivalence at every
-      larger margin, and ``min_margin`` is exactly where the decision changes (to 1e-6).
-      Ordering by Tango's statistic *at the margin* (the earlier choice) was not: at
-      n = 8, b = 2, c = 4 it rejected at 0.293 and not at 0.30. Tango's asymptotic z test
-      exceeded alpha at parts of the boundary (0.072 with no discordant pair on 25
-      prompts at a margin of 0.1, since 0.9^25 > 0.05). ``low``/``high`` invert the two
-      exact one-sided tests (bisection to 1e-6), ``min_margin`` is the larger of -low
-      and high. Cost: O(n^2) per p value; the interval takes about 50 of them.
+      increases in b and decreases in c; enforced by a monotone envelope), so the boundary
+      supremum bounds the rejection probability at every point of the null, and the type I
+      error is at most alpha wherever the supremum is found (checked by enumeration in the
+      tests over n = 10..60, margins 0.05, 0.1, 0.2 and a fine discordance grid). Because
+      the ordering does not move with the margin, the rejection regions are nested:
+      equivalence at a margin implies equivalence at every larger margin, and ``min_margin``
+      is exactly where the decision changes (to 1e-6). Ordering by Tango's statistic *at the
+      margin* (the earlier choice) was not: at n = 8, b = 2, c = 4 it rejected at 0.293 and
+      not at 0.30 (now the bound is 0.312 and every larger margin rejects). Tango's
+      asymptotic z test exceeded alpha at parts of the boundary (0.072 with no discordant
+      pair on 25 prompts at a margin of 0.1, since 0.9^25 > 0.05). ``low``/``high`` invert
+      the two exact one-sided tests (bisection to 1e-6), ``min_margin`` is the larger of
+      -low and high. Cost: O(n^2) per p value; the interval takes about 50 of them.
     * ``'tango'`` (only when asked): Tango's score z tests, Z(-margin) >= z_{1-alpha} and
       Z(+margin) <= -z_{1-alpha}, with Tango's asymptotic interval; it can exceed alpha.
     * Otherwise (e.g. per-prompt differences of means over several runs, costs): the

@@ -56,8 +56,8 @@ def _tango_reference(b: float, c: float, n: int, d0: float) -> float:
 
 
 def _tango_upper_bound(b: float, c: float, n: int) -> float:
-    """Tango's one-sided (1 - ALPHA) upper bound: the root of Z(delta) = -z (own code)."""
-    z = sps.norm.ppf(1 - ALPHA)
+    """Tango's upper bound at z_{1 - ALPHA/2}: the root of Z(delta) = -z (own code)."""
+    z = sps.norm.ppf(1 - ALPHA / 2)
     top = 1 - 1e-12
     if _tango_reference(b, c, n, top) + z >= 0:
         return 1.0
@@ -131,7 +131,7 @@ def test_p_value_is_the_supremum_over_the_boundary(b: int, c: int, n: int, margi
     d = np.array([1.0] * b + [-1.0] * c + [0.0] * (n - b - c))
     res = tost_paired(d, margin, ALPHA)
     x = _outcomes(n)
-    # the test orders outcomes by Tango's one-sided (1 - alpha) upper bound
+    # the test orders outcomes by Tango's upper bound at z_{1 - alpha/2}
     u = np.array([_tango_upper_bound(bb, cc, n) for bb, cc, _ in x])
     tail = x[u <= _tango_upper_bound(b, c, n) + 1e-9]
     psi = np.linspace(margin, 1, 2001)

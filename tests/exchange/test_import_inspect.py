@@ -12,6 +12,7 @@ match the registration is refused, exit 3, with the run store byte for byte unch
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -216,12 +217,21 @@ def test_a_log_that_does_not_match_is_refused(
     assert (tree_digest(workspace / "runs"), tree_digest(workspace / "registry")) == before
 
 
-def test_bad_usage_is_exit_2(workspace: Path, log_file: Path, cli: Callable[..., Any]) -> None:
+def test_bad_usage_is_exit_2(
+    workspace: Path, log_file: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     no_reg = cli("-w", workspace, "import", "--from", "inspect", log_file)
     assert no_reg.code == 2 and "--registration" in no_reg.stderr
     not_a_log = workspace / "drafts" / "music-library-pilot.yaml"
     bad = cli("-w", workspace, "import", "--from", "inspect", not_a_log, "--registration", REG)
     assert bad.code == 2 and "Inspect" in bad.stderr
+    unknown = cli("-w", workspace, "import", "--from", "promptfoo", log_file)
+    assert unknown.code == 2 and "--from" in unknown.stderr
+    before = tree_digest(workspace / "runs")
+    monkeypatch.setitem(sys.modules, "inspect_ai.log", None)  # as if the extra were missing
+    missing = cli("-w", workspace, "import", "--from", "inspect", log_file, "--registration", REG)
+    assert missing.code == 2 and "prereg[inspect]" in missing.stderr
+    assert tree_digest(workspace / "runs") == before
 
 
 def test_secrets_in_an_imported_log_are_redacted(

@@ -23,15 +23,46 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from prereg.reports.render_md import table
-from prereg.runners.toolbottleneck_study import StudyRecord
 
 LABELS = ("V", "W", "D")
-Feature = Callable[[StudyRecord], tuple[Any, ...]]
+
+
+class DecodedRecord(Protocol):
+    """What the decoder reads of an episode: a study record, or a registered study's run
+    record with its arm's cell (:mod:`prereg.reports.toolbottleneck_registered`)."""
+
+    @property
+    def arm(self) -> str: ...
+    @property
+    def cell(self) -> Mapping[str, Any]: ...
+    @property
+    def menu_mode(self) -> str: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def completion_cap(self) -> int: ...
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def intent(self) -> str: ...
+    @property
+    def success(self) -> bool: ...
+    @property
+    def first_unmet_obligation(self) -> str | None: ...
+    @property
+    def terminal_flag(self) -> str | None: ...
+    @property
+    def calls(self) -> int: ...
+
+
+Feature = Callable[[DecodedRecord], tuple[Any, ...]]
 
 
 def calls_bin(calls: int) -> str:
@@ -56,7 +87,7 @@ FEATURES: Mapping[str, Feature] = {
 class Packet:
     intent: str
     label: str
-    failed: StudyRecord
+    failed: DecodedRecord
 
 
 def capacity_cell(cell: Mapping[str, Any]) -> bool:
@@ -72,7 +103,7 @@ def _stressed_cells(base: Mapping[str, Any], menus: Sequence[int]) -> dict[str, 
     }
 
 
-def packets(records: Sequence[StudyRecord], baseline: str) -> list[Packet]:
+def packets(records: Sequence[DecodedRecord], baseline: str) -> list[Packet]:
     """The single-failure packets of the baseline arm's configuration (see the docstring)."""
     base = next(r for r in records if r.arm == baseline)
     same = [
@@ -91,7 +122,7 @@ def packets(records: Sequence[StudyRecord], baseline: str) -> list[Packet]:
                 arm_of.setdefault(name, r.arm)
     if len(arm_of) < 4:
         return []
-    by_unit: dict[tuple[str, int], dict[str, StudyRecord]] = defaultdict(dict)
+    by_unit: dict[tuple[str, int], dict[str, DecodedRecord]] = defaultdict(dict)
     for r in same:
         for name, arm in arm_of.items():
             if r.arm == arm:
@@ -189,9 +220,8 @@ def decode_pressure(
     return DecoderResult(len(items), classes, accuracy, gains, level)
 
 
-def decoder_markdown(result: DecoderResult | None) -> list[str]:
-    if result is None:
-        return []
+def decoder_table(result: DecoderResult) -> tuple[str, list[str], list[list[str]], str]:
+    """(title, header, rows, note) of the decoder's result."""
 
     def pct(v: tuple[float, float, float]) -> str:
         return f"{100 * v[0]:.1f}% [{100 * v[1]:.1f}, {100 * v[2]:.1f}]"
@@ -199,20 +229,25 @@ def decoder_markdown(result: DecoderResult | None) -> list[str]:
     def pp(v: tuple[float, float, float]) -> str:
         return f"{100 * v[0]:+.1f} pp [{100 * v[1]:+.1f}, {100 * v[2]:+.1f}]"
 
-    return [
-        f"## Does the failure record reveal the pressure? ({result.packets} single-failure "
-        "packets, leave one intent out)",
-        "",
+    title = (
+        f"Does the failure record reveal the pressure? ({result.packets} single-failure "
+        "packets, leave one intent out)"
+    )
+    note = (
         "Packets per assigned pressure: "
         + ", ".join(f"{c} {n}" for c, n in result.classes.items())
-        + " (balanced accuracy averages the recalls of the pressures present).",
-        "",
-        *table(
-            ["features", "balanced accuracy (95%)", f"gain over call counts ({result.level:.1%})"],
-            [
-                [n, pct(v), pp(result.gains[n]) if n in result.gains else "-"]
-                for n, v in result.accuracy.items()
-            ],
-        ),
-        "",
+        + " (balanced accuracy averages the recalls of the pressures present)."
+    )
+    header = ["features", "balanced accuracy (95%)", f"gain over call counts ({result.level:.1%})"]
+    rows = [
+        [n, pct(v), pp(result.gains[n]) if n in result.gains else "-"]
+        for n, v in result.accuracy.items()
     ]
+    return title, header, rows, note
+
+
+def decoder_markdown(result: DecoderResult | None) -> list[str]:
+    if result is None:
+        return []
+    title, header, rows, note = decoder_table(result)
+    return [f"## {title}", "", note, "", *table(header, rows), ""]

@@ -19,6 +19,9 @@ Holm), the seed's other tables, computed from the verified run records:
 - **Repairs against switches** (:mod:`prereg.reports.toolbottleneck_repairs`) for each
   registered ``repairs:`` entry, with wall time and cost in the decision matrix when the
   records measured them and "not measured" otherwise (invariant 7).
+- **The decoder** (:mod:`prereg.reports.toolbottleneck_decoder`, appendix H) over the
+  single-failure packets of the first arm's configuration, when it has packets from two
+  intents or more.
 
 Every number describes the simulated policy, never a model: the section's label says so
 first, in every rendering.
@@ -35,6 +38,7 @@ import numpy as np
 from prereg import stats
 from prereg.registry.schema import Registration
 from prereg.reports.failure_census import census_tables
+from prereg.reports.toolbottleneck_decoder import decode_pressure, decoder_table, packets
 from prereg.reports.toolbottleneck_model import StudyReport, StudyTable
 from prereg.reports.toolbottleneck_repairs import (
     MATRIX_NOTE,
@@ -290,6 +294,62 @@ def stress_pairs(registration: Registration) -> list[tuple[str, str]]:
     return pairs
 
 
+@dataclass(frozen=True)
+class StudyRow:
+    """A run record with its arm's cell, as the decoder reads an episode."""
+
+    arm: str
+    cell: Mapping[str, object]
+    menu_mode: str
+    profile: str
+    completion_cap: int
+    task_id: str
+    repeat: int
+    intent: str
+    success: bool
+    first_unmet_obligation: str | None
+    terminal_flag: str | None
+    calls: int
+
+
+def study_rows(registration: Registration, records: Sequence[RunRecord]) -> list[StudyRow]:
+    cells = {a.id: a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None}
+    out = []
+    for r in records:
+        cell = cells.get(r.arm)
+        if cell is None:
+            continue
+        cap = registration.config_of(r.arm).budgets.completion_cap
+        out.append(
+            StudyRow(
+                r.arm,
+                cell.levels(),
+                cell.menu_mode,
+                cell.policy,
+                cap,
+                r.task_id,
+                r.repeat,
+                r.intent,
+                bool(r.success),
+                r.first_unmet_obligation,
+                r.terminal_flag,
+                r.calls,
+            )
+        )
+    return out
+
+
+def _decoder(registration: Registration, records: Sequence[RunRecord]) -> list[StudyTable]:
+    first = registration.arms[0]
+    if first.toolbottleneck is None or first.toolbottleneck.catalog is not None:
+        return []
+    result = decode_pressure(packets(study_rows(registration, records), first.id))
+    if result is None:
+        return []
+    title, header, rows, note = decoder_table(result)
+    return [StudyTable(title=title, columns=header, rows=rows, note=note)]
+
+
 def _repair_rows(records: Sequence[RunRecord]) -> list[RepairRow]:
     return [
         RepairRow(
@@ -328,5 +388,6 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
         tables.append(
             StudyTable(title=title, columns=header, rows=body, note=MATRIX_NOTE if i else None)
         )
+    tables += _decoder(registration, ok)
     profiles = ", ".join(sorted({c.policy for c in cells}))
     return StudyReport(label=LABEL.format(profiles=profiles), tables=tables)

@@ -271,3 +271,29 @@ def test_every_rendering_labels_the_policy_simulated(demo: dict[str, Any]) -> No
     render_terminal.render(report, console)
     text = console.export_text()
     assert "SIMULATED POLICY" in text and "Failure census" in text
+
+
+def test_the_decoder_reads_the_single_failure_packets_counted_by_hand(
+    demo: dict[str, Any],
+) -> None:
+    """Packets of the first arm's configuration (sim-truncating, routed): the baseline cell
+    succeeds and exactly one of its single-stress endpoint cells fails."""
+    success = {(r["arm"], r["task_id"], r["repeat"]): r["success"] for r in demo["records"]}
+    base = dict(menu=8, workflow="low", encoding="raw", policy="sim-truncating")
+    stressed = {
+        "V": _arm(base | {"menu": 128}),
+        "W": _arm(base | {"workflow": "high"}),
+        "D": _arm(base | {"encoding": "linked"}),
+    }
+    classes = dict.fromkeys(stressed, 0)
+    units = {(t, k) for _, t, k in success}
+    for task, repeat in units:
+        if not success[(_arm(base), task, repeat)]:
+            continue
+        failed = [p for p, arm in stressed.items() if not success[(arm, task, repeat)]]
+        if len(failed) == 1:
+            classes[failed[0]] += 1
+    decoder = _table(demo, "Does the failure record reveal the pressure?")
+    assert f"({sum(classes.values())} single-failure packets" in decoder["title"]
+    assert ", ".join(f"{p} {n}" for p, n in classes.items()) in decoder["note"]
+    assert [row[0] for row in decoder["rows"]] == ["obligation", "flag", "record", "calls"]

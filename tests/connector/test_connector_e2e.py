@@ -17,7 +17,7 @@ import pytest
 
 from prereg.runners.mcp.replay import REFUSAL_TEXT
 from prereg.runners.store import RunStore
-from tests.connector.conftest import LoggingReplay, register, served_tools
+from tests.connector.conftest import DRAFT, LoggingReplay, register, served_tools
 from tests.providers.fakes import ANTHROPIC_KEY, OPENAI_KEY, FakeProviders
 
 TOKEN = "connector-token-5f1e2d3c4b"  # noqa: S105 - a test value, checked never written
@@ -118,3 +118,45 @@ def test_the_provider_calls_the_replay_and_the_records_say_what_it_served(
     assert analysed.code == 0, analysed.stderr
     arms = analysed.json()["arms"]
     assert {a["configuration"]["tool_access"] for a in arms} == {"connector"}
+
+
+def test_a_connector_arm_beside_a_client_arm_of_the_same_model(
+    connector_ws: Path,
+    cli: Any,
+    fake: FakeProviders,
+    replay: tuple[str, list[LoggingReplay]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Arms are configurations: one arm reaches the tools through the connector, the other
+    as client tools the harness executes (here: refuses, they are snapshots); one evidence
+    class, two configurations with their own digests."""
+    url, servers = replay
+    monkeypatch.setenv("PREREG_CONNECTOR_URL", url)
+    draft = connector_ws / "drafts" / "mixed.yaml"
+    draft.write_text(
+        DRAFT.format(id="mixed", driver="openai", model="gpt-5-mini", host_extra="").replace(
+            "{id: placebo, surface: podcatch, control: placebo}",
+            "{id: connector, surface: podcatch, host: {tool_access: connector}}",
+        )
+    )
+    assert cli("-w", connector_ws, "register", draft, "--json").code == 0
+    result = cli("-w", connector_ws, "run", "mixed", "--json")
+    assert result.code == 0, result.stderr
+    records = RunStore(connector_ws / "runs").records(registration_id="mixed")
+    assert {r.status for r in records} == {"ok"}
+    by_arm = {arm: [r for r in records if r.arm == arm] for arm in ("podcatch", "connector")}
+    assert all(r.config is not None for r in records)
+    assert {r.config.tool_access for r in by_arm["connector"]} == {"connector"}  # type: ignore[union-attr]
+    assert {r.config.tool_access for r in by_arm["podcatch"]} == {None}  # type: ignore[union-attr]
+    digests = {arm: {r.config.digest for r in rs} for arm, rs in by_arm.items()}  # type: ignore[union-attr]
+    assert len(digests["podcatch"]) == len(digests["connector"]) == 1
+    assert digests["podcatch"] != digests["connector"]
+    assert {r.evidence_class for r in records} == {"api"}
+    # only the connector arm's requests named the replay; its calls reached the replay
+    bodies = fake.model_bodies("openai")
+    mcp = [b for b in bodies if any(t.get("type") == "mcp" for t in b.get("tools") or [])]
+    assert len(mcp) == len(by_arm["connector"])
+    assert len([c for s in servers for c in s.calls()]) == len(by_arm["connector"])
+    # the client arm's calls were refused by the harness itself, never sent anywhere
+    client_results = [e for r in by_arm["podcatch"] for e in r.trace if e.kind == "tool_result"]
+    assert client_results and all(e.is_error and e.text != REFUSAL_TEXT for e in client_results)

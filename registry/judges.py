@@ -3,7 +3,8 @@
 A judge is configured like a host (driver, model, params) plus what it decides
 (``outcome``), the rubric it is given (a file of the experiment, digested into the
 registration like every referenced file, with a ``rubric_version`` string) and which
-runs it judges (``sample``: every run that needs a verdict by default).
+runs it judges (``sample``: every run that needs a verdict by default), and optionally
+which tasks people label as gold (``gold_sample``: a registered draw, :class:`GoldSample`).
 
 Model families (:data:`FAMILIES`): a judge of the same family as a host arm may prefer
 its own family's answers (InvokeRank 5.5, 6.4 and 7.6: judge family and host family
@@ -21,7 +22,14 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from prereg.core.yamlio import FieldRuleError
 from prereg.registry.hosts import DRIVERS, DriverName
@@ -69,6 +77,25 @@ def model_family(driver: str, model: str | None) -> str | None:
     return f"model:{name}"
 
 
+class GoldSample(BaseModel):
+    """Which tasks people label for this judge's outcome, fixed before any verdict is read.
+
+    The prediction-powered correction assumes the gold units are a random sample of the
+    judged ones; a registered draw (a share of the tasks, chosen by a hash of the seed and
+    the task id: every arm and repeat of a drawn task, so arms stay paired) makes that
+    checkable: labels of runs outside the draw are counted and left out of the correction.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    share: float = Field(gt=0.0, le=1.0)
+    seed: int = Field(0, ge=0)
+
+    def drawn(self, task_id: str) -> bool:
+        digest = hashlib.sha256(f"gold\0{self.seed}\0{task_id}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64 < self.share
+
+
 class Judge(BaseModel):
     """One registered judge (see the module docstring)."""
 
@@ -86,6 +113,17 @@ class Judge(BaseModel):
     #: None: every one
     sample: float | None = Field(None, gt=0.0, le=1.0)
     confound_declared: bool = False
+    #: the registered gold draw (absent: none registered, and left out of every digest)
+    gold_sample: GoldSample | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_gold_sample(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """An absent ``gold_sample`` is left out, so a judge without one digests (and
+        identifies its verdicts) exactly as before the field existed."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("gold_sample") is None:
+            data.pop("gold_sample", None)
+        return data
 
     @model_validator(mode="after")
     def _rules(self) -> Judge:

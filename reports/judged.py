@@ -258,7 +258,7 @@ def judged_report(
         }
         if gold and len(reg.arms) >= 2:
             control, treatment = reg.compared_arms()
-            diff = paired_difference(arm_runs[control], arm_runs[treatment], mine, gold)
+            diff = paired_difference(arm_runs[control], arm_runs[treatment], mine, gold, judge)
             target = mine_rates[treatment]
             if target.corrected is not None:
                 target.corrected["difference"] = {"control": control, **diff}
@@ -378,17 +378,31 @@ def _too_few(n_gold: int, n_unlabelled: int, what: str) -> str | None:
     return None
 
 
+def _drawn(
+    judge: Judge, runs: Sequence[Obs], labels: Sequence[GoldLabel]
+) -> tuple[list[GoldLabel], int]:
+    """The labels the correction may use (of the registered draw's tasks, or all when no
+    draw is registered) and the number of runs labelled outside the draw."""
+    sample = judge.gold_sample
+    if sample is None:
+        return list(labels), 0
+    task_of = {o.record_id: o.task_id for o in runs}
+    inside = [g for g in labels if sample.drawn(task_of[g.record_id])]
+    return inside, len({g.record_id for g in labels} - {g.record_id for g in inside})
+
+
 def gold_section(
     judge: Judge, runs: Sequence[Obs], mine: Mapping[str, Verdict], gold: Sequence[GoldLabel]
 ) -> dict[str, Any] | None:
     """Agreement and the prediction-powered rate of one judge on one arm (None without
-    gold labels on its runs)."""
+    gold labels on its runs). With a registered draw, only its tasks' labels correct."""
     ids = {o.record_id for o in runs}
     labels = [g for g in gold if g.record_id in ids]
     if not labels:
         return None
     values = consensus(labels)
-    gold_units, unlabelled = task_units(runs, mine, values)
+    inside, off_sample = _drawn(judge, runs, labels)
+    gold_units, unlabelled = task_units(runs, mine, consensus(inside))
     reason = _too_few(len(gold_units), len(unlabelled), "tasks")
     out: dict[str, Any] = {
         "estimate": None,
@@ -406,11 +420,14 @@ def gold_section(
         )
         out = _ppi_fields(res, len(gold_units), len(unlabelled))
     out["function"] = "prereg.stats.ppi_mean"
+    sample = judge.gold_sample
     out["gold"] = {
         "runs": len(values),
         "labels": len(labels),
         "annotators": sorted({g.annotator for g in labels}),
         "disputed": sum(1 for v in values.values() if v not in (0.0, 1.0)),
+        "sample": None if sample is None else sample.model_dump(mode="json"),
+        "off_sample": off_sample,
         "judge_vs_gold": _judge_vs_gold(values, mine),
         "annotator_agreement": [
             {"a": a, "b": b, **_kappa_dict(la, lb)} for a, b, la, lb in annotator_pairs(labels)
@@ -424,12 +441,15 @@ def paired_difference(
     treatment: Sequence[Obs],
     mine: Mapping[str, Verdict],
     gold: Sequence[GoldLabel],
+    judge: Judge | None = None,
 ) -> dict[str, Any]:
     """treatment - control, prediction-powered, on tasks paired across the two arms: a
     task gold in both arms is a paired gold unit, unlabelled in both an unlabelled one;
     a task gold in one arm only is left out (counted)."""
-    ids = {o.record_id for o in [*control, *treatment]}
-    values = consensus(g for g in gold if g.record_id in ids)
+    both = [*control, *treatment]
+    ids = {o.record_id for o in both}
+    labels = [g for g in gold if g.record_id in ids]
+    values = consensus(labels if judge is None else _drawn(judge, both, labels)[0])
     c_gold, c_unl = task_units(control, mine, values)
     t_gold, t_unl = task_units(treatment, mine, values)
     paired_gold = sorted(c_gold.keys() & t_gold.keys())

@@ -71,6 +71,13 @@ def _corrected(c: dict[str, Any]) -> str:
     out += f"; gold: {g['runs']} runs by {len(g['annotators'])} annotator(s)"
     if g["disputed"]:
         out += f", {g['disputed']} disputed"
+    if g.get("sample") is None:
+        out += ", no registered gold draw (the correction assumes a random sample)"
+    else:
+        s = g["sample"]
+        out += f", registered draw of {s['share']:.0%} of tasks (seed {s['seed']})"
+        if g["off_sample"]:
+            out += f", {g['off_sample']} labelled outside it (left out of the correction)"
     j = g["judge_vs_gold"]
     if j is not None:
         tpr = "n/a" if j["tpr"] is None else f"{j['tpr']:.1%}"

@@ -30,12 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput
+from prereg.core.files import write_atomic
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.registry.hosts import PROVIDER_DRIVERS
 from prereg.registry.judges import Judge, judge_digest
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.verify import verified_entry
+from prereg.runners.api import check_export_target
 from prereg.runners.drivers import openai_chat
 from prereg.runners.drivers.base import Driver, Episode, FinalAnswer, InfraError
 from prereg.runners.drivers.table import FACTORIES
@@ -496,3 +498,49 @@ def load_gold(
         annotators=sorted({g.annotator for g in labels}),
         runs=runs,
     )
+
+
+def gold_template(
+    ws: Workspace,
+    registration_id: str,
+    out: Path,
+    runs_store: StoreLocation | None = None,
+    *,
+    force: bool = False,
+) -> dict[str, Any]:
+    """``--gold-template FILE``: a CSV (run_id, label, annotator) listing the runs of the
+    registered gold draws (``judge[i].gold_sample``), labels and annotators left empty for
+    people to fill in; BadInput when no judge registers a draw."""
+    entry, experiment, judges, records = _load(ws, registration_id, runs_store)
+    drawn = [b for b in judges if b.judge.gold_sample is not None]
+    if not drawn:
+        raise BadInput(
+            f"registration '{entry.id}' registers no gold draw (judge[i].gold_sample)",
+            field="judge.gold_sample",
+        )
+    check_export_target(ws, out, force)
+    del experiment
+    ids: list[str] = []
+    for record in records:
+        if record.registration_digest != entry.digest:
+            continue
+        for bound in drawn:
+            sample = bound.judge.gold_sample
+            if (
+                sample is not None
+                and needs_verdict(record, bound.judge)
+                and sampled(record.record_id, bound.judge)
+                and sample.drawn(record.task_id)
+            ):
+                ids.append(record.record_id)
+                break
+    chosen = set(ids)
+    body = "run_id,label,annotator\n" + "".join(f"{rid},,\n" for rid in ids)
+    write_atomic(out, body.encode(), what="the gold template")
+    return {
+        "registration_id": entry.id,
+        "registration_digest": entry.digest,
+        "out": str(out),
+        "runs": len(ids),
+        "tasks": len({r.task_id for r in records if r.record_id in chosen}),
+    }

@@ -14,6 +14,7 @@ from prereg.commands.store_opt import StoreOpt
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
 from prereg.runners.judge_run import estimate, judge_registration, load_gold
+from prereg.runners.judge_run import gold_template as make_template
 from prereg.runners.stores import resolve_store
 from prereg.runners.verdict_exchange import export_verdicts, import_verdicts
 
@@ -60,13 +61,23 @@ def judge(
             "to this JSONL file (beside a run export); nothing is judged.",
         ),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace --export if it exists.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace --export or --gold-template if it exists.")
+    ] = False,
     import_file: Annotated[
         Path | None,
         typer.Option(
             "--import",
             help="Import verdicts and gold labels exported with --export (chains verified, "
             "the runs imported first); nothing is judged.",
+        ),
+    ] = None,
+    gold_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--gold-template",
+            help="Write a CSV of the runs in the registered gold draw (judge.gold_sample), "
+            "label and annotator empty, for people to fill in and load with --gold.",
         ),
     ] = None,
     store: StoreOpt = None,
@@ -85,6 +96,10 @@ def judge(
     ws = workspace(ctx)
     location = resolve_store(ws.runs, store)
     chosen = None if prices is None else str(prices)
+    if gold_template is not None:
+        data = make_template(ws, registration_id, gold_template, location, force=force)
+        emit(data, as_json, lambda: _print_table(f"gold draw {registration_id}", _items(data)))
+        return
     if export is not None:
         data = export_verdicts(ws, registration_id, export, force=force)
         emit(data, as_json, lambda: _print_table(f"export {registration_id}", _items(data)))

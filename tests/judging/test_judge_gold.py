@@ -3,10 +3,13 @@ and gold chains checked by verify and analyse; prereg judge --store."""
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
 
+from prereg.registry.judges import Judge
 from tests.judging.gold_helpers import gold_count, stored_verdicts
 from tests.judging.helpers import local_judges, registration, write
 
@@ -161,3 +164,58 @@ def test_judge_reads_runs_from_the_store_option(cli, ws: Path, tmp_path: Path) -
     assert len(stored_verdicts(ws)) == judged.json()["judged"]  # in the workspace's runs/
     assert not (store / "verdicts.sqlite").exists()
     assert cli("-w", ws, "analyse", "judged", "--store", store).code == 0
+
+
+def test_registered_gold_draw_lists_its_runs_and_off_draw_labels_are_set_apart(
+    cli, ws: Path, tmp_path: Path
+) -> None:
+    plain = Judge.model_validate(local_judges()[0])
+    assert "gold_sample" not in plain.model_dump(mode="json")  # absent: digests unchanged
+    judges = local_judges()
+    judges[0] = {**judges[0], "gold_sample": {"share": 0.5, "seed": 7}}
+    path = write(ws, registration("judged", judge=judges, repeats=2))
+    assert cli("-w", ws, "register", path).code == 0
+    assert cli("-w", ws, "run", "judged", "--no-progress").code == 0
+    assert cli("-w", ws, "judge", "judged").code == 0
+    out = tmp_path / "draw.csv"
+    made = cli("-w", ws, "judge", "judged", "--gold-template", out, "--json")
+    assert made.code == 0, made.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert rows and all(r["label"] == "" and r["annotator"] == "" for r in rows)
+
+    def drawn(task: str) -> bool:  # the documented rule, written out here
+        h = hashlib.sha256(f"gold\0{7}\0{task}".encode()).digest()
+        return int.from_bytes(h[:8], "big") / 2**64 < 0.5
+
+    verdicts = [v for v in stored_verdicts(ws) if v["outcome"] == "completed"]
+    export = tmp_path / "runs.jsonl"
+    assert cli("-w", ws, "export", "judged", "--out", export).code == 0
+    task_of = {
+        r["record_id"]: r["task_id"] for r in map(json.loads, export.read_text().splitlines())
+    }
+    expected = {str(v["record_id"]) for v in verdicts if drawn(task_of[str(v["record_id"])])}
+    assert {r["run_id"] for r in rows} == expected
+    # the unfilled template is refused at its first row (no annotator yet), nothing written
+    refused = cli("-w", ws, "judge", "judged", "--gold", out)
+    assert refused.code == 2 and f"{out}:2: annotator" in refused.stderr
+    assert gold_count(ws) == 0
+    outside = next(str(v["record_id"]) for v in verdicts if str(v["record_id"]) not in expected)
+    filled = tmp_path / "filled.csv"
+    filled.write_text(
+        "run_id,label,annotator\n"
+        + "".join(f"{r['run_id']},1,ann1\n" for r in rows)
+        + f"{outside},0,ann1\n"
+    )
+    assert cli("-w", ws, "judge", "judged", "--gold", filled).code == 0
+    assert cli("-w", ws, "analyse", "judged").code == 0
+    report = json.loads((ws / "reports" / "judged" / "report.json").read_text())
+    blocks = [r["corrected"]["gold"] for r in report["judged"]["rates"] if r["corrected"]]
+    assert sum(b["off_sample"] for b in blocks) == 1
+    assert all(b["sample"] == {"share": 0.5, "seed": 7} for b in blocks)
+    md = (ws / "reports" / "judged" / "report.md").read_text()
+    assert "labelled outside it" in md
+    # a registration without a draw has no template to give
+    other = write(ws, registration("nodraw", judge=local_judges()[:1], repeats=1))
+    assert cli("-w", ws, "register", other).code == 0
+    none = cli("-w", ws, "judge", "nodraw", "--gold-template", tmp_path / "none.csv")
+    assert none.code == 2 and "gold_sample" in none.stderr

@@ -59,6 +59,7 @@ MODELS = {
     "openai": "gpt-5-mini",
     "openai-chat": "qwen2.5:7b-instruct",
     "local": "local-default",
+    "replay": "recorded",
 }
 SNAPSHOTS = ("podcatch", "tidewatch")
 

@@ -282,3 +282,46 @@ def test_a_turn_asked_after_the_last_is_an_error_never_a_request(
 
     with pytest.raises(InfraError, match="no further turn"):
         run(ask_again())
+
+
+def test_a_paused_connector_turn_is_continued_and_read_as_one_response(
+    fake: FakeProviders, pool: tuple[str, list[LoggingReplay]]
+) -> None:
+    url, servers = pool
+    use = {
+        "type": "mcp_tool_use",
+        "id": "mcptoolu_9",
+        "name": "podcatch_search",
+        "server_name": "podcatch",
+        "input": {"query": "astronomy"},
+    }
+    result = {
+        "type": "mcp_tool_result",
+        "tool_use_id": "mcptoolu_9",
+        "is_error": True,
+        "content": REFUSAL_TEXT,
+    }
+    fake.script(
+        "anthropic",
+        Reply(
+            200,
+            anthropic_message(
+                [use, result], stop_reason="pause_turn", usage=anthropic_usage(300, 20)
+            ),
+        ),
+        Reply(
+            200,
+            anthropic_message(
+                [{"type": "text", "text": "It refused."}], usage=anthropic_usage(350, 10)
+            ),
+        ),
+    )
+    turns = run(play(anthropic.create("m", connector_url=url), _episode(servers[:1])))
+    call, final = turns
+    assert isinstance(call.action, ToolCall) and call.action.host_result is not None
+    assert call.action.host_result.is_error and call.action.host_result.text == REFUSAL_TEXT
+    assert isinstance(final.action, FinalAnswer) and final.action.text == "It refused."
+    assert call.usage is not None and call.usage.input == 650 and call.usage.output == 30
+    second = fake.model_bodies("anthropic")[1]
+    assert second["messages"][-1] == {"role": "assistant", "content": [use, result]}
+    assert second["mcp_servers"] == fake.model_bodies("anthropic")[0]["mcp_servers"]

@@ -67,6 +67,7 @@ def test_a_host_without_tool_access_digests_as_before_the_field_existed() -> Non
     [
         ("openai-chat", "", "openai-chat driver has no MCP connector"),
         ("local", "", "local driver has no MCP connector"),
+        ("replay", "", "replay driver has no MCP connector"),
         ("openai", ", tool_search: true", "tool_search"),
         ("anthropic", ", batch: true", "batch"),
         ("openai", ", tool_access: remote", "'client' or 'connector'"),

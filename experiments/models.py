@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -291,6 +298,17 @@ class Task(Strict):
     goal: Goal = Field(default_factory=Goal)
     solution: Solution = Field(default_factory=Solution)
     notes: str | None = None
+    #: the prompt names the focal integration (the Invoke Rating's branded-prompt term,
+    #: InvokeRank 4.2); absent: not recorded, and left out of the task's dump
+    branded: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unrecorded_branded(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A task that does not record ``branded`` dumps exactly as before the field."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("branded") is None:
+            data.pop("branded", None)
+        return data
 
     @property
     def certified_minimum(self) -> int | None:

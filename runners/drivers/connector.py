@@ -64,6 +64,8 @@ URL_VARIABLE = "PREREG_CONNECTOR_URL"
 TOKEN_VARIABLE = "PREREG_CONNECTOR_TOKEN"
 
 _LABEL_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+#: the paths a replay pool serves (``prereg mcp serve --http``): nothing else is followed
+_POOL_PATH = re.compile(r"/servers/[0-9]{1,6}/mcp|/mcp")
 
 
 def connector_url() -> str:
@@ -119,7 +121,7 @@ def pool_paths(listing: Any) -> dict[str, str]:
         if not isinstance(member, dict):
             continue
         digest, path = member.get("digest"), member.get("path")
-        if isinstance(digest, str) and isinstance(path, str) and path.startswith("/"):
+        if isinstance(digest, str) and isinstance(path, str) and _POOL_PATH.fullmatch(path):
             out.setdefault(digest, path)
     return out
 

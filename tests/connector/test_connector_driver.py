@@ -248,6 +248,7 @@ def test_the_pool_listing_is_read_as_untrusted_data() -> None:
                 {"digest": "sha256:a", "path": "/servers/0/mcp"},
                 {"digest": "sha256:a", "path": "/servers/1/mcp"},  # a clone: first kept
                 {"digest": "sha256:b", "path": "https://elsewhere.example/mcp"},  # not a path
+                {"digest": "sha256:c", "path": "/servers/2/mcp?next=//evil"},  # not the layout
                 "junk",
             ]
         }

@@ -143,8 +143,8 @@ _STYLE = {
 }
 
 
-_QUANTITY = {"type I error": "type I"}
-_SCENARIO = {"planned effect": "effect", "equivalence": "equiv."}
+_QUANTITY = {"type I error": "type I", "false discovery rate": "FDR", "family-wise error": "FWER"}
+_SCENARIO = {"planned effect": "effect", "equivalence": "equiv.", "global null": "null (all)"}
 
 
 def _num(value: float | None, fmt: str = ".3f") -> str:

@@ -57,7 +57,7 @@ _INT = {
 }
 _FLOAT = {"latency_ms", "cost_usd", "selection_rate"}
 _JSON = {"selected_operations", "trace"}
-_JSON_OBJECT = {"offer", "config", "chain"}  # JSON-encoded, empty for null
+_JSON_OBJECT = {"offer", "config", "obligations", "chain"}  # JSON-encoded, empty for null
 _NULLABLE_STR = {
     "model_requested",
     "model_returned",

@@ -424,6 +424,8 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "trace",
     "offer",
     "config",
+    "obligations",
+    "variant_digest",
     "chain",
     "schema_version",
 )

@@ -27,6 +27,7 @@ from prereg.registry.factorial import expand
 from prereg.registry.resolve import build_document
 from prereg.registry.schema import Registration
 from prereg.runners.chain import content
+from prereg.runners.exchange import from_row, to_row
 from prereg.runners.prepare import prepare
 from prereg.runners.record import RunRecord
 from prereg.runners.stores import open_store
@@ -322,3 +323,20 @@ def test_the_bundled_study_experiment_loads_its_families_as_tasks() -> None:
         f.family.id for f in experiment.toolbottleneck.families
     }
     assert experiment.files[0] == "experiment.yaml" and len(experiment.files) == 5
+
+
+def test_a_study_record_survives_the_csv_export_unchanged() -> None:
+    verdicts = dict.fromkeys(OBLIGATIONS, True) | {"conclusion": False, "budgets": None}
+    record = _plain_record(
+        success=False,
+        terminal_flag="wrong_conclusion",
+        first_unmet_obligation="conclusion",
+        obligations=verdicts,
+        variant_digest="sha256:" + "b" * 64,
+    )
+    back = RunRecord.model_validate(from_row(to_row(record)))
+    assert back == record and content(back) == content(record)
+    plain = _plain_record()  # a corpus record: the new columns are empty, nothing added
+    row = to_row(plain)
+    assert row["obligations"] == row["variant_digest"] == ""
+    assert content(RunRecord.model_validate(from_row(row))) == content(plain)

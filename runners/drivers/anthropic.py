@@ -25,7 +25,7 @@ Under ``host.tool_access: connector`` (:mod:`.connector`, docs/providers.md) no
 client-side tools are sent: the request carries ``mcp_servers`` (``type: url``, the
 integration's URL on the replay, its name, and ``authorization_token`` only when the
 user set one) with one ``mcp_toolset`` per server in ``tools``, under the beta header
-:data:`MCP_BETA`, posted to the beta Messages route. The provider lists and calls the
+:data:`MCP_BETA`, posted as ``beta.messages.create`` posts it. The provider lists and calls the
 tools itself; its ``mcp_tool_use`` blocks are the calls, its ``mcp_tool_result`` blocks
 their results, and an ``mcp_tool_listing`` block, when the provider returns one, what
 it surfaced (none returned: Surfaced is not measured, null).
@@ -89,10 +89,11 @@ def _route() -> Route:
 
 @cache
 def _beta_route() -> Route:
-    """Where ``beta.messages.create`` posts (the connector's route) and its type."""
+    """Where ``beta.messages.create`` posts (the connector's route), its type and the
+    options it marks a beta request with (the beta header is the client's)."""
     from anthropic.types.beta import BetaMessage  # lazy: the SDK loads at the first request
 
-    return Route("/v1/messages?beta=true", BetaMessage)
+    return Route("/v1/messages", BetaMessage, {"qualifiers": {"beta": "true"}})
 
 
 def _block_dict(block: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 
 from prereg.experiments.mcp_snapshot import read_snapshot
+from prereg.runners.drivers.base import Episode, OfferedTool
 from prereg.runners.mcp.replay import ReplayServer
 from prereg.runners.mcp.serve_http import base_url, bind, build_app
 from tests.providers.fakes import FakeProviders, provider_env
@@ -142,6 +143,33 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProviders]:
         monkeypatch.delenv("PREREG_CONNECTOR_URL", raising=False)
         monkeypatch.delenv("PREREG_CONNECTOR_TOKEN", raising=False)
         yield server
+
+
+def offered_episode(servers: list[LoggingReplay], *, cap: int = 256) -> Episode:
+    """An episode offering every tool of ``servers`` as recorded (with its snapshot digest)."""
+    tools = tuple(
+        OfferedTool(
+            name=str(tool["name"]),
+            title="",
+            description=str(tool.get("description", "")),
+            input_schema=tool.get("inputSchema") or {},
+            integration=server.snapshot.server_name,
+            integration_description="Recorded server.",
+            snapshot_digest=server.digest,
+        )
+        for server in servers
+        for tool in server.snapshot.tools()
+    )
+    return Episode(
+        prompt="Find a podcast about astronomy.",
+        tools=tools,
+        completion_cap=cap,
+        model=None,
+        params={},
+        seed=1,
+        prompt_seed=1,
+        label="podcatch/p01/0",
+    )
 
 
 def served_tools(servers: list[LoggingReplay]) -> dict[str, list[str]]:

@@ -12,16 +12,14 @@ import pytest
 from prereg.runners.drivers import anthropic, openai
 from prereg.runners.drivers.base import (
     CutAtCap,
-    Episode,
     Exchange,
     FinalAnswer,
     InfraError,
-    OfferedTool,
     ToolCall,
 )
 from prereg.runners.drivers.connector import label_for, pool_paths
 from prereg.runners.mcp.replay import REFUSAL_TEXT
-from tests.connector.conftest import LoggingReplay
+from tests.connector.conftest import LoggingReplay, offered_episode
 from tests.providers.fakes import (
     ANTHROPIC_KEY,
     OPENAI_KEY,
@@ -36,32 +34,6 @@ from tests.providers.fakes import (
 )
 
 TOKEN = "conn-token-77aa88bb99cc"  # noqa: S105 - a test value, checked redacted
-
-
-def _episode(servers: list[LoggingReplay], *, cap: int = 256) -> Episode:
-    tools = tuple(
-        OfferedTool(
-            name=str(tool["name"]),
-            title="",
-            description=str(tool.get("description", "")),
-            input_schema=tool.get("inputSchema") or {},
-            integration=server.snapshot.server_name,
-            integration_description="Recorded server.",
-            snapshot_digest=server.digest,
-        )
-        for server in servers
-        for tool in server.snapshot.tools()
-    )
-    return Episode(
-        prompt="Find a podcast about astronomy.",
-        tools=tools,
-        completion_cap=cap,
-        model=None,
-        params={},
-        seed=1,
-        prompt_seed=1,
-        label="podcatch/p01/0",
-    )
 
 
 @pytest.fixture
@@ -119,7 +91,7 @@ def test_anthropic_blocks_become_turns(
     )
     driver = anthropic.create("claude-haiku-4-5", connector_url=url)
     assert driver.loads_all_tools is False and driver.server_text == "name"
-    turns = run(play(driver, _episode(servers[:1])))
+    turns = run(play(driver, offered_episode(servers[:1])))
     first, second, last = turns
     assert isinstance(first.action, ToolCall) and first.action.name == "podcatch_search"
     assert first.action.arguments == {"query": "astronomy"}
@@ -164,7 +136,7 @@ def test_anthropic_cut_at_the_cap(
             ),
         ),
     )
-    turns = run(play(anthropic.create("m", connector_url=url), _episode(servers)))
+    turns = run(play(anthropic.create("m", connector_url=url), offered_episode(servers)))
     assert len(turns) == 1 and isinstance(turns[0].action, CutAtCap)
     assert turns[0].action.text == "I will look" and turns[0].surfaced is None
 
@@ -213,7 +185,7 @@ def test_openai_items_become_turns(
     )
     driver = openai.create("gpt-5-mini", connector_url=url)
     assert driver.server_text == "name_and_description"
-    turns = run(play(driver, _episode(servers)))
+    turns = run(play(driver, offered_episode(servers)))
     first, second, last = turns
     assert isinstance(first.action, ToolCall) and first.action.arguments == [1, 2]
     assert first.action.host_result is not None
@@ -237,7 +209,7 @@ def test_a_failed_response_is_infrastructure_and_redacted(
     failed["error"] = {"code": "server_error", "message": "boom {RAW_KEY}"}
     fake.script("openai", Reply(200, failed))
     with pytest.raises(InfraError) as caught:
-        run(play(openai.create("gpt-5-mini", connector_url=url), _episode(servers)))
+        run(play(openai.create("gpt-5-mini", connector_url=url), offered_episode(servers)))
     assert OPENAI_KEY not in str(caught.value) and "[REDACTED]" in str(caught.value)
 
 
@@ -272,7 +244,7 @@ def test_a_turn_asked_after_the_last_is_an_error_never_a_request(
         Reply(200, openai_response([], usage=openai_usage(10, 2))),
     )
     driver = openai.create("gpt-5-mini", connector_url=url)
-    ep = _episode(servers)
+    ep = offered_episode(servers)
     turns = run(play(driver, ep))
     assert len(turns) == 1 and isinstance(turns[0].action, FinalAnswer)
     assert len(fake.model_bodies("openai")) == 1
@@ -317,7 +289,7 @@ def test_a_paused_connector_turn_is_continued_and_read_as_one_response(
             ),
         ),
     )
-    turns = run(play(anthropic.create("m", connector_url=url), _episode(servers[:1])))
+    turns = run(play(anthropic.create("m", connector_url=url), offered_episode(servers[:1])))
     call, final = turns
     assert isinstance(call.action, ToolCall) and call.action.host_result is not None
     assert call.action.host_result.is_error and call.action.host_result.text == REFUSAL_TEXT

@@ -14,8 +14,7 @@ import pytest
 
 from prereg.runners.drivers import anthropic, openai
 from prereg.runners.drivers.connector import ConnectorDriver, servers_for
-from tests.connector.conftest import LoggingReplay
-from tests.connector.test_connector_driver import _episode
+from tests.connector.conftest import LoggingReplay, offered_episode
 from tests.providers.fakes import FakeProviders, run
 
 VARYING = {"idempotency-key", "x-stainless-retry-count"}
@@ -42,7 +41,7 @@ def test_the_posted_connector_body_is_the_typed_methods(
         if name == "anthropic"
         else openai.create("gpt-test", connector_url=url)
     )
-    ep = _episode(servers)
+    ep = offered_episode(servers)
     paths = {s.digest: f"/servers/{i}/mcp" for i, s in enumerate(servers)}
     body = driver.connector_request(ep, servers_for(ep, url, paths))
 

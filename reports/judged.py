@@ -80,6 +80,15 @@ class Judgements(list[Verdict]):
         super().__init__(verdicts)
         self.gold: tuple[GoldLabel, ...] = tuple(gold)
 
+    def heads(self) -> dict[str, dict[str, Any]]:
+        """The verdict and gold chains read, as (count, head hash): a report that carries
+        them pins what it analysed (the ledger does not anchor these chains yet)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, items in (("verdicts", list(self)), ("gold", list(self.gold))):
+            last = items[-1].chain if items else None
+            out[name] = {"count": len(items), "head": None if last is None else last.hash}
+        return out
+
 
 def load_verdicts(runs: Path, entry: Entry) -> Judgements:
     """The digest's verdicts, each of a registered judge and rubric, and its gold labels,
@@ -152,6 +161,7 @@ def _rate(
     mine: Mapping[str, Verdict],
     gold: Sequence[GoldLabel] = (),
     consumed: bool = False,
+    chains: dict[str, dict[str, Any]] | None = None,
 ) -> JudgedRate:
     parsed = [mine[o.record_id] for o in runs if o.record_id in mine]
     ok = [v for v in parsed if v.parse == "ok" and v.met is not None]
@@ -159,6 +169,8 @@ def _rate(
     agreement = _oracle_agreement(judge, runs, mine) if judge.outcome == "completed" else None
     corrected = gold_section(judge, runs, mine, gold)
     parameters: dict[str, Any] = {"rubric": judge.rubric, "rubric_version": judge.rubric_version}
+    if chains is not None:
+        parameters["chains"] = chains
     if consumed:
         # what the InvokeRank section takes from this judge: labelled where it is shown
         key = "fills_invokerank_completed" if judge.outcome == "completed" else "fills_native_class"
@@ -231,6 +243,7 @@ def judged_report(
         return None
     infos: list[JudgeInfo] = []
     rates: list[JudgedRate] = []
+    chains = verdicts.heads() if isinstance(verdicts, Judgements) else None
     for digest, (judge, rubric) in registered_digests(entry).items():
         mine = {v.record_id: v for v in verdicts if v.judge_digest == digest}
         infos.append(
@@ -254,7 +267,8 @@ def judged_report(
         }
         consumed = _first(reg, judge.outcome) == judge
         mine_rates = {
-            arm: _rate(judge, arm, runs, mine, gold, consumed) for arm, runs in arm_runs.items()
+            arm: _rate(judge, arm, runs, mine, gold, consumed, chains)
+            for arm, runs in arm_runs.items()
         }
         if gold and len(reg.arms) >= 2:
             control, treatment = reg.compared_arms()

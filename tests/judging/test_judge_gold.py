@@ -126,6 +126,22 @@ def test_tampered_verdict_or_gold_label_is_caught_by_verify_and_analyse(
     counts = intact.json()["runs"]["verdicts"]
     assert sum(counts["verdicts"].values()) == len(runs) and sum(counts["gold"].values()) == 2
     assert cli("-w", ws, "analyse", "judged").code == 0
+    # the report pins the chain heads it read (the ledger does not anchor them)
+    report = json.loads((ws / "reports" / "judged" / "report.json").read_text())
+    conn = sqlite3.connect(ws / "runs" / "verdicts.sqlite")
+    try:
+        heads = {
+            table: conn.execute(
+                f"SELECT count(*), (SELECT record_hash FROM {table} ORDER BY seq DESC LIMIT 1) "
+                f"FROM {table}"
+            ).fetchone()
+            for table in ("verdicts", "gold")
+        }
+    finally:
+        conn.close()
+    for rate in report["judged"]["rates"]:
+        pinned = rate["provenance"]["parameters"]["chains"]
+        assert {t: (c["count"], c["head"]) for t, c in pinned.items()} == heads
     backup = (ws / "runs" / "verdicts.sqlite").read_bytes()
     for table, trigger in (("verdicts", "verdicts_no_update"), ("gold", "gold_no_update")):
         (ws / "runs" / "verdicts.sqlite").write_bytes(backup)

@@ -436,6 +436,11 @@ def _provenance(r: Report) -> list[Any]:
     return body
 
 
+def _simulated(r: Report) -> list[Any]:
+    """A study on the simulated policy says so under the title (issue 19)."""
+    return [] if r.toolbottleneck is None else [el("p", el("strong", r.toolbottleneck.label))]
+
+
 def _toolbottleneck(r: Report) -> list[Any]:
     """A ToolBottleneckBench study's tables (issue 19), the simulated label first."""
     study = r.toolbottleneck
@@ -458,7 +463,8 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     """The self-contained HTML report: every string through html.escape (see ``el``)."""
     r = report
     intents = _intents(r, figures)
-    body = _title(r) + _registration(r) + _runs(r) + _arms(r, figures) + _primary(r)
+    body = _title(r) + _simulated(r) + _registration(r) + _runs(r) + _arms(r, figures)
+    body += _primary(r)
     body += _stopping(r, figures) + _secondary(r) + _multiplicity(r)
     body += _registered_intents(r, intents) + _calibration(r) + _controls(r)
     body += _toolbottleneck(r)

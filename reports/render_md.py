@@ -386,6 +386,11 @@ def _provenance(r: Report) -> list[str]:
     return out
 
 
+def _simulated(r: Report) -> list[str]:
+    """A study on the simulated policy says so under the title (issue 19)."""
+    return [] if r.toolbottleneck is None else [f"**{esc(r.toolbottleneck.label)}**", ""]
+
+
 def _toolbottleneck(r: Report) -> list[str]:
     """A ToolBottleneckBench study's tables (issue 19), the simulated label first."""
     study = r.toolbottleneck
@@ -405,7 +410,8 @@ def render(report: Report) -> str:
     """The Markdown report: every section in order, every untrusted string escaped."""
     r = report
     intents = _intent_table(r)
-    out = _title(r) + _registration(r) + _runs(r) + _arms(r) + _primary(r) + _stopping(r)
+    out = _title(r) + _simulated(r) + _registration(r) + _runs(r) + _arms(r) + _primary(r)
+    out += _stopping(r)
     out += _secondary(r) + _multiplicity(r) + _registered_intents(r, intents) + _calibration(r)
     out += _controls(r) + _toolbottleneck(r)
     out += _invokerank(r)

@@ -61,7 +61,6 @@ def _toolbottleneck(report: Report, console: Console) -> None:
     study = report.toolbottleneck
     if study is None:
         return
-    console.print(display(study.label, style="bold yellow"))
     for t in study.tables:
         if not t.columns or not t.title.startswith(STUDY_TERMINAL):
             continue
@@ -76,6 +75,8 @@ def _toolbottleneck(report: Report, console: Console) -> None:
 def render(report: Report, console: Console, where: str | None = None) -> None:
     r = report
     console.print(display(f"{r.registration}: {r.title}", style="bold"))
+    if r.toolbottleneck is not None:  # a study on the simulated policy says so first
+        console.print(display(r.toolbottleneck.label, style="bold yellow"))
     console.print(
         display(
             f"digest {r.digest}  ({r.kind}, split {r.split}, evidence class "

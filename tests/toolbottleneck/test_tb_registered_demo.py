@@ -263,14 +263,15 @@ def test_every_rendering_labels_the_policy_simulated(demo: dict[str, Any]) -> No
         "### Decision matrix",
     ):
         assert heading in markdown, heading
-    assert "SIMULATED POLICY" in markdown
+    assert markdown.index("SIMULATED POLICY") < markdown.index("## Registration")  # on top
     page = (folder / "report.html").read_text()
     assert "SIMULATED POLICY" in page and "Decision matrix" in page
     report = Report.model_validate_json((folder / "report.json").read_text())
     console = Console(record=True, width=200)
     render_terminal.render(report, console)
     text = console.export_text()
-    assert "SIMULATED POLICY" in text and "Failure census" in text
+    assert "Failure census" in text
+    assert text.index("SIMULATED POLICY") < text.index("Failure census")
 
 
 def test_the_decoder_reads_the_single_failure_packets_counted_by_hand(

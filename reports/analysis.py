@@ -392,6 +392,8 @@ def build_report(
             reg,
             judged.with_completed(reg, loaded.used, verdicts),
             native=judged.verdict_map(reg, verdicts, "native_self_service"),
+            branded={t.id for t in loaded.tasks if t.branded},
+            offers=loaded.offers,
         ),
         judged=judged.judged_report(entry, loaded.used, verdicts),
         registration_document=reg.model_dump(mode="json"),

@@ -37,13 +37,17 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from jsonschema import Draft202012Validator
+from jsonschema.validators import validator_for
 
 from prereg import stats
+from prereg.experiments.offers import ArmOffer
+from prereg.experiments.surfaces import Tool
 from prereg.registry.schema import Registration
 from prereg.registry.units import arm_config
 from prereg.reports.model import (
@@ -59,6 +63,8 @@ from prereg.reports.model import (
     RatingRow,
     ResolutionRate,
     ResolutionSplitReport,
+    ServerFunnel,
+    ServerStage,
     ShareRow,
     StageEstimate,
     StagePrior,
@@ -77,6 +83,7 @@ from prereg.stats.invokerank import (
     choice_shares,
     competitor_lever,
     invoke_rating,
+    prompt_rate,
     resolution_split,
     terminal_counts,
 )
@@ -98,8 +105,9 @@ NOTE = (
     "of Q = product of stages, roll-up with the registered intent weights (equal by "
     "default). Descriptive: not registered, never the verdict. Scores are 100 x E[Q]. The "
     "seed reports that the published intervals under-cover (7.5); the calibrated interval "
-    "is an expanded percentile bootstrap of the plug-in score over prompts, which covers "
-    "near nominal in bench/invokerank_coverage.py."
+    "is a bootstrap of the plug-in score over prompts (per intent Jeffreys on the "
+    "bootstrap's effective counts, the roll-up expanded percentile), which covers near "
+    "nominal in bench/invokerank_coverage.py."
 )
 PUBLISHED_METHOD = "published path: equal-tailed interval of the Q draws"
 INTERVAL_NOTES: dict[str, str] = {
@@ -124,6 +132,7 @@ class ArmMeta:
     control: str | None = None
     configuration_digest: str | None = None
     model: str | None = None
+    offer: ArmOffer | None = None  # what the arm lists (tool names and schemas per server)
 
 
 @dataclass(frozen=True)
@@ -436,10 +445,12 @@ def arm_invokerank(
     intent_weights: Mapping[str, float] | None = None,
     native: Mapping[str, bool] | None = None,
     interval: ScoreInterval = "published",
+    branded: Collection[str] = frozenset(),
 ) -> ArmInvokeRank:
     """The InvokeRank block of one arm (module docstring); ``native``: record id -> the
     native judge's verdict (:mod:`prereg.reports.judged`); ``interval``: the registered
-    interval method, which gives the score's intervals (the other is kept beside them)."""
+    interval method, which gives the score's intervals (the other is kept beside them);
+    ``branded``: the task ids whose prompt names the focal integration."""
     runs = _positive(observations, meta.id)
     level, stages, reason = score_level(runs)
     evidence, mixed = _evidence(
@@ -461,7 +472,8 @@ def arm_invokerank(
         "interval_method": interval,
     }
     if not mixed:
-        base.update(choice_blocks(observations, meta.id, seed, runs, native))
+        base.update(choice_blocks(observations, meta.id, seed, runs, native, branded))
+        base["server_funnel"] = server_funnel(runs, meta.offer, meta.id)
     if level == "not_computed":
         return ArmInvokeRank(**base, level=level, reason=reason, stages=[], q=None)
     prompts = prompt_counts(runs, stages)
@@ -488,7 +500,7 @@ def arm_invokerank(
     ]
     calibrated = [_iv(boot.rollup_low[lv], boot.rollup_high[lv], lv, boot.method) for lv in LEVELS]
     base.update(published=published, calibrated=calibrated)
-    choices = first_choices(runs)
+    choices = first_choices(runs, branded)
     if choices is not None and "competitor" in choices.roles:
         base["lever_competitor"] = competitor_levers(result, prompts, choices)
     rho_s = result.fits[1].pooled_rho
@@ -545,7 +557,9 @@ def _with_calibrated(
 ) -> IntentScore:
     """An intent's score with the calibrated intervals beside the published ones, and the
     registered method's as its intervals."""
-    calibrated = [_iv(boot.q_low[lv][c], boot.q_high[lv][c], lv, boot.method) for lv in LEVELS]
+    calibrated = [
+        _iv(boot.q_low[lv][c], boot.q_high[lv][c], lv, boot.intent_method) for lv in LEVELS
+    ]
     return score.model_copy(
         update={
             "calibrated": calibrated,
@@ -596,9 +610,11 @@ def invokerank_section(
     intent_weights: Mapping[str, float] | None = None,
     native: Mapping[str, bool] | None = None,
     interval: ScoreInterval = "published",
+    branded: Collection[str] = frozenset(),
 ) -> InvokeRankReport | None:
     """The InvokeRank section over the given arms (None when no run was analysed);
-    ``interval``: the registered interval method of the score."""
+    ``interval``: the registered interval method of the score; ``branded``: the task ids
+    whose prompt names the focal integration (the Invoke Rating's branded term)."""
     if not observations:
         return None
     arms = mark_ties(
@@ -610,6 +626,7 @@ def invokerank_section(
                 intent_weights=intent_weights,
                 native=native,
                 interval=interval,
+                branded=branded,
             )
             for meta in metas
         ]
@@ -627,17 +644,25 @@ def invokerank_section(
 
 
 def invokerank_report(
-    reg: Registration, observations: Sequence[Obs], native: Mapping[str, bool] | None = None
+    reg: Registration,
+    observations: Sequence[Obs],
+    native: Mapping[str, bool] | None = None,
+    branded: Collection[str] = frozenset(),
+    offers: Mapping[str, ArmOffer] | None = None,
 ) -> InvokeRankReport | None:
     """The section for a registration's analysed runs (``build_report`` calls this);
-    ``native``: the native judge's verdicts by record id, for the Agent Resolution Split."""
+    ``native``: the native judge's verdicts by record id, for the Agent Resolution Split;
+    ``branded``: the ids of the corpus tasks recorded ``branded: true``; ``offers``: each
+    arm's offer as run, for the per-server funnel."""
+    metas = [replace(m, offer=(offers or {}).get(m.id)) for m in arm_metas(reg)]
     return invokerank_section(
         observations,
-        arm_metas(reg),
+        metas,
         reg.design.seed,
         intent_weights=reg.intent_weights,
         native=native,
         interval=reg.invokerank.interval if reg.invokerank is not None else "published",
+        branded=branded,
     )
 
 
@@ -646,8 +671,10 @@ def invokerank_report(
 # A run's choice set is the servers its offer listed, in listing order (position 0 is
 # listed first), with the outside option "no tool"; its first choice is the offer's
 # ``first_server`` (no external call: the outside option). A run whose first call went
-# to nothing listed cannot be placed and is dropped (counted). No task records whether
-# its prompt names a brand, so the branded-prompt term is not fitted (reported null).
+# to nothing listed cannot be placed and is dropped (counted). A task may record that its
+# prompt names the focal integration (``branded: true`` in the corpus): the branded-prompt
+# term is then 1 for the focal servers listed to that task's runs and 0 elsewhere; it is
+# fitted when some run's task is branded and reported null otherwise (not identified).
 # The eligible set of an intent is every server listed to its runs with role focal or
 # competitor (decoys never count): the registration has no eligibility field, so this
 # is the owner-approved pool of the seed's 5.1, not a neutral eligibility (3.4).
@@ -674,10 +701,12 @@ class Choices:
     prompt: list[int]
     units: list[tuple[str, str, int]]
     dropped: int
+    branded: list[list[float]] | None = None  # None: no run's task is branded
 
 
-def first_choices(runs: Sequence[Obs]) -> Choices | None:
-    """The runs that recorded an offer and a terminal class, as choice sets (or None)."""
+def first_choices(runs: Sequence[Obs], branded: Collection[str] = frozenset()) -> Choices | None:
+    """The runs that recorded an offer and a terminal class, as choice sets (or None);
+    ``branded``: the task ids whose prompt names the focal integration."""
     usable = [o for o in runs if o.ok and o.offer is not None and o.terminal_class is not None]
     keys: dict[str, str] = {}
     for o in usable:
@@ -713,7 +742,17 @@ def first_choices(runs: Sequence[Obs]) -> Choices | None:
         prompt=[tasks.index(o.task_id) for o in placed],
         units=[o.unit for o in placed],
         dropped=dropped,
+        branded=_branded(placed, [keys[k] for k in order], branded),
     )
+
+
+def _branded(
+    placed: Sequence[Obs], roles: Sequence[str], branded: Collection[str]
+) -> list[list[float]] | None:
+    """1 for the focal servers of runs whose task is branded (None: no such run)."""
+    if not any(o.task_id in branded for o in placed):
+        return None
+    return [[float(o.task_id in branded and r == "focal") for r in roles] for o in placed]
 
 
 def _rating_rows(ch: Choices, fit: InvokeRatingResult) -> list[RatingRow]:
@@ -752,6 +791,7 @@ def invoke_rating_block(ch: Choices, arm: str, seed: int | None) -> InvokeRating
         intent=ch.cell,
         prompt=ch.prompt,
         position=ch.position,
+        branded=ch.branded,
         prior_sd=RATING_PRIOR_SD,
         resamples=RATING_RESAMPLES,
         seed=seed,
@@ -782,8 +822,8 @@ def invoke_rating_block(ch: Choices, arm: str, seed: int | None) -> InvokeRating
         dropped=ch.dropped,
         position=fit.position,
         position_se=fit.position_se,
-        branded=None,
-        branded_se=None,
+        branded=fit.branded,
+        branded_se=fit.branded_se,
         prior_sd=fit.prior_sd,
         resamples=fit.resamples,
         unidentified_resamples=fit.unidentified_resamples,
@@ -796,7 +836,9 @@ def invoke_rating_block(ch: Choices, arm: str, seed: int | None) -> InvokeRating
                 "seed": seed,
                 "levels": list(LEVELS),
                 "position": "listing position in the run's offer (0 = first)",
-                "branded": "not recorded: term not fitted",
+                "branded": "1 for the focal servers of runs whose task is branded"
+                if ch.branded is not None
+                else "no run's task is branded: term not fitted",
             },
             registration_field=None,
             runs=runset(ch.units, f"arm {arm}; positive tasks; status ok; offer recorded"),
@@ -1007,12 +1049,133 @@ def choice_blocks(
     seed: int | None,
     positive: Sequence[Obs],
     native: Mapping[str, bool] | None = None,
+    branded: Collection[str] = frozenset(),
 ) -> dict[str, Any]:
     """The first-choice, terminal and split blocks of one arm (fields of ArmInvokeRank)."""
-    ch = first_choices(positive)
+    ch = first_choices(positive, branded)
     return {
         "rating": None if ch is None else invoke_rating_block(ch, arm, seed),
         "shares": None if ch is None else shares_block(ch, arm, seed),
         "terminal": terminal_rows(observations, arm),
         "resolution": resolution_block(observations, arm, native),
     }
+
+
+# --- The funnel per listed integration (issue 17, item 5) -------------------------------
+#
+# Over an arm's positive runs that listed the integration: surfaced = one of its tools
+# entered the host's candidate set before the first call (every listed tool when the run
+# recorded no search; not measured where the run's own Surfaced is not), selected = the
+# first call went to it, invoked = and that call's arguments validate against the called
+# tool's input schema (the focal funnel's definitions, runners/scoring.py, applied to each
+# server); executed and completed = selected and the run's Executed / Completed, for the
+# focal role only: competitors and decoys are replayed, so they are never executed.
+# Each stage is a share of the listing runs with a Jeffreys interval deflated at its own
+# rho over prompts (stats.prompt_rate), not a sequential rate.
+
+SERVER_NOTE = {
+    "focal": "stages as the focal funnel records them, per copy",
+    "competitor": "replayed: never executed, so executed and completed are not measured",
+    "decoy": "replayed: never executed, so executed and completed are not measured",
+}
+
+
+def _valid(tool: Tool, arguments: Any) -> bool:
+    """Whether ``arguments`` (untrusted data) validate against the tool's input schema."""
+    schema = dict(tool.input_schema)
+    return bool(validator_for(schema, default=Draft202012Validator)(schema).is_valid(arguments))
+
+
+def _server_hits(o: Obs, key: str, role: str, tools: Mapping[str, Tool]) -> list[Any]:
+    """[surfaced, selected, invoked, executed, completed] of server ``key`` in run ``o``
+    (None: not measured); ``tools``: the run's listed tools by name, for this server."""
+    surfaced: bool | None = None
+    if o.outcome("surfaced") is not None:
+        surfaced = o.surfaced_tools is None or bool(set(tools) & o.surfaced_tools)
+    selected = o.first_server == key
+    call = o.first_call
+    invoked = bool(
+        selected and call is not None and call[0] in tools and _valid(tools[call[0]], call[1])
+    )
+    later: list[bool | None] = [None, None]
+    if role == "focal":
+        later = [
+            None if o.outcome(s) is None else bool(selected and o.outcome(s))
+            for s in ("executed", "completed")
+        ]
+    return [surfaced, selected, invoked, *later]
+
+
+def _listed_name(o: Obs, key: str) -> str | None:
+    """The name server ``key`` was listed under in run ``o`` (None: not listed)."""
+    for server in (o.offer or {}).get("servers") or []:
+        if server["key"] == key:
+            return str(server.get("name"))
+    return None
+
+
+def _listed_tools(offer: ArmOffer) -> dict[tuple[str, str], dict[str, Tool]]:
+    """(server key, name as listed) -> its tools by name: a clone_swap copy's tool names
+    follow the label it carried in the unit, which the run's offer names."""
+    return {
+        (s.key, s.surface.name): {t.name: t for t in s.surface.tools} for s in offer.every_server()
+    }
+
+
+def server_funnel(runs: Sequence[Obs], offer: ArmOffer | None, arm: str) -> list[ServerFunnel]:
+    """The funnel of every integration the arm's positive runs listed (comment above)."""
+    if offer is None:
+        return []
+    tools = _listed_tools(offer)
+    usable = [o for o in runs if o.ok and o.offer is not None]
+    listed: dict[str, str] = {}
+    for o in usable:
+        for server in (o.offer or {}).get("servers") or []:
+            listed.setdefault(str(server["key"]), str(server["role"]))
+    rows = []
+    for key, role in listed.items():
+        names = [_listed_name(o, key) for o in usable]
+        mine = [o for o, name in zip(usable, names, strict=True) if name is not None]
+        tasks = list(dict.fromkeys(o.task_id for o in mine))
+        prompt = [tasks.index(o.task_id) for o in mine]
+        hits = [
+            _server_hits(o, key, role, tools.get((key, str(name)), {}))
+            for o, name in zip(usable, names, strict=True)
+            if name is not None
+        ]
+        stages = []
+        for k, stage in enumerate(STAGES):
+            measured = [i for i, h in enumerate(hits) if h[k] is not None]
+            if not measured:
+                stages.append(ServerStage(stage=stage, reached=None, rate=None, interval=None))
+                continue
+            ji = prompt_rate(
+                [float(hits[i][k]) for i in measured], [prompt[i] for i in measured], LEVELS[0]
+            )
+            stages.append(
+                ServerStage(
+                    stage=stage,
+                    reached=int(ji.successes),
+                    rate=float(ji.estimate),
+                    interval=_iv(ji.low, ji.high, LEVELS[0], ji.method),
+                )
+            )
+        rows.append(
+            ServerFunnel(
+                integration=key,
+                role=role,
+                listed=len(mine),
+                stages=stages,
+                note=SERVER_NOTE.get(role, ""),
+                provenance=Provenance(
+                    function="prereg.reports.invokerank.server_funnel; prereg.stats.prompt_rate",
+                    parameters={"level": LEVELS[0], "stages": list(STAGES)},
+                    registration_field=None,
+                    runs=runset(
+                        [o.unit for o in mine],
+                        f"arm {arm}; positive tasks; status ok; listed {key}",
+                    ),
+                ),
+            )
+        )
+    return rows

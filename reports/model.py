@@ -603,6 +603,30 @@ class ResolutionSplitReport(Model):
     provenance: Provenance
 
 
+class ServerStage(Model):
+    """One funnel stage of one listed integration: runs reaching it among the runs that
+    listed the integration (null: not measured)."""
+
+    stage: str
+    reached: int | None
+    rate: float | None
+    interval: Interval | None
+
+
+class ServerFunnel(Model):
+    """The funnel of one listed integration over an arm's positive runs (issue 17, item 5):
+    surfaced, selected (first choice), invoked (its first call validates against the
+    called tool's schema); executed and completed only for the focal integration
+    (competitors and decoys are replayed, never executed)."""
+
+    integration: str
+    role: str
+    listed: int
+    stages: list[ServerStage]
+    note: str
+    provenance: Provenance
+
+
 class ArmInvokeRank(Model):
     arm: str
     surface: str
@@ -658,6 +682,11 @@ class ArmInvokeRank(Model):
     rating: InvokeRating | None = None
     shares: ChoiceShares | None = None
     lever_competitor: list[CompetitorLever] = Field(default_factory=list)
+    server_funnel: list[ServerFunnel] = Field(
+        default_factory=list,
+        description="per listed integration (focal, competitors, decoys): surfaced, "
+        "selected and invoked among the positive runs that listed it",
+    )
     terminal: list[TerminalRow] = Field(default_factory=list)
     resolution: ResolutionSplitReport | None = None
 

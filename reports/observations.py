@@ -95,6 +95,11 @@ class Obs:
     offer: Mapping[str, Any] | None = None  # the record's offer block, as plain data
     #: an unsettled-by-infrastructure unit counted as a failure (see the module docstring)
     counted_failure: bool = False
+    #: the trace, reduced for InvokeRank's per-server funnel: tool names a tool search
+    #: surfaced before the first call (None: the run recorded no search), and the first
+    #: call's tool name and arguments (untrusted data, only ever validated)
+    surfaced_tools: frozenset[str] | None = None
+    first_call: tuple[str, Any] | None = None
 
     @property
     def first_server(self) -> str | None:
@@ -180,11 +185,25 @@ def _offer(record: RecordLike) -> Mapping[str, Any] | None:
     return dict(offer) if isinstance(offer, Mapping) else None
 
 
+def _trace(record: RecordLike) -> tuple[frozenset[str] | None, tuple[str, Any] | None]:
+    """(surfaced tool names before the first call or None, the first call) of a record."""
+    surfaced: set[str] | None = None
+    for event in _get(record, "trace") or []:
+        kind = _get(event, "kind")
+        if kind == "search":
+            surfaced = (surfaced or set()) | {str(n) for n in _get(event, "surfaced") or []}
+        elif kind == "tool_call":
+            call = (str(_get(event, "tool")), _get(event, "arguments"))
+            return (None if surfaced is None else frozenset(surfaced)), call
+    return (None if surfaced is None else frozenset(surfaced)), None
+
+
 def from_record(record: RecordLike) -> Obs:
     """Read a run record (pydantic model or mapping) into an observation."""
     status = str(_get(record, "status", "ok") or "ok")
     repeat = _get(record, "repeat", 0)
     rotation = _get(record, "rotation")
+    surfaced, first_call = _trace(record)
     return Obs(
         record_id=str(_get(record, "record_id", "") or ""),
         registration_id=str(_get(record, "registration_id", "")),
@@ -210,4 +229,6 @@ def from_record(record: RecordLike) -> Obs:
         batch=_get(record, "batch"),
         terminal_flag=_get(record, "terminal_flag"),
         offer=_offer(record),
+        surfaced_tools=surfaced,
+        first_call=first_call,
     )

@@ -606,7 +606,31 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
         ),
     ]
     out += invokerank_choice_tables(report)
+    out.append(server_funnel_table(report))
     return [t for t in out if t[2]]
+
+
+def server_funnel_table(report: Report) -> tuple[str, list[str], list[list[Any]]]:
+    """Per arm and listed integration: each stage's runs among the runs that listed it,
+    with its rate and interval ('not measured' where the records cannot say)."""
+    ir = report.invokerank
+    rows = []
+    for a in ir.arms if ir is not None else []:
+        for f in a.server_funnel:
+            cells = [
+                "not measured"
+                if st.reached is None
+                else f"{st.reached} ({pct(st.rate)}; {interval(st.interval, 'pct')})"
+                for st in f.stages
+            ]
+            rows.append([a.arm, f.integration, f.role, f.listed, *cells, f.note])
+    first = next((f for a in (ir.arms if ir else []) for f in a.server_funnel), None)
+    stages = [st.stage for st in first.stages] if first is not None else []
+    return (
+        "Funnel per listed integration (runs reaching each stage among the runs listing it)",
+        ["arm", "integration", "role", "listed", *stages, "note"],
+        rows,
+    )
 
 
 def _rating(value: float | None) -> str:

@@ -118,6 +118,7 @@ __all__ = [
     "ReplicateVariance",
     "ScoreInterval",
     "SCORE_INTERVALS",
+    "prompt_rate",
 ]
 
 FUNNEL_STAGES: tuple[str, ...] = ("surfaced", "selected", "invoked", "executed", "completed")
@@ -1467,6 +1468,18 @@ def resolution_split(
     )
 
 
+def prompt_rate(hit: Any, prompt: Any, level: float = 0.90) -> ProportionInterval:
+    """The share of runs with ``hit`` (0/1 per run), with a Jeffreys interval on counts
+    deflated at the indicator's own one-way ANOVA rho over ``prompt`` (the stage default
+    0.6 when it cannot be estimated): how the published path displays a single rate
+    (4.1, step 8), for rates outside the funnel (the split's, a server's stages)."""
+    h = np.asarray(hit, dtype=np.float64).ravel()
+    p = np.asarray(prompt, dtype=np.int64).ravel()
+    if h.size != p.size or h.size == 0 or not np.all((h == 0) | (h == 1)):
+        raise ValueError("one 0/1 hit and one prompt per run, and at least one run")
+    return _prompt_rate(h, p, level)
+
+
 def _prompt_rate(hit: FloatArray, prompt: NDArray[np.int64], level: float) -> ProportionInterval:
     ids, index = np.unique(prompt, return_inverse=True)
     y = np.bincount(index, weights=hit, minlength=ids.size)
@@ -1499,7 +1512,8 @@ BOOTSTRAP_RESAMPLES = 2000
 
 @dataclass(frozen=True)
 class BootstrapScore:
-    """The plug-in score per intent and rolled up, with bootstrap percentile intervals."""
+    """The plug-in score per intent and rolled up, with the calibrated intervals: per
+    intent Jeffreys on the bootstrap's effective counts, the roll-up expanded percentile."""
 
     q: FloatArray  # (C,)
     q_low: dict[float, FloatArray]
@@ -1509,7 +1523,9 @@ class BootstrapScore:
     rollup_high: dict[float, float]
     sessions: int
     resamples: int
-    method: str
+    method: str  # the roll-up's interval
+    effective_runs: FloatArray  # (C,) n_eff per intent (runs / the bootstrap design effect)
+    intent_method: str = ""  # the per-intent interval
 
 
 def bootstrap_score(
@@ -1569,17 +1585,16 @@ def bootstrap_score(
     boot = per_cell(row_w)  # (B, C); nan where a resample drew no run of the intent
     roll = np.nansum(boot * w, axis=1) / np.sum(np.where(np.isfinite(boot), w, 0.0), axis=1)
     sizes = np.bincount(prompt_cell, minlength=cells)
+    trials = np.bincount(c, weights=n, minlength=cells).astype(np.float64)
+    effective = _effective_runs(q, boot, trials, sizes.astype(np.float64))
+    scored = (trials > 0) & (effective > 0)  # a cell index with no runs gets no interval
+    deff = np.where(scored, trials / np.where(scored, effective, 1.0), 1.0)
+    jeffreys = {
+        lv: jeffreys_interval(np.where(scored, q * trials, 0.0), trials, level=lv, deff=deff)
+        for lv in levels
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        q_bounds = {
-            lv: tuple(
-                np.array(
-                    [np.nanquantile(boot[:, k], _expanded(lv, sizes[k], hi)) for k in range(cells)]
-                )
-                for hi in (False, True)
-            )
-            for lv in levels
-        }
         r_bounds = {
             lv: tuple(
                 float(np.nanquantile(roll, _expanded(lv, int(sizes.sum()), hi)))
@@ -1589,8 +1604,8 @@ def bootstrap_score(
         }
     return BootstrapScore(
         q=q,
-        q_low={lv: np.asarray(v[0]) for lv, v in q_bounds.items()},
-        q_high={lv: np.asarray(v[1]) for lv, v in q_bounds.items()},
+        q_low={lv: np.where(scored, v.low, np.nan) for lv, v in jeffreys.items()},
+        q_high={lv: np.where(scored, v.high, np.nan) for lv, v in jeffreys.items()},
         rollup=float(np.sum(w * q)),
         rollup_low={lv: v[0] for lv, v in r_bounds.items()},
         rollup_high={lv: v[1] for lv, v in r_bounds.items()},
@@ -1601,7 +1616,28 @@ def bootstrap_score(
             + ("sessions, then " if s_ids.size > 1 else "")
             + "prompts within intents"
         ),
+        effective_runs=effective,
+        intent_method=(
+            "Jeffreys on effective counts of the plug-in score (design effect by a "
+            f"bootstrap of {b} resamples of "
+            + ("sessions, then " if s_ids.size > 1 else "")
+            + "prompts within intents)"
+        ),
     )
+
+
+def _effective_runs(
+    q: FloatArray, boot: FloatArray, trials: FloatArray, prompts: FloatArray
+) -> FloatArray:
+    """n_eff = q (1 - q) / Var*(q) per intent (Korn and Graubard 1998), at most the runs
+    (a design effect below 1 is not credited); each prompt counted once (rho = 1) where
+    the bootstrap variance says nothing (q at 0 or 1, or no variation)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        variance = np.nanvar(boot, axis=0, ddof=1)
+        n_eff = q * (1.0 - q) / variance
+    usable = (q > 0) & (q < 1) & (variance > 0) & np.isfinite(n_eff)
+    return np.asarray(np.where(usable, np.minimum(n_eff, trials), prompts), dtype=np.float64)
 
 
 def _row_counts(picks: NDArray[np.int64], size: int) -> FloatArray:

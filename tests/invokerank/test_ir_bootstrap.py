@@ -87,3 +87,26 @@ def test_expanded_percentile_tail_by_hand() -> None:
     assert ir._expanded(0.90, 25, upper=False) == pytest.approx(expected)
     assert ir._expanded(0.90, 25, upper=True) == pytest.approx(1 - expected)
     assert expected < 0.05
+
+
+def test_per_intent_interval_is_jeffreys_on_the_bootstrap_s_effective_counts() -> None:
+    # intent 0: 40 prompts of 4 runs, each prompt all reached (12) or none (28): the runs of
+    # a prompt are one observation, so the bootstrap's design effect is about 4 and the
+    # interval about Jeffreys on 12 of 40 prompts; intent 1: nothing reached, where the
+    # bootstrap has no variance and each prompt counts once (Jeffreys on 0 of 10, lower 0)
+    runs = np.full(50, 4)
+    reached = np.r_[np.full(12, 4), np.zeros(28), np.zeros(10)]
+    cell = np.r_[np.zeros(40, int), np.ones(10, int)]
+    got = ir.bootstrap_score(runs, reached, cell, resamples=4000, seed=1)
+    assert got.effective_runs[0] == pytest.approx(40, rel=0.08)
+    assert got.effective_runs[1] == 10
+    for lv in (0.90, 0.95):
+        tail = (1 - lv) / 2
+        assert got.q_low[lv][0] == pytest.approx(sps.beta.ppf(tail, 12.5, 28.5), abs=0.01)
+        assert got.q_high[lv][0] == pytest.approx(sps.beta.ppf(1 - tail, 12.5, 28.5), abs=0.01)
+        assert got.q_low[lv][1] == 0.0
+        assert got.q_high[lv][1] == pytest.approx(sps.beta.ppf(1 - tail, 0.5, 10.5))
+    assert "Jeffreys on effective counts" in got.intent_method
+    # independent runs: no design effect below 1 is credited (n_eff at most the runs)
+    flat = ir.bootstrap_score(np.ones(300), np.r_[np.ones(90), np.zeros(210)], np.zeros(300, int))
+    assert 250 < flat.effective_runs[0] <= 300

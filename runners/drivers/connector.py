@@ -63,6 +63,7 @@ URL_VARIABLE = "PREREG_CONNECTOR_URL"
 #: OpenAI ``authorization``); never written anywhere.
 TOKEN_VARIABLE = "PREREG_CONNECTOR_TOKEN"
 
+_MAX_QUEUES = 4096
 _LABEL_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 #: the paths a replay pool serves (``prereg mcp serve --http``): nothing else is followed
 _POOL_PATH = re.compile(r"/servers/[0-9]{1,6}/mcp|/mcp")
@@ -273,6 +274,9 @@ class Connector:
         clean = [redacted(t) for t in turns]
         if len(clean) > 1:
             self._queues[episode_key(episode)] = deque(clean[1:])
+            # an episode the harness stopped early (a limit) never drains its queue
+            while len(self._queues) > _MAX_QUEUES:
+                del self._queues[next(iter(self._queues))]
         return clean[0]
 
     def reset(self) -> None:

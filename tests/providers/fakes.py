@@ -22,6 +22,11 @@ name, a call id, or a field whose reading fails with a plain ``ValueError``. In 
 scripted reply ``{KEY}`` becomes the credential header as sent (``Bearer ...``) and
 ``{RAW_KEY}`` the bare key. Every request is logged with its headers and JSON body.
 
+A request that names MCP servers (Anthropic ``mcp_servers``, OpenAI ``type: mcp`` tools) is
+answered in connector mode (:mod:`tests.providers.fake_connector`): the fake connects to
+the servers' URLs with the ``mcp`` client, as a provider does, and answers with the
+provider's MCP events; ``connector_log`` keeps what it listed and called.
+
 Nothing here touches the network: the SDKs are pointed at this server through
 ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL`` or ``base_url``.
 """

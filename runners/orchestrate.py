@@ -171,6 +171,11 @@ async def run_plan(
     done = settled_keys(plan, store)
     pending = [u for u in units if u.key not in done]
     skipped = len(units) - len(pending)
+    # a ToolBottleneckBench study (issue 19): each unit is played on its compiled variant,
+    # every pending one built and checked against its registered digest before any runs
+    study = StudyUnits(plan, experiment) if experiment.toolbottleneck is not None else None
+    if study is not None:
+        study.prepare(pending)
     stopped: str | None = None
     claims = (
         store.unit_claims(plan.digest, [u.key for u in units], worker_name()) if pending else None
@@ -181,8 +186,6 @@ async def run_plan(
         stopped = "max_units"
     slots = len(pending) if max_units is None else min(len(pending), max_units)
     live = await open_live(plan, experiment) if pending else None
-    # a ToolBottleneckBench study (issue 19): each unit is played on its compiled variant
-    study = StudyUnits(plan, experiment) if experiment.toolbottleneck is not None else None
     harness = Harness(
         experiment,
         plan.budgets,

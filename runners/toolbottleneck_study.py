@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -236,6 +237,12 @@ class StudyUnits:
                 "compiler or the families changed since it was registered; register anew"
             )
         return sandbox
+
+    def prepare(self, units: Sequence[RunUnit]) -> None:
+        """Build and check every unit's variant now: a variant that is not the registered
+        one is refused (IntegrityError) before any unit runs or any record is written."""
+        for unit in units:
+            self.sandbox(unit.arm, unit.task.id)
 
     def run(self, unit: RunUnit, driver: Driver) -> RunRecord:
         """One unit's record (the policy simulated; latency and cost null)."""

@@ -26,6 +26,7 @@ from prereg.experiments.toolbottleneck.verify import OBLIGATIONS
 from prereg.registry.factorial import expand
 from prereg.registry.resolve import build_document
 from prereg.registry.schema import Registration
+from prereg.runners import toolbottleneck_study
 from prereg.runners.chain import content
 from prereg.runners.exchange import from_row, to_row
 from prereg.runners.prepare import prepare
@@ -243,6 +244,27 @@ def test_a_variant_that_is_not_the_registered_one_is_refused(study_ws: Path, cli
     arm, task = key.split("/")
     with pytest.raises(IntegrityError, match="register anew"):
         units.sandbox(arm, task)
+
+
+def test_a_compiler_that_compiles_otherwise_is_refused_before_any_unit_runs(
+    study_ws: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Variants compiled differently from the registered ones (here: under another seed,
+    as a changed compiler would): exit 3, and not one record is written."""
+    assert cli("-w", study_ws, "register", _write(study_ws, _registration())).code == 0
+    real = toolbottleneck_study.build_sandbox
+
+    def other(family: Any, cell: Any, *, seed: int = 0) -> Any:
+        return real(family, cell, seed=seed + 1)
+
+    monkeypatch.setattr(toolbottleneck_study, "build_sandbox", other)
+    result = cli("-w", study_ws, "run", "tiny", "--json")
+    assert result.code == 3 and "register anew" in result.stdout + result.stderr
+    store = open_store(Workspace(study_ws.resolve()).runs)
+    try:
+        assert list(store.records()) == []
+    finally:
+        store.close()
 
 
 def test_registrations_and_records_without_a_study_digest_as_before(ws: Path) -> None:

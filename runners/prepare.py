@@ -43,6 +43,12 @@ def prepare(ws: Workspace, registration_id: str) -> tuple[Registry, Entry, RunPl
             "gate failed); register a new design instead",
             field="id",
         )
+    if reg.split == LOCKED_SPLIT and reg.kind != "confirmatory":
+        raise ProtocolRefusal(
+            f"'{entry.id}' is {reg.kind}: units on the locked test split run "
+            "only under a confirmatory registration",
+            field="split",
+        )
     imported = sorted({reg.config_of(a.id).host.driver for a in reg.arms} & IMPORTED)
     if imported:
         raise ProtocolRefusal(
@@ -50,12 +56,6 @@ def prepare(ws: Workspace, registration_id: str) -> tuple[Registry, Entry, RunPl
             f"and imported (prereg import --from {imported[0]} LOG --registration "
             f"{entry.id}), never run by prereg",
             field="host.driver",
-        )
-    if reg.split == LOCKED_SPLIT and reg.kind != "confirmatory":
-        raise ProtocolRefusal(
-            f"'{entry.id}' is {reg.kind}: units on the locked test split run "
-            "only under a confirmatory registration",
-            field="split",
         )
     experiment = load_experiment(registry.experiment_reader(entry), reg.experiment)
     plan = plan_from_registration(reg, entry.digest)

@@ -15,7 +15,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -131,9 +130,9 @@ def test_an_alias_bomb_in_the_corpus_fails_fast(tmp_path: Path) -> None:
     )
     path = folder / "corpus.yaml"
     path.write_text("x-anchors:\n" + laughs + path.read_text())
-    started = time.monotonic()
     error = refused(folder)
-    assert time.monotonic() - started < 2  # milliseconds in practice
+    # refused by the loader's bound, before any expansion (the message says so); a
+    # regression that expanded the aliases would take tens of seconds and gigabytes
     assert "aliases expand this document" in error.message
     at(error, "corpus.yaml", line_of(path, "l6: &l6"))
 

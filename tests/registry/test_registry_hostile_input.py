@@ -244,14 +244,16 @@ def apart(populated: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
 
 
 def test_an_alias_bomb_fails_fast(apart: dict[str, tuple[Path, dict[str, Any]]]) -> None:
-    """The 1 KB file that took 29 s and 278 MB: refused in milliseconds."""
+    """The 1 KB file that took 29 s and 278 MB: refused by the alias bound, unexpanded."""
     path, outcome = apart["bomb"]
     assert path.stat().st_size < 2048
     assert outcome["code"] == 2, outcome["stderr"][-2000:]
     assert "aliases expand this document" in outcome["stderr"]
     assert f"{path.name}:{line_of(path, 'l6: &l6')}:" in outcome["stderr"]  # the aliases' line
     assert "host.params.l6[0]" in outcome["stderr"]
-    assert outcome["seconds"] < 1
+    # no wall-clock bound here (a loaded machine makes it flaky): the message shows the
+    # loader's alias bound refused the document before expanding it, and the child's
+    # timeout and memory bound catch a regression that would expand it
 
 
 def test_a_recursive_anchor_is_refused(ws: Path, cli: Cli) -> None:

@@ -62,7 +62,7 @@ def run_registration(
     # cannot be written is lost
     if driver is None:
         try:
-            driver = create_run_drivers(plan, ws)
+            driver = create_run_drivers(plan, ws, store=store)
         except ValueError as exc:
             raise BadInput(str(exc), field="host.params") from None
     build_offers(plan, experiment)  # a control that cannot apply is refused (exit 2) here,

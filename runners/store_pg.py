@@ -287,10 +287,7 @@ class PgRunStore:
             return
         with self._session() as conn:
             if not self._has_records(conn):
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                    if not self._has_records(conn):
-                        conn.execute(_SCHEMA)
+                self._create_schema(conn)
             drift = self._drift_of(conn)
         if drift:
             raise IntegrityError(
@@ -300,6 +297,24 @@ class PgRunStore:
                 details=[f"{kind} {name}: {what}" for kind, name, what in drift],
             )
         self._ready = True
+
+    def _create_schema(self, conn: psycopg.Connection[Any]) -> None:
+        """Create the tables unless a racing worker did while this one waited.
+
+        The lock is a session lock taken in a statement of its own, so the check after it
+        runs in a new transaction: a transaction that waited for the lock would still
+        see the catalogue as it was when it began (PostgreSQL reads the invalidations
+        another session's CREATE TABLE sends at the start of a transaction), find no
+        table and fail on creating it (DuplicateTable), as a worker started alongside
+        others did.
+        """
+        conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+        try:
+            if not self._has_records(conn):
+                with conn.transaction():
+                    conn.execute(_SCHEMA)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
 
     def _drift_of(self, conn: psycopg.Connection[Any]) -> list[tuple[str, str, str]]:
         if self._drift is None:

@@ -85,10 +85,11 @@ def run(
     progress = None if (as_json or no_progress) else RichProgress(registration_id)
     extra: dict[str, Any] = {}
     if dry_run or batch or prices is not None:  # provider options (issue 7)
-        refuse_with_provider_options(store)
+        if batch and not dry_run:
+            refuse_batch_with_shared_store(store)
         if dry_run:
             data = estimate_run(
-                ws, registration_id, batch=batch, max_units=max_units, prices=prices
+                ws, registration_id, batch=batch, max_units=max_units, prices=prices, store=store
             )
             emit(data, as_json, lambda: _print_dry_run(data))
             return
@@ -101,6 +102,7 @@ def run(
             max_units=max_units,
             progress=progress,
             on_poll=_batch_poll_printer(as_json) if batch else None,
+            store=store,
         )
     else:
         summary = run_registration(
@@ -375,13 +377,18 @@ def register(app: typer.Typer) -> None:
     app.add_typer(split_app, name="split")
 
 
-def refuse_with_provider_options(store: str | None) -> None:
-    """--dry-run, --batch and --prices read and write the workspace's SQLite store only:
-    refused (exit 2) with a PostgreSQL store rather than silently using another store."""
+def refuse_batch_with_shared_store(store: str | None) -> None:
+    """``--batch`` with a PostgreSQL store: refused (exit 2) before anything is sent.
+
+    A submitted batch is remembered in the workspace (``runs/``, so a pending one is
+    resumed and never paid twice); workers on other machines sharing the PostgreSQL store
+    would not see it and would submit the same units again. A store shared by several
+    machines claims each unit for one worker instead (plain ``run``)."""
     if is_postgres(resolve_store(Path("runs"), store)):
-        source = "--store" if store else ENV
         raise BadInput(
-            "--dry-run, --batch and --prices use the workspace's SQLite run store; they "
-            "cannot run against a PostgreSQL store yet",
-            field=source,
+            "--batch remembers its submitted batches in this workspace's runs/ folder, "
+            "which workers on other machines sharing a PostgreSQL store cannot see (each "
+            "would pay for the same units): run batches against the workspace's SQLite "
+            "store, or run without --batch (units are then claimed by one worker each)",
+            field="--store" if store else ENV,
         )

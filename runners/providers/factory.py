@@ -27,12 +27,13 @@ from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_
 from prereg.runners.providers.prices import PriceTable, load_prices
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
-from prereg.runners.store import RunStore
+from prereg.runners.stores import StoreLocation, open_store, resolve_store
 
 
-def spent_so_far(runs: Path, digest: str) -> float:
-    """Measured spend recorded under ``digest`` (0 when there is no store yet)."""
-    store = RunStore(runs)
+def spent_so_far(runs: StoreLocation, digest: str) -> float:
+    """Measured spend recorded under ``digest`` in the run store at ``runs`` (SQLite or
+    PostgreSQL; 0 when there is no store yet)."""
+    store = open_store(runs)
     try:
         return store.spent_usd(digest)
     finally:
@@ -46,10 +47,13 @@ def create_run_drivers(
     prices: Path | str | None = None,
     settings: dict[str, Any] | None = None,
     for_batch: bool = False,
+    store: str | None = None,
 ) -> dict[str, Driver]:
     """Each arm's driver; arms with the same host (driver, model, params, tool search,
     sampling rule) share one. Provider drivers share one spend meter: the registered
-    ``budgets.spend_usd`` caps the spend of every arm together.
+    ``budgets.spend_usd`` caps the spend of every arm together, counting what the run
+    store (``store``: ``--store``, else ``PREREG_STORE``, else the workspace's runs/)
+    already holds under the digest.
 
     A registration with ``host.batch: true`` is refused on the synchronous path
     (``for_batch`` false): its records would say ``batch: true`` for requests that
@@ -68,7 +72,8 @@ def create_run_drivers(
     for arm, config in configs.items():
         if config.host_key not in built:
             if config.driver in PROVIDER_DRIVERS and spend is None:
-                spend = SpendMeter(plan.budgets.spend_usd, spent_so_far(ws.runs, plan.digest))
+                spent = spent_so_far(resolve_store(ws.runs, store), plan.digest)
+                spend = SpendMeter(plan.budgets.spend_usd, spent)
             built[config.host_key] = _build(config, plan, spend, prices, settings, for_batch)
         out[arm] = built[config.host_key]
     return out

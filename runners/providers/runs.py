@@ -55,6 +55,7 @@ from prereg.runners.providers.factory import create_run_drivers, spent_so_far
 from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.store import RunStore
+from prereg.runners.stores import StoreLocation, open_store, resolve_store
 from prereg.runners.verify_runs import anchor_runs, verified_records
 
 ASSUMPTION = (
@@ -63,11 +64,11 @@ ASSUMPTION = (
 
 
 def _pending(
-    plan: RunPlan, experiment: Experiment, runs: Path, max_units: int | None
+    plan: RunPlan, experiment: Experiment, runs: StoreLocation, max_units: int | None
 ) -> tuple[int, int, list[RunUnit]]:
     """(units planned, units with an ok record, the units to run)."""
     units = expand_units(plan, experiment)
-    store = RunStore(runs)
+    store = open_store(runs)
     try:
         done = settled_keys(plan, store)  # ok, or settled under count_as_failure
     finally:
@@ -100,8 +101,12 @@ def estimate_run(
     batch: bool = False,
     max_units: int | None = None,
     prices: Path | str | None = None,
+    store: str | None = None,
 ) -> dict[str, Any]:
     """The dry-run report (see the module docstring); sends and writes nothing.
+
+    ``store``: the run store the recorded units and spend are read from (``--store``,
+    else ``PREREG_STORE``, else the workspace's runs/; SQLite or PostgreSQL).
 
     ``arms`` gives each arm's units, requests and spend bound under its own configuration;
     the top-level figures are their sums (a bound is unknown when any arm's is).
@@ -109,7 +114,8 @@ def estimate_run(
     _, entry, plan, experiment = prepare(ws, registration_id)
     if batch:  # refused here exactly as ``run --batch`` refuses it (run_batched)
         check_batchable(plan)
-    planned, recorded, pending = _pending(plan, experiment, ws.runs, max_units)
+    runs = resolve_store(ws.runs, store)
+    planned, recorded, pending = _pending(plan, experiment, runs, max_units)
     batch = batch or plan.batch
     configs = plan.arm_configs()
     arms = {
@@ -148,7 +154,7 @@ def estimate_run(
         "price_table": next((a["price_table"] for a in arms.values() if a["price_table"]), None),
         "price": first["price"],
         "spend_upper_bound_usd": None if None in bounds else round(sum(bounds), 6),
-        "spent_usd": spent_so_far(ws.runs, plan.digest),
+        "spent_usd": spent_so_far(runs, plan.digest),
         "spend_cap_usd": b.spend_usd,
         "assumptions": [ASSUMPTION],
         "notes": notes,

@@ -29,10 +29,12 @@ def provider_run(
     max_units: int | None,
     progress: Progress | None,
     on_poll: Callable[[BatchStatus], None] | None = None,
+    store: str | None = None,
 ) -> tuple[RunSummary, dict[str, Any]]:
     """Run through the batch path (``--batch``, ``on_poll`` sees each poll of a batch) or
     with another price table (``--prices``); returns the run summary and extra fields
-    for the report."""
+    for the report. ``store`` (``--store``) is the run store of a ``--prices`` run; the
+    batch path keeps the workspace's (the command refuses ``--batch`` with another)."""
     if batch:
         summary, report = run_batched(
             ws,
@@ -45,7 +47,7 @@ def provider_run(
         )
         return summary, {"batch": report.to_json()}
     _, _, plan, _ = prepare(ws, registration_id)
-    drivers = create_run_drivers(plan, ws, prices=prices)
+    drivers = create_run_drivers(plan, ws, prices=prices, store=store)
     summary = run_registration(
         ws,
         registration_id,
@@ -53,5 +55,6 @@ def provider_run(
         max_units=max_units,
         progress=progress,
         driver=drivers,
+        store=store,
     )
     return summary, {"prices": str(prices)}

@@ -27,7 +27,8 @@ CASES = [  # (command, --store, exit code, what the message says)
     ("analyse", GONE, 1, "cannot reach the run store"),
     ("export", GONE, 1, "cannot reach the run store"),
     ("import", "postgresql://[bad", 2, "malformed PostgreSQL URL"),
-    ("run --dry-run", GONE, 2, "cannot run against a PostgreSQL store"),
+    ("run --dry-run", GONE, 1, "cannot reach the run store"),
+    ("run --batch", GONE, 2, "workers on other machines"),
 ]
 
 

@@ -235,6 +235,42 @@ def test_registered_absolute_limits_bind_every_unit(study_ws: Path, cli) -> None
     assert {r.terminal_flag for r in records} <= {"call_limit", "infeasible"}
 
 
+def test_discovery_and_frontier_cells_run_through_the_registry(study_ws: Path, cli) -> None:
+    """A Discovery arm's episode without its required tools in the shortlist stops before
+    any request (availability unmet, flag infeasible: success is A x S); the exact policy
+    passes every frontier cell."""
+    arms = [
+        {"id": f"{r}-{n}", "surface": "variants", "toolbottleneck": {"catalog": n, "retriever": r}}
+        for r in ("flat-lexical", "connector-first")
+        for n in (16, 48)
+    ] + [{"id": "h2", "surface": "variants", "toolbottleneck": {"menu": 8, "handoffs": 2}}]
+    for arm in arms:
+        arm["toolbottleneck"]["policy"] = "sim-exact"
+    doc = _registration(arms=arms, primary={"test": "mcnemar_exact"}, design={"repeats": 1})
+    doc.pop("factorial")
+    doc.pop("contrasts")
+    assert cli("-w", study_ws, "register", _write(study_ws, doc)).code == 0, "register"
+    assert cli("-w", study_ws, "run", "tiny", "--json").code == 0
+    store = open_store(Workspace(study_ws.resolve()).runs)
+    try:
+        records = list(store.records())
+    finally:
+        store.close()
+    assert len(records) == 5 * 2
+    for r in records:
+        assert r.obligations is not None
+        if r.obligations["availability"] is False:
+            assert (r.calls, r.first_unmet_obligation, r.terminal_flag) == (
+                0,
+                "availability",
+                "infeasible",
+            )
+        else:
+            assert r.success, (r.arm, r.first_unmet_obligation)  # the exact policy
+    assert all(r.success for r in records if r.arm == "h2")
+    assert any(r.obligations and r.obligations["availability"] is False for r in records)
+
+
 def test_a_variant_that_is_not_the_registered_one_is_refused(study_ws: Path, cli) -> None:
     assert cli("-w", study_ws, "register", _write(study_ws, _registration())).code == 0
     _, _, plan, experiment = prepare(Workspace(study_ws.resolve()), "tiny")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
@@ -21,6 +21,7 @@ import yaml
 from prereg.core.errors import IntegrityError
 from prereg.core.workspace import Workspace
 from prereg.experiments.loader import folder_reader, load_experiment
+from prereg.experiments.toolbottleneck.cells import POLICIES, PolicyName
 from prereg.experiments.toolbottleneck.compile import Cell, compile_cell
 from prereg.experiments.toolbottleneck.verify import OBLIGATIONS
 from prereg.registry.factorial import expand
@@ -32,6 +33,7 @@ from prereg.runners.exchange import from_row, to_row
 from prereg.runners.prepare import prepare
 from prereg.runners.record import RunRecord
 from prereg.runners.stores import open_store
+from prereg.runners.toolbottleneck_host import PROFILES
 from prereg.runners.toolbottleneck_study import StudyUnits
 from tests.conftest import tree_digest
 from tests.toolbottleneck.helpers import as_yaml, family, family_doc
@@ -398,3 +400,8 @@ def test_a_study_record_survives_the_csv_export_unchanged() -> None:
     row = to_row(plain)
     assert row["obligations"] == row["variant_digest"] == ""
     assert content(RunRecord.model_validate(from_row(row))) == content(plain)
+
+
+def test_the_policies_a_cell_may_name_are_the_simulated_profiles() -> None:
+    """The schema's light table of policy names and the host's profiles agree."""
+    assert set(get_args(PolicyName)) == set(POLICIES) == set(PROFILES)

@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from prereg.reports.model import ArmInvokeRank, IntentScore, Interval, Report
+from prereg.reports.model import ArmInvokeRank, IntentScore, Interval, InvokeRating, Report
 
 EXPLORATORY_BANNER = (
     "EXPLORATORY: not a confirmatory claim. Nothing in this report may be "
@@ -641,6 +641,19 @@ def _rating_interval(iv: Interval) -> str:
     return f"{_rating(iv.low)} to {_rating(iv.high)} ({iv.level:.0%})"
 
 
+def _rating_terms(arm: str, rating: InvokeRating) -> list[list[Any]]:
+    """The position and branded-prompt coefficients (logit scale) as rows of the rating
+    table, when fitted."""
+    out = []
+    for name, value, se in (
+        ("position term (gamma, per place down the list)", rating.position, rating.position_se),
+        ("branded-prompt term (lambda)", rating.branded, rating.branded_se),
+    ):
+        if value is not None:
+            out.append([arm, name, "term", "-", f"{num(value, 3)} (SE {num(se, 3)})", "", ""])
+    return out
+
+
 def invokerank_choice_tables(report: Report) -> list[tuple[str, list[str], list[list[Any]]]]:
     """First choices (Invoke Rating, shares, Lever against the best competitor), terminal
     classes (Figure 4) and the Agent Resolution Split, per arm."""
@@ -652,7 +665,7 @@ def invokerank_choice_tables(report: Report) -> list[tuple[str, list[str], list[
                 [a.arm, r.integration, r.role, f"{r.chosen} / {r.listed}", _rating(r.rating)]
                 + [_rating_interval(iv) for iv in r.intervals]
                 for r in a.rating.rows
-            ]
+            ] + _rating_terms(a.arm, a.rating)
         if a.shares is not None:
             shares += [
                 [a.arm, a.shares.label, r.intent, r.integration, r.hits, pct(r.share)]

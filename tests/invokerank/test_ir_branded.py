@@ -17,7 +17,9 @@ from statsmodels.discrete.conditional_models import ConditionalLogit
 from prereg.experiments.fingerprints import task_fingerprint
 from prereg.experiments.models import CorpusFile, Task
 from prereg.reports.invokerank import ArmMeta, invokerank_section
+from prereg.reports.model import Report
 from prereg.reports.observations import Obs, from_record
+from prereg.reports.text import invokerank_tables
 
 ir = importlib.import_module("prereg.stats.invokerank")
 POOL = [("focal", "focal"), ("rival", "competitor"), ("decoy", "decoy")]
@@ -162,6 +164,13 @@ def test_the_report_fits_the_branded_term_when_branded_tasks_exist() -> None:
     )
     assert rating.branded == pytest.approx(ref.branded, abs=1e-6)
     assert abs((rating.branded - LAMBDA) / rating.branded_se) < 3.5
+    # the rating table shows lambda (and gamma) beside the ratings, only when fitted
+    for section, shown in ((flagged, True), (plain, False)):
+        tables = invokerank_tables(Report.model_construct(invokerank=section))
+        rows = next(t[2] for t in tables if t[0].startswith("Invoke Rating"))
+        terms = {r[1]: r[4] for r in rows if r[2] == "term"}
+        assert ("branded-prompt term (lambda)" in terms) is shown
+        assert "position term (gamma, per place down the list)" in terms
 
 
 def _run(task: str, repeat: int, order: list[int], first: str | None) -> Obs:

@@ -109,7 +109,7 @@ def per_configuration(
         groups[config[arm]].append(j)
     out: dict[str, float] = {}
     for name, cols in groups.items():
-        w = np.array([weights[cells.arms[j]] for j in cols])
+        w = np.array([weights.get(cells.arms[j], 0.0) for j in cols])
         if abs(float(w.sum())) > 1e-9:
             return None
         out[name] = float(len(groups) * np.dot(w, means[cols]))
@@ -168,8 +168,9 @@ def contrast_rows(
         )
         by_config = per_configuration(cells, weights, config)
         if by_config is None:
+            n = len({config[a] for a in arms})
             boot.append(
-                Row(contrast.id, "configuration", 0, None, None, None, None, "not separable")
+                Row(contrast.id, "configuration", n, None, None, None, None, "not separable")
             )
         else:
             d = np.array([[v, 0.0] for v in by_config.values()]).reshape(-1, 2)

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, get_args
 
+import numpy as np
 import pytest
 import yaml
 
@@ -27,6 +28,7 @@ from prereg.experiments.toolbottleneck.verify import OBLIGATIONS
 from prereg.registry.factorial import expand
 from prereg.registry.resolve import build_document
 from prereg.registry.schema import Registration
+from prereg.reports.toolbottleneck_registered import Cells, per_configuration
 from prereg.runners import toolbottleneck_study
 from prereg.runners.chain import content
 from prereg.runners.exchange import from_row, to_row
@@ -405,3 +407,25 @@ def test_a_study_record_survives_the_csv_export_unchanged() -> None:
 def test_the_policies_a_cell_may_name_are_the_simulated_profiles() -> None:
     """The schema's light table of policy names and the host's profiles agree."""
     assert set(get_args(PolicyName)) == set(POLICIES) == set(PROFILES)
+
+
+def test_a_contrast_by_configuration_by_hand() -> None:
+    """Two families (two tasks in f1, one in f2), two configurations: each configuration's
+    contrast is twice its own arms' weighted family-equal means, and their mean is the
+    contrast; weights that cross configurations are not separable."""
+    values = np.array(
+        [
+            [1.0, 0.0, 1.0, 1.0],  # f1, task 1: arms a1 b1 (config 1), a2 b2 (config 2)
+            [1.0, 1.0, 1.0, 0.0],  # f1, task 2
+            [0.5, 0.0, 1.0, 1.0],  # f2
+        ]
+    )
+    cells = Cells(
+        ["t1", "t2", "t3"], ["f1", "f1", "f2"], ["i", "i", "j"], ["a1", "b1", "a2", "b2"], values
+    )
+    config = {"a1": "one", "b1": "one", "a2": "two", "b2": "two"}
+    weights = {"a1": 0.5, "b1": -0.5, "a2": 0.5, "b2": -0.5}
+    # family means: f1 = (1, .5, 1, .5), f2 = (.5, 0, 1, 1); over families (.75, .25, 1, .75)
+    got = per_configuration(cells, weights, config)
+    assert got == pytest.approx({"one": 2 * 0.5 * (0.75 - 0.25), "two": 2 * 0.5 * (1 - 0.75)})
+    assert per_configuration(cells, {"a1": 1.0, "a2": -1.0}, config) is None

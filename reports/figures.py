@@ -204,12 +204,27 @@ def terminal_breakdown(report: Report) -> bytes | None:
     if not rows:
         return None
     plt = _plt()
+    from matplotlib.collections import PolyCollection  # lazy: matplotlib, as in _plt
+
     fig, ax = plt.subplots(figsize=(7.0, 0.8 + 0.35 * len(rows)))
     left = [0.0] * len(rows)
+    half = 0.4  # half a bar's height (barh's default height 0.8)
     for name, colour in TERMINAL_COLOURS.items():
+        # one collection per class, not one rectangle per row and class: the figure of
+        # a large programme has many rows, and each artist costs its draw and layout
         widths = [t.counts.get(name, 0) / t.runs for _, t in rows]
-        ax.barh(range(len(rows)), widths, left=left, color=colour, label=name.replace("_", " "))
+        boxes = [
+            [(x, y - half), (x + w, y - half), (x + w, y + half), (x, y + half)]
+            for y, (x, w) in enumerate(zip(left, widths, strict=True))
+        ]
+        ax.add_collection(
+            PolyCollection(
+                boxes, facecolors=colour, edgecolors="none", label=name.replace("_", " ")
+            )
+        )
         left = [a + b for a, b in zip(left, widths, strict=True)]
+    margin = 0.05 * (len(rows) - 1 + 2 * half)  # the margins barh's autoscaling leaves
+    ax.set_ylim(-half - margin, len(rows) - 1 + half + margin)
     ax.set_yticks(range(len(rows)), [label for label, _ in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, 1)

@@ -106,16 +106,70 @@ def canonical_bytes(document: Any) -> bytes:
     documents), through the C JSON encoder where that is provably the same (see
     :func:`_plain`), which is several times faster on a run record."""
     try:
-        plain = _plain(document)
-        text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-        return text.encode("utf-8")
+        return _encode(_plain(document))
     except (_Unplain, UnicodeEncodeError, RecursionError):  # a lone surrogate, deep nesting
         return canonical_json(document)
 
 
-def link_hash(record_content: dict[str, Any], index: int, prev: str) -> str:
+def _encode(plain: Any) -> bytes:
+    text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text.encode("utf-8")
+
+
+def _plain_int(text: str) -> int:
+    value = int(text)
+    if -_INT_LIMIT <= value <= _INT_LIMIT:
+        return value
+    raise _Unplain
+
+
+def _plain_float(text: str) -> float | int:
+    """A JSON number with a fraction or exponent, as :func:`_plain` keeps a float."""
+    plain: float | int = _plain(float(text))
+    return plain
+
+
+def _unplain_constant(text: str) -> Any:
+    raise _Unplain  # NaN, Infinity: the canonicaliser's way (it refuses them)
+
+
+def parse_plain(body: str) -> tuple[Any, bool]:
+    """``json.loads(body)``, and whether the value is already what :func:`_plain` makes of
+    it (then :func:`_encode` gives its canonical bytes with no walk over the value).
+
+    It is when ``body`` is ASCII with no ``\\u`` escape (so every string, keys included,
+    is ASCII: no UTF-16 ordering question, no lone surrogate) and every number passes the
+    same test :func:`_plain` applies, here in the parser's hooks (numbers only) instead
+    of a Python walk over every value. Otherwise the plain parse and False (the caller
+    goes :func:`canonical_bytes`' way, as before).
+    """
+    if body.isascii() and "\\u" not in body:
+        try:
+            value = json.loads(
+                body,
+                parse_int=_plain_int,
+                parse_float=_plain_float,
+                parse_constant=_unplain_constant,
+            )
+            return value, True
+        except _Unplain:
+            pass
+    return json.loads(body), False
+
+
+def link_hash(record_content: dict[str, Any], index: int, prev: str, *, plain: bool = False) -> str:
+    """The link's hash; ``plain``: ``record_content`` came from :func:`parse_plain` as
+    plain (only the link's own fields are then checked before encoding)."""
     document = {"format": FORMAT, "index": index, "prev": prev, "record": record_content}
-    return "sha256:" + hashlib.sha256(canonical_bytes(document)).hexdigest()
+    if plain:
+        try:
+            head = {"format": FORMAT, "index": _plain(index), "prev": _plain(prev)}
+            encoded = _encode({**head, "record": record_content})
+        except (_Unplain, UnicodeEncodeError, RecursionError):
+            encoded = canonical_bytes(document)
+    else:
+        encoded = canonical_bytes(document)
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()
 
 
 def link(record: RunRecord, index: int, prev: str) -> RunRecord:
@@ -133,7 +187,7 @@ def body_problems(body: str, index: int, prev: str) -> tuple[str | None, list[st
     if not isinstance(body, str):  # a damaged file can hold a number or bytes here
         return None, [f"link {index}: the stored record is not text"]
     try:
-        data = json.loads(body)
+        data, plain = parse_plain(body)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return None, [f"link {index}: the stored record is not valid JSON"]
     if not isinstance(data, dict):
@@ -143,7 +197,7 @@ def body_problems(body: str, index: int, prev: str) -> tuple[str | None, list[st
     if not isinstance(stated, dict):
         return None, [f"link {index}: the record carries no chain link"]
     try:
-        recomputed = link_hash(_without_unset_added(data), index, prev)
+        recomputed = link_hash(_without_unset_added(data), index, prev, plain=plain)
     except (TypeError, ValueError, RecursionError) as exc:  # what canonical JSON cannot hold
         return None, [f"link {index}: the record cannot be canonicalised ({exc})"]
     if stated.get("index") != index:
@@ -210,4 +264,5 @@ __all__ = [
     "head_of",
     "link",
     "link_hash",
+    "parse_plain",
 ]

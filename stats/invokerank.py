@@ -1584,6 +1584,8 @@ def bootstrap_score(
     q = per_cell(np.ones(n.size))
     boot = per_cell(row_w)  # (B, C); nan where a resample drew no run of the intent
     roll = np.nansum(boot * w, axis=1) / np.sum(np.where(np.isfinite(boot), w, 0.0), axis=1)
+    if s_ids.size > 1:
+        boot, roll = _uncross(boot, roll, q, w, _interaction(n, y, c, p_index, s_index, q))
     sizes = np.bincount(prompt_cell, minlength=cells)
     trials = np.bincount(c, weights=n, minlength=cells).astype(np.float64)
     effective = _effective_runs(q, boot, trials, sizes.astype(np.float64))
@@ -1624,6 +1626,53 @@ def bootstrap_score(
             + "prompts within intents)"
         ),
     )
+
+
+def _interaction(
+    n: FloatArray,
+    y: FloatArray,
+    c: NDArray[np.int64],
+    prompt: NDArray[np.int64],
+    session: NDArray[np.int64],
+    q: FloatArray,
+) -> FloatArray:
+    """Per intent, the prompt x session interaction term of the two-way bootstrap's
+    variance of the plug-in score: sum of the squared double-centred residuals of
+    z = y - q n over the intent's prompts x sessions, over (its runs)^2 (linearised)."""
+    out = np.zeros(q.size)
+    sessions = int(session.max()) + 1
+    for k in range(q.size):
+        mine = c == k
+        if not mine.any() or not np.isfinite(q[k]):
+            continue
+        _, rows = np.unique(prompt[mine], return_inverse=True)
+        z = np.zeros((int(rows.max()) + 1, sessions))
+        np.add.at(z, (rows, session[mine]), y[mine] - q[k] * n[mine])
+        e = z - z.mean(axis=1, keepdims=True) - z.mean(axis=0, keepdims=True) + z.mean()
+        out[k] = float(np.sum(e**2)) / float(np.sum(n[mine])) ** 2
+    return out
+
+
+def _uncross(
+    boot: FloatArray, roll: FloatArray, q: FloatArray, w: FloatArray, interaction: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Shrink the two-way bootstrap's draws about the estimate so that their variance is
+    the bootstrap's minus twice the prompt x session interaction term. With prompts and
+    sessions crossed (the same prompts in every session), resampling both (the pigeonhole
+    bootstrap, Owen 2007) counts the run-level noise of a prompt in a session about
+    1 + 2 (S - 1) / S times instead of once, and the interaction term's expectation is
+    (S - 1) / S of it (a linear statistic's exact bootstrap variance is the prompt, the
+    session and this interaction term)."""
+
+    def shrink(draws: FloatArray, centre: Any, extra: Any) -> FloatArray:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            var = np.nanvar(draws, axis=0, ddof=1)
+            factor = np.sqrt(np.clip(1.0 - 2.0 * extra / np.where(var > 0, var, 1.0), 0.0, 1.0))
+        return np.asarray(centre + (draws - centre) * np.where(var > 0, factor, 1.0))
+
+    roll_centre = float(np.sum(w * q))
+    return shrink(boot, q, interaction), shrink(roll, roll_centre, np.sum(w**2 * interaction))
 
 
 def _effective_runs(

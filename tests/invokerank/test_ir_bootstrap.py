@@ -110,3 +110,25 @@ def test_per_intent_interval_is_jeffreys_on_the_bootstrap_s_effective_counts() -
     # independent runs: no design effect below 1 is credited (n_eff at most the runs)
     flat = ir.bootstrap_score(np.ones(300), np.r_[np.ones(90), np.zeros(210)], np.zeros(300, int))
     assert 250 < flat.effective_runs[0] <= 300
+
+
+def test_crossed_sessions_interaction_term_by_hand() -> None:
+    # two prompts x two sessions, one run each, only prompt 0 in session 0 reached: q = 1/4,
+    # z = y - q n = [[.75, -.25], [-.25, -.25]], double-centred residuals +-.25, so the
+    # interaction term is 4 x .0625 / 4^2 = 1/64
+    got = ir._interaction(
+        np.ones(4),
+        np.array([1.0, 0.0, 0.0, 0.0]),
+        np.zeros(4, int),
+        np.array([0, 0, 1, 1]),
+        np.array([0, 1, 0, 1]),
+        np.array([0.25]),
+    )
+    assert got[0] == pytest.approx(1 / 64)
+    # the shrinkage leaves the draws' centre and removes twice the term from their variance
+    rng = np.random.default_rng(0)
+    draws = 0.25 + rng.normal(0, 0.2, (4000, 1))
+    boot, roll = ir._uncross(draws, draws[:, 0], np.array([0.25]), np.array([1.0]), got)
+    expected = np.var(draws, ddof=1) - 2 / 64
+    assert np.var(boot, ddof=1) == pytest.approx(expected, rel=1e-9)
+    assert np.var(roll, ddof=1) == pytest.approx(expected, rel=1e-9)

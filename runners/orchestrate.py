@@ -223,7 +223,7 @@ async def run_plan(
             if unit is None:
                 return
             if study is not None:
-                record = study.run(unit, by_arm[unit.arm])
+                record = await study.arun(unit, by_arm[unit.arm])
             else:
                 record = await run_unit(plan, harness, unit, by_arm[unit.arm])
             if _store(store, claims, record, state):

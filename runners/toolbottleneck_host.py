@@ -43,7 +43,7 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -367,12 +367,7 @@ class _Harness:
         return fn, arg, {"source": observation["source"], "objects_block": body}
 
     def check_feasible(self) -> None:
-        done = {(c.function, _arg(c)) for c in self.calls if c.returned}
-        program = self.s.workflow.program
-        missing = sum(1 for c in program if (c.function, c.arg) not in done)
-        permitted = self.s.key.permitted_final_state
-        stray = any(permitted.get(k) != v for k, v in self.changes.items())
-        if stray or missing > self.call_limit - len(self.calls):
+        if infeasible(self.s, self.calls, self.changes, self.call_limit):
             self.stop({"infeasible"})
 
     def played(self) -> Played:
@@ -390,6 +385,21 @@ class _Harness:
             stop=self.limit,
             trace=self.trace,
         )
+
+
+def infeasible(
+    sandbox: Sandbox,
+    calls: Sequence[EpisodeCall],
+    changes: Mapping[tuple[str, str], FactValue],
+    call_limit: int,
+) -> bool:
+    """The seed's infeasibility stop: the reference calls still missing outnumber the
+    calls left, or the records left the permitted final state (shared by every host)."""
+    done = {(c.function, _arg(c)) for c in calls if c.returned}
+    missing = sum(1 for c in sandbox.workflow.program if (c.function, c.arg) not in done)
+    permitted = sandbox.key.permitted_final_state
+    stray = any(permitted.get(k) != v for k, v in changes.items())
+    return stray or missing > call_limit - len(calls)
 
 
 def _arg(call: EpisodeCall) -> str | None:

@@ -11,6 +11,7 @@ census (:mod:`prereg.reports.failure_census`) reads.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from collections.abc import Sequence
@@ -31,7 +32,8 @@ from prereg.experiments.toolbottleneck.variants import compiled_cell, variant_ke
 from prereg.registry.units import Budgets, RunPlan, RunUnit
 from prereg.runners.drivers.base import Driver
 from prereg.runners.record import RunRecord, Tokens, TraceEvent
-from prereg.runners.scoring import configuration
+from prereg.runners.scoring import api_server, configuration, infra_record
+from prereg.runners.toolbottleneck_harness import HostPlayed, HostUnit, play_host
 from prereg.runners.toolbottleneck_host import (
     PROFILES,
     Contract,
@@ -41,6 +43,9 @@ from prereg.runners.toolbottleneck_host import (
     unit_rng,
 )
 
+#: The registered host that plays the simulated policy (reading 27); any other driver
+#: is a model host.
+SIMULATED_DRIVER = "local"
 FORMAT: Literal["prereg-toolbottleneck-study-records/1"] = "prereg-toolbottleneck-study-records/1"
 
 
@@ -244,21 +249,98 @@ class StudyUnits:
         for unit in units:
             self.sandbox(unit.arm, unit.task.id)
 
-    def run(self, unit: RunUnit, driver: Driver) -> RunRecord:
-        """One unit's record (the policy simulated; latency and cost null)."""
-        started = datetime.now(UTC)
-        spec: ArmCell = self.plan.study_cells[unit.arm]
-        config = self.plan.config(unit.arm)
-        budgets = config.budgets
-        sandbox = self.sandbox(unit.arm, unit.task.id)
+    def contract(self, unit: RunUnit, sandbox: Sandbox) -> Contract:
+        """The unit's harness contract (seed 3.3) under its arm's registered budgets."""
+        budgets = self.plan.config(unit.arm).budgets
         call_slack, turn_slack = _slacks(budgets, sandbox.key.certified_minimum)
-        contract = Contract(
+        return Contract(
             budgets.completion_cap or 1024,
             budgets.episode_tokens or 128_000,
             call_slack,
             turn_slack,
-            spec.menu_mode,
+            self.plan.study_cells[unit.arm].menu_mode,
         )
+
+    async def arun(self, unit: RunUnit, driver: Driver) -> RunRecord:
+        """One unit's record: on the simulated policy when the arm's host is ``local``,
+        else played by the model host (:mod:`prereg.runners.toolbottleneck_harness`), a
+        failure of the host being an infrastructure record (retried next run)."""
+        if driver.name == SIMULATED_DRIVER:
+            return self.run(unit, driver)
+        started = datetime.now(UTC)
+        config = self.plan.config(unit.arm)
+        try:
+            sandbox = self.sandbox(unit.arm, unit.task.id)
+            host = HostUnit(
+                config.model,
+                dict(config.params),
+                config.system_prompt,
+                unit.seed,
+                unit.prompt_seed,
+                unit.label,
+            )
+            played = await play_host(sandbox, driver, host, self.contract(unit, sandbox))
+            return self._host_record(unit, driver, sandbox, played, started)
+        except (asyncio.CancelledError, IntegrityError):
+            raise
+        except Exception as exc:  # the host or the recording failed: infrastructure
+            message = f"{type(exc).__name__}: {exc}".strip()
+            return infra_record(self.plan, unit, driver, message[:2000], started, _now())
+
+    def _host_record(
+        self,
+        unit: RunUnit,
+        driver: Driver,
+        sandbox: Sandbox,
+        played: HostPlayed,
+        started: datetime,
+    ) -> RunRecord:
+        """A model host's record: the same verdicts and failure record as the simulated
+        policy's, with the provider's tokens, latency and cost (null where not reported)."""
+        v = played.verification
+        plan = self.plan
+        return RunRecord(
+            record_id=uuid.uuid4().hex,
+            registration_id=plan.registration_id,
+            registration_digest=plan.digest,
+            experiment=plan.experiment,
+            arm=unit.arm,
+            surface=unit.surface,
+            task_id=unit.task.id,
+            intent=unit.task.intent,
+            cluster=unit.task.cluster,
+            split=unit.split,
+            polarity=unit.task.polarity,
+            repeat=unit.repeat,
+            rotation=unit.rotation,
+            driver=driver.name,
+            evidence_class=driver.evidence_class,
+            model_requested=plan.config(unit.arm).model,
+            model_returned=played.model_returned,
+            started_at=started,
+            finished_at=_now(),
+            latency_ms=played.latency_ms,
+            tokens=played.tokens,
+            cost_usd=played.cost_usd,
+            retries=played.retries,
+            terminal_flag=v.flag,
+            first_unmet_obligation=v.first_unmet,
+            calls=len(played.episode.calls),
+            turns=len(played.turns),
+            success=v.success,
+            trace=played.trace,
+            config=configuration(plan, unit.arm),
+            server=api_server(driver),
+            obligations=dict(v.verdicts),
+            variant_digest=sandbox.variant.digest,
+        )
+
+    def run(self, unit: RunUnit, driver: Driver) -> RunRecord:
+        """One unit's record (the policy simulated; latency and cost null)."""
+        started = datetime.now(UTC)
+        spec: ArmCell = self.plan.study_cells[unit.arm]
+        sandbox = self.sandbox(unit.arm, unit.task.id)
+        contract = self.contract(unit, sandbox)
         rng = unit_rng(self.plan.digest, unit.arm, unit.task.id, unit.repeat)
         played = play(sandbox, PROFILES[spec.policy], contract, rng)
         return self._record(unit, driver, spec, sandbox, played, started)
@@ -304,6 +386,10 @@ class StudyUnits:
             obligations=dict(v.verdicts),
             variant_digest=sandbox.variant.digest,
         )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _slacks(budgets: Budgets, certified: int) -> tuple[int, int]:

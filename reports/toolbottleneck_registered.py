@@ -56,6 +56,11 @@ LABEL = (
     "design computes, never what any model does. Tokens are the mechanism's own counts; "
     "wall time and cost are not measured (null)."
 )
+MODEL_LABEL = (
+    "MODEL HOST. Every arm of this study ran a model through its provider ({hosts}), "
+    "evidence class api, never pooled with a simulated run. Tokens, wall time and cost "
+    "are the provider's as reported (null where it reported none)."
+)
 UNITS = ("family", "intent", "configuration")
 
 
@@ -85,14 +90,30 @@ def _cells(records: Sequence[RunRecord], arms: Sequence[str]) -> Cells:
     return Cells(tasks, [family[t] for t in tasks], [intent[t] for t in tasks], list(arms), values)
 
 
+def host_of(registration: Registration, arm_id: str) -> str:
+    """What plays an arm: the simulated policy's profile on the ``local`` host, else the
+    model host (driver and model) the arm registered."""
+    arm = next(a for a in registration.arms if a.id == arm_id)
+    host = registration.config_of(arm_id).host
+    if host.driver == "local" and arm.toolbottleneck is not None:
+        return arm.toolbottleneck.policy
+    return f"{host.driver} {host.model or ''}".strip()
+
+
+def on_model_host(registration: Registration) -> bool:
+    """Whether the study's arms ran on a model host (never pooled with the simulation)."""
+    return any(registration.config_of(a.id).host.driver != "local" for a in registration.arms)
+
+
 def configuration_of(registration: Registration, arm_id: str) -> str:
-    """An arm's configuration: simulated policy, menu mode and completion cap."""
+    """An arm's configuration: its simulated policy or model host, menu mode and
+    completion cap."""
     arm = next(a for a in registration.arms if a.id == arm_id)
     cell = arm.toolbottleneck
     cap = registration.config_of(arm_id).budgets.completion_cap
     if cell is None:
         return f"cap {cap}"
-    return f"{cell.policy} / {cell.menu_mode} / cap {cap}"
+    return f"{host_of(registration, arm_id)} / {cell.menu_mode} / cap {cap}"
 
 
 def per_configuration(
@@ -326,7 +347,7 @@ def study_rows(registration: Registration, records: Sequence[RunRecord]) -> list
                 r.arm,
                 cell.levels(),
                 cell.menu_mode,
-                cell.policy,
+                host_of(registration, r.arm),
                 cap,
                 r.task_id,
                 r.repeat,
@@ -390,5 +411,8 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
             StudyTable(title=title, columns=header, rows=body, note=MATRIX_NOTE if i else None)
         )
     tables += _decoder(registration, ok)
+    if on_model_host(registration):
+        hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
+        return StudyReport(label=MODEL_LABEL.format(hosts=hosts), tables=tables)
     profiles = ", ".join(sorted({c.policy for c in cells}))
     return StudyReport(label=LABEL.format(profiles=profiles), tables=tables)

@@ -1,24 +1,29 @@
-"""A scripted model for the provider fakes (tests/providers/fakes.py) that plays a
-ToolBottleneckBench unit of the bundled overdue-case family on its low workflow.
+"""A scripted model for the provider fakes (tests/providers/fakes.py) that plays
+ToolBottleneckBench units of the bundled case-escalation and invoice families (raw
+encoding, any workflow and menu).
 
-It reads only the wire: the system prompt names its mode, the user prompt the case key,
-the offered tools their names and routes (in their descriptions), and the tool results
-(the variant's encoded observations, raw encoding) the record ids, the facts and the
-source labels. Modes:
+It reads only the wire: the system prompt names its mode, the user prompt the lookup key
+and the route, the offered tools their operation, record kind and route (in their
+descriptions), and the tool results (the variant's encoded observations) the record
+ids, the facts, the next lookup keys and the source labels. It is told, as the request
+spells out, the decision and the fact names (:data:`TASKS`). Modes:
 
-- ``correct``: search the case, read it, request escalation, answer;
-- ``neighbour``: the same, but the escalation goes to a route neighbour of the action tool;
-- ``waste``: the search three times, then read and act, then one more search;
+- ``correct``: follow the chain (search, read, next key ...), act on the first record, answer;
+- ``sloppy``: the same but stop after the first record (fails a longer workflow);
+- ``neighbour``: the action goes to a route neighbour of the action tool;
+- ``waste``: the first search three times, then the chain, then the search once more;
 - ``cut``: the first response is cut at the completion cap.
 
-Every response reports the same usage (:data:`USAGE_IN`, :data:`USAGE_OUT`), so a test
-knows the tokens of an episode from its number of turns.
+A model named ``*sonnet*`` follows the chain even when told ``sloppy`` (a switch). Every
+response reports the same usage (:data:`USAGE_IN`, :data:`USAGE_OUT`), so a test knows
+the tokens of an episode from its number of turns.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from tests.providers.fakes import (
@@ -34,6 +39,24 @@ from tests.providers.fakes import (
 ROUTE = "workspace=northwind region=eu-west collection=support"
 FACTS = ("status", "commitment-date", "contact")
 USAGE_IN, USAGE_OUT = 300, 40
+_DESC = re.compile(r"^(Search|Read|Update) (\S+) records")
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the request spells out (the decision, the fact names, whether to act), as
+    the simulated policy is told too: the family file's, read by the test."""
+
+    decision: str
+    facts: tuple[str, ...]
+    act: bool
+
+
+#: the bundled families the tests use, by the prefix of their request's lookup key
+TASKS = {
+    "CAS": Task("escalate", FACTS, True),
+    "INV": Task("approve", ("amount", "due-date", "vendor-standing"), True),
+}
 
 
 def _mode(system: Any) -> str:
@@ -42,46 +65,71 @@ def _mode(system: Any) -> str:
     return found.group(1) if found else "correct"
 
 
-def _tool(tools: list[dict[str, Any]], base: str, on_route: bool = True) -> str:
-    """The offered tool of this base on the request's route (or off it)."""
+def _tool(tools: list[dict[str, Any]], verb: str, kind: str, route: str, on: bool = True) -> str:
+    """The offered tool doing ``verb`` on ``kind`` on the request's route (or off it)."""
     for tool in tools:
-        name, text = tool["name"], tool.get("description", "")
-        if name.startswith(base + "_") and (ROUTE in text) == on_route:
-            return str(name)
-    raise AssertionError(f"no offered tool {base} (on route: {on_route})")
-
-
-def _steps(mode: str) -> list[tuple[str, str, bool]]:
-    """(tool base, argument source, on route) per call: ``ref`` the request's key, ``id``
-    the id the first search returned."""
-    search = ("search_cases", "ref", True)
-    read = ("read_case", "id", True)
-    act = ("request_escalation", "id", mode != "neighbour")
-    if mode == "waste":
-        return [search, search, search, read, act, search]
-    return [search, read, act]
+        text = tool.get("description", "")
+        found = _DESC.match(text)
+        if found and found.groups() == (verb, kind) and (route in text) == on:
+            return str(tool["name"])
+    raise AssertionError(f"no offered tool to {verb} {kind} (on route: {on})")
 
 
 def decide(
     mode: str, prompt: str, tools: list[dict[str, Any]], results: list[Any]
 ) -> tuple[str, dict[str, str]] | dict[str, Any]:
-    """The next call (tool name, arguments), or the answer document."""
-    steps = _steps(mode)
-    if len(results) < len(steps):
-        base, source, on_route = steps[len(results)]
-        ref = re.search(r"case (\S+) be escalated", prompt)
-        assert ref is not None
-        if source == "ref":
-            return _tool(tools, base, on_route), {"query": ref.group(1)}
-        record = results[0]["objects"][0]["id"]
-        return _tool(tools, base, on_route), {"id": record}
-    read = next(r for r in results if r and r["tool"].startswith("read_case_"))
-    payload = read["objects"][0]["payload"]
-    return {
-        "decision": "escalate",
-        "facts": {name: payload[name] for name in FACTS},
-        "sources": [read["source"]],
-    }
+    """The next call (tool name, arguments), or the answer document.
+
+    It follows the chain from the request's key: a search gives the id to read; a read
+    gives the facts and the lookup keys (``<kind>_ref``) of the next records (``sloppy``
+    stops after the first record). ``waste`` repeats the first search twice first and
+    calls it once more instead of answering.
+    """
+    ref = re.search(r"\b([A-Z]{3}-[0-9A-F]{6,})\b", prompt)
+    where = re.search(r"route is ([^/\s]+)/([^/\s]+)/([^\s]+?)\.", prompt)
+    assert ref is not None and where is not None
+    route = "workspace={} region={} collection={}".format(*where.groups())
+    task = TASKS[ref.group(1)[:3]]
+    kinds = {m.group(2) for t in tools if (m := _DESC.match(t.get("description", "")))}
+    primary = next(k for k in sorted(kinds) if k[:3].upper() == ref.group(1)[:3])
+    first = (_tool(tools, "Search", primary, route), {"query": ref.group(1)})
+    if mode == "waste":
+        if len(results) < 2:
+            return first
+        results = results[2:]
+    todo: list[tuple[str, str, str]] = [("Search", primary, ref.group(1))]
+    facts: dict[str, Any] = {}
+    sources: list[str] = []
+    primary_id: str | None = None
+    acted = False
+    for result in results:
+        if not todo:
+            acted = True
+            continue
+        verb, kind, _ = todo.pop(0)
+        obj = result["objects"][0]
+        if verb == "Search":
+            todo.insert(0, ("Read", kind, obj["id"]))
+            continue
+        primary_id = primary_id or obj["id"]
+        held = [n for n in task.facts if n in obj["payload"]]
+        facts |= {n: obj["payload"][n] for n in held}
+        sources += [result["source"]] if held else []
+        if mode == "sloppy":
+            continue
+        for name, value in obj["payload"].items():
+            if name.endswith("_ref"):
+                base = name.removesuffix("_ref").replace("_", "-")
+                todo.append(("Search", next(k for k in kinds if k == base), value))
+    if todo:
+        verb, kind, arg = todo[0]
+        return _tool(tools, verb, kind, route), {("query" if verb == "Search" else "id"): arg}
+    if task.act and not acted:
+        assert primary_id is not None
+        return _tool(tools, "Update", primary, route, mode != "neighbour"), {"id": primary_id}
+    if mode == "waste":
+        return first
+    return {"decision": task.decision, "facts": facts, "sources": sources}
 
 
 def _parse(content: Any) -> Any:
@@ -102,6 +150,8 @@ class StudyBrain:
         model = str(body.get("model")) + self.suffix
         usage = anthropic_usage(USAGE_IN, USAGE_OUT)
         mode = _mode(body.get("system"))
+        if mode == "sloppy" and "sonnet" in model:
+            mode = "correct"  # the switch: another model follows the chain unprompted
         if mode == "cut":
             return anthropic_text(
                 "Let me think", model=model, stop_reason="max_tokens", usage=usage

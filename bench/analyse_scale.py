@@ -160,7 +160,8 @@ def stages(ws: Path) -> dict[str, tuple[float, float]]:
     marks.append((time.perf_counter(), time.process_time()))
     names = ("load (verified)", "analyse (load included)", "write report and figures")
     return {
-        name: (b[0] - a[0], b[1] - a[1]) for name, a, b in zip(names, marks, marks[1:], strict=True)
+        name: (b[0] - a[0], b[1] - a[1])
+        for name, a, b in zip(names, marks[:-1], marks[1:], strict=True)
     }
 
 

@@ -6,8 +6,9 @@ Layout under ``<workspace>/registry/``:
 - ``frozen/<id>.json``: the read-only frozen copy of each registration (its
   resolved document, digest, source object and the exact ledger line it added);
 - ``claims/<seq>.json``: a mirror of each locked-split claim line;
-- ``anchors/<seq>.json``: a mirror of each run-chain anchor line (the head of a
-  registration's run records at the end of a run or at analysis);
+- ``anchors/<seq>.json``: a mirror of each anchor line: the head of a registration's
+  run records at the end of a run or at analysis (``runs-anchor``), or the heads of its
+  verdict and gold chains after ``prereg judge`` and at analysis (``verdicts-anchor``);
 - ``objects/``: the content-addressed bytes of every referenced file.
 
 Every ledger line is mirrored in a file written before the line is appended,
@@ -43,6 +44,12 @@ _SPLIT_MAPS: dict[tuple[tuple[str, str], ...], dict[str, SplitName]] = {}
 
 #: The ledger event that pins a registration's run chain (see :meth:`Registry.anchor_runs`).
 ANCHOR_EVENT = "runs-anchor"
+#: The ledger event that pins a registration's verdict and gold chains (issue 18; see
+#: :meth:`Registry.anchor_verdicts`). A ledger written before it holds none and verifies
+#: as before.
+VERDICTS_ANCHOR_EVENT = "verdicts-anchor"
+#: The chains a verdicts-anchor line pins, each as {"count", "head"}.
+VERDICT_CHAINS = ("verdicts", "gold")
 
 
 @dataclass
@@ -532,14 +539,56 @@ class Registry:
             latest = self.anchors(entry.digest)
             if latest and (latest[-1].get("count"), latest[-1].get("head")) == (count, head):
                 return None
-            event = {
-                "event": ANCHOR_EVENT,
-                "id": entry.id,
-                "digest": entry.digest,
-                "count": count,
-                "head": head,
-            }
-            line = self.ledger.prepare(event)
-            parsed: dict[str, Any] = json.loads(line)
-            self._append_mirrored(self.anchors_dir / f"{parsed['seq']:06d}.json", line, line)
-            return parsed
+            return self._append_anchor(
+                {
+                    "event": ANCHOR_EVENT,
+                    "id": entry.id,
+                    "digest": entry.digest,
+                    "count": count,
+                    "head": head,
+                }
+            )
+
+    def _append_anchor(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Append an anchor line, mirrored in ``anchors/<seq>.json``; hold the lock."""
+        line = self.ledger.prepare(event)
+        parsed: dict[str, Any] = json.loads(line)
+        self._append_mirrored(self.anchors_dir / f"{parsed['seq']:06d}.json", line, line)
+        return parsed
+
+    def verdict_anchors(self, digest: str | None = None) -> list[dict[str, Any]]:
+        """Verdict-chain anchors in ledger order (of one registration digest, if given)."""
+        return [
+            e
+            for e in self.ledger.events()
+            if e.get("event") == VERDICTS_ANCHOR_EVENT
+            and (digest is None or e.get("digest") == digest)
+        ]
+
+    def anchor_verdicts(
+        self, entry: Entry, heads: dict[str, dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """Pin the heads of ``entry``'s verdict and gold chains (None: already pinned).
+
+        ``heads`` maps "verdicts" and "gold" to ``{"count": int, "head": str}``. One line
+        pins both chains; like a run-chain anchor it is mirrored in ``anchors/`` first,
+        so removing the newest verdicts or gold labels, even with every hash recomputed,
+        shows against it.
+        """
+        pinned = {
+            name: {"count": heads[name]["count"], "head": heads[name]["head"]}
+            for name in VERDICT_CHAINS
+        }
+        with self.ledger.locked():
+            self.finish_pending()
+            latest = self.verdict_anchors(entry.digest)
+            if latest and all(latest[-1].get(n) == pinned[n] for n in VERDICT_CHAINS):
+                return None
+            return self._append_anchor(
+                {
+                    "event": VERDICTS_ANCHOR_EVENT,
+                    "id": entry.id,
+                    "digest": entry.digest,
+                    **pinned,
+                }
+            )

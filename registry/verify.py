@@ -24,6 +24,7 @@ from prereg.registry.ledger import GENESIS
 from prereg.registry.registry import (
     ANCHOR_EVENT,
     PENDING_SUFFIX,
+    VERDICTS_ANCHOR_EVENT,
     Entry,
     Registry,
     frozen_body_digest,
@@ -275,17 +276,19 @@ def _check_mirrors(
     registry: Registry,
     events: list[dict[str, Any]],
     problems: list[Problem],
-    event_kind: str,
+    event_kind: str | tuple[str, ...],
     folder: Path,
     what: str,
 ) -> None:
-    """Ledger lines of ``event_kind`` against their mirror files in ``folder``.
+    """Ledger lines of ``event_kind`` (one or several) against their mirror files in
+    ``folder``.
 
     Each line's mirror is read by name, final or pending, so a writer renaming it while
     this reads (no lock is held) is never mistaken for a deletion. The listing only
     finds what should not be there: entries no line accounts for.
     """
-    mirrored = {e.get("seq"): e for e in events if e.get("event") == event_kind}
+    kinds = (event_kind,) if isinstance(event_kind, str) else event_kind
+    mirrored = {e.get("seq"): e for e in events if e.get("event") in kinds}
     for seq, event in mirrored.items():
         path = folder / f"{seq:06d}.json"
         raw = _read_mirror_file(path)
@@ -343,7 +346,9 @@ def _check_claims(
     registry: Registry, events: list[dict[str, Any]], problems: list[Problem]
 ) -> None:
     _check_mirrors(registry, events, problems, "locked-split-claim", registry.claims_dir, "claim")
-    _check_mirrors(registry, events, problems, ANCHOR_EVENT, registry.anchors_dir, "anchor")
+    # run-chain and verdict-chain anchors share anchors/
+    anchors = (ANCHOR_EVENT, VERDICTS_ANCHOR_EVENT)
+    _check_mirrors(registry, events, problems, anchors, registry.anchors_dir, "anchor")
 
 
 def _check_objects(registry: Registry, referenced: set[str], problems: list[Problem]) -> int:

@@ -422,7 +422,8 @@ def analyse(
     if records is None and loaded.records:
         require_claim(registry, entry)
     loaded = replace(loaded, chains=anchor_chains(registry, entry, loaded.chains))
-    verdicts = judged.load_verdicts(ws.runs, entry)  # exit 3 on a foreign rubric
+    # exit 3 on a foreign rubric or a chain off its anchors; pins the heads it read
+    verdicts = judged.load_verdicts(ws.runs, entry, registry)
     head = registry.head().to_json()  # after the anchor, so the report pins it
     report = build_report(loaded, head, options, verdicts)
     # a stored `prereg calibrate` table, only when it is of this digest (else a note)

@@ -38,14 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from prereg import stats
-from prereg.core.errors import IntegrityError
+from prereg.core.errors import IntegrityError, WriteFailure
 from prereg.registry.judges import Judge, judge_digest
-from prereg.registry.registry import Entry
+from prereg.registry.registry import VERDICT_CHAINS, Entry, Registry
 from prereg.registry.schema import Registration
 from prereg.reports.model import JudgedRate, JudgedReport, JudgeInfo, Provenance
 from prereg.reports.observations import Obs
 from prereg.reports.pairs import runset
 from prereg.runners.gold import GoldLabel, annotator_pairs, consensus
+from prereg.runners.verdict_anchors import heads_of, verified_judgements
 from prereg.runners.verdicts import Verdict, VerdictStore
 
 UNCALIBRATED = "uncalibrated judge"
@@ -76,28 +77,62 @@ class Judgements(list[Verdict]):
     """The verdicts ``analyse`` reads, with the registration's gold labels beside them
     (a list of verdicts, so every consumer of verdicts takes it unchanged)."""
 
-    def __init__(self, verdicts: Sequence[Verdict], gold: Sequence[GoldLabel] = ()) -> None:
+    def __init__(
+        self,
+        verdicts: Sequence[Verdict],
+        gold: Sequence[GoldLabel] = (),
+        anchor: int | None = None,
+    ) -> None:
         super().__init__(verdicts)
         self.gold: tuple[GoldLabel, ...] = tuple(gold)
+        #: the ledger seq of the verdicts-anchor that pins both heads (None: unpinned)
+        self.anchor = anchor
 
     def heads(self) -> dict[str, dict[str, Any]]:
-        """The verdict and gold chains read, as (count, head hash): a report that carries
-        them pins what it analysed (the ledger does not anchor these chains yet)."""
+        """The verdict and gold chains read, as (count, head hash) and the ledger seq
+        that anchors them: a report that carries them pins what it analysed."""
         out: dict[str, dict[str, Any]] = {}
         for name, items in (("verdicts", list(self)), ("gold", list(self.gold))):
             last = items[-1].chain if items else None
-            out[name] = {"count": len(items), "head": None if last is None else last.hash}
+            out[name] = {
+                "count": len(items),
+                "head": None if last is None else last.hash,
+                "anchor": self.anchor,
+            }
         return out
 
 
-def load_verdicts(runs: Path, entry: Entry) -> Judgements:
+def _anchored(
+    registry: Registry, entry: Entry, verdicts: Sequence[Verdict], gold: Sequence[GoldLabel]
+) -> int | None:
+    """Pin the verified verdict and gold heads in the ledger (best effort: a read-only
+    workspace can still be analysed, its report then says unpinned); the anchoring seq."""
+    heads = heads_of(verdicts, gold, entry.digest)
+    try:
+        registry.anchor_verdicts(entry, heads)
+    except (OSError, WriteFailure):
+        pass
+    pinned = [
+        a["seq"]
+        for a in registry.verdict_anchors(entry.digest)
+        if all(a.get(n) == heads[n] for n in VERDICT_CHAINS)
+    ]
+    return pinned[-1] if pinned else None
+
+
+def load_verdicts(runs: Path, entry: Entry, registry: Registry | None = None) -> Judgements:
     """The digest's verdicts, each of a registered judge and rubric, and its gold labels,
-    both chains verified; else exit 3."""
+    both chains verified (with ``registry``: against the ledger's anchors too, and their
+    heads then anchored); else exit 3."""
     if not entry.registration.judge:
         return Judgements([])
-    with VerdictStore(runs) as store:
-        verdicts = store.verdicts(entry.digest)
-        gold = store.gold(entry.digest)
+    anchor = None
+    if registry is None:
+        with VerdictStore(runs) as store:
+            verdicts = store.verdicts(entry.digest)
+            gold = store.gold(entry.digest)
+    else:
+        verdicts, gold = verified_judgements(registry, entry, runs)
     known = registered_digests(entry)
     for v in verdicts:
         judge = known.get(v.judge_digest)
@@ -111,7 +146,9 @@ def load_verdicts(runs: Path, entry: Entry) -> Judgements:
                 file=str(runs),
                 field="judge",
             )
-    return Judgements(verdicts, gold)
+    if registry is not None and (verdicts or gold):
+        anchor = _anchored(registry, entry, verdicts, gold)
+    return Judgements(verdicts, gold, anchor)
 
 
 def _first(reg: Registration, outcome: str) -> Judge | None:

@@ -15,7 +15,9 @@ failure records nothing (the run is judged again next time); a reached cap stops
 The runs are read from the run store ``--store`` names (SQLite or PostgreSQL, like
 ``run`` and ``analyse``); verdicts and gold labels always live in the workspace's
 ``runs/verdicts.sqlite``, where ``analyse`` and ``verify`` read them. :func:`load_gold`
-is ``--gold FILE`` (see :mod:`prereg.runners.gold`).
+is ``--gold FILE`` (see :mod:`prereg.runners.gold`). Both check the verdict and gold
+chains against the ledger's anchors first and pin their new heads at the end
+(:mod:`prereg.runners.verdict_anchors`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ from prereg.runners.judging import (
     parse_answer,
     sampled,
 )
-from prereg.runners.orchestrate import Progress
 from prereg.runners.prepare import open_registry
 from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key, is_provider
 from prereg.runners.providers.prices import load_prices, worst_case_usd
@@ -58,11 +59,25 @@ from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendCapReached, SpendMeter
 from prereg.runners.record import RunRecord
 from prereg.runners.stores import StoreLocation, open_store
+from prereg.runners.verdict_anchors import anchor_judgements, verified_judgements
 from prereg.runners.verdicts import DuplicateVerdict, Verdict, VerdictStore
 from prereg.runners.verify_runs import verified_records
 
 #: The output cap of one judge request (a verdict is one short JSON object).
 JUDGE_COMPLETION_CAP = 1024
+
+
+class JudgeProgress:
+    """Callbacks a judging pass reports to (the CLI draws its own bar with them)."""
+
+    def start(self, total: int, already: int) -> None:
+        """``total`` verdicts will be asked; ``already`` were stored before."""
+
+    def judged(self, verdict: Verdict | None, cost: float) -> None:
+        """One request ended: its stored verdict, or None (an infra failure)."""
+
+    def stop(self) -> None:
+        """The pass ended (normally or not)."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,8 @@ def _load(
         )
     experiment = load_experiment(registry.experiment_reader(entry), entry.experiment)
     records, _ = verified_records(ws.runs if store is None else store, registry, entry)
+    # the verdict and gold chains against the ledger's anchors, before anything is added
+    verified_judgements(registry, entry, ws.runs)
     own = [r for r in records if r.registration_digest == entry.digest]
     return entry, experiment, bound_judges(registry, entry), own
 
@@ -293,7 +310,7 @@ def judge_registration(
     *,
     concurrency: int = 4,
     max_verdicts: int | None = None,
-    progress: Progress | None = None,
+    progress: JudgeProgress | None = None,
     prices: str | None = None,
     drivers: Mapping[str, Driver | None] | None = None,
     runs_store: StoreLocation | None = None,
@@ -322,7 +339,8 @@ def judge_registration(
             summary.judges[job.bound.judge.key]["needed"] += 1
         started = time.monotonic()
         if progress is not None:
-            progress.start(len(todo), 0)
+            already = sum(len(store.judged(entry.digest, b.digest)) for b in judges)
+            progress.start(len(todo), already)
         try:
             asyncio.run(
                 _run_all(entry, experiment, todo, built, store, summary, concurrency, progress)
@@ -333,9 +351,10 @@ def judge_registration(
         summary.spend_usd = round(sum(v.cost_usd or 0.0 for v in store.verdicts(entry.digest)), 6)
         summary.remaining = len(pending_jobs(judges, records, store, entry.digest))
         summary.elapsed_s = round(time.monotonic() - started, 3)
-        return summary
     finally:
         store.close()
+    anchor_judgements(open_registry(ws), entry, ws.runs)  # pin what this pass stored
+    return summary
 
 
 async def _run_all(
@@ -346,7 +365,7 @@ async def _run_all(
     store: VerdictStore,
     summary: JudgeSummary,
     concurrency: int,
-    progress: Progress | None,
+    progress: JudgeProgress | None,
 ) -> None:
     gate = asyncio.Semaphore(concurrency)
     stop = asyncio.Event()
@@ -368,6 +387,8 @@ async def _run_all(
                 summary.failed += 1
                 if len(summary.errors) < 5:
                     summary.errors.append(f"{job.bound.judge.key}: {exc}"[:500])
+                if progress is not None:
+                    progress.judged(None, 0.0)
                 return
             verdict = _verdict(entry, job, prompt, raw, model, cost, began)
             try:
@@ -382,7 +403,7 @@ async def _run_all(
                 counts["unparseable"] += 1
                 summary.unparseable += 1
             if progress is not None:
-                progress.advance(job.record, cost or 0.0)
+                progress.judged(verdict, cost or 0.0)
 
     try:
         await asyncio.gather(*(one(job) for job in jobs))
@@ -484,6 +505,7 @@ def load_gold(
                     file=str(path),
                 ) from None
         labels = store.gold(entry.digest)
+    anchor_judgements(open_registry(ws), entry, ws.runs)
     runs: dict[str, int] = {}
     for outcome in sorted({g.outcome for g in labels}):
         runs[outcome] = len({g.record_id for g in labels if g.outcome == outcome})

@@ -372,6 +372,19 @@ class VerdictStore:
             return [(where, f"the verdict store cannot be read: {exc}")], {}
         return found, counts
 
+    def chain_hashes(self, table: str, registration_digest: str) -> list[str]:
+        """The stored link hashes of one chain (``table`` "verdicts" or "gold"), in
+        chain order, unchecked: what ``verify`` compares with the ledger's anchors after
+        :meth:`problems` checked the links."""
+        if table not in (_VERDICTS.name, _GOLD.name):
+            raise ValueError(f"no chained table {table!r}")
+        return [
+            str(h)
+            for _, h, _ in self._rows(
+                _VERDICTS if table == "verdicts" else _GOLD, registration_digest
+            )
+        ]
+
     def judged(self, registration_digest: str, judge_digest: str) -> set[str]:
         """Record ids that already have this judge's verdict."""
         conn = self._connect(create=False)

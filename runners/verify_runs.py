@@ -9,8 +9,9 @@ chain shorter than or different from what the registry anchored, a chain of a di
 registration has, a store SQLite's integrity check faults (a damaged page, an index that
 disagrees with its table), and a store file SQLite cannot read. The verdict store
 (judges' verdicts and gold labels, always in the workspace's ``runs/verdicts.sqlite``)
-is checked too: its schema, SQLite's integrity check, every chain of both tables, and
-that each chain is of a registered digest.
+is checked too: its schema, SQLite's integrity check, every chain of both tables, that
+each chain is of a registered digest, and that every verdicts-anchor of the ledger sits on
+its chains (:mod:`prereg.runners.verdict_anchors`: the newest verdicts or labels removed).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pydantic import ValidationError
 
 from prereg.core.errors import IntegrityError
 from prereg.experiments.models import LOCKED_SPLIT
-from prereg.registry.registry import Entry, Registry
+from prereg.registry.registry import VERDICT_CHAINS, Entry, Registry
 from prereg.registry.verify import Problem
 from prereg.runners import chain
 from prereg.runners.record import RunRecord
@@ -38,6 +39,7 @@ from prereg.runners.run_store import (
 )
 from prereg.runners.store import not_a_file, store_path
 from prereg.runners.stores import StoreLocation, is_postgres, open_store
+from prereg.runners.verdict_anchors import anchor_problems
 from prereg.runners.verdicts import VerdictStore
 
 #: Problems named in a refusal (``prereg verify`` lists them all).
@@ -310,7 +312,14 @@ def check_verdicts(folder: Path, registry: Registry) -> tuple[list[Problem], dic
     counts per table and digest."""
     with VerdictStore(folder) as store:
         found, counts = store.problems()
-    problems = [Problem("verdicts-chain", where, what) for where, what in found]
+        problems = [Problem("verdicts-chain", where, what) for where, what in found]
+        anchored = {str(a.get("digest")) for a in registry.verdict_anchors()}
+        try:
+            for digest in sorted(anchored | {d for per in counts.values() for d in per}):
+                hashes = {name: store.chain_hashes(name, digest) for name in VERDICT_CHAINS}
+                problems += anchor_problems(registry, digest, hashes)
+        except (sqlite3.DatabaseError, IntegrityError):
+            pass  # an unreadable store: problems() named it
     owners = {e.get("digest") for e in registry.ledger.events() if e.get("event") == "registration"}
     for table, per in sorted(counts.items()):
         problems += [

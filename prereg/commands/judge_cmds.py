@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from prereg.commands._common import JsonOpt, workspace
-from prereg.commands.progress import RichProgress
+from prereg.commands.progress import JudgeProgress
 from prereg.commands.store_opt import StoreOpt
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
@@ -123,7 +123,7 @@ def judge(
         data = estimate(ws, registration_id, chosen, location)
         emit(data, as_json, lambda: _print_table(f"dry run {registration_id}", _dry_rows(data)))
         return
-    progress = None if (as_json or no_progress) else RichProgress(f"judge {registration_id}")
+    progress = None if (as_json or no_progress) else JudgeProgress(f"judge {registration_id}")
     summary = judge_registration(
         ws,
         registration_id,

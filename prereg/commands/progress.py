@@ -1,4 +1,5 @@
-"""The progress of ``prereg run``: units done, successes, spend, rate, ETA.
+"""The progress of ``prereg run`` (units done, successes, spend, rate, ETA) and of
+``prereg judge`` (runs judged, unparseable answers, infra failures, spend).
 
 On a terminal, a rich progress bar. When stderr is not a terminal (a log file, CI, a
 pipe), a bar would be cut to the console's default width and redrawn into the log, so
@@ -23,8 +24,10 @@ from rich.progress import (
 )
 
 from prereg.core.untrusted import display_text
+from prereg.runners.judge_run import JudgeProgress as JudgeCallbacks
 from prereg.runners.orchestrate import Progress as ProgressCallbacks
 from prereg.runners.record import RunRecord
+from prereg.runners.verdicts import Verdict
 
 #: Seconds between two plain progress lines (at most; each tenth of the units prints too).
 PLAIN_EVERY_S = 5.0
@@ -142,4 +145,83 @@ class RichProgress(ProgressCallbacks):
             markup=False,
             highlight=False,
             soft_wrap=True,
+        )
+
+
+class JudgeProgress(RichProgress, JudgeCallbacks):
+    """``prereg judge``'s progress, in its own words: runs judged and unparseable
+    answers (a run's success means nothing here), infra failures (asked again next
+    time) and the verdicts' spend."""
+
+    def __init__(
+        self,
+        label: str,
+        console: Console | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(label, console, clock=clock)
+        self.unparseable = 0
+
+    def start(self, total: int, already: int) -> None:
+        if self.plain:
+            self.total, self.started = total, self.clock()
+            self.last_line = self.started
+            earlier = f" (+{already} judged earlier)" if already else ""
+            self._line(f"{total} verdict(s) to ask{earlier}")
+            return
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TextColumn("runs judged {task.fields[done]}"),
+            TextColumn("unparseable {task.fields[unparseable]}"),
+            TextColumn("infra {task.fields[failed]}"),
+            TextColumn("${task.fields[spend]}"),
+            TextColumn("{task.fields[rate]}/s"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+        )
+        self.bar.start()
+        self.task = self.bar.add_task(
+            self.label, total=total, done=0, unparseable=0, failed=0, spend="0.00", rate="-"
+        )
+
+    def judged(self, verdict: Verdict | None, cost: float) -> None:
+        """One verdict stored (``None``: an infra failure, nothing stored); ``cost`` is
+        this request's."""
+        if verdict is None:
+            self.failed += 1
+        else:
+            self.done += 1
+            self.unparseable += verdict.parse == "unparseable"
+        self.spent += cost
+        if self.plain:
+            self._maybe_line()
+            return
+        if self.bar is None or self.task is None:
+            return
+        elapsed = self.bar.tasks[0].elapsed or 0.0
+        rate = f"{(self.done + self.failed) / elapsed:.1f}" if elapsed > 0 else "-"
+        self.bar.update(
+            self.task,
+            advance=1,
+            done=self.done,
+            unparseable=self.unparseable,
+            failed=self.failed,
+            spend=f"{self.spent:.2f}",
+            rate=rate,
+        )
+
+    def _status(self) -> str:
+        """E.g. ``30/40 runs judged, 2 unparseable, 1 infra, $0.04, 3.1/s, 9s``."""
+        elapsed = self.clock() - self.started
+        finished = self.done + self.failed
+        rate = f"{finished / elapsed:.1f}/s" if elapsed > 0 else "-/s"
+        return (
+            f"{self.done}/{self.total} runs judged, {self.unparseable} unparseable, "
+            f"{self.failed} infra, ${self.spent:.2f}, {rate}, {elapsed:.0f}s"
         )

@@ -30,6 +30,7 @@ from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.providers.runs import estimate_run
 from prereg.runners.providers.summary import provider_run
 from prereg.runners.stores import ENV, is_postgres, resolve_store
+from prereg.runners.verdict_exchange import export_with_verdicts, import_with_verdicts
 
 split_app = typer.Typer(
     help="Splits of an experiment (dev / validation / test).",
@@ -182,15 +183,27 @@ def export(
         raise BadInput(
             "--json cannot go with --out -: standard output carries the records", field="--json"
         )
-    if fmt == "parquet":
-        result = export_parquet(workspace(ctx), registration_id, out, force=force, store=store)
-    else:
-        result = export_registration(
-            workspace(ctx), registration_id, chosen, out, force=force, store=store
-        )
+    ws = workspace(ctx)
+
+    def write() -> dict[str, Any]:
+        if fmt == "parquet":
+            return export_parquet(ws, registration_id, out, force=force, store=store)
+        return export_registration(ws, registration_id, chosen, out, force=force, store=store)
+
+    # the registration's verdicts and gold labels, if any, go to OUT.verdicts.jsonl
+    result = export_with_verdicts(ws, registration_id, out, write, force=force)
     where = "standard output" if to_stdout else str(out)
-    line = display(f"wrote {result['records']} record(s) of {registration_id} to {where} ({fmt})")
+    text = f"wrote {result['records']} record(s) of {registration_id} to {where} ({fmt})"
+    if "verdicts_out" in result:
+        text += (
+            f"; {result['verdicts']} verdict(s) and {result['gold']} gold label(s) to "
+            f"{result['verdicts_out']}"
+        )
+    line = display(text)
+    note = display(result.get("verdicts_note", ""))
     emit(result, as_json, lambda: (err_console if to_stdout else console).print(line))
+    if note and not as_json:
+        err_console.print(note)
 
 
 def _inspect_line(done: dict[str, Any]) -> str:
@@ -245,17 +258,24 @@ def import_(
                 "--registration goes with --from inspect (an export names its registration)",
                 field="--registration",
             )
-        result = import_file(workspace(ctx), file, store=store)
-    emit(
-        result,
-        as_json,
-        lambda: console.print(
-            display(
-                f"imported {result['imported']} record(s) from {file}; "
-                f"{result['already_stored']} identical record(s) were already stored"
-            )
-        ),
+        ws = workspace(ctx)
+        # FILE.verdicts.jsonl beside an export: checked before the runs, imported after
+        result = import_with_verdicts(
+            ws,
+            file,
+            lambda: import_file(ws, file, store=store),
+            resolve_store(ws.runs, store),
+        )
+    text = (
+        f"imported {result['imported']} record(s) from {file}; "
+        f"{result['already_stored']} identical record(s) were already stored"
     )
+    if "verdicts_file" in result:
+        text += (
+            f"; {result['verdicts_imported']} verdict(s) and {result['gold_imported']} gold "
+            f"label(s) from {result['verdicts_file']}"
+        )
+    emit(result, as_json, lambda: console.print(display(text)))
 
 
 @split_app.command("show")

@@ -32,6 +32,9 @@ def test_verdicts_and_gold_round_trip_and_tampered_exports_are_refused(
     assert cli("-w", ws, "judge", "judged", "--gold", gold).code == 0
     runs_file, items = tmp_path / "runs.jsonl", tmp_path / "verdicts.jsonl"
     assert cli("-w", ws, "export", "judged", "--out", runs_file).code == 0
+    # `prereg export` put the verdicts beside the runs (test_judge_export_import); here
+    # they travel on their own, with judge --export / --import
+    (tmp_path / "runs.jsonl.verdicts.jsonl").unlink()
     exported = cli("-w", ws, "judge", "judged", "--export", items, "--json")
     assert exported.code == 0, exported.stderr
     assert (exported.json()["verdicts"], exported.json()["gold"]) == (len(runs), 3)

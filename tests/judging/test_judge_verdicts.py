@@ -86,6 +86,7 @@ def test_local_completion_judge_follows_the_oracles(cli, judged: Path) -> None:
 def test_store_is_append_only_and_chained(cli, judged: Path) -> None:
     ws = judged
     assert cli("--workspace", ws, "judge", "judged").code == 0
+    digest = _records(cli, ws)[0]["registration_digest"]
     verdicts = _verdicts(cli, ws)
     store = VerdictStore(ws / "runs")
     with pytest.raises(DuplicateVerdict):
@@ -104,7 +105,10 @@ def test_store_is_append_only_and_chained(cli, judged: Path) -> None:
     conn.commit()
     conn.close()
     with pytest.raises(IntegrityError, match="verdicts_no_update was dropped"):
-        _verdicts(cli, ws)
+        VerdictStore(ws / "runs").verdicts(digest)
+    # and `prereg export`, which carries the verdicts beside the runs, refuses it
+    assert cli("--workspace", ws, "export", "judged", "--out", ws.parent / "x.jsonl").code == 3
+    assert not (ws.parent / "x.jsonl").exists()
 
 
 def test_judge_without_registered_judge_is_refused(cli, ws: Path) -> None:

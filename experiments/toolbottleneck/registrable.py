@@ -33,7 +33,7 @@ from pydantic import Field, model_validator
 from prereg.core.errors import BadInput
 from prereg.core.yamlio import FieldRuleError, load_model
 from prereg.experiments.models import SPLIT_NAMES, Solution, SplitName, Task
-from prereg.experiments.toolbottleneck.cells import SLUG, Strict
+from prereg.experiments.toolbottleneck.cells import SLUG, Strict, WorkflowLevel
 from prereg.experiments.toolbottleneck.family import FamilyFile, parse_family
 from prereg.experiments.toolbottleneck.workflow import primary_ref
 
@@ -97,6 +97,26 @@ class LoadedStudy:
     tasks: tuple[Task, ...]
     intents: dict[str, str]
     split_of_cluster: dict[str, str]
+
+
+class StudyTask(Task):
+    """A study's task with ``bound``: the largest certified minimum of its variants over
+    a registration's arms, so that a per-task limit rule (certified minimum + k) bounds
+    every unit of the task (``prereg run --dry-run``). A unit's own limit is always
+    resolved from its compiled variant when it runs."""
+
+    bound: int | None = Field(None, ge=0)
+
+    @property
+    def certified_minimum(self) -> int | None:
+        return self.bound if self.bound is not None else super().certified_minimum
+
+
+def reference_length(family: FamilyFile, workflow: WorkflowLevel, handoffs: int = 0) -> int:
+    """The certified minimum of a family's variant at a workflow level and a number of
+    handoffs (readings 2, 4, 5): a search and a read per record of the layout and per
+    handoff, and the action where the family has one (the compiler certifies it)."""
+    return 2 * len(family.layouts.of(workflow)) + 2 * handoffs + int(family.action is not None)
 
 
 def is_study(data: object) -> bool:

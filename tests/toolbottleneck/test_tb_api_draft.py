@@ -1,0 +1,78 @@
+"""The bundled model-host draft (registry/drafts/toolbottleneck-api.yaml, issue 19): it
+registers, its workflow-prompt repair changes only the system prompt, and ``prereg run
+--dry-run`` shows each arm's units, requests and spend bound without sending anything.
+
+The request bound is worked out here from the family files and the seed's contract: a
+study task's per-unit turn limit is at most (its longest certified minimum over the
+arms) + 2 + 2, and an arm's bound is its widest unit's times its units, the certified minimum being a search and a read per record of the
+layout plus the action (readings 2 and 4).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from prereg.experiments.toolbottleneck.compile import Cell, compile_cell
+from prereg.experiments.toolbottleneck.family import load_family
+from prereg.experiments.toolbottleneck.registrable import reference_length
+from prereg.experiments.toolbottleneck.verify import answer_key
+from tests.conftest import tree_digest
+from tests.toolbottleneck.helpers import BUNDLED
+
+DRAFT = "drafts/toolbottleneck-api.yaml"
+SEEDS = 2
+
+
+def test_the_api_draft_registers_and_dry_runs_per_arm(
+    ws: Path, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "PREREG_PRICES"):
+        monkeypatch.delenv(name, raising=False)
+    result = cli("-w", ws, "register", ws / DRAFT, "--json")
+    assert result.code == 0, result.stderr
+    frozen = json.loads((ws / "registry" / "frozen" / "toolbottleneck-api.json").read_text())
+    registration = frozen["document"]["registration"]
+    arms = {a["id"]: a for a in registration["arms"]}
+    repair = registration["repairs"][0]
+    for side in ("stressed", "unstressed"):
+        fixed = arms[repair["repaired"][side]]
+        control = arms[repair["control"][side]]
+        assert fixed["toolbottleneck"] == control["toolbottleneck"]
+        assert fixed.get("host") == control.get("host")
+        assert fixed["system_prompt"] != registration["system_prompt"]
+        assert control.get("system_prompt") is None  # the registration's prompt
+
+    runs = tree_digest(ws / "runs")
+    out = cli("-w", ws, "run", "toolbottleneck-api", "--dry-run", "--json")
+    assert out.code == 0, out.stderr
+    data = out.json()
+    assert tree_digest(ws / "runs") == runs  # nothing written
+    families = [yaml.safe_load(p.read_text()) for p in sorted(BUNDLED.glob("*.yaml"))]
+    per_task = [
+        2 * len(f["layouts"]["high"]) + ("action" in f) + 2 + 2
+        for f in families
+        for _ in range(SEEDS)
+    ]
+    assert set(data["arms"]) == set(arms)
+    for arm in data["arms"].values():
+        assert arm["units_to_run"] == len(per_task)
+        # the runner's bound takes the widest unit of the arm for every unit
+        assert arm["requests"] == {"min": len(per_task), "max": len(per_task) * max(per_task)}
+        assert arm["spend_upper_bound_usd"] is not None and arm["spend_upper_bound_usd"] > 0
+    assert data["driver"] == "anthropic"
+
+
+@pytest.mark.parametrize("workflow", ["low", "medium", "high"])
+def test_the_certified_minimum_formula_is_the_compilers(workflow: str) -> None:
+    for path in sorted(BUNDLED.glob("*.yaml")):
+        family = load_family(path)
+        for handoffs in (0, 2) if workflow == "low" else (0,):
+            block = "frontier" if handoffs else "capacity"
+            variant = compile_cell(family, Cell(block, 8, workflow, handoffs, "raw"))
+            certified = answer_key(variant.document).certified_minimum
+            assert reference_length(family, workflow, handoffs) == certified

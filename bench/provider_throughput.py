@@ -202,7 +202,7 @@ def measure(driver: str, args: argparse.Namespace, profile: Path | None = None) 
         root = Path(tmp) / "ws"
         reg_id = prepare(root, driver, args.units)
         ws = Workspace(root)
-        profiler = cProfile.Profile() if profile is not None else None
+        profiler = cProfile.Profile(time.process_time) if profile is not None else None
         load_before = os.getloadavg()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         if profiler is not None:

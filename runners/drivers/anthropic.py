@@ -67,8 +67,9 @@ from prereg.runners.drivers.connector import (
 from prereg.runners.providers.batch import AnthropicBatches
 from prereg.runners.providers.credentials import Provider, api_key, base_url
 from prereg.runners.providers.driver import Parsed, Stored, TokenSplit
+from prereg.runners.providers.plain import anthropic_message
 from prereg.runners.providers.prices import Priced
-from prereg.runners.providers.send import Route, post
+from prereg.runners.providers.send import Route, post, post_plain
 
 TOOL_SEARCH_TOOLS = {
     "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
@@ -265,8 +266,11 @@ class AnthropicDriver(ConnectorDriver):
 
     async def _create(self, client: Any, body: dict[str, Any]) -> Any:
         # the body is wire JSON already: posted as ``messages.create`` would post it
-        # (see providers/send.py); the connector's as ``beta.messages.create`` would
-        return await post(client, _route() if self.connector is None else _beta_route(), body)
+        # (see providers/send.py), the reply read as plain data where that is certain
+        # (providers/plain.py); the connector's as ``beta.messages.create`` would, typed
+        if self.connector is None:
+            return await post_plain(client, _route(), body, anthropic_message)
+        return await post(client, _beta_route(), body)
 
     # ---- response -------------------------------------------------------------------------
 

@@ -71,8 +71,9 @@ from prereg.runners.drivers.connector import (
 from prereg.runners.providers.batch import OpenAIBatches
 from prereg.runners.providers.credentials import Provider, api_key, base_url, redact
 from prereg.runners.providers.driver import Parsed, Stored, TokenSplit
+from prereg.runners.providers.plain import openai_response
 from prereg.runners.providers.prices import Priced
-from prereg.runners.providers.send import Route, post
+from prereg.runners.providers.send import Route, post_plain
 
 _NAMESPACE_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -265,8 +266,9 @@ class OpenAIDriver(ConnectorDriver):
 
     async def _create(self, client: Any, body: dict[str, Any]) -> Any:
         # the body is wire JSON already: posted as ``responses.create`` would post it,
-        # without the SDK's per-request typed transformation (see providers/send.py)
-        return await post(client, _route(), body)
+        # without the SDK's per-request typed transformation (see providers/send.py); the
+        # reply read as plain data where that is certain (providers/plain.py)
+        return await post_plain(client, _route(), body, openai_response)
 
     # ---- response -------------------------------------------------------------------------
 

@@ -76,8 +76,9 @@ from prereg.runners.providers.credentials import (
     base_url,
 )
 from prereg.runners.providers.driver import ModelDriver, Parsed, Stored, TokenSplit
+from prereg.runners.providers.plain import chat_completion
 from prereg.runners.providers.prices import Priced
-from prereg.runners.providers.send import Route, post
+from prereg.runners.providers.send import Route, post_plain
 from prereg.runners.providers.settings import ProviderSettings
 
 NAME: Final = "openai-chat"
@@ -459,8 +460,9 @@ def _route() -> Route:
 
 async def _send(client: Any, body: dict[str, Any]) -> Any:
     """One request: the body (wire JSON, a server's own fields included) posted as
-    ``chat.completions.create`` would post it (see providers/send.py)."""
-    return await post(client, _route(), body)
+    ``chat.completions.create`` would post it (see providers/send.py), the reply read as
+    plain data where that is certain (providers/plain.py)."""
+    return await post_plain(client, _route(), body, chat_completion)
 
 
 def _synthesised(turn: Turn, index: int) -> Stored:

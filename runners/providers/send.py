@@ -23,9 +23,11 @@ the body and headers a fake server receives are the typed method's, for every dr
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from prereg.runners.providers.plain import decode
 
 #: what the client sends with a ``body`` mapping (its default headers carry it too)
 _JSON = {"Content-Type": "application/json"}
@@ -55,3 +57,55 @@ async def post(client: Any, route: Route, body: Mapping[str, Any]) -> Any:
         cast_to=route.cast_to,
         options={**route.options, "headers": _JSON},
     )
+
+
+async def post_plain(
+    client: Any, route: Route, body: Mapping[str, Any], read: Callable[[dict[str, Any]], Any]
+) -> Any:
+    """:func:`post`, the reply read as plain data by ``read`` (see :mod:`.plain`): ``read``
+    returns the reply as the driver's parse takes it, or None when only the SDK's typed parse
+    can say what it is; then that parse is run on the same reply.
+
+    The client still sends the request, authenticates, times out and maps every error status
+    to its exception: only the successful reply's parse changes hands. A client that validates
+    replies strictly keeps its typed parse."""
+    if getattr(client, "_strict_response_validation", True):
+        return await post(client, route, body)
+    import httpx2  # lazy: the SDKs' HTTP client, loaded with them at the first request
+
+    response = await client.post(
+        route.path,
+        content=encode(body),
+        cast_to=httpx2.Response,
+        options={**route.options, "headers": _JSON},
+    )
+    return reply(client, route, response, read)
+
+
+def reply(client: Any, route: Route, response: Any, read: Callable[[dict[str, Any]], Any]) -> Any:
+    """A successful reply as plain data when ``read`` is sure of it, else typed by the SDK."""
+    content_type = response.headers.get("content-type", "*").split(";")[0]
+    if content_type.lower().endswith("json"):
+        try:
+            data = decode(response.content)
+        except ValueError:  # not JSON, or NaN / infinity: the SDK's parse decides
+            data = None
+        fast = read(data) if isinstance(data, dict) else None
+        if fast is not None:
+            return fast
+    return typed(client, route.cast_to, response)
+
+
+def typed(client: Any, cast_to: Any, response: Any) -> Any:
+    """The SDK's own parse of a successful reply into ``cast_to``, as its response object
+    does it for a model type (``APIResponse._parse``; the clients are not strict): JSON into
+    the typed model; a reply not labelled JSON is parsed if it is JSON, else its text."""
+    content_type = response.headers.get("content-type", "*").split(";")[0]
+    if content_type.lower().endswith("json"):
+        data = response.json()
+    else:
+        try:
+            data = response.json()
+        except Exception:  # noqa: BLE001 - the SDK returns the text of a non-JSON reply
+            return response.text
+    return client._process_response_data(data=data, cast_to=cast_to, response=response)

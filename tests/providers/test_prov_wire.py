@@ -110,7 +110,8 @@ def test_the_posted_body_is_the_typed_methods(fake: FakeChat, name: str, tool_se
     assert {k: v for k, v in new.headers.items() if k not in VARYING} == {
         k: v for k, v in old.headers.items() if k not in VARYING
     }
-    assert type(posted) is type(typed)  # the SDK's response type, parsed by the client
+    # the reply may come back as plain data (providers/plain.py, checked against the SDK's
+    # typed parse of the same bytes in test_prov_plain.py): the driver reads the same turn
     assert driver.parse(posted).turn == driver.parse(typed).turn
 
 

@@ -58,7 +58,8 @@ def judge(
         typer.Option(
             "--export",
             help="Write the registration's verdicts and gold labels, chain links included, "
-            "to this JSONL file (beside a run export); nothing is judged.",
+            "to this JSONL file (prereg export writes it beside the runs as "
+            "FILE.verdicts.jsonl); nothing is judged.",
         ),
     ] = None,
     force: Annotated[

@@ -168,6 +168,8 @@ def export(
     Refuses (exit 2) a target inside the workspace's registry/ or runs/, a folder, and an
     existing file unless --force. --out - writes the records to standard output (the
     summary line goes to stderr; --json is refused there, stdout holding the records).
+    A registration's verdicts and gold labels, if it has any, go to OUT.verdicts.jsonl
+    beside the file (chains verified first); the run file is the same either way.
     """
     if fmt not in ("jsonl", "csv", "parquet", "inspect"):
         raise BadInput(
@@ -240,7 +242,9 @@ def import_(
 
     Each record must carry the digest of a registration of this workspace; each
     registration's records must form an intact hash chain; a record already stored must
-    be the same record (an edited export is refused, exit 3, nothing written).
+    be the same record (an edited export is refused, exit 3, nothing written). A
+    FILE.verdicts.jsonl beside it (written by export) is checked before any run is
+    written and its verdicts and gold labels imported after the runs.
 
     --from inspect maps an Inspect AI log's samples (id: task id, epoch: repeat + 1) onto
     the units of --registration; a log whose arm, model, tasks or epochs do not match is

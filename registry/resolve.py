@@ -82,7 +82,42 @@ def study_variants(
         )
     if study is None:
         return None
+    _check_study_prompts(registration, shown)
     return variant_digests(study, cells, [t.id for t in tasks])
+
+
+def _check_study_prompts(registration: Registration, shown: str) -> None:
+    """At register (issue 19, seed 4.3): a study arm on the simulated policy sends no
+    system prompt (it cannot read one, so a prompt repair cannot run on it); a repaired
+    arm whose system prompt is not its control's differs from it in nothing else (cell,
+    host, budgets), so the repair measures the prompt. BadInput naming the field."""
+    for index, arm in enumerate(registration.arms):
+        config = registration.config_of(arm.id)
+        if config.system_prompt is not None and config.host.driver == "local":
+            raise BadInput(
+                "the simulated policy (host driver local) cannot read a system prompt, so a "
+                "prompt repair cannot run on it: give the study a model host (anthropic, "
+                "openai, openai-chat)",
+                file=shown,
+                field=f"arms[{index}].system_prompt"
+                if arm.system_prompt is not None
+                else "system_prompt",
+            )
+    cell = {arm.id: arm.toolbottleneck for arm in registration.arms}
+    for index, repair in enumerate(registration.repairs or []):
+        for side in ("stressed", "unstressed"):
+            repaired, control = getattr(repair.repaired, side), getattr(repair.control, side)
+            a, b = registration.config_of(repaired), registration.config_of(control)
+            if a.system_prompt == b.system_prompt:
+                continue
+            if cell[repaired] != cell[control] or a.host != b.host or a.budgets != b.budgets:
+                raise BadInput(
+                    f"arm '{repaired}' has another system prompt than its control "
+                    f"'{control}' and differs from it in more than that (cell, host or "
+                    "budgets): a prompt repair changes the system prompt only",
+                    file=shown,
+                    field=f"repairs[{index}].repaired.{side}",
+                )
 
 
 def _check_offers(registration: Registration, experiment: Experiment, shown: str) -> None:

@@ -734,22 +734,7 @@ class Registration(Strict):
             raise FieldRuleError(*problem)
 
     def _check_repairs(self, ids: list[str]) -> None:
-        """Every lane of a repair names registered arms (study arms, issue 19); a study
-        arm on the simulated policy sends no system prompt (it cannot read one); a prompt
-        repair's arm differs from its control's only in ``system_prompt``."""
-        for index, arm in enumerate(self.arms):
-            config = self.config_of(arm.id)
-            if arm.toolbottleneck is None or config.system_prompt is None:
-                continue
-            if config.host.driver == "local":
-                raise FieldRuleError(
-                    f"arms[{index}].system_prompt"
-                    if arm.system_prompt is not None
-                    else "system_prompt",
-                    "the simulated policy (host driver local) cannot read a system prompt, so "
-                    "a prompt repair cannot run on it: give the study a model host "
-                    "(anthropic, openai, openai-chat)",
-                )
+        """Every lane of a repair names registered arms (study arms, issue 19)."""
         for index, repair in enumerate(self.repairs or []):
             for name, lane in repair.lanes():
                 for side in ("stressed", "unstressed"):
@@ -758,24 +743,6 @@ class Registration(Strict):
                         raise FieldRuleError(
                             f"repairs[{index}].{name}.{side}", f"names unknown arm '{arm}'"
                         )
-            for side in ("stressed", "unstressed"):
-                self._check_prompt_repair(index, side, repair)
-
-    def _check_prompt_repair(self, index: int, side: str, repair: StudyRepair) -> None:
-        """A repaired arm whose system prompt is not its control's is a prompt repair: it
-        must differ in nothing else (cell, host, budgets), so Sigma measures the prompt."""
-        repaired, control = getattr(repair.repaired, side), getattr(repair.control, side)
-        a, b = self.config_of(repaired), self.config_of(control)
-        if a.system_prompt == b.system_prompt:
-            return
-        cell = {arm.id: arm.toolbottleneck for arm in self.arms}
-        if cell[repaired] != cell[control] or a.host != b.host or a.budgets != b.budgets:
-            raise FieldRuleError(
-                f"repairs[{index}].repaired.{side}",
-                f"arm '{repaired}' has another system prompt than its control '{control}' "
-                "and differs from it in more than that (cell, host or budgets): a prompt "
-                "repair changes the system prompt only",
-            )
 
     def _check_split(self) -> None:
         if self.kind == "confirmatory" and self.split != LOCKED_SPLIT:

@@ -23,7 +23,7 @@ import yaml
 from prereg.experiments.toolbottleneck.verify import OBLIGATIONS
 from prereg.runners.record import RunRecord
 from prereg.runners.stores import open_store
-from tests.providers.fakes import FakeProviders, provider_env
+from tests.providers.fakes import ANTHROPIC_KEY, FakeProviders, provider_env, server_error
 from tests.toolbottleneck.helpers import BUNDLED
 from tests.toolbottleneck.tb_agent import FACTS, ROUTE, USAGE_IN, USAGE_OUT, StudyBrain
 
@@ -172,3 +172,24 @@ def test_the_routed_menu_narrows_after_the_first_operational_call(
     # the fixed menu keeps every schema
     fixed = [b for b in fake.model_bodies("anthropic") if "mode: neighbour" in str(b["system"])]
     assert all(len(b["tools"]) == 8 for b in fixed)
+
+
+def test_a_provider_failure_is_an_infrastructure_record(
+    study_ws: Path, cli: Any, fake: FakeProviders
+) -> None:
+    reg_id = _register(study_ws, cli, "anthropic")
+    # every attempt of the first request fails (PREREG_MAX_ATTEMPTS=4), echoing the key
+    fake.script("anthropic", *[server_error("anthropic") for _ in range(4)])
+    result = cli("-w", study_ws, "run", reg_id, "--json", "--concurrency", "1")
+    assert result.code == 0, result.stderr
+    assert result.json()["failed"] == 1 and result.json()["completed"] == 3
+    store = open_store(study_ws / "runs")
+    try:
+        failed = [r for r in store.records() if r.status == "infra_error"]
+    finally:
+        store.close()
+    assert len(failed) == 1 and failed[0].success is None
+    assert ANTHROPIC_KEY not in (failed[0].error or "")
+    # the next run retries it, and only it
+    again = cli("-w", study_ws, "run", reg_id, "--json", "--concurrency", "1")
+    assert again.code == 0 and again.json()["completed"] == 1

@@ -37,7 +37,7 @@ import numpy as np
 
 from prereg import stats
 from prereg.registry.schema import Registration
-from prereg.reports.failure_census import census_tables
+from prereg.reports.failure_census import census_tables, truncation, truncation_stratum
 from prereg.reports.toolbottleneck_decoder import decode_pressure, decoder_table, packets
 from prereg.reports.toolbottleneck_model import StudyReport, StudyTable
 from prereg.reports.toolbottleneck_repairs import (
@@ -387,6 +387,61 @@ def _repair_rows(records: Sequence[RunRecord]) -> list[RepairRow]:
     ]
 
 
+def cap_sweep_table(registration: Registration, records: Sequence[RunRecord]) -> list[StudyTable]:
+    """The completion-cap sweep (seed appendix E.1; reading 33): at each registered cap,
+    the menu contrast (largest minus smallest menu, paired on task and repeat) at the first
+    arm's workflow, encoding, host and menu mode, with the large menu's truncation rate
+    and the interaction (largest cap minus smallest); nothing unless two caps have both
+    menu ends."""
+    first = registration.arms[0]
+    base = first.toolbottleneck
+    if base is None:
+        return []
+    home = (host_of(registration, first.id), base.menu_mode, base.workflow, base.encoding)
+    arms: dict[tuple[int, int], str] = {}
+    for arm in registration.arms:
+        cell = arm.toolbottleneck
+        if cell is None or cell.menu is None or cell.catalog is not None or cell.handoffs:
+            continue
+        if (host_of(registration, arm.id), cell.menu_mode, cell.workflow, cell.encoding) != home:
+            continue
+        cap = registration.config_of(arm.id).budgets.completion_cap
+        if cap is not None:
+            arms.setdefault((cap, cell.menu), arm.id)
+    menus = sorted({v for _, v in arms})
+    rows: list[tuple[int, str, str, float | None, float | None]] = []
+    for cap in sorted({c for c, _ in arms}):
+        small, large = arms.get((cap, menus[0])), arms.get((cap, menus[-1]))
+        if small is None or large is None or small == large:
+            continue
+        effect = truncation_stratum(records, small, large).effect
+        cut = truncation([r for r in records if r.arm == large]).rate
+        rows.append((cap, small, large, effect, cut))
+    if len(rows) < 2:
+        return []
+    body = [
+        [
+            str(cap),
+            f"{large} - {small}",
+            "-" if effect is None else f"{100 * effect:+.1f} pp",
+            "-" if cut is None else f"{100 * cut:.1f}%",
+        ]
+        for cap, small, large, effect, cut in rows
+    ]
+    low, high = rows[0][3], rows[-1][3]
+    note = None
+    if low is not None and high is not None:
+        note = f"Interaction (largest cap minus smallest): {100 * (high - low):+.1f} pp."
+    return [
+        StudyTable(
+            title="Completion-cap sweep: the menu contrast at each cap (paired on task and repeat)",
+            columns=["cap", "contrast", "menu effect", "large-menu truncation"],
+            rows=body,
+            note=note,
+        )
+    ]
+
+
 def study_report(registration: Registration, records: Sequence[RunRecord]) -> StudyReport | None:
     """The section, or None for a registration that is not a study's."""
     cells = [a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None]
@@ -394,6 +449,7 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
         return None
     ok = [r for r in records if r.status == "ok" and r.success is not None]
     tables = _contrast_tables(registration, ok)
+    tables += cap_sweep_table(registration, ok)
     for title, header, body in census_tables(ok, stress_pairs(registration)):
         tables.append(
             StudyTable(title=title, columns=header, rows=[[str(c) for c in b] for b in body])

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tests.providers.fake_chat import chat_text, chat_tool_calls, chat_usage, tool_call
 from tests.providers.fakes import (
     anthropic_text,
     anthropic_tool_use,
@@ -142,7 +143,8 @@ def _parse(content: Any) -> Any:
 
 
 class StudyBrain:
-    """The fake's brain for both wire formats (Anthropic Messages, OpenAI Responses)."""
+    """The fake's brain for every wire format (Anthropic Messages, OpenAI Responses,
+    Chat Completions)."""
 
     suffix = "-20991231"
 
@@ -170,7 +172,26 @@ class StudyBrain:
             return anthropic_text(json.dumps(step), model=model, usage=usage)
         return anthropic_tool_use(step[0], step[1], model=model, usage=usage)
 
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Chat Completions (the openai-chat driver: vLLM, SGLang, Ollama)."""
+        model = str(body.get("model")) + self.suffix
+        usage = chat_usage(USAGE_IN, USAGE_OUT)
+        messages = body.get("messages") or []
+        system = next((m["content"] for m in messages if m.get("role") == "system"), "")
+        mode = _mode(system)
+        if mode == "cut":
+            return chat_text("Let me think", model=model, finish_reason="length", usage=usage)
+        results = [_parse(m.get("content")) for m in messages if m.get("role") == "tool"]
+        tools = [t["function"] for t in body.get("tools") or [] if t.get("type") == "function"]
+        prompt = next(m["content"] for m in messages if m.get("role") == "user")
+        step = decide(mode, str(prompt), tools, results)
+        if isinstance(step, dict):
+            return chat_text(json.dumps(step), model=model, usage=usage)
+        return chat_tool_calls(tool_call(step[0], json.dumps(step[1])), model=model, usage=usage)
+
     def openai(self, body: dict[str, Any]) -> dict[str, Any]:
+        if "messages" in body:
+            return self.chat(body)
         model = str(body.get("model")) + self.suffix
         usage = openai_usage(USAGE_IN, USAGE_OUT)
         mode = _mode(body.get("instructions"))

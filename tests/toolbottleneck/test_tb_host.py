@@ -23,19 +23,33 @@ import yaml
 from prereg.experiments.toolbottleneck.verify import OBLIGATIONS
 from prereg.runners.record import RunRecord
 from prereg.runners.stores import open_store
+from tests.providers.fake_chat import FakeChat
 from tests.providers.fakes import ANTHROPIC_KEY, FakeProviders, provider_env, server_error
 from tests.toolbottleneck.helpers import BUNDLED
 from tests.toolbottleneck.tb_agent import FACTS, ROUTE, USAGE_IN, USAGE_OUT, StudyBrain
 
 STUDY = "one-family"
 FAMILY = "overdue-case-escalation"
-MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-5-mini"}
+MODELS = {
+    "anthropic": "claude-haiku-4-5",
+    "openai": "gpt-5-mini",
+    "openai-chat": "qwen2.5:7b-instruct",
+}
+#: open-weights servers have no shipped prices: the user's file prices the chat model
+CHAT_PRICES = """\
+version: team-local-1
+date: '2026-12-01'
+providers:
+  openai-chat:
+    models:
+      'qwen2.5:7b-instruct': {input: 0.10, output: 0.40}
+"""
 CERTIFIED = 3  # search, read, escalation (seed 3.3 / reading 4: 2 reads + 1 action)
 
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProviders]:
-    with FakeProviders(StudyBrain()) as server:  # type: ignore[arg-type]
+    with FakeChat(StudyBrain()) as server:  # type: ignore[arg-type]
         provider_env(monkeypatch, server)
         yield server
 
@@ -111,10 +125,14 @@ def _expected(failing: set[str]) -> dict[str, bool]:
     return {name: name not in failing for name in OBLIGATIONS}
 
 
-@pytest.mark.parametrize("driver", ["anthropic", "openai"])
+@pytest.mark.parametrize("driver", ["anthropic", "openai", "openai-chat"])
 def test_a_study_runs_on_a_model_host(study_ws: Path, cli: Any, fake: FakeProviders, driver: str):
     reg_id = _register(study_ws, cli, driver)
-    result = cli("-w", study_ws, "run", reg_id, "--json", "--concurrency", "1")
+    prices: list[Any] = []
+    if driver == "openai-chat":
+        (study_ws / "prices.yaml").write_text(CHAT_PRICES)
+        prices = ["--prices", study_ws / "prices.yaml"]
+    result = cli("-w", study_ws, "run", reg_id, "--json", "--concurrency", "1", *prices)
     assert result.code == 0, result.stderr
     summary = result.json()
     assert summary["evidence_class"] == "api" and summary["completed"] == 4

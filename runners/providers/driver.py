@@ -60,6 +60,7 @@ from prereg.runners.providers.prices import (
 )
 from prereg.runners.providers.ratelimit import RateLimiter
 from prereg.runners.providers.retry import RetryStats, with_retries
+from prereg.runners.providers.send import hold as hold_wire
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
 
@@ -125,6 +126,12 @@ def estimate_tokens(body: Mapping[str, Any]) -> int:
     usage replaces it as soon as the response arrives.
     """
     return len(json.dumps(body, default=str, ensure_ascii=False)) // 2 + 16
+
+
+def wire_tokens(wire: bytes) -> int:
+    """The same generous estimate from the bytes a request sends (compact JSON, UTF-8),
+    which the driver encodes once for both (:func:`~prereg.runners.providers.send.hold`)."""
+    return len(wire) // 2 + 16
 
 
 def episode_key(episode: Episode) -> str:
@@ -391,7 +398,7 @@ class ModelDriver(ABC):
 
         Returns (parsed, latency ms of the successful attempt, retries it took).
         """
-        prompt_tokens = estimate_tokens(body)
+        prompt_tokens = wire_tokens(hold_wire(body))
         max_out = int(body.get("max_tokens") or body.get("max_output_tokens") or 0)
         price = self.price
         worst = None if price is None else worst_case_usd(price, prompt_tokens, max_out)

@@ -87,12 +87,28 @@ def study_variants(
 
 
 def _check_study_prompts(registration: Registration, shown: str) -> None:
-    """At register (issue 19, seed 4.3): a study arm on the simulated policy sends no
+    """At register (issue 19, seed 4.3): a study's hosts take the menu as client tools
+    (no tool search, connector or live integration); a study arm on the simulated policy
+    sends no
     system prompt (it cannot read one, so a prompt repair cannot run on it); a repaired
     arm whose system prompt is not its control's differs from it in nothing else (cell,
     host, budgets), so the repair measures the prompt. BadInput naming the field."""
     for index, arm in enumerate(registration.arms):
         config = registration.config_of(arm.id)
+        where = "host" if arm.host is None else f"arms[{index}].host"
+        for name, on in (
+            ("tool_search", config.host.tool_search),
+            ("tool_access", config.host.tool_access != "client"),
+            ("live", config.host.live is not None),
+        ):
+            if on:
+                raise BadInput(
+                    "a study's host is shown exactly the variant's menu as client tools "
+                    "and every call runs on the variant's sandbox: no provider tool search, "
+                    "connector or live integration",
+                    file=shown,
+                    field=f"{where}.{name}",
+                )
         if config.system_prompt is not None and config.host.driver == "local":
             raise BadInput(
                 "the simulated policy (host driver local) cannot read a system prompt, so a "

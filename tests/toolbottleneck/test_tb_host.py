@@ -211,3 +211,35 @@ def test_a_provider_failure_is_an_infrastructure_record(
     # the next run retries it, and only it
     again = cli("-w", study_ws, "run", reg_id, "--json", "--concurrency", "1")
     assert again.code == 0 and again.json()["completed"] == 1
+
+
+@pytest.mark.parametrize(
+    ("host", "field"),
+    [
+        ({"tool_search": True}, "host.tool_search"),
+        ({"tool_access": "connector"}, "host.tool_access"),
+    ],
+)
+def test_a_study_host_takes_the_menu_as_client_tools(
+    study_ws: Path, cli: Any, host: dict[str, Any], field: str
+) -> None:
+    """The variant's menu is what the model is shown and the sandbox what runs: a provider
+    tool search or connector would bypass both (refused at register, nothing written)."""
+    doc = {
+        "id": "searching",
+        "title": "t",
+        "hypothesis": "h",
+        "falsification": "f",
+        "experiment": STUDY,
+        "kind": "exploratory",
+        "split": "dev",
+        "arms": [_arm("correct"), _arm("waste")],
+        "host": {"driver": "anthropic", "model": MODELS["anthropic"], **host},
+        "budgets": {"call_limit_over_certified": 2, "turn_limit_over_calls": 2},
+        "primary": {"test": "mcnemar_exact"},
+    }
+    path = study_ws / "searching.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    result = cli("-w", study_ws, "register", path, "--json")
+    assert result.code == 2 and field in result.stderr, result.stderr
+    assert not (study_ws / "registry" / "frozen" / "searching.json").exists()

@@ -31,7 +31,7 @@ from prereg.runners.drivers.base import (
 )
 from prereg.runners.toolbottleneck_harness import HostUnit, play_host
 from prereg.runners.toolbottleneck_host import Contract
-from tests.toolbottleneck.helpers import BUNDLED
+from tests.toolbottleneck.helpers import BUNDLED, SMALL_SIZES, family, family_doc
 from tests.toolbottleneck.tb_agent import ROUTE
 
 
@@ -113,3 +113,32 @@ def test_an_unlisted_tool_executes_nothing(sandbox: Sandbox) -> None:
     assert dict(played.verification.verdicts)["protocol"] is False
     result = next(e for e in played.trace if e.kind == "tool_result")
     assert result.is_error is True
+
+
+def _discovery() -> list[Sandbox]:
+    fam = family(family_doc(action=True))
+    return [
+        build_sandbox(fam, Cell("discovery", 8, "low", 0, "raw", n, r), seed=seed)
+        for n in (16, 48)
+        for r in ("flat-lexical", "connector-first")
+        for seed in (0, 1, 2)
+    ]
+
+
+def test_discovery_shows_the_shortlist_and_stops_before_any_request_without_it() -> None:
+    sandboxes = _discovery()
+    missing = [s for s in sandboxes if not s.key.required_functions <= s.key.menu]
+    present = [s for s in sandboxes if s.key.required_functions <= s.key.menu]
+    assert missing and present  # both cases occur among these cells
+    for s in missing:
+        driver = Scripted([])  # any request would fail: none may be sent
+        played = _play(s, driver)
+        assert driver.seen == []
+        assert played.verification.first_unmet == "availability"
+        assert played.verification.flag == "infeasible"
+    for s in present:
+        driver = Scripted([FinalAnswer("{}")])
+        _play(s, driver)
+        shortlist = [f["name"] for f in s.variant.component("menu")["functions"]]
+        assert [t.name for t in driver.seen[0].tools] == shortlist
+        assert len(shortlist) == SMALL_SIZES["shortlist"]

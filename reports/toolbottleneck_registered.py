@@ -8,7 +8,8 @@ Holm), the seed's other tables, computed from the verified run records:
   registered contrast again with families, intents and configurations as the resampling
   unit, each set of p values Holm-corrected on its own, and the exact sign-flip test over
   intents (:func:`prereg.stats.contrast_sign_flip`), Holm-corrected. A configuration is
-  an arm's simulated policy, menu mode and completion cap: its contrast is the registered
+  an arm's simulated policy (or model host: driver and model), menu mode and completion
+  cap: its contrast is the registered
   weights restricted to its arms (times the number of configurations, so that their mean
   is the registered contrast), cell means weighting families equally; a contrast whose
   restricted weights do not sum to zero in every configuration is not separable and is
@@ -19,12 +20,15 @@ Holm), the seed's other tables, computed from the verified run records:
 - **Repairs against switches** (:mod:`prereg.reports.toolbottleneck_repairs`) for each
   registered ``repairs:`` entry, with wall time and cost in the decision matrix when the
   records measured them and "not measured" otherwise (invariant 7).
+- **The completion-cap sweep** (appendix E.1) when arms give both menu ends under two caps.
 - **The decoder** (:mod:`prereg.reports.toolbottleneck_decoder`, appendix H) over the
   single-failure packets of the first arm's configuration, when it has packets from two
   intents or more.
 
-Every number describes the simulated policy, never a model: the section's label says so
-first, in every rendering.
+On the simulated policy every number describes the mechanism, never a model: the
+section's label says SIMULATED POLICY first, in every rendering. On a model host
+(:mod:`prereg.runners.toolbottleneck_harness`) the label says MODEL HOST and names the
+drivers and models.
 """
 
 from __future__ import annotations

@@ -215,9 +215,11 @@ def _record(
 
 
 class StudyUnits:
-    """Plays the planned units of a registered study (see the module docstring).
+    """Plays the planned units of a registered study: on the simulated policy when the
+    arm's host is ``local`` (see the module docstring), else on the model host through
+    its driver (:mod:`prereg.runners.toolbottleneck_harness`, :meth:`arun`).
 
-    A unit's generator is seeded from (registration, arm, task, repeat) only; its sandbox
+    A simulated unit's generator is seeded from (registration, arm, task, repeat) only; its sandbox
     is the compiled variant of the arm's cell for the unit's family and seed, refused
     (IntegrityError, exit 3) when its digest is not the one registered.
     """

@@ -89,36 +89,40 @@ def _mistyped(row: ChainRow) -> list[str]:
     return wrong
 
 
-def _row_problems(row: ChainRow, where: str) -> list[Problem]:
-    """A row's columns against its body (analysis reads the body, the store the columns)."""
+def _row_problems(row: ChainRow, where: str) -> tuple[list[Problem], RunRecord | None]:
+    """A row's columns against its body (analysis reads the body, the store the columns),
+    and the body as a validated record (None when it is not one): the one validation
+    :func:`verified_records` hands on, so no record is validated twice."""
     wrong = _mistyped(row)
     if wrong:
-        return [
-            Problem(
-                "runs-record", where, f"column(s) {', '.join(wrong)} hold a value of another type"
-            )
-        ]
+        message = f"column(s) {', '.join(wrong)} hold a value of another type"
+        return [Problem("runs-record", where, message)], None
     try:
         record = RunRecord.model_validate_json(row.body)
     except ValidationError:
-        return [Problem("runs-record", where, "the stored record is not a valid run record")]
+        return [Problem("runs-record", where, "the stored record is not a valid run record")], None
     stated = tuple(getattr(row, name) for name in INDEXED_COLUMNS)
     actual = indexed_columns(record)
     differing = [name for name, a, b in zip(INDEXED_COLUMNS, stated, actual, strict=True) if a != b]
     if differing:
-        return [
-            Problem(
-                "runs-record",
-                where,
-                f"the row's column(s) {', '.join(differing)} disagree with its record",
-            )
-        ]
-    return []
+        message = f"the row's column(s) {', '.join(differing)} disagree with its record"
+        return [Problem("runs-record", where, message)], record
+    return [], record
 
 
 def check_chain(rows: list[ChainRow], digest: str) -> tuple[list[Problem], str]:
     """Problems of one stored chain, and its head hash as recomputed."""
+    problems, head, _ = check_chain_records(rows, digest)
+    return problems, head
+
+
+def check_chain_records(
+    rows: list[ChainRow], digest: str
+) -> tuple[list[Problem], str, list[RunRecord | None]]:
+    """:func:`check_chain`, and each row's body as a validated record (None where it is
+    not one), in row order: what the reader uses once no problem is found."""
     problems: list[Problem] = []
+    records: list[RunRecord | None] = []
     prev = chain.genesis(digest)
     last_seq: object = None
     for expected, row in enumerate(rows):
@@ -151,7 +155,9 @@ def check_chain(rows: list[ChainRow], digest: str) -> tuple[list[Problem], str]:
             problems.append(
                 Problem("runs-chain", where, "its hash column does not match its content")
             )
-        problems += _row_problems(row, where)
+        found, record = _row_problems(row, where)
+        problems += found
+        records.append(record)
         prev = recomputed or row.record_hash
     ok_units = Counter((r.arm, r.task_id, r.repeat) for r in rows if r.status == "ok")
     for unit, n in sorted(ok_units.items()):
@@ -163,7 +169,7 @@ def check_chain(rows: list[ChainRow], digest: str) -> tuple[list[Problem], str]:
                     f"{n} ok records for one unit (the store allows one)",
                 )
             )
-    return problems, prev
+    return problems, prev, records
 
 
 def check_anchors(registry: Registry, digest: str, rows: list[ChainRow]) -> list[Problem]:
@@ -378,7 +384,10 @@ def verified_records(
 
     Returns (records, heads by digest); IntegrityError (exit 3) naming every problem of
     the store's schema and integrity and of each chain involved, the registry's anchors
-    included. No record is parsed before its chain verified.
+    included. The records are the very rows verified, each validated once by the check
+    (no second read, so nothing appended after the check is returned unverified): those
+    filed under the id in write order, then the digest's filed under another id (foreign
+    runs the reader names).
     """
     store, problem = _present(runs)
     if problem is not None:
@@ -388,20 +397,23 @@ def verified_records(
         return [], {}
     problems: list[Problem] = []
     heads: dict[str, dict[str, Any]] = {}
+    by_id: list[tuple[int, RunRecord | None]] = []
+    foreign: list[tuple[int, RunRecord | None]] = []
     try:
         problems += store_problems(store)
         digests = {entry.digest, *store.digests(registration_id=entry.id)}
         for digest in sorted(digests):
             rows = store.chain_rows(digest)
-            found, head = check_chain(rows, digest)
+            found, head, records = check_chain_records(rows, digest)
             problems += found + check_anchors(registry, digest, rows)
             if rows:  # whose records these are is the reader's check (naming each run)
                 heads[digest] = {"count": len(rows), "head": head}
+            for row, record in zip(rows, records, strict=True):
+                if row.registration_id == entry.id:
+                    by_id.append((row.seq, record))
+                elif digest == entry.digest:
+                    foreign.append((row.seq, record))
         _refuse_if(entry, problems)
-        by_id = store.records(registration_id=entry.id)
-        # the digest's records filed under another id (foreign runs the reader names);
-        # the others are in by_id already, so each record is parsed once
-        by_digest = store.records(registration_digest=entry.digest, not_registration_id=entry.id)
     except (sqlite3.DatabaseError, StoreUnreadable) as exc:
         raise IntegrityError(
             f"the run store cannot be read ({exc}); run `prereg verify`", file=store.where
@@ -409,9 +421,14 @@ def verified_records(
     finally:
         store.close()
     seen: dict[str, RunRecord] = {}
-    for record in [*by_id, *by_digest]:
+    for _, record in sorted(by_id, key=_first) + sorted(foreign, key=_first):
+        assert record is not None  # a row that is no valid record is a problem, refused
         seen.setdefault(record.record_id, record)
     return list(seen.values()), heads
+
+
+def _first(item: tuple[int, object]) -> int:
+    return item[0]
 
 
 def _refuse_if(entry: Entry, problems: list[Problem]) -> None:

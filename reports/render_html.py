@@ -442,12 +442,13 @@ def _simulated(r: Report) -> list[Any]:
 
 
 def _toolbottleneck(r: Report) -> list[Any]:
-    """A ToolBottleneckBench study's tables (issue 19), the simulated label first."""
+    """A ToolBottleneckBench study's tables (issue 19); the label first says which host
+    played it (SIMULATED POLICY or MODEL HOST), so the heading names neither."""
     study = r.toolbottleneck
     if study is None:
         return []
     body: list[Any] = [
-        el("h2", "ToolBottleneckBench study (simulated policy)"),
+        el("h2", "ToolBottleneckBench study"),
         el("p", el("strong", study.label)),
     ]
     for t in study.tables:

@@ -392,11 +392,12 @@ def _simulated(r: Report) -> list[str]:
 
 
 def _toolbottleneck(r: Report) -> list[str]:
-    """A ToolBottleneckBench study's tables (issue 19), the simulated label first."""
+    """A ToolBottleneckBench study's tables (issue 19); the label first says which host
+    played it (SIMULATED POLICY or MODEL HOST), so the heading names neither."""
     study = r.toolbottleneck
     if study is None:
         return []
-    out = ["## ToolBottleneckBench study (simulated policy)", "", f"**{esc(study.label)}**", ""]
+    out = ["## ToolBottleneckBench study", "", f"**{esc(study.label)}**", ""]
     for t in study.tables:
         out += [f"### {esc(t.title)}", ""]
         if t.columns:

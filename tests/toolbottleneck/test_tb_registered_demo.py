@@ -259,7 +259,7 @@ def test_every_rendering_labels_the_policy_simulated(demo: dict[str, Any]) -> No
     markdown = (folder / "report.md").read_text()
     for heading in (
         "## Registered contrasts",
-        "## ToolBottleneckBench study (simulated policy)",
+        "## ToolBottleneckBench study",
         "### Failure census",
         "### Decision matrix",
     ):

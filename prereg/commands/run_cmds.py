@@ -362,6 +362,27 @@ def _print_dry_run(data: dict[str, Any]) -> None:
     for key, value in rows:
         table.add_row(display(key), display(value))
     console.print(table)
+    if len(data["arms"]) > 1:
+        console.print(_dry_run_arms(data["arms"]))
+
+
+def _dry_run_arms(arms: dict[str, Any]) -> Table:
+    """Units, requests and spend bound per arm (issue 13, item 3): arms may run on
+    different hosts and budgets, so the totals alone hide where the spend goes."""
+    table = Table(title="per arm")
+    for column in ("arm", "host", "units", "requests", "spend bound"):
+        table.add_column(column, overflow="fold")
+    for arm, a in arms.items():
+        requests = a["requests"]
+        bound = a["spend_upper_bound_usd"]
+        table.add_row(
+            display(arm),
+            display(f"{a['driver']} {a['model'] or ''}".strip()),
+            str(a["units_to_run"]),
+            f"{requests['min']} to {'unbounded' if requests['max'] is None else requests['max']}",
+            "unknown" if bound is None else f"${bound:.4f}",
+        )
+    return table
 
 
 def _batch_poll_printer(as_json: bool) -> Callable[[BatchStatus], None]:

@@ -42,3 +42,34 @@ def test_the_dry_run_bounds_requests_under_per_task_limit_rules(ws: Path, cli: A
     # the arm that gives an explicit turn limit drops the inherited rule
     assert semantic["per_unit_max"]["requests"] == 3
     assert data["requests"]["max"] == len(tasks) * (widest + 3)
+
+
+def test_the_human_dry_run_shows_each_arms_units_requests_and_bound(ws: Path, cli: Any) -> None:
+    certified_copy(ws)
+    path = draft(
+        ws,
+        "rules-dry-human",
+        experiment="music-certified",
+        host={"driver": "local"},
+        arms=[
+            {"id": "baseline", "surface": "baseline"},
+            {"id": "semantic", "surface": "semantic", "budgets": {"turn_limit": 3}},
+        ],
+        budgets={
+            "completion_cap": 1024,
+            "episode_tokens": 32000,
+            "call_limit_over_certified": 2,
+            "turn_limit_over_calls": 2,
+        },
+    )
+    assert cli("-w", ws, "register", path).code == 0
+    data = cli("-w", ws, "run", "rules-dry-human", "--dry-run", "--json").json()
+    human = cli("-w", ws, "run", "rules-dry-human", "--dry-run")
+    assert human.code == 0, human.stderr
+    assert "per arm" in human.stdout
+    rows = [line for line in human.stdout.splitlines() if line.count("│") >= 5]
+    for arm, figures in data["arms"].items():
+        # the arm's own row carries its units and its request range, from the JSON
+        expected = f"{figures['requests']['min']} to {figures['requests']['max']}"
+        row = next(r for r in rows if f"│ {arm} " in r)
+        assert f" {figures['units_to_run']} " in row and expected in row, row

@@ -6,8 +6,10 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from prereg.registry.digest import is_digest
 from tests.conftest import tree_digest
@@ -23,8 +25,12 @@ def test_init_creates_workspace_with_experiments_and_drafts(ws: Path, cli) -> No
     drafts = {p.name: p.read_text() for p in (ws / "drafts").glob("*.yaml")}
     assert any("kind: exploratory" in t and "split: dev" in t for t in drafts.values())
     assert any("kind: confirmatory" in t and "split: test" in t for t in drafts.values())
-    for text in drafts.values():
-        assert "driver: local" in text or "driver: replay" in text
+    for name, text in drafts.items():
+        # every bundled draft runs offline, but a provider template (its name says -api),
+        # which needs a key and dry-runs without one
+        drivers = _drivers(yaml.safe_load(text))
+        assert drivers, name
+        assert drivers <= {"local", "replay"} or name.endswith("-api.yaml"), (name, drivers)
     # a second init leaves user edits alone
     (ws / PILOT).write_text((ws / PILOT).read_text() + "# edited\n")
     again = cli("init", ws, "--json")
@@ -160,3 +166,13 @@ def test_runs_read_frozen_content_not_workspace(ws: Path, cli) -> None:
             assert read(rel) == data
     experiment = registry.load_experiment(entry)
     assert experiment.tasks_in_split("dev")
+
+
+def _drivers(doc: dict[str, Any]) -> set[str]:
+    """Every host driver a draft names: the registration's, its arms', a factorial's base."""
+    hosts = [doc.get("host")]
+    hosts += [arm.get("host") for arm in doc.get("arms") or []]
+    factorial = doc.get("factorial") or {}
+    hosts += [(factorial.get("base") or {}).get("host")]
+    hosts += [arm.get("host") for arm in factorial.get("extra_arms") or []]
+    return {h["driver"] for h in hosts if isinstance(h, dict) and "driver" in h}

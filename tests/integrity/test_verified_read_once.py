@@ -1,0 +1,101 @@
+"""Verified loading validates each record once (issue 15: analyse at scale).
+
+``verified_records`` hands on the records its chain check validated instead of reading
+the store a second time. What it returns must be what the store's own reader returns
+for the same filter (the reference: a separate query, a separate parse), in the same
+order: the records filed under the registration's id in write order, then its digest's
+records filed under another id. And ``from_record``'s path for a validated record must
+give the same observation as its generic path (field by field, model or mapping).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prereg.registry.registry import Registry
+from prereg.reports.observations import _from_any, from_record
+from prereg.runners.record import Offer, OfferedServer, RunRecord, TraceEvent
+from prereg.runners.store import RunStore
+from prereg.runners.verify_runs import verified_records
+from tests.integrity.tamper_tools import OTHER_ID, PILOT_ID, copy_workspace, digest_of
+
+
+def _reference(ws: Path, reg_id: str) -> list[RunRecord]:
+    """The records of ``reg_id`` as the store's reader gives them (the former path)."""
+    digest = digest_of(ws, reg_id)
+    with RunStore(ws / "runs") as store:
+        return store.records(registration_id=reg_id) + store.records(
+            registration_digest=digest, not_registration_id=reg_id
+        )
+
+
+def _verified(ws: Path, reg_id: str) -> list[RunRecord]:
+    registry = Registry(ws / "registry")
+    records, heads = verified_records(ws / "runs", registry, registry.get(reg_id))
+    assert heads[digest_of(ws, reg_id)]["count"] > 0
+    return records
+
+
+def test_verified_records_are_the_stored_records_in_order(ran_template: Path) -> None:
+    for reg_id in (PILOT_ID, OTHER_ID):
+        reference = _reference(ran_template, reg_id)
+        assert reference  # the comparison is not vacuous
+        assert _verified(ran_template, reg_id) == reference
+
+
+def test_records_moved_between_ids_and_digests(ran_template: Path, tmp_path: Path) -> None:
+    """A record filed under the pilot's id with the other digest (read by id), and one
+    of the pilot's digest filed under the other id (read by digest): both returned, in
+    the order the reader's two queries give (the analysis then names them as foreign)."""
+    ws = copy_workspace(ran_template, tmp_path / "ws")
+    pilot, other = digest_of(ws, PILOT_ID), digest_of(ws, OTHER_ID)
+    with RunStore(ws / "runs") as store:
+        template = store.records(registration_id=PILOT_ID)[0]
+        for n, (reg_id, digest) in enumerate([(PILOT_ID, other), (OTHER_ID, pilot)]):
+            store.append(
+                template.model_copy(
+                    update={
+                        "record_id": f"moved-{n:04d}",
+                        "registration_id": reg_id,
+                        "registration_digest": digest,
+                        "repeat": 90 + n,
+                        "chain": None,
+                    }
+                )
+            )
+    for reg_id in (PILOT_ID, OTHER_ID):
+        verified = _verified(ws, reg_id)
+        assert verified == _reference(ws, reg_id)
+        assert {"moved-0000", "moved-0001"} & {r.record_id for r in verified}
+
+
+def test_observation_of_a_record_is_the_generic_one(ran_template: Path) -> None:
+    with RunStore(ran_template / "runs") as store:
+        records = store.records()
+    first = records[0]
+    traced = first.model_copy(
+        update={
+            "trace": [
+                TraceEvent(kind="search", turn=0, surfaced=["b", "a"]),
+                TraceEvent(kind="search", turn=1, surfaced=None),
+                TraceEvent(kind="search", turn=1, surfaced=["c"]),
+                TraceEvent(kind="tool_call", turn=2, tool="a", arguments={"x": [1, 2.5]}),
+                TraceEvent(kind="tool_call", turn=3, tool="b", arguments=None),
+            ],
+            "offer": Offer(
+                control="placebo",
+                servers=[
+                    OfferedServer(key="s", surface="s", role="focal", name="s", digest="d", tools=3)
+                ],
+                first_server="s",
+            ),
+            "selection_rate": 0.5,
+            "cost_usd": 0.25,
+        }
+    )
+    searched = first.model_copy(
+        update={"trace": [TraceEvent(kind="search", turn=0, surfaced=["z"])]}
+    )
+    for record in [*records, traced, searched]:
+        assert from_record(record) == _from_any(record)
+        assert from_record(record) == from_record(record.model_dump(mode="json"))

@@ -15,7 +15,11 @@ next to issue 15's target (under 5 s), and, in this process, the stages: verifie
 functions with the most cumulative time of one in-process analyse (cProfile). No
 assertions: figures only, indicative on a loaded machine (the load average is printed).
 
+``--keep DIR`` builds the workspace in DIR once and reuses it on later calls (to
+compare code changes on one store without building it again).
+
     python bench/analyse_scale.py [--runs 27000] [--repeats 3] [--profile 25] [--json]
+                                  [--keep DIR]
 """
 
 from __future__ import annotations
@@ -123,6 +127,16 @@ def build(ws: Path, runs: int) -> dict[str, Any]:
     }
 
 
+def _kept(ws: Path, runs: int) -> dict[str, Any]:
+    """The store description of a kept workspace, built (and described) on first use."""
+    described = ws / "analyse-scale.json"
+    if not described.exists():
+        store = build(ws, runs)
+        described.write_text(json.dumps(store))
+    loaded: dict[str, Any] = json.loads(described.read_text())
+    return loaded
+
+
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -182,11 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, metavar="N")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="build once here, then reuse")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="prereg-analyse-scale-") as tmp:
-        ws = Path(tmp) / "ws"
+        ws = args.keep or Path(tmp) / "ws"
         started = time.perf_counter()
-        store = build(ws, args.runs)
+        store = _kept(ws, args.runs) if args.keep else build(ws, args.runs)
         setup = time.perf_counter() - started
         load = os.getloadavg()[0]
         cli = time_cli(ws, args.repeats)

@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  {r['driver']}: {r['http_share_profiled']:.0%} of the profiled run in the HTTP "
                 f"transport; CPU outside it about {r['cpu_ms_per_unit_outside_http_est']:.1f} "
-                "ms per unit (SDK import included)"
+                "ms per unit (SDK imported beforehand)"
             )
         if r["failed"]:
             print(f"  {r['failed']} units failed, e.g. {r['first_errors']}")

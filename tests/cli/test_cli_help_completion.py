@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from typing import Any
 
@@ -54,8 +55,11 @@ def test_show_completion_prints_a_script_and_completion_answers() -> None:
     exe = script()
     if not exe.exists():
         skip_unless_ci("the prereg console script is not installed next to the interpreter")
+    # --show-completion detects the shell from the parent processes (shellingham), so run
+    # it from bash explicitly (not exec'd: the trailing command keeps bash the parent)
+    # rather than depend on whatever started pytest
     shown = subprocess.run(
-        [str(exe), "--show-completion", "bash"],
+        ["bash", "-c", f"{shlex.quote(str(exe))} --show-completion; status=$?; exit $status"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -111,9 +111,13 @@ def canonical_bytes(document: Any) -> bytes:
         return canonical_json(document)
 
 
+#: What ``json.dumps(..., ensure_ascii=False, sort_keys=True, separators=(",", ":"))``
+#: builds on every call (the same settings, so the same text), built once.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 def _encode(plain: Any) -> bytes:
-    text = json.dumps(plain, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return text.encode("utf-8")
+    return _ENCODER.encode(plain).encode("utf-8")
 
 
 def _plain_int(text: str) -> int:
@@ -133,6 +137,12 @@ def _unplain_constant(text: str) -> Any:
     raise _Unplain  # NaN, Infinity: the canonicaliser's way (it refuses them)
 
 
+#: What ``json.loads(body, parse_int=..., ...)`` builds on every call, built once.
+_HOOKED = json.JSONDecoder(
+    parse_int=_plain_int, parse_float=_plain_float, parse_constant=_unplain_constant
+)
+
+
 def parse_plain(body: str) -> tuple[Any, bool]:
     """``json.loads(body)``, and whether the value is already what :func:`_plain` makes of
     it (then :func:`_encode` gives its canonical bytes with no walk over the value).
@@ -145,12 +155,7 @@ def parse_plain(body: str) -> tuple[Any, bool]:
     """
     if body.isascii() and "\\u" not in body:
         try:
-            value = json.loads(
-                body,
-                parse_int=_plain_int,
-                parse_float=_plain_float,
-                parse_constant=_unplain_constant,
-            )
+            value = _HOOKED.decode(body)  # json.loads' decoding (ASCII: no BOM to refuse)
             return value, True
         except _Unplain:
             pass

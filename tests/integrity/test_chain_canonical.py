@@ -9,6 +9,7 @@ floats and keys where the two spellings part, and every record of a real run.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,10 @@ from prereg.registry.digest import canonical_json
 from prereg.runners import chain
 from prereg.runners.store import RunStore
 from tests.integrity.tamper_tools import db_path
+
+# 300 examples a run in the suite (hypothesis keeps its failures in .hypothesis/ and
+# replays them first); CANONICAL_EXAMPLES=2000 for a longer hunt
+CANONICAL_EXAMPLES = int(os.environ.get("CANONICAL_EXAMPLES", "300"))
 
 SPECIAL_FLOATS = [
     0.0,
@@ -74,7 +79,7 @@ def _outcome(fn: Any, document: Any) -> bytes | type[BaseException]:
         return type(exc)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=CANONICAL_EXAMPLES, deadline=None)
 @given(documents)
 def test_canonical_bytes_is_rfc8785(document: Any) -> None:
     assert _outcome(chain.canonical_bytes, document) == _outcome(canonical_json, document)

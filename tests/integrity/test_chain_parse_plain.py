@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ from prereg.runners import chain
 from prereg.runners.store import RunStore
 from tests.integrity.tamper_tools import db_path
 from tests.integrity.test_chain_canonical import documents
+
+# 300 examples a run in the suite (hypothesis keeps its failures in .hypothesis/ and
+# replays them first); CANONICAL_EXAMPLES=2000 for a longer hunt
+CANONICAL_EXAMPLES = int(os.environ.get("CANONICAL_EXAMPLES", "300"))
 
 
 def _via_parse_plain(text: str) -> bytes | type[BaseException]:
@@ -39,7 +44,7 @@ def _reference(text: str) -> bytes | type[BaseException]:
         return type(exc)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=CANONICAL_EXAMPLES, deadline=None)
 @given(documents, st.booleans(), st.sampled_from([None, (",", ":"), (", ", ": ")]))
 def test_parse_plain_then_encode_is_rfc8785_of_the_text(
     document: Any, ascii_only: bool, separators: tuple[str, str] | None

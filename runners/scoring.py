@@ -216,21 +216,7 @@ def score(
 
     models = [t.model_returned for t in result.turns if t.model_returned]
     return RunRecord(
-        record_id=uuid.uuid4().hex,
-        registration_id=plan.registration_id,
-        registration_digest=plan.digest,
-        experiment=plan.experiment,
-        arm=unit.arm,
-        surface=unit.surface,
-        task_id=task.id,
-        intent=task.intent,
-        cluster=task.cluster,
-        split=unit.split,
-        polarity=task.polarity,
-        repeat=unit.repeat,
-        rotation=unit.rotation,
-        driver=driver.name,
-        evidence_class=driver.evidence_class,
+        **unit_identity(plan, unit, driver),
         model_requested=plan.config(unit.arm).model,
         model_returned=models[-1] if models else None,
         started_at=started_at,
@@ -267,6 +253,31 @@ def api_server(driver: Driver) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def unit_identity(plan: RunPlan, unit: RunUnit, driver: Driver) -> dict[str, Any]:
+    """The fields every run record of ``unit`` carries whoever played it (a fresh record
+    id, the registration, the unit's task, arm, split, repeat and rotation, the driver
+    and its evidence class): one place, so the scored, infrastructure and study records
+    cannot drift apart."""
+    task = unit.task
+    return {
+        "record_id": uuid.uuid4().hex,
+        "registration_id": plan.registration_id,
+        "registration_digest": plan.digest,
+        "experiment": plan.experiment,
+        "arm": unit.arm,
+        "surface": unit.surface,
+        "task_id": task.id,
+        "intent": task.intent,
+        "cluster": task.cluster,
+        "split": unit.split,
+        "polarity": task.polarity,
+        "repeat": unit.repeat,
+        "rotation": unit.rotation,
+        "driver": driver.name,
+        "evidence_class": driver.evidence_class,
+    }
+
+
 def infra_record(
     plan: RunPlan,
     unit: RunUnit,
@@ -281,21 +292,7 @@ def infra_record(
     trace = list(result.trace) if result is not None else []
     trace.append(TraceEvent(kind="error", turn=len(result.turns) if result else 0, text=error))
     return RunRecord(
-        record_id=uuid.uuid4().hex,
-        registration_id=plan.registration_id,
-        registration_digest=plan.digest,
-        experiment=plan.experiment,
-        arm=unit.arm,
-        surface=unit.surface,
-        task_id=unit.task.id,
-        intent=unit.task.intent,
-        cluster=unit.task.cluster,
-        split=unit.split,
-        polarity=unit.task.polarity,
-        repeat=unit.repeat,
-        rotation=unit.rotation,
-        driver=driver.name,
-        evidence_class=driver.evidence_class,
+        **unit_identity(plan, unit, driver),
         model_requested=plan.config(unit.arm).model,
         started_at=started_at,
         finished_at=finished_at,

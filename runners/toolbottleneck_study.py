@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -34,7 +33,7 @@ from prereg.experiments.toolbottleneck.variants import compiled_cell, variant_ke
 from prereg.registry.units import Budgets, RunPlan, RunUnit
 from prereg.runners.drivers.base import Driver
 from prereg.runners.record import RunRecord, Tokens, TraceEvent
-from prereg.runners.scoring import api_server, configuration, infra_record
+from prereg.runners.scoring import api_server, configuration, infra_record, unit_identity
 from prereg.runners.toolbottleneck_harness import HostPlayed, HostUnit, play_host
 from prereg.runners.toolbottleneck_host import (
     PROFILES,
@@ -304,21 +303,7 @@ class StudyUnits:
         v = played.verification
         plan = self.plan
         return RunRecord(
-            record_id=uuid.uuid4().hex,
-            registration_id=plan.registration_id,
-            registration_digest=plan.digest,
-            experiment=plan.experiment,
-            arm=unit.arm,
-            surface=unit.surface,
-            task_id=unit.task.id,
-            intent=unit.task.intent,
-            cluster=unit.task.cluster,
-            split=unit.split,
-            polarity=unit.task.polarity,
-            repeat=unit.repeat,
-            rotation=unit.rotation,
-            driver=driver.name,
-            evidence_class=driver.evidence_class,
+            **unit_identity(plan, unit, driver),
             model_requested=plan.config(unit.arm).model,
             model_returned=played.model_returned,
             started_at=started,
@@ -361,21 +346,7 @@ class StudyUnits:
         v = played.verification
         plan = self.plan
         return RunRecord(
-            record_id=uuid.uuid4().hex,
-            registration_id=plan.registration_id,
-            registration_digest=plan.digest,
-            experiment=plan.experiment,
-            arm=unit.arm,
-            surface=unit.surface,
-            task_id=unit.task.id,
-            intent=unit.task.intent,
-            cluster=unit.task.cluster,
-            split=unit.split,
-            polarity=unit.task.polarity,
-            repeat=unit.repeat,
-            rotation=unit.rotation,
-            driver=driver.name,
-            evidence_class=driver.evidence_class,
+            **unit_identity(plan, unit, driver),
             model_requested=spec.policy,  # the simulated policy's profile, not a model
             started_at=started,
             finished_at=datetime.now(UTC),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -58,18 +59,25 @@ class RichProgress(ProgressCallbacks):
         self.last_line = 0.0
         self.last_tenth = 0
 
+    #: the plain first line: what is to do, and what an earlier run did
+    intro = "{total} unit(s) to run"
+    earlier = " (+{already} recorded earlier)"
+    #: the bar's count columns and their starting fields (the judge has its own)
+    counts: tuple[str, ...] = ("success {task.fields[successes]}/{task.fields[done]}",)
+    fields: dict[str, Any] = {"successes": 0, "done": 0}
+
     def start(self, total: int, already: int) -> None:
         if self.plain:
             self.total, self.started = total, self.clock()
             self.last_line = self.started
-            earlier = f" (+{already} recorded earlier)" if already else ""
-            self._line(f"{total} unit(s) to run{earlier}")
+            earlier = self.earlier.format(already=already) if already else ""
+            self._line(self.intro.format(total=total) + earlier)
             return
         self.bar = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(bar_width=24),
             MofNCompleteColumn(),
-            TextColumn("success {task.fields[successes]}/{task.fields[done]}"),
+            *(TextColumn(column) for column in self.counts),
             TextColumn("infra {task.fields[failed]}"),
             TextColumn("${task.fields[spend]}"),
             TextColumn("{task.fields[rate]}/s"),
@@ -80,10 +88,12 @@ class RichProgress(ProgressCallbacks):
             transient=False,
         )
         self.bar.start()
-        label = f"{self.label} (+{already} earlier)" if already else self.label
-        self.task = self.bar.add_task(
-            label, total=total, successes=0, done=0, failed=0, spend="0.00", rate="-"
-        )
+        label = self._bar_label(already)
+        start = {**self.fields, "failed": 0, "spend": "0.00", "rate": "-"}
+        self.task = self.bar.add_task(label, total=total, **start)
+
+    def _bar_label(self, already: int) -> str:
+        return f"{self.label} (+{already} earlier)" if already else self.label
 
     def advance(self, record: RunRecord, spent: float) -> None:
         if record.status == "ok":
@@ -163,32 +173,13 @@ class JudgeProgress(RichProgress, JudgeCallbacks):
         super().__init__(label, console, clock=clock)
         self.unparseable = 0
 
-    def start(self, total: int, already: int) -> None:
-        if self.plain:
-            self.total, self.started = total, self.clock()
-            self.last_line = self.started
-            earlier = f" (+{already} judged earlier)" if already else ""
-            self._line(f"{total} verdict(s) to ask{earlier}")
-            return
-        self.bar = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(bar_width=24),
-            MofNCompleteColumn(),
-            TextColumn("runs judged {task.fields[done]}"),
-            TextColumn("unparseable {task.fields[unparseable]}"),
-            TextColumn("infra {task.fields[failed]}"),
-            TextColumn("${task.fields[spend]}"),
-            TextColumn("{task.fields[rate]}/s"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=self.console,
-            transient=False,
-        )
-        self.bar.start()
-        self.task = self.bar.add_task(
-            self.label, total=total, done=0, unparseable=0, failed=0, spend="0.00", rate="-"
-        )
+    intro = "{total} verdict(s) to ask"
+    earlier = " (+{already} judged earlier)"
+    counts = ("runs judged {task.fields[done]}", "unparseable {task.fields[unparseable]}")
+    fields = {"done": 0, "unparseable": 0}
+
+    def _bar_label(self, already: int) -> str:
+        return self.label
 
     def judged(self, verdict: Verdict | None, cost: float) -> None:
         """One verdict stored (``None``: an infra failure, nothing stored); ``cost`` is

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 from prereg.core.errors import BadInput, IntegrityError, WriteFailure
 from prereg.core.workspace import Workspace
 from prereg.experiments.models import LOCKED_SPLIT
+from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import build_offers
 from prereg.registry.verify import verified_entry
 from prereg.runners.exchange import Format, read_records, write_records, write_records_to
@@ -28,6 +29,7 @@ from prereg.runners.importing import plan_import
 from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute
 from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_drivers
+from prereg.runners.record import RunRecord
 from prereg.runners.store import store_path, writable
 from prereg.runners.stores import (
     StoreLocation,
@@ -141,6 +143,25 @@ def is_stdout(out: Path | str) -> bool:
     return str(out) == STDOUT
 
 
+def export_records(
+    ws: Workspace, registration_id: str, store: str | None
+) -> tuple[Registry, Entry, list[RunRecord], dict[str, Any] | None]:
+    """The registration and its records in chain order, both verified (exit 3
+    otherwise), with the chain head: what every export format writes."""
+    registry = open_registry(ws)
+    entry = verified_entry(registry, registration_id)
+    records, heads = verified_records(resolve_store(ws.runs, store), registry, entry)
+    foreign = [r.record_id for r in records if r.registration_digest != entry.digest]
+    if foreign:
+        raise IntegrityError(
+            f"{len(foreign)} record(s) of '{registration_id}' carry a digest "
+            f"other than the registration's {entry.digest}",
+            details=foreign[:20],
+        )
+    records.sort(key=lambda r: r.chain.index if r.chain else -1)
+    return registry, entry, records, heads.get(entry.digest)
+
+
 def export_registration(
     ws: Workspace,
     registration_id: str,
@@ -160,17 +181,7 @@ def export_registration(
     filed under the same id are refused (exit 3).
     """
     check_export_target(ws, out, force)
-    registry = open_registry(ws)
-    entry = verified_entry(registry, registration_id)
-    records, heads = verified_records(resolve_store(ws.runs, store), registry, entry)
-    foreign = [r.record_id for r in records if r.registration_digest != entry.digest]
-    if foreign:
-        raise IntegrityError(
-            f"{len(foreign)} record(s) of '{registration_id}' carry a digest "
-            f"other than the registration's {entry.digest}",
-            details=foreign[:20],
-        )
-    records.sort(key=lambda r: r.chain.index if r.chain else -1)
+    _registry, entry, records, head = export_records(ws, registration_id, store)
     if is_stdout(out):
         if stdout is None:
             sys.stdout.flush()  # text already written goes first
@@ -186,7 +197,7 @@ def export_registration(
         "records": n,
         "ok": sum(r.status == "ok" for r in records),
         "infra_error": sum(r.status == "infra_error" for r in records),
-        "chain": heads.get(entry.digest),
+        "chain": head,
     }
 
 

@@ -14,18 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from prereg.core.errors import IntegrityError
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import RunPlan, RunUnit, expand_units, plan_from_registration
-from prereg.registry.verify import verified_entry
 from prereg.runners import parquet_export
-from prereg.runners.api import check_export_target, is_stdout
-from prereg.runners.prepare import open_registry
+from prereg.runners.api import check_export_target, export_records, is_stdout
 from prereg.runners.record import RunRecord
-from prereg.runners.stores import resolve_store
-from prereg.runners.verify_runs import verified_records
 
 
 @dataclass(frozen=True)
@@ -46,18 +41,7 @@ class ExportSource:
 
 def verified_source(ws: Workspace, registration_id: str, store: str | None) -> ExportSource:
     """The registration and its records, both verified (exit 3 otherwise)."""
-    registry = open_registry(ws)
-    entry = verified_entry(registry, registration_id)
-    records, heads = verified_records(resolve_store(ws.runs, store), registry, entry)
-    foreign = [r.record_id for r in records if r.registration_digest != entry.digest]
-    if foreign:
-        raise IntegrityError(
-            f"{len(foreign)} record(s) of '{registration_id}' carry a digest "
-            f"other than the registration's {entry.digest}",
-            details=foreign[:20],
-        )
-    records.sort(key=lambda r: r.chain.index if r.chain else -1)
-    return ExportSource(registry, entry, records, heads.get(entry.digest))
+    return ExportSource(*export_records(ws, registration_id, store))
 
 
 def export_parquet(

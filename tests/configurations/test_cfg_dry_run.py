@@ -12,24 +12,7 @@ from tests.harness_rules.helpers import certified_copy, draft
 
 
 def test_the_dry_run_bounds_requests_under_per_task_limit_rules(ws: Path, cli: Any) -> None:
-    certified_copy(ws)
-    path = draft(
-        ws,
-        "rules-dry",
-        experiment="music-certified",
-        host={"driver": "local"},
-        arms=[
-            {"id": "baseline", "surface": "baseline"},
-            {"id": "semantic", "surface": "semantic", "budgets": {"turn_limit": 3}},
-        ],
-        budgets={
-            "completion_cap": 1024,
-            "episode_tokens": 32000,
-            "call_limit_over_certified": 2,
-            "turn_limit_over_calls": 2,
-        },
-    )
-    assert cli("-w", ws, "register", path).code == 0
+    _register_two_arms(ws, cli, "rules-dry")
     data = cli("-w", ws, "run", "rules-dry", "--dry-run", "--json").json()
     exp = load_experiment(folder_reader(ws / "experiments" / "music-certified"), "music-certified")
     tasks = exp.tasks_in_split("dev")
@@ -45,10 +28,25 @@ def test_the_dry_run_bounds_requests_under_per_task_limit_rules(ws: Path, cli: A
 
 
 def test_the_human_dry_run_shows_each_arms_units_requests_and_bound(ws: Path, cli: Any) -> None:
+    _register_two_arms(ws, cli, "rules-dry-human")
+    data = cli("-w", ws, "run", "rules-dry-human", "--dry-run", "--json").json()
+    human = cli("-w", ws, "run", "rules-dry-human", "--dry-run")
+    assert human.code == 0, human.stderr
+    assert "per arm" in human.stdout
+    rows = [line for line in human.stdout.splitlines() if line.count("│") >= 5]
+    for arm, figures in data["arms"].items():
+        # the arm's own row carries its units and its request range, from the JSON
+        expected = f"{figures['requests']['min']} to {figures['requests']['max']}"
+        row = next(r for r in rows if f"│ {arm} " in r)
+        assert f" {figures['units_to_run']} " in row and expected in row, row
+
+
+def _register_two_arms(ws: Path, cli: Any, reg_id: str) -> None:
+    """Two arms under per-task limit rules; the second gives its own turn limit."""
     certified_copy(ws)
     path = draft(
         ws,
-        "rules-dry-human",
+        reg_id,
         experiment="music-certified",
         host={"driver": "local"},
         arms=[
@@ -63,13 +61,3 @@ def test_the_human_dry_run_shows_each_arms_units_requests_and_bound(ws: Path, cl
         },
     )
     assert cli("-w", ws, "register", path).code == 0
-    data = cli("-w", ws, "run", "rules-dry-human", "--dry-run", "--json").json()
-    human = cli("-w", ws, "run", "rules-dry-human", "--dry-run")
-    assert human.code == 0, human.stderr
-    assert "per arm" in human.stdout
-    rows = [line for line in human.stdout.splitlines() if line.count("│") >= 5]
-    for arm, figures in data["arms"].items():
-        # the arm's own row carries its units and its request range, from the JSON
-        expected = f"{figures['requests']['min']} to {figures['requests']['max']}"
-        row = next(r for r in rows if f"│ {arm} " in r)
-        assert f" {figures['units_to_run']} " in row and expected in row, row

@@ -4,8 +4,9 @@ registers, its workflow-prompt repair changes only the system prompt, and ``prer
 
 The request bound is worked out here from the family files and the seed's contract: a
 study task's per-unit turn limit is at most (its longest certified minimum over the
-arms) + 2 + 2, and an arm's bound is its widest unit's times its units, the certified minimum being a search and a read per record of the
-layout plus the action (readings 2 and 4).
+arms) + 2 + 2, and an arm's bound is its widest unit's times its units, the certified
+minimum being a search and a read per record of the layout plus the action (readings 2
+and 4).
 """
 
 from __future__ import annotations

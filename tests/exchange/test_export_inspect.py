@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import tree_digest
+from tests.conftest import skip_unless_ci, tree_digest
 from tests.exchange.conftest import REG_ID, prereg
 
 inspect_log = pytest.importorskip("inspect_ai.log", reason="needs prereg[inspect] (dev extra)")
@@ -155,7 +155,7 @@ def test_inspect_view_serves_the_exported_logs(exported: dict[str, Any]) -> None
     """``inspect view`` (its server, which the viewer page reads) lists and opens them."""
     command = Path(sys.executable).with_name("inspect")
     if not command.exists():
-        pytest.skip("the inspect command is not installed beside this Python")
+        skip_unless_ci("the inspect command (prereg[inspect]) is not installed beside this Python")
     port = _free_port()
     folder = exported["folder"]
     view = subprocess.Popen(

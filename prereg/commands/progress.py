@@ -102,23 +102,25 @@ class RichProgress(ProgressCallbacks):
         else:
             self.failed += 1
         self.spent = spent
+        self._show(successes=self.successes, done=self.done)
+
+    def _show(self, **counts: int) -> None:
+        """One finished unit: a plain line now and then, or the bar advanced with
+        ``counts`` (the bar's own fields), infra failures, spend and rate."""
         if self.plain:
             self._maybe_line()
             return
         if self.bar is None or self.task is None:
             return
-        task = self.bar.tasks[0]
-        elapsed = task.elapsed or 0.0
+        elapsed = self.bar.tasks[0].elapsed or 0.0
         rate = f"{(self.done + self.failed) / elapsed:.1f}" if elapsed > 0 else "-"
-        self.bar.update(
-            self.task,
-            advance=1,
-            successes=self.successes,
-            done=self.done,
-            failed=self.failed,
-            spend=f"{spent:.2f}",
-            rate=rate,
-        )
+        fields: dict[str, Any] = {
+            **counts,
+            "failed": self.failed,
+            "spend": f"{self.spent:.2f}",
+            "rate": rate,
+        }
+        self.bar.update(self.task, advance=1, **fields)
 
     def stop(self) -> None:
         if self.plain:
@@ -190,22 +192,7 @@ class JudgeProgress(RichProgress, JudgeCallbacks):
             self.done += 1
             self.unparseable += verdict.parse == "unparseable"
         self.spent += cost
-        if self.plain:
-            self._maybe_line()
-            return
-        if self.bar is None or self.task is None:
-            return
-        elapsed = self.bar.tasks[0].elapsed or 0.0
-        rate = f"{(self.done + self.failed) / elapsed:.1f}" if elapsed > 0 else "-"
-        self.bar.update(
-            self.task,
-            advance=1,
-            done=self.done,
-            unparseable=self.unparseable,
-            failed=self.failed,
-            spend=f"{self.spent:.2f}",
-            rate=rate,
-        )
+        self._show(done=self.done, unparseable=self.unparseable)
 
     def _status(self) -> str:
         """E.g. ``30/40 runs judged, 2 unparseable, 1 infra, $0.04, 3.1/s, 9s``."""

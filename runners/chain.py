@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,8 +61,8 @@ class _Unplain(Exception):
     """A value the C JSON encoder would not spell as RFC 8785 does."""
 
 
-def _plain(value: Any) -> Any:
-    """``value`` as ``json.dumps`` (sorted keys, no spaces, no ASCII escaping) writes
+def _plain(value: Any, spelled: list[str] | None = None) -> Any:
+    r"""``value`` as ``json.dumps`` (sorted keys, no spaces, no ASCII escaping) writes
     exactly as RFC 8785 does; raises _Unplain where that cannot be had cheaply.
 
     Kept: exact str, bool, None, lists and dicts of them with ASCII keys (code-point and
@@ -69,35 +70,71 @@ def _plain(value: Any) -> Any:
     needs no rewriting (no exponent, no trailing ``.0``: the canonicaliser derives its
     spelling from ``repr`` and changes only those). A float with an integer value below
     2**53 becomes that integer (``2.0`` and ``-0.0`` are spelled ``2`` and ``0`` either
-    way). Anything else (a subclass, a non-ASCII key, ``1e-07``, infinity) goes the
-    canonicaliser's way, which also raises what it raises.
+    way). With ``spelled`` (a list), a finite float the C encoder would spell otherwise
+    (``9.8e-05``: a per-turn cost) becomes a placeholder string ``"\x00<n>\x00"`` and its
+    RFC 8785 spelling is appended to ``spelled``; :func:`_encode_spelled` puts it back. Any
+    string or key carrying U+0000 then raises, so a placeholder is the only JSON string
+    that starts with it (see :func:`_encode_spelled`). Anything else (a subclass, a
+    non-ASCII key, infinity) goes the canonicaliser's way, which also raises what it raises.
     """
     kind = type(value)
-    if kind is str or kind is bool or value is None:
+    if kind is str:
+        if spelled is not None and "\x00" in value:
+            raise _Unplain
+        return value
+    if kind is bool or value is None:
         return value
     if kind is int:
         if -_INT_LIMIT <= value <= _INT_LIMIT:
             return value
         raise _Unplain
     if kind is float:
-        spelled = repr(value)
-        if "e" in spelled or "n" in spelled:  # an exponent, inf, nan
-            raise _Unplain
-        if spelled.endswith(".0"):
-            if abs(value) <= _INT_LIMIT:
-                return int(value)
-            raise _Unplain
-        return value
+        return _plain_float_value(value, spelled)
     if kind is dict:
         out = {}
         for key, item in value.items():
             if type(key) is not str or not key.isascii():
                 raise _Unplain
-            out[key] = _plain(item)
+            if spelled is not None and "\x00" in key:
+                raise _Unplain
+            out[key] = _plain(item, spelled)
         return out
     if kind is list:
-        return [_plain(item) for item in value]
+        return [_plain(item, spelled) for item in value]
     raise _Unplain
+
+
+def _plain_float_value(value: float, spelled: list[str] | None) -> Any:
+    spelling = repr(value)
+    if "n" in spelling:  # inf, nan: the canonicaliser refuses them
+        raise _Unplain
+    if "e" not in spelling:
+        if not spelling.endswith(".0"):
+            return value
+        if abs(value) <= _INT_LIMIT:
+            return int(value)
+    if spelled is None:
+        raise _Unplain
+    spelled.append(canonical_json(value).decode("ascii"))
+    return f"\x00{len(spelled) - 1}\x00"
+
+
+#: A placeholder of :func:`_plain` as the C encoder writes it (U+0000 is always escaped).
+_PLACEHOLDER = re.compile(r'"\\u0000(\d+)\\u0000"')
+
+
+def _encode_spelled(plain: Any, spelled: list[str]) -> bytes:
+    r""":func:`_encode` with each placeholder replaced by its number's spelling.
+
+    Unambiguous: in the encoder's output ``"\u0000`` occurs only where a JSON string
+    *starts* with U+0000 (a ``"`` there is an opening delimiter: a closing one is followed
+    by ``,:]}``, and an escaped ``\"`` followed by U+0000 needs a string holding U+0000),
+    and with ``spelled`` no string but a placeholder holds U+0000.
+    """
+    text = _ENCODER.encode(plain)
+    if spelled:
+        text = _PLACEHOLDER.sub(lambda m: spelled[int(m.group(1))], text)
+    return text.encode("utf-8")
 
 
 def canonical_bytes(document: Any) -> bytes:
@@ -105,8 +142,9 @@ def canonical_bytes(document: Any) -> bytes:
     :func:`prereg.registry.digest.canonical_json` gives (tests compare them on random
     documents), through the C JSON encoder where that is provably the same (see
     :func:`_plain`), which is several times faster on a run record."""
+    spelled: list[str] = []
     try:
-        return _encode(_plain(document))
+        return _encode_spelled(_plain(document, spelled), spelled)
     except (_Unplain, UnicodeEncodeError, RecursionError):  # a lone surrogate, deep nesting
         return canonical_json(document)
 

@@ -141,3 +141,41 @@ def test_a_field_added_later_leaves_older_records_hashing_as_before(ws: Path, cl
         body = stored.model_dump_json()  # as the store writes it: "server" null or set
         assert chain.body_problems(body, 3, prev)[1] == []
     assert '"server":"127.0.0.1:8000"' in chain.link(named, 3, prev).model_dump_json()
+
+
+# strings that look like the fast path's number placeholders, or like their encoding
+LOOKALIKES = ["\x000\x00", "\x00", '"\x00', "\\u0000", '"\\u00000\\u0000"', "a\x00", "\x001"]
+
+
+@settings(max_examples=CANONICAL_EXAMPLES, deadline=None)
+@given(
+    st.recursive(
+        st.one_of(st.sampled_from(SPECIAL_FLOATS[:-3]), st.sampled_from(LOOKALIKES)),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4),
+            st.dictionaries(st.one_of(keys, st.sampled_from(LOOKALIKES)), inner, max_size=4),
+        ),
+        max_leaves=20,
+    )
+)
+def test_placeholder_lookalikes_never_take_a_numbers_place(document: Any) -> None:
+    """Floats spelled by the canonicaliser (``1e-07``, ``1e+21``) ride the C encoder as
+    placeholders; strings and keys shaped like one must still come out as themselves."""
+    assert _outcome(chain.canonical_bytes, document) == _outcome(canonical_json, document)
+
+
+def test_a_priced_records_small_costs_stay_on_the_fast_path(monkeypatch) -> None:
+    """A provider record's per-turn costs (``9.8e-05``) once sent the whole record to the
+    pure-Python canonicaliser: now only the numbers go there, and the bytes are RFC 8785."""
+    document = {"trace": [{"cost_usd": 9.8e-05}, {"cost_usd": 3.2e-07}], "ok": "caf\u00e9"}
+    expected = canonical_json(document)
+    seen: list[Any] = []
+    real = chain.canonical_json
+
+    def counting(value: Any) -> bytes:
+        seen.append(value)
+        return real(value)
+
+    monkeypatch.setattr(chain, "canonical_json", counting)
+    assert chain.canonical_bytes(document) == expected
+    assert seen == [9.8e-05, 3.2e-07]  # the numbers alone, never the document

@@ -95,10 +95,10 @@ class ServiceStore:
         #: (collection, id) of the records this store copied since the last snapshot: only
         #: these may be changed in place
         self._owned: set[tuple[str, str]] = set()
-        self._next_id = {
-            name: max((_id_number(i) for i in recs), default=0) + 1
-            for name, recs in self.state.items()
-        }
+        #: the next free id number per collection (one past the seed records' largest),
+        #: filled on the collection's first create: most units create nothing, and
+        #: scanning every seed id per unit was the store's main construction cost
+        self._next_id: dict[str, int] = {}
         self.log: list[OpEvent] = []
 
     # ---- state ---------------------------------------------------------------------------
@@ -287,8 +287,12 @@ class ServiceStore:
     def _create(
         self, op: OperationSpec, coll: CollectionSpec, args: Mapping[str, Any]
     ) -> dict[str, Any]:
-        record_id = f"{coll.id_prefix}-{self._next_id[op.collection]:03d}"
-        self._next_id[op.collection] += 1
+        number = self._next_id.get(op.collection)
+        if number is None:
+            seeds = self.spec.collections[op.collection].records  # as at construction
+            number = max((_id_number(str(rec["id"])) for rec in seeds), default=0) + 1
+        record_id = f"{coll.id_prefix}-{number:03d}"
+        self._next_id[op.collection] = number + 1
         record: dict[str, Any] = {"id": record_id}
         for field in coll.fields:
             spec = coll.field_spec(field)

@@ -20,6 +20,7 @@ is always what the user exported. Base URLs come from ``ANTHROPIC_BASE_URL`` /
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any, Literal, TypeGuard, get_args
@@ -101,9 +102,16 @@ def effective_base_url(provider: Provider) -> str:
     return base_url(provider) or DEFAULT_BASE_URLS[provider]
 
 
-def _secret_values() -> list[str]:
-    values = {os.environ.get(name, "").strip() for name in SECRET_VARIABLES}
-    return sorted((v for v in values if len(v) >= _MIN_SECRET), key=len, reverse=True)
+def _secret_values() -> tuple[str, ...]:
+    """The secrets to redact, longest first, read from the environment on every call (a
+    test or a user may set a key at any time); the sorting is cached per set of values."""
+    return _sorted_secrets(tuple(os.environ.get(name, "") for name in SECRET_VARIABLES))
+
+
+@functools.lru_cache(maxsize=8)
+def _sorted_secrets(raw: tuple[str, ...]) -> tuple[str, ...]:
+    values = {v.strip() for v in raw}
+    return tuple(sorted((v for v in values if len(v) >= _MIN_SECRET), key=len, reverse=True))
 
 
 def redact(text: str) -> str:

@@ -124,3 +124,20 @@ def test_composite_tool_is_all_or_nothing() -> None:
     assert store.state == before  # the created playlist was rolled back
     result = execute_tool(tool, {"title": "Late Night Drive", "song": "Midnight Arcade"}, store)
     assert result["name"] == "Late Night Drive" and result["track_ids"] == ["trk-002"]
+
+
+def test_a_created_id_is_one_past_the_seed_records_even_after_a_delete(
+    store: ServiceStore,
+) -> None:
+    """The next id is numbered from the seed records (as they were when the store was
+    built), not from what is left: deleting the highest seed record first must not make
+    a new record reuse its id (an oracle naming ``pl-006`` would then see ``pl-005``)."""
+    seeds = [rec["id"] for rec in store.spec.collections["playlists"].records]
+    highest = max(seeds, key=lambda i: int(str(i).rsplit("-", 1)[1]))
+    name = store.state["playlists"][highest]["name"]
+    store.call("delete_playlist", {"playlist_id": highest, "confirm": name})
+    created = store.call("create_playlist", {"name": "After The Delete"})
+    assert created["id"] == f"pl-{int(str(highest).rsplit('-', 1)[1]) + 1:03d}"
+    assert store.call("create_playlist", {"name": "And Another"})["id"] == (
+        f"pl-{int(str(highest).rsplit('-', 1)[1]) + 2:03d}"
+    )

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from prereg.core.errors import BadInput
 from prereg.core.safeio import MAX_REGISTRATION_BYTES, UnreadableFile, escaped, read_regular_file
@@ -24,6 +24,10 @@ from prereg.experiments.toolbottleneck.variants import variant_digests
 from prereg.registry.digest import document_digest, file_digest
 from prereg.registry.hosts import model_problem, params_problem
 from prereg.registry.schema import Host, Registration
+
+#: Who plays a study arm (docs/toolbottleneck.md, reading 34): the simulated policy, the
+#: local host under a named profile, or a model host.
+StudyPlayer = Literal["simulated", "local", "model"]
 
 
 @dataclass(frozen=True)
@@ -82,15 +86,73 @@ def study_variants(
         )
     if study is None:
         return None
+    _check_study_players(registration, shown)
     _check_study_prompts(registration, shown)
     return variant_digests(study, cells, [t.id for t in tasks])
+
+
+def study_player(driver: str, model: str | None) -> StudyPlayer:
+    """Who plays a study arm whose host is ``driver`` / ``model`` (reading 34): a model
+    driver plays the model; ``driver: local`` with ``model`` naming one of the local
+    host's profiles (``local-default``, ``local-careful``, ``local-hasty``; checked at
+    register) is the local host itself; ``driver: local`` without a model is the simulated
+    policy that the cell's ``policy`` names."""
+    if driver != "local":
+        return "model"
+    return "simulated" if model is None else "local"
+
+
+def _check_study_players(registration: Registration, shown: str) -> None:
+    """At register: every study arm has exactly one player, and all arms have the same
+    kind. A local-profile arm whose cell also names a ``policy`` (both would apply), and
+    a simulated-policy arm with ``host.params`` (neither mechanism reads them), are
+    refused, as is a registration that mixes the simulated policy with the local host's
+    profiles (two mechanisms in one evidence class, never pooled). BadInput naming the
+    field."""
+    first: tuple[int, StudyPlayer] | None = None
+    for index, arm in enumerate(registration.arms):
+        host = registration.config_of(arm.id).host
+        where = "host" if arm.host is None else f"arms[{index}].host"
+        player = study_player(host.driver, host.model)
+        cell = arm.toolbottleneck
+        if player == "local" and cell is not None and "policy" in cell.model_fields_set:
+            raise BadInput(
+                f"arm '{arm.id}' names both a local host profile (host.model "
+                f"'{host.model}') and a simulated policy (toolbottleneck.policy "
+                f"'{cell.policy}'): the local host plays an arm whose host.model names a "
+                "profile, the simulated policy one without; give one",
+                file=shown,
+                field=f"arms[{index}].toolbottleneck.policy",
+            )
+        if player == "simulated" and host.params:
+            raise BadInput(
+                "host.params set settings of the local host, but this arm names no local "
+                "host profile (host.model), so the simulated policy plays it and reads no "
+                "params: name a profile (local-default, local-careful, local-hasty) or "
+                "drop the params",
+                file=shown,
+                field=f"{where}.params",
+            )
+        if first is None:
+            first = (index, player)
+        elif {first[1], player} == {"simulated", "local"}:
+            local = index if player == "local" else first[0]
+            raise BadInput(
+                f"arms '{registration.arms[first[0]].id}' and '{arm.id}' are played by "
+                "the simulated policy and by the local host's profiles: two mechanisms "
+                "whose runs are never pooled; register them apart",
+                file=shown,
+                field=f"arms[{local}].host.model"
+                if registration.arms[local].host is not None
+                else "host.model",
+            )
 
 
 def _check_study_prompts(registration: Registration, shown: str) -> None:
     """At register (issue 19, seed 4.3): a study's hosts take the menu as client tools
     (no tool search, connector or live integration); a study arm on the simulated policy
-    sends no
-    system prompt (it cannot read one, so a prompt repair cannot run on it); a repaired
+    or a local profile sends no system prompt (neither reads one, so a prompt repair
+    cannot run on it); a repaired
     arm whose system prompt is not its control's differs from it in nothing else (cell,
     host, budgets), so the repair measures the prompt. BadInput naming the field."""
     for index, arm in enumerate(registration.arms):
@@ -111,9 +173,9 @@ def _check_study_prompts(registration: Registration, shown: str) -> None:
                 )
         if config.system_prompt is not None and config.host.driver == "local":
             raise BadInput(
-                "the simulated policy (host driver local) cannot read a system prompt, so a "
-                "prompt repair cannot run on it: give the study a model host (anthropic, "
-                "openai, openai-chat)",
+                "neither the simulated policy nor the local host's profiles (host driver "
+                "local) read a system prompt, so a prompt repair cannot run on them: give "
+                "the study a model host (anthropic, openai, openai-chat)",
                 file=shown,
                 field=f"arms[{index}].system_prompt"
                 if arm.system_prompt is not None

@@ -8,8 +8,8 @@ Holm), the seed's other tables, computed from the verified run records:
   registered contrast again with families, intents and configurations as the resampling
   unit, each set of p values Holm-corrected on its own, and the exact sign-flip test over
   intents (:func:`prereg.stats.contrast_sign_flip`), Holm-corrected. A configuration is
-  an arm's simulated policy (or model host: driver and model), menu mode and completion
-  cap: its contrast is the registered
+  an arm's simulated policy (or local host profile, or model host: driver and model),
+  menu mode and completion cap: its contrast is the registered
   weights restricted to its arms (times the number of configurations, so that their mean
   is the registered contrast), cell means weighting families equally; a contrast whose
   restricted weights do not sum to zero in every configuration is not separable and is
@@ -28,7 +28,8 @@ Holm), the seed's other tables, computed from the verified run records:
 On the simulated policy every number describes the mechanism, never a model: the
 section's label says SIMULATED POLICY first, in every rendering. On a model host
 (:mod:`prereg.runners.toolbottleneck_harness`) the label says MODEL HOST and names the
-drivers and models.
+drivers and models; on the local host's profiles (the same harness, the offline
+:mod:`prereg.runners.drivers.local`) it says LOCAL HOST and names the profiles.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prereg import stats
+from prereg.registry.resolve import study_player
 from prereg.registry.schema import Registration
 from prereg.reports.failure_census import census_tables, truncation, truncation_stratum
 from prereg.reports.toolbottleneck_decoder import decode_pressure, decoder_table, packets
@@ -64,6 +66,16 @@ MODEL_LABEL = (
     "MODEL HOST. Every arm of this study ran a model through its provider ({hosts}), "
     "evidence class api, never pooled with a simulated run. Tokens, wall time and cost "
     "are the provider's as reported (null where it reported none)."
+)
+LOCAL_LABEL = (
+    "LOCAL HOST ({profiles}). Every arm of this study ran prereg's offline local host "
+    "(prereg.runners.drivers.local: BM25 search over the shown menu, a seeded choice, "
+    "arguments filled from the request and earlier results) under these profiles, "
+    "through the same harness and grader as a model host. The profiles are simulated "
+    "settings of one documented offline mechanism, not models and not imitations of any "
+    "provider's host: its numbers describe that mechanism on the compiled variants, never "
+    "what any model does. Tokens are counted in the host's own word tokenizer and wall "
+    "time is measured on this machine; cost is not measured (null)."
 )
 UNITS = ("family", "intent", "configuration")
 
@@ -95,18 +107,32 @@ def _cells(records: Sequence[RunRecord], arms: Sequence[str]) -> Cells:
 
 
 def host_of(registration: Registration, arm_id: str) -> str:
-    """What plays an arm: the simulated policy's profile on the ``local`` host, else the
-    model host (driver and model) the arm registered."""
+    """What plays an arm (:func:`~prereg.registry.resolve.study_player`): the simulated
+    policy's profile, the local host's profile (with its ``host.params`` overrides), or
+    the model host (driver and model) the arm registered."""
     arm = next(a for a in registration.arms if a.id == arm_id)
     host = registration.config_of(arm_id).host
-    if host.driver == "local" and arm.toolbottleneck is not None:
+    player = study_player(host.driver, host.model)
+    if player == "simulated" and arm.toolbottleneck is not None:
         return arm.toolbottleneck.policy
+    if player == "local":
+        overrides = " ".join(f"{k}={v}" for k, v in sorted(host.params.items()))
+        return f"{host.model} {overrides}".strip()
     return f"{host.driver} {host.model or ''}".strip()
 
 
 def on_model_host(registration: Registration) -> bool:
     """Whether the study's arms ran on a model host (never pooled with the simulation)."""
     return any(registration.config_of(a.id).host.driver != "local" for a in registration.arms)
+
+
+def on_local_host(registration: Registration) -> bool:
+    """Whether the study's arms ran on the local host's profiles (register refuses a
+    study that mixes them with the simulated policy)."""
+    return any(
+        study_player(c.host.driver, c.host.model) == "local"
+        for c in (registration.config_of(a.id) for a in registration.arms)
+    )
 
 
 def configuration_of(registration: Registration, arm_id: str) -> str:
@@ -474,5 +500,8 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
     if on_model_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
         return StudyReport(label=MODEL_LABEL.format(hosts=hosts), tables=tables)
+    if on_local_host(registration):
+        hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
+        return StudyReport(label=LOCAL_LABEL.format(profiles=hosts), tables=tables)
     profiles = ", ".join(sorted({c.policy for c in cells}))
     return StudyReport(label=LABEL.format(profiles=profiles), tables=tables)

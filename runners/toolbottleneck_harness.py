@@ -1,8 +1,10 @@
-"""A ToolBottleneckBench unit played by a model host, under the seed's harness contract.
+"""A ToolBottleneckBench unit played by a host, under the seed's harness contract.
 
 The simulated policy (:mod:`prereg.runners.toolbottleneck_host`) stands in for a model
 offline; this module plays the same unit through a :class:`~prereg.runners.drivers.base.Driver`
-(anthropic, openai, openai-chat): the compiled variant's menu is offered as the tools
+(anthropic, openai, openai-chat, or the offline local host under a named profile,
+:mod:`prereg.runners.drivers.local`, which reads the same menu, prompt and observations
+and needs no network): the compiled variant's menu is offered as the tools
 (the routed menu narrows it to the operational tools after the first executed
 operational call; in Discovery the menu is the retriever's shortlist), the variant's
 request is the user prompt and the arm's registered system prompt the provider's system

@@ -30,6 +30,7 @@ from prereg.experiments.toolbottleneck.registrable import StudyTask, reference_l
 from prereg.experiments.toolbottleneck.sandbox import Sandbox, build_sandbox
 from prereg.experiments.toolbottleneck.study import Study, StudyArm, StudyPolicy
 from prereg.experiments.toolbottleneck.variants import compiled_cell, variant_key
+from prereg.registry.resolve import study_player
 from prereg.registry.units import Budgets, RunPlan, RunUnit
 from prereg.runners.drivers.base import Driver
 from prereg.runners.record import RunRecord, Tokens, TraceEvent
@@ -44,8 +45,9 @@ from prereg.runners.toolbottleneck_host import (
     unit_rng,
 )
 
-#: The registered host that plays the simulated policy (reading 27); any other driver
-#: is a model host.
+#: The registered driver that plays the simulated policy (reading 27) when the arm names
+#: no local host profile; with ``host.model`` naming one the local host plays (reading
+#: 34, :func:`prereg.registry.resolve.study_player`); any other driver is a model host.
 SIMULATED_DRIVER = "local"
 FORMAT: Literal["prereg-toolbottleneck-study-records/1"] = "prereg-toolbottleneck-study-records/1"
 
@@ -215,8 +217,9 @@ def _record(
 
 class StudyUnits:
     """Plays the planned units of a registered study: on the simulated policy when the
-    arm's host is ``local`` (see the module docstring), else on the model host through
-    its driver (:mod:`prereg.runners.toolbottleneck_harness`, :meth:`arun`).
+    arm's host is ``local`` with no profile (see the module docstring), else through its
+    driver, a model host or the local host under a profile
+    (:mod:`prereg.runners.toolbottleneck_harness`, :meth:`arun`).
 
     A simulated unit's generator is seeded from (registration, arm, task, repeat) only; its sandbox
     is the compiled variant of the arm's cell for the unit's family and seed, refused
@@ -264,14 +267,35 @@ class StudyUnits:
             self.plan.study_cells[unit.arm].menu_mode,
         )
 
+    def budgets_of(self, unit: RunUnit) -> Budgets:
+        """The budgets the unit runs under, resolved from its own compiled variant as
+        :meth:`contract` and the players resolve them (``prereg run --dry-run``, reading
+        38): the contract's completion cap and episode budget, call limit = the variant's
+        certified minimum + the call slack, turn limit = call limit + the turn slack; turn
+        limit 0 when the unit stops before any request (Discovery: a required tool not in
+        the shortlist). The variant is built and checked as for a run (IntegrityError)."""
+        sandbox = self.sandbox(unit.arm, unit.task.id)
+        contract = self.contract(unit, sandbox)
+        call_limit = sandbox.key.certified_minimum + contract.call_slack
+        available = sandbox.key.required_functions <= sandbox.key.menu
+        return replace(
+            self.plan.config(unit.arm).budgets,
+            completion_cap=contract.completion_cap,
+            episode_tokens=contract.episode_tokens,
+            call_limit=call_limit,
+            turn_limit=call_limit + contract.turn_slack if available else 0,
+        )
+
     async def arun(self, unit: RunUnit, driver: Driver) -> RunRecord:
-        """One unit's record: on the simulated policy when the arm's host is ``local``,
-        else played by the model host (:mod:`prereg.runners.toolbottleneck_harness`), a
-        failure of the host being an infrastructure record (retried next run)."""
-        if driver.name == SIMULATED_DRIVER:
+        """One unit's record: on the simulated policy when the arm's host is ``local``
+        with no profile, else played by its driver, a model host or the local host under
+        a profile (:func:`prereg.registry.resolve.study_player`;
+        :mod:`prereg.runners.toolbottleneck_harness`), a failure of the host being an
+        infrastructure record (retried next run)."""
+        config = self.plan.config(unit.arm)
+        if study_player(config.driver, config.model) == "simulated":
             return self.run(unit, driver)
         started = datetime.now(UTC)
-        config = self.plan.config(unit.arm)
         try:
             sandbox = self.sandbox(unit.arm, unit.task.id)
             host = HostUnit(
@@ -298,8 +322,9 @@ class StudyUnits:
         played: HostPlayed,
         started: datetime,
     ) -> RunRecord:
-        """A model host's record: the same verdicts and failure record as the simulated
-        policy's, with the provider's tokens, latency and cost (null where not reported)."""
+        """A model host's or local profile's record: the same verdicts and failure record
+        as the simulated policy's, with the host's tokens, latency and cost (null where
+        not reported: the local host prices nothing)."""
         v = played.verification
         plan = self.plan
         return RunRecord(

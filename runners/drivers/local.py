@@ -26,10 +26,15 @@ mechanics simple enough to state here:
    from the chosen record's name; names, titles and search text from
    capitalised or quoted phrases of the prompt (matched to parameters by the words
    around them: "called X", "X playlist", "to X"), descriptions from the text after
-   a colon, integers from digits or number words within the schema's bounds.
+   a colon, integers from digits or number words within the schema's bounds. An
+   opaque key (letters and digits joined by hyphens, with a digit: ``CAS-D20570823F``)
+   is one phrase of its own, preferred for a parameter whose name or description asks
+   for a key, code, query or lookup; a quoted word followed by a colon is a key of a
+   JSON template the prompt shows (``{"decision": ...}``), never a value.
 5. **Carry multi-step tasks through.** A missing identifier triggers a lookup: a
-   second search for a tool that finds that entity, called with the phrase that
-   names it; then the goal is retried. After an error it switches once to the
+   second search for a tool that finds that entity (for a bare ``id``, the goal's own
+   record: the search is for the goal tool's own words plus the lookup words), called
+   with the phrase that names it; then the goal is retried. After an error it switches once to the
    next-best tool, then gives up and says so.
 6. **Answer** with the last result it obtained.
 
@@ -103,6 +108,8 @@ CONJUNCTIONS = (" and ", " with ", " then ", " also ")
 CONNECTORS = frozenset({"and", "of", "the", "&", "a", "on", "in", "de", "la"})
 NAME_CUES = {"called": 3.0, "named": 3.0, "titled": 3.0, "to": 2.0, "as": 1.0}
 LOOKUP_WORDS = ("find", "search", "list", "show", "get", "browse")
+#: Words of a parameter that asks for a lookup key: an opaque key in the prompt fits it.
+KEY_WORDS = frozenset({"key", "code", "query", "lookup", "ref", "reference"})
 
 
 def stem(word: str) -> str:
@@ -204,40 +211,62 @@ class Phrase:
     before: str  # nearest preceding word that is not a stopword ("" if none)
     context: frozenset[str]  # stemmed words just before and after
     tail: bool = False  # the text after a colon
+    code: bool = False  # an opaque key such as CAS-D20570823F (kept whole)
+
+
+#: An opaque key: letters and digits joined by hyphens, with a digit (CAS-D20570823F).
+CODE = r"(?=[A-Za-z0-9-]*\d)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+"
+
+
+def _is_code(token: str) -> bool:
+    return re.fullmatch(CODE, token) is not None
+
+
+def _run_end(tokens: Sequence[str], i: int) -> int:
+    """The end of the capitalised run starting at ``i`` (an opaque key stands alone)."""
+    if _is_code(tokens[i]):
+        return i + 1
+    j = i + 1
+    while j < len(tokens):
+        nxt = tokens[j]
+        if nxt[:1].isupper() and not _is_code(nxt):
+            j += 1
+        elif (
+            nxt.lower() in CONNECTORS
+            and j + 1 < len(tokens)
+            and tokens[j + 1][:1].isupper()
+            and not _is_code(tokens[j + 1])
+        ):
+            j += 2
+        else:
+            break
+    return j
 
 
 def phrases(prompt: str) -> list[Phrase]:
-    """Candidate values in a prompt: quoted text, capitalised runs, the text after a colon."""
+    """Candidate values in a prompt: quoted text (not a JSON template's keys), capitalised
+    runs, opaque keys (kept whole), the text after a colon."""
     out: list[Phrase] = []
     head, colon, tail = prompt.partition(":")
-    tokens = re.findall(r"[\w'&]+|[^\w\s]", head)
+    tokens = re.findall(CODE + r"|[\w'&]+|[^\w\s]", head)
     i = 0
     seen: set[str] = set()
-    for quoted in re.findall(r"\"([^\"]+)\"", head):
-        seen.add(quoted.lower())
-        out.append(Phrase(quoted, "", frozenset()))
+    for match in re.finditer(r"\"([^\"]+)\"", head):
+        if prompt[match.end() :].lstrip().startswith(":"):
+            continue  # a key of a JSON template the request shows ({"decision": ...})
+        seen.add(match.group(1).lower())
+        out.append(Phrase(match.group(1), "", frozenset()))
     while i < len(tokens):
         tok = tokens[i]
         if tok[:1].isupper() and not (i == 0 and tok.lower() in LEAD_WORDS):
-            j = i + 1
-            while j < len(tokens):
-                nxt = tokens[j]
-                if nxt[:1].isupper():
-                    j += 1
-                elif (
-                    nxt.lower() in CONNECTORS
-                    and j + 1 < len(tokens)
-                    and tokens[j + 1][:1].isupper()
-                ):
-                    j += 2
-                else:
-                    break
+            j = _run_end(tokens, i)
             span = " ".join(tokens[i:j])
             if span.lower() not in STOPWORDS and span.lower() not in seen:
                 prev = [t.lower() for t in tokens[:i] if t[:1].isalnum()]
                 before = next((w for w in reversed(prev) if w not in STOPWORDS), "")
                 around = prev[-2:] + [t.lower() for t in tokens[j : j + 2] if t[:1].isalnum()]
-                out.append(Phrase(span, before, frozenset(stem(w) for w in around)))
+                context = frozenset(stem(w) for w in around)
+                out.append(Phrase(span, before, context, code=_is_code(span)))
                 seen.add(span.lower())
             i = j
         else:
@@ -534,6 +563,8 @@ class _Episode:
                 score = 5.0 if ph.tail else 0.0
                 if is_name:
                     score += NAME_CUES.get(ph.before, 0.0)
+                if ph.code and pwords & KEY_WORDS:
+                    score += 3.0
                 score += 2.0 * len(pwords & ph.context)
                 if ph.text.lower() not in used:
                     score += 1.0
@@ -609,7 +640,10 @@ class _Episode:
             # the entity was listed and the prompt names nothing to pick: show the list
             last = next(r for _, r in reversed(self.calls) if not r.is_error)
             return FinalAnswer(f"Here is what I found: {last.text}"), None
-        hits = self._search([target, *LOOKUP_WORDS], exclude={goal.name})
+        query = [target, *LOOKUP_WORDS]
+        if entity == "id":  # the goal's own record: search like the goal, for finding
+            query = [*self.docs[self.tools.index(goal)], *LOOKUP_WORDS]
+        hits = self._search(query, exclude={goal.name})
         # a tool that never mentions the entity is a poor way to find it
         hits = [h for h in hits if target in self.docs[self.tools.index(h[0])]] or hits
         surfaced = tuple(t.name for t, _ in hits)
@@ -629,17 +663,22 @@ class _Episode:
         target = stem(entity.split("_")[-1])
         candidates = [ph for ph in self.phrases if not ph.tail]
         used = self._used_values()
-        ranked = sorted(
-            enumerate(candidates),
-            key=lambda kp: (
-                -(2 * (target in kp[1].context) + (kp[1].text.lower() not in used)),
-                kp[0],
-            ),
-        )
         args: dict[str, Any] = {}
         for name, spec in props.items():
             if (spec or {}).get("type") != "string" or _is_id(name):
                 continue
+            keyed = bool(set(terms(f"{name} {(spec or {}).get('description', '')}")) & KEY_WORDS)
+            ranked = sorted(
+                enumerate(candidates),
+                key=lambda kp: (
+                    -(
+                        2 * (target in kp[1].context)
+                        + (kp[1].text.lower() not in used)
+                        + 3 * (keyed and kp[1].code)
+                    ),
+                    kp[0],
+                ),
+            )
             if ranked:
                 args[name] = ranked[0][1].text
             elif name in required:

@@ -967,25 +967,34 @@ NEWTON_DECREMENT = 1e-14
 
 @dataclass(frozen=True)
 class _Batch:
-    """The point fit's choice design in per-intent local coordinates, for refitting all
-    bootstrap resamples at once (why: 200 trust-region fits, each on a rebuilt design,
-    cost seconds per arm, and every analyse of a registration with offers pays it).
+    """The point fit's choice design in per-intent local coordinates, collapsed to its
+    distinct choice situations, for refitting all bootstrap resamples at once (why: 200
+    trust-region fits, each on a rebuilt design, cost seconds per arm, and every analyse
+    of a registration with offers pays it).
 
-    A run of intent c touches only D = k (beta) + k (u_.c) + position + branded of the
-    P parameters, so the utilities and the Hessian's m m' term are computed in those
-    coordinates (``index[c]``: their global columns) and scattered per intent; the
-    Hessian's first term sum_a p x x' goes through the precomputed sparse products of
-    each row's covariates (``pairs``).
+    The likelihood depends on the runs only through their choice situations (intent,
+    listed alternatives, covariates, the alternative chosen) and how often each occurs:
+    runs in one situation are collapsed into one row (``members`` maps runs to rows), and
+    a resample's run multiplicities become row weights by summing over each row's runs
+    (exact: integer counts). A prompt's repeats share their alternatives, so S rows are
+    far fewer than T runs. A run of intent c touches only D = k (beta) + k (u_.c) +
+    position + branded of the P parameters, so the utilities and the Hessian's m m' term
+    are computed in those coordinates (``index[c]``: their global columns) and scattered
+    per intent; the Hessian's first term sum_a p x x' goes through the precomputed sparse
+    products of each row's covariates (``pairs``).
     """
 
     runs: ChoiceRuns
     terms: RatingTerms
-    design: ChoiceDesign
-    local: FloatArray  # (T, A, D)
+    design: ChoiceDesign  # of the runs (T rows): penalty and shape
+    members: Any  # sparse (T, S): run t is in row s
+    local: FloatArray  # (S, A, D)
+    available: NDArray[np.bool_]  # (S, A)
+    chosen: NDArray[np.int64]  # (S,) in 0 .. A-1
     index: NDArray[np.int64]  # (C, D) global column of each local coordinate per intent
-    cell: NDArray[np.int64]  # (T,) the run's intent (0 when there are no intent effects)
-    picked: FloatArray  # (T, D) local covariates of the chosen alternative
-    pairs: Any  # sparse (P P) x (T A): x_ta,i x_ta,j of each row (t, a)
+    cell: NDArray[np.int64]  # (S,) the row's intent (0 when there are no intent effects)
+    picked: FloatArray  # (S, D) local covariates of the chosen alternative
+    pairs: Any  # sparse (P P) x (S A): x_sa,i x_sa,j of each row (s, a)
 
     @classmethod
     def build(cls, runs: ChoiceRuns, terms: RatingTerms, prior_sd: float | None) -> _Batch:
@@ -1006,30 +1015,35 @@ class _Batch:
         local = design.x[
             np.arange(t)[:, None, None], np.arange(a)[None, :, None], index[cell][:, None, :]
         ]
-        flat = design.x.reshape(t * a, p)
-        rows, cols = np.nonzero(flat)  # row-major: a row's non-zeros are consecutive
-        width = np.bincount(rows, minlength=t * a)
-        slot = np.arange(rows.size) - (np.cumsum(width) - width)[rows]
-        padded = np.full((t * a, max(int(width.max(initial=0)), 1)), -1, np.int64)
-        padded[rows, slot] = cols
-        row3 = np.broadcast_to(np.arange(t * a)[:, None, None], padded.shape + padded.shape[1:])
-        first = np.broadcast_to(padded[:, :, None], row3.shape)
-        second = np.broadcast_to(padded[:, None, :], row3.shape)
-        keep = (first >= 0) & (second >= 0)
-        r_, i_, j_ = row3[keep], first[keep], second[keep]
-        pairs = sparse.csc_matrix(
-            (flat[r_, i_] * flat[r_, j_], (i_ * p + j_, r_)), shape=(p * p, t * a)
+        situation = np.concatenate(
+            [
+                np.stack([cell, design.chosen], axis=1).astype(np.float64),
+                design.available.astype(np.float64),
+                local.reshape(t, -1),
+            ],
+            axis=1,
         )
+        _, first, group = np.unique(situation, axis=0, return_index=True, return_inverse=True)
+        group = np.asarray(group, np.int64).ravel()
+        members = sparse.csr_matrix((np.ones(t), (np.arange(t), group)), shape=(t, first.size))
+        x = design.x[first]
         return cls(
             runs=runs,
             terms=terms,
             design=design,
-            local=local,
+            members=members,
+            local=local[first],
+            available=design.available[first],
+            chosen=design.chosen[first],
             index=index,
-            cell=cell,
-            picked=local[np.arange(t), design.chosen],
-            pairs=pairs,
+            cell=cell[first],
+            picked=local[first, design.chosen[first]],
+            pairs=_pair_products(x.reshape(-1, p)),
         )
+
+    def collapse(self, weights: FloatArray) -> FloatArray:
+        """Row weights (R, S) of run multiplicities (R, T): each row's runs summed."""
+        return np.asarray((self.members.T @ weights.T).T, dtype=np.float64)
 
     def betas(self, weights: FloatArray, start: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:
         """beta per resample (rows of ``weights``, the runs' multiplicities) and
@@ -1049,8 +1063,9 @@ class _Batch:
         columns 0), which alternatives it chose (column 0: no tool), and the resamples
         this cannot refit: other terms than the point fit's, or no convergence (theta
         nan there and where no run chose no tool)."""
-        onehot = self.design.chosen[:, None] == np.arange(self.terms.kept.size + 1)[None, :]
-        active = (weights @ onehot) > 0
+        rows_weights = self.collapse(weights)
+        onehot = self.chosen[:, None] == np.arange(self.terms.kept.size + 1)[None, :]
+        active = (rows_weights @ onehot) > 0
         theta = np.full((weights.shape[0], start.size), np.nan)
         same = self._same_terms(weights)
         some = active[:, 1:].any(axis=1)  # none chosen: every beta -inf, nothing to fit
@@ -1058,7 +1073,7 @@ class _Batch:
         rows = np.flatnonzero(active[:, 0] & some & same)
         alone = active[:, 0] & some & ~same
         if rows.size:
-            got, ok = self._newton(weights[rows], active[rows], start)
+            got, ok = self._newton(rows_weights[rows], active[rows], start)
             theta[rows[ok]] = got[ok]
             alone[rows[~ok]] = True
         return theta, active, alone
@@ -1095,17 +1110,18 @@ class _Batch:
     def _loglik(
         self, theta: FloatArray, weights: FloatArray, active: NDArray[np.bool_]
     ) -> tuple[FloatArray, FloatArray]:
-        """Penalised log-likelihood per resample and the choice probabilities (R, T, A)."""
+        """Penalised log-likelihood per resample and the choice probabilities (R, S, A);
+        ``weights``: the rows' (R, S)."""
         local_theta = theta[:, self.index][:, self.cell]  # (R, T, D)
         utility = np.matmul(self.local, local_theta.transpose(1, 2, 0)).transpose(2, 0, 1)
-        mask = self.design.available[None, :, :] & active[:, None, :]
+        mask = self.available[None, :, :] & active[:, None, :]
         utility = np.where(mask, utility, -np.inf)
         utility = utility - utility.max(axis=2, keepdims=True)
         expu = np.exp(utility)
         total = expu.sum(axis=2)
         t = np.arange(self.cell.size)
         with np.errstate(invalid="ignore"):
-            logp = utility[:, t, self.design.chosen] - np.log(total)
+            logp = utility[:, t, self.chosen] - np.log(total)
         logp = np.where(weights > 0, logp, 0.0)
         penalty = 0.5 * (self.design.penalty[None, :] * theta**2).sum(axis=1)
         return (weights * logp).sum(axis=1) - penalty, expu / total[:, :, None]
@@ -1116,7 +1132,7 @@ class _Batch:
         """Gradient (R, P) and Hessian (R, P, P) of the penalised log-likelihood."""
         r, p = theta.shape
         t, a, _ = self.local.shape
-        mean = np.matmul(probs.transpose(1, 0, 2), self.local).transpose(1, 0, 2)  # (R, T, D)
+        mean = np.matmul(probs.transpose(1, 0, 2), self.local).transpose(1, 0, 2)  # (R, S, D)
         contrib = weights[:, :, None] * (self.picked[None, :, :] - mean)
         first = self.pairs @ (weights[:, :, None] * probs).reshape(r, t * a).T
         hess = np.ascontiguousarray(first.T).reshape(r, p, p)
@@ -1140,7 +1156,8 @@ class _Batch:
     def _newton(
         self, weights: FloatArray, active: NDArray[np.bool_], start: FloatArray
     ) -> tuple[FloatArray, NDArray[np.bool_]]:
-        """Damped Newton for every resample at once, from the point estimate."""
+        """Damped Newton for every resample (row weights (R, S)) at once, from the point
+        estimate."""
         free = self._free(active)
         theta = np.where(free, start[None, :], 0.0)
         loglik, probs = self._loglik(theta, weights, active)
@@ -1166,6 +1183,23 @@ class _Batch:
             ok[todo[finished]] = True
             done[todo[finished | ~solved]] = True
         return theta, ok
+
+
+def _pair_products(flat: FloatArray) -> Any:
+    """Sparse (P P) x N: the products x_n,i x_n,j of each row n of ``flat`` (N, P), from
+    its non-zeros only (the design is mostly indicators)."""
+    n, p = flat.shape
+    rows, cols = np.nonzero(flat)  # row-major: a row's non-zeros are consecutive
+    width = np.bincount(rows, minlength=n)
+    slot = np.arange(rows.size) - (np.cumsum(width) - width)[rows]
+    padded = np.full((n, max(int(width.max(initial=0)), 1)), -1, np.int64)
+    padded[rows, slot] = cols
+    row3 = np.broadcast_to(np.arange(n)[:, None, None], padded.shape + padded.shape[1:])
+    first = np.broadcast_to(padded[:, :, None], row3.shape)
+    second = np.broadcast_to(padded[:, None, :], row3.shape)
+    keep = (first >= 0) & (second >= 0)
+    r_, i_, j_ = row3[keep], first[keep], second[keep]
+    return sparse.csc_matrix((flat[r_, i_] * flat[r_, j_], (i_ * p + j_, r_)), shape=(p * p, n))
 
 
 def _solve_each(matrix: FloatArray, vector: FloatArray) -> tuple[FloatArray, NDArray[np.bool_]]:

@@ -11,8 +11,12 @@
   driver's network waits overlap, the harness's own work is small.
 - **Spend cap.** The registered ``spend_usd`` caps the measured spend recorded
   under the digest (this run and earlier ones). Once reached, no new unit
-  starts; units in flight finish and are kept, so the overshoot is at most the
-  cost of ``concurrency - 1`` units. Null costs (replay, local) count as zero.
+  starts. A provider driver also holds each request's worst case before sending it
+  (:mod:`prereg.runners.providers.spend`) and refuses one that could pass the cap.
+  On a store shared by workers (PostgreSQL) each unit runs inside
+  :func:`~prereg.runners.providers.spend.shared_spend`, so those holds are checked
+  against every worker's spend and holds in the store, not only this process's.
+  Null costs (replay, local) count as zero.
 - **Infrastructure failures** (a driver raising, a record that fails its own
   consistency checks) are written as ``status: infra_error`` with the error and
   reported as ``failed``; they are never scored as agent failures. Under the
@@ -44,6 +48,7 @@ from prereg.registry.units import RunPlan, RunUnit, build_offers, expand_units
 from prereg.runners.drivers.base import Driver
 from prereg.runners.harness import EpisodeResult, Harness
 from prereg.runners.live import check_live, open_live
+from prereg.runners.providers.spend import SharesSpend, SpendLedger, shared_spend
 from prereg.runners.record import RunRecord
 from prereg.runners.run_store import DuplicateRecord, RecordStore, UnitClaims
 from prereg.runners.scoring import infra_record, score
@@ -197,6 +202,7 @@ async def run_plan(
         configs=plan.arm_configs(),
     )
     cap = plan.budgets.spend_usd
+    ledger = _ledger(claims, cap)
     next_unit = _next_unit(iter(pending), claims, by_key, max_units)
     state = {
         "spent": store.spent_usd(plan.digest),
@@ -222,10 +228,11 @@ async def run_plan(
             unit = next_unit()
             if unit is None:
                 return
-            if study is not None:
-                record = await study.arun(unit, by_arm[unit.arm])
-            else:
-                record = await run_unit(plan, harness, unit, by_arm[unit.arm])
+            with shared_spend(ledger, unit.key):  # the unit's spend holds, seen by all
+                if study is not None:
+                    record = await study.arun(unit, by_arm[unit.arm])
+                else:
+                    record = await run_unit(plan, harness, unit, by_arm[unit.arm])
             if _store(store, claims, record, state):
                 progress.advance(record, float(state["spent"]))
 
@@ -264,6 +271,14 @@ async def run_plan(
         elapsed_s=round(elapsed, 4),
         units_per_s=round(attempted / elapsed, 3) if elapsed > 0 else 0.0,
     )
+
+
+def _ledger(claims: UnitClaims | None, cap: float | None) -> SpendLedger | None:
+    """The spend holds shared by every worker, where the claims are shared and a cap is
+    registered (None: each process's meters are exact for what it alone spends)."""
+    if cap is None or not isinstance(claims, SharesSpend):
+        return None
+    return claims.spend_ledger()
 
 
 def _store(

@@ -20,6 +20,14 @@ UPDATE SKIP LOCKED`` hands each unit to one worker with a lease; the lease lapse
 the worker's database session ends (a killed worker: its server process is gone from
 ``pg_stat_activity``) or when it is not renewed in time (a machine cut off). Claims are
 bookkeeping, not evidence: they may be updated; the records alone are append-only.
+
+The spend cap of a registration holds across workers through the ``spend_holds`` table
+(:class:`PgSpendLedger`): before each request a worker inserts a hold of its worst-case
+cost, in a transaction that takes the digest's chain lock and refuses the hold when the
+spend recorded under the digest plus every live hold would pass the cap. The hold then
+counts the measured cost until the unit's record, which carries that cost, is stored:
+the same transaction deletes it. Holds lapse with their worker's claims (session ended
+or lease not renewed). Holds are bookkeeping too, never records; they may be deleted.
 """
 
 from __future__ import annotations
@@ -110,6 +118,26 @@ CREATE TABLE claims (
 CREATE INDEX claims_open ON claims (registration_digest, ordinal) WHERE NOT done;
 """
 
+#: Spend holds (:class:`PgSpendLedger`); created apart so that a store made by an earlier
+#: prereg gains the table when it is next written to.
+_HOLDS = """
+CREATE TABLE spend_holds (
+    hold_id             BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    registration_digest TEXT    NOT NULL,
+    arm                 TEXT    NOT NULL,
+    task_id             TEXT    NOT NULL,
+    repeat              INTEGER NOT NULL,
+    worker              TEXT    NOT NULL,
+    holder_pid          INTEGER NOT NULL,
+    holder_start        TIMESTAMPTZ,
+    lease_until         TIMESTAMPTZ NOT NULL,
+    amount              DOUBLE PRECISION NOT NULL CHECK (amount >= 0),
+    settled             BOOLEAN NOT NULL DEFAULT false,
+    created_at          TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX spend_holds_by_registration ON spend_holds (registration_digest);
+"""
+
 #: (type, name) -> definition of every object that enforces the guarantees, as
 #: PostgreSQL prints it (``{s}``: the store's schema name), whitespace collapsed.
 _EXPECTED: dict[tuple[str, str], str] = {
@@ -181,6 +209,11 @@ def _squash(text: str | None) -> str:
     return re.sub(r"\s+", " ", text or "").strip()
 
 
+def _has_table(conn: psycopg.Connection[Any], name: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+    return bool(row and row[0])
+
+
 def lock_key(text: str) -> int:
     """A signed 64-bit advisory lock key for ``text`` (a digest's chain)."""
     return int.from_bytes(
@@ -203,6 +236,7 @@ class PgRunStore:
         self._drift: list[tuple[str, str, str]] | None = None
         self._present = False  # the records table was seen (it is never dropped by us)
         self._ready = False  # the schema was checked for writing
+        self._holding = False  # this store's session has held spend (PgSpendLedger)
 
     def _parse(self, url: str) -> str:
         psycopg = _psycopg()
@@ -272,8 +306,7 @@ class PgRunStore:
 
     def _has_records(self, conn: psycopg.Connection[Any]) -> bool:
         if not self._present:
-            row = conn.execute("SELECT to_regclass('records') IS NOT NULL").fetchone()
-            self._present = bool(row and row[0])
+            self._present = _has_table(conn, "records")
         return self._present
 
     def exists(self) -> bool:
@@ -286,7 +319,7 @@ class PgRunStore:
         if self._ready:
             return
         with self._session() as conn:
-            if not self._has_records(conn):
+            if not self._has_records(conn) or not _has_table(conn, "spend_holds"):
                 self._create_schema(conn)
             drift = self._drift_of(conn)
         if drift:
@@ -313,8 +346,23 @@ class PgRunStore:
             if not self._has_records(conn):
                 with conn.transaction():
                     conn.execute(_SCHEMA)
+            if not _has_table(conn, "spend_holds"):  # new, or made by an earlier prereg
+                self._create_holds(conn)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+
+    def _create_holds(self, conn: psycopg.Connection[Any]) -> None:
+        psycopg = _psycopg()
+        try:
+            with conn.transaction():
+                conn.execute(_HOLDS)
+        except psycopg.errors.InsufficientPrivilege:
+            raise StoreUnavailable(
+                f"the run store {self.where} has no spend_holds table (made by an earlier "
+                "prereg) and this role may not create it: run `prereg run ID --store ... "
+                "--max-units 0` once as the owner of the records table",
+                field="--store",
+            ) from None
 
     def _drift_of(self, conn: psycopg.Connection[Any]) -> list[tuple[str, str, str]]:
         if self._drift is None:
@@ -360,10 +408,19 @@ class PgRunStore:
             yield conn
 
     def append(self, record: RunRecord) -> RunRecord:
+        """Link and insert ``record``; a record that carries its measured cost ends, in
+        the same transaction, the spend holds this session charged to its unit (its cost
+        now counts through the record: never twice, never in neither)."""
         with self._tx(record.registration_digest) as conn:
             index, prev = self._next_link(conn, record.registration_digest)
             linked = chain.link(record.model_copy(update={"chain": None}), index, prev)
             self._insert(conn, linked)
+            if self._holding and record.cost_usd is not None:
+                conn.execute(
+                    "DELETE FROM spend_holds WHERE registration_digest = %s AND arm = %s"
+                    " AND task_id = %s AND repeat = %s AND holder_pid = pg_backend_pid()",
+                    (record.registration_digest, *record.unit_key),
+                )
         return linked
 
     def append_linked(self, record: RunRecord) -> None:
@@ -580,6 +637,7 @@ class PgClaims:
         return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
 
     def renew(self) -> None:
+        """Extend this session's leases: its claims and its spend holds."""
         with self.store._session() as conn:
             conn.execute(
                 "UPDATE claims SET lease_until = clock_timestamp() + make_interval(secs => %s)"
@@ -587,6 +645,13 @@ class PgClaims:
                 " AND lease_until IS NOT NULL",
                 (self.lease_s, self.digest),
             )
+            if self.store._holding:
+                conn.execute(
+                    "UPDATE spend_holds SET lease_until = clock_timestamp()"
+                    " + make_interval(secs => %s) WHERE registration_digest = %s"
+                    " AND holder_pid = pg_backend_pid()",
+                    (self.lease_s, self.digest),
+                )
 
     def done(self, key: UnitKey) -> None:
         """Mark the unit done on its claim row. The claim query also skips units with an
@@ -600,5 +665,110 @@ class PgClaims:
                 (self.digest, *key),
             )
 
+    def spend_ledger(self) -> PgSpendLedger:
+        """This worker's spend holds on the registration, leased like its claims."""
+        return PgSpendLedger(self.store, self.digest, self.worker, self.lease_s)
+
     def close(self) -> None:
-        """Nothing to do: leases lapse with the session (the store's connection)."""
+        """Drop the spend holds this session still has (units whose record carried no
+        cost, or was refused as a duplicate: they counted while this worker ran). Leases
+        and holds lapse with the session anyway: a store that fails here is left alone."""
+        if not self.store._holding:
+            return
+        try:
+            with self.store._session() as conn:
+                conn.execute(
+                    "DELETE FROM spend_holds WHERE registration_digest = %s"
+                    " AND holder_pid = pg_backend_pid()",
+                    (self.digest,),
+                )
+        except StoreUnavailable:
+            return
+
+
+#: Whether hold ``h`` still counts: its lease runs and its worker's session lives (the
+#: same test as a claim's; ``pg_stat_activity`` is read once per transaction, after the
+#: digest's lock, so every session whose hold is visible had started by then).
+_LIVE_HOLD = """h.lease_until >= clock_timestamp()
+   AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = h.holder_pid
+               AND (a.backend_start IS NULL OR a.backend_start = h.holder_start))"""
+
+_PURGE = f"DELETE FROM spend_holds h WHERE h.registration_digest = %s AND NOT ({_LIVE_HOLD})"
+
+_HOLD = """
+INSERT INTO spend_holds (registration_digest, arm, task_id, repeat, worker, holder_pid,
+                         holder_start, lease_until, amount)
+VALUES (%(d)s, %(a)s, %(t)s, %(r)s, %(w)s, pg_backend_pid(),
+        (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid() LIMIT 1),
+        clock_timestamp() + make_interval(secs => %(s)s), %(x)s)
+RETURNING hold_id
+"""
+
+
+class PgSpendLedger:
+    """A worker's spend holds on one registration (:class:`~prereg.runners.providers.spend.
+    SpendLedger`), in the store's session, so they lapse exactly when its claims do.
+
+    A reservation takes the digest's chain lock, the lock every append of the digest
+    holds until it commits. So no record of the digest is being written while the
+    reservation sums, and a record and the deletion of its unit's holds (one
+    transaction) are seen together or not at all. Reservations of all workers are
+    serialised the same way, so their sum never passes the cap.
+    """
+
+    def __init__(self, store: PgRunStore, digest: str, worker: str, lease_s: float) -> None:
+        self.store, self.digest, self.worker, self.lease_s = store, digest, worker, lease_s
+        self._seen_seq = 0  # records of the digest up to this seq are summed in _recorded
+        self._recorded = 0.0
+
+    def reserve(self, unit: UnitKey, amount: float, cap: float) -> tuple[int | None, float, float]:
+        self.store._holding = True  # before the hold exists: append will end it
+        with self.store._tx(self.digest) as conn:
+            conn.execute(_PURGE, (self.digest,))  # holds of ended workers
+            recorded = self._recorded_usd(conn)
+            row = conn.execute(
+                "SELECT COALESCE(SUM(amount), 0) FROM spend_holds WHERE registration_digest = %s",
+                (self.digest,),
+            ).fetchone()
+            held = float(row[0]) if row else 0.0
+            if recorded + held + amount > cap:
+                return None, recorded, held
+            inserted = conn.execute(
+                _HOLD,
+                {
+                    "d": self.digest,
+                    "a": unit[0],
+                    "t": unit[1],
+                    "r": unit[2],
+                    "w": self.worker,
+                    "s": self.lease_s,
+                    "x": amount,
+                },
+            ).fetchone()
+        assert inserted is not None
+        return int(inserted[0]), recorded, held
+
+    def _recorded_usd(self, conn: psycopg.Connection[Any]) -> float:
+        """The spend recorded under the digest. Records are append-only and, under the
+        digest's lock, committed in ``seq`` order, so only the rows after the last one
+        summed need reading."""
+        row = conn.execute(
+            "SELECT COALESCE(SUM(cost_usd), 0), MAX(seq) FROM records"
+            " WHERE registration_digest = %s AND seq > %s",
+            (self.digest, self._seen_seq),
+        ).fetchone()
+        if row is not None and row[1] is not None:
+            self._recorded += float(row[0])
+            self._seen_seq = int(row[1])
+        return self._recorded
+
+    def settle(self, hold: int, cost: float) -> None:
+        with self.store._session() as conn:
+            conn.execute(
+                "UPDATE spend_holds SET amount = %s, settled = true WHERE hold_id = %s",
+                (max(cost, 0.0), hold),
+            )
+
+    def release(self, hold: int) -> None:
+        with self.store._session() as conn:
+            conn.execute("DELETE FROM spend_holds WHERE hold_id = %s", (hold,))

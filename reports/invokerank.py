@@ -35,9 +35,10 @@ not registered and never feeds the verdict.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -471,8 +472,11 @@ def arm_invokerank(
         "symbol": symbol,
         "interval_method": interval,
     }
+    choices = first_choices(runs, branded)
     if not mixed:
-        base.update(choice_blocks(observations, meta.id, seed, runs, native, branded))
+        base.update(
+            choice_blocks(observations, meta.id, seed, runs, native, branded, choices=choices)
+        )
         base["server_funnel"] = server_funnel(runs, meta.offer, meta.id)
     if level == "not_computed":
         return ArmInvokeRank(**base, level=level, reason=reason, stages=[], q=None)
@@ -500,7 +504,6 @@ def arm_invokerank(
     ]
     calibrated = [_iv(boot.rollup_low[lv], boot.rollup_high[lv], lv, boot.method) for lv in LEVELS]
     base.update(published=published, calibrated=calibrated)
-    choices = first_choices(runs, branded)
     if choices is not None and "competitor" in choices.roles:
         base["lever_competitor"] = competitor_levers(result, prompts, choices)
     rho_s = result.fits[1].pooled_rho
@@ -603,6 +606,15 @@ def arm_metas(reg: Registration) -> list[ArmMeta]:
     return out
 
 
+def _by_arm(observations: Sequence[Obs]) -> dict[str, list[Obs]]:
+    """The observations of each arm, in their order (every block of an arm reads only its
+    own arm's runs, so each gets its own instead of filtering all of them)."""
+    out: dict[str, list[Obs]] = defaultdict(list)
+    for o in observations:
+        out[o.arm].append(o)
+    return out
+
+
 def invokerank_section(
     observations: Sequence[Obs],
     metas: Sequence[ArmMeta],
@@ -617,10 +629,11 @@ def invokerank_section(
     whose prompt names the focal integration (the Invoke Rating's branded term)."""
     if not observations:
         return None
+    by_arm = _by_arm(observations)
     arms = mark_ties(
         [
             arm_invokerank(
-                observations,
+                by_arm.get(meta.id, []),
                 meta,
                 seed,
                 intent_weights=intent_weights,
@@ -724,26 +737,31 @@ def first_choices(runs: Sequence[Obs], branded: Collection[str] = frozenset()) -
     if not placed or not keys:
         return None
     order = list(keys)
+    column = {k: j for j, k in enumerate(order)}
     intents = sorted({o.intent for o in placed})
-    tasks = list(dict.fromkeys(o.task_id for o in placed))
-    available, position = [], []
-    for o in placed:
-        listed = [str(s["key"]) for s in (o.offer or {}).get("servers") or []]
-        available.append([k in listed for k in order])
-        position.append([float(listed.index(k)) if k in listed else 0.0 for k in order])
+    cells = {intent: c for c, intent in enumerate(intents)}
+    tasks = {task: i for i, task in enumerate(dict.fromkeys(o.task_id for o in placed))}
+    sets = [_choice_set(o, order) for o in placed]
     return Choices(
         keys=order,
         roles=[keys[k] for k in order],
-        chosen=[-1 if o.first_server is None else order.index(o.first_server) for o in placed],
-        available=available,
-        position=position,
+        chosen=[-1 if o.first_server is None else column[o.first_server] for o in placed],
+        available=[a for a, _ in sets],
+        position=[p for _, p in sets],
         intents=intents,
-        cell=[intents.index(o.intent) for o in placed],
-        prompt=[tasks.index(o.task_id) for o in placed],
+        cell=[cells[o.intent] for o in placed],
+        prompt=[tasks[o.task_id] for o in placed],
         units=[o.unit for o in placed],
         dropped=dropped,
         branded=_branded(placed, [keys[k] for k in order], branded),
     )
+
+
+def _choice_set(o: Obs, order: Sequence[str]) -> tuple[list[bool], list[float]]:
+    """Which of ``order``'s servers run ``o`` listed, and at which position (0: first)."""
+    listed = [str(s["key"]) for s in (o.offer or {}).get("servers") or []]
+    at = {k: i for i, k in reversed(list(enumerate(listed)))}  # first listing wins
+    return [k in at for k in order], [float(at[k]) if k in at else 0.0 for k in order]
 
 
 def _branded(
@@ -1050,9 +1068,11 @@ def choice_blocks(
     positive: Sequence[Obs],
     native: Mapping[str, bool] | None = None,
     branded: Collection[str] = frozenset(),
+    choices: Choices | None = None,
 ) -> dict[str, Any]:
-    """The first-choice, terminal and split blocks of one arm (fields of ArmInvokeRank)."""
-    ch = first_choices(positive, branded)
+    """The first-choice, terminal and split blocks of one arm (fields of ArmInvokeRank);
+    ``choices``: ``first_choices(positive, branded)`` when the caller has it already."""
+    ch = choices if choices is not None else first_choices(positive, branded)
     return {
         "rating": None if ch is None else invoke_rating_block(ch, arm, seed),
         "shares": None if ch is None else shares_block(ch, arm, seed),
@@ -1086,16 +1106,42 @@ def _valid(tool: Tool, arguments: Any) -> bool:
     return bool(validator_for(schema, default=Draft202012Validator)(schema).is_valid(arguments))
 
 
-def _server_hits(o: Obs, key: str, role: str, tools: Mapping[str, Tool]) -> list[Any]:
+class _Validity:
+    """:func:`_valid`, remembered per tool and arguments: repeats of a task mostly send
+    the same first call, and building a validator per run dominated the funnel's cost.
+    Arguments are keyed by their canonical JSON text (types kept apart: 1, 1.0 and true
+    differ); arguments that JSON does not write back as they are (a tuple, a non-string
+    key, NaN) are checked every time."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, str], bool] = {}
+
+    def __call__(self, tool: Tool, arguments: Any) -> bool:
+        try:
+            text = json.dumps(arguments, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError):
+            return _valid(tool, arguments)
+        if json.loads(text) != arguments:
+            return _valid(tool, arguments)
+        key = (id(tool), text)
+        if key not in self.seen:
+            self.seen[key] = _valid(tool, arguments)
+        return self.seen[key]
+
+
+def _server_hits(
+    o: Obs, key: str, role: str, tools: Mapping[str, Tool], valid: Callable[[Tool, Any], bool]
+) -> list[Any]:
     """[surfaced, selected, invoked, executed, completed] of server ``key`` in run ``o``
-    (None: not measured); ``tools``: the run's listed tools by name, for this server."""
+    (None: not measured); ``tools``: the run's listed tools by name, for this server;
+    ``valid``: :func:`_valid` or a remembering one."""
     surfaced: bool | None = None
     if o.outcome("surfaced") is not None:
         surfaced = o.surfaced_tools is None or bool(set(tools) & o.surfaced_tools)
     selected = o.first_server == key
     call = o.first_call
     invoked = bool(
-        selected and call is not None and call[0] in tools and _valid(tools[call[0]], call[1])
+        selected and call is not None and call[0] in tools and valid(tools[call[0]], call[1])
     )
     later: list[bool | None] = [None, None]
     if role == "focal":
@@ -1133,13 +1179,14 @@ def server_funnel(runs: Sequence[Obs], offer: ArmOffer | None, arm: str) -> list
         for server in (o.offer or {}).get("servers") or []:
             listed.setdefault(str(server["key"]), str(server["role"]))
     rows = []
+    valid = _Validity()
     for key, role in listed.items():
         names = [_listed_name(o, key) for o in usable]
         mine = [o for o, name in zip(usable, names, strict=True) if name is not None]
-        tasks = list(dict.fromkeys(o.task_id for o in mine))
-        prompt = [tasks.index(o.task_id) for o in mine]
+        tasks = {task: i for i, task in enumerate(dict.fromkeys(o.task_id for o in mine))}
+        prompt = [tasks[o.task_id] for o in mine]
         hits = [
-            _server_hits(o, key, role, tools.get((key, str(name)), {}))
+            _server_hits(o, key, role, tools.get((key, str(name)), {}), valid)
             for o, name in zip(usable, names, strict=True)
             if name is not None
         ]

@@ -3,6 +3,9 @@
 Every figure comes from :mod:`prereg.stats` (``mde_paired``, ``prompts_for_mde``,
 ``mcnemar_sample_size``, ``mcnemar_exact_sample_size``, ``mcnemar_exact_power``,
 ``min_discordant``, ``simulate_sequential_monitor``, ``sequential_monitor_exact``).
+The paired design's closed forms come from :mod:`prereg.stats.sizing` (no numpy); the
+McNemar and monitor figures are read from :mod:`prereg.stats` when a plan has discordance
+rates, so a plan from ``--sigma-d`` alone imports neither numpy nor scipy.
 :func:`build_plan` assembles the plan document that ``prereg plan --json`` prints; the
 command validates the options first (exit 2 naming the option), so this module assumes a
 :class:`PlanOptions` that passed that check. A plan from a pilot's runs
@@ -16,20 +19,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prereg.stats import (
-    MonitorExact,
-    MonitorSimulation,
-    mcnemar_exact_power,
-    mcnemar_exact_sample_size,
-    mcnemar_sample_size,
-    mde_paired,
-    min_discordant,
-    prompts_for_mde,
-    sequential_monitor_exact,
-    simulate_sequential_monitor,
-)
+from prereg import stats
+from prereg.stats import mde_paired, min_discordant, prompts_for_mde
+
+if TYPE_CHECKING:
+    from prereg.stats import MonitorExact, MonitorSimulation
 
 #: Prompt counts and alphas of the MDE grid (Figure 9 of InvokeRank uses 58 to 400).
 GRID_PROMPTS = (25, 50, 100, 200, 400, 800)
@@ -187,15 +183,15 @@ def _mcnemar(p01: float, p10: float, opts: PlanOptions) -> dict[str, Any]:
     """The registered test is the exact McNemar test: ``prompts`` is the fewest pairs at
     which its exact power reaches the target; Connor's asymptotic n is shown beside it
     with the exact power it actually gives."""
-    n = mcnemar_exact_sample_size(p01, p10, alpha=opts.alpha, power=opts.power, sides=2)
-    asymptotic = mcnemar_sample_size(p01, p10, alpha=opts.alpha, power=opts.power, sides=2)
+    n = stats.mcnemar_exact_sample_size(p01, p10, alpha=opts.alpha, power=opts.power, sides=2)
+    asymptotic = stats.mcnemar_sample_size(p01, p10, alpha=opts.alpha, power=opts.power, sides=2)
     finite = math.isfinite(n)
     return {
         "prompts": int(n) if finite else None,
-        "power_exact": mcnemar_exact_power(int(n), p01, p10, opts.alpha) if finite else None,
+        "power_exact": stats.mcnemar_exact_power(int(n), p01, p10, opts.alpha) if finite else None,
         "prompts_asymptotic": int(asymptotic) if math.isfinite(asymptotic) else None,
         "power_exact_at_asymptotic": (
-            mcnemar_exact_power(int(asymptotic), p01, p10, opts.alpha)
+            stats.mcnemar_exact_power(int(asymptotic), p01, p10, opts.alpha)
             if math.isfinite(asymptotic)
             else None
         ),
@@ -227,12 +223,12 @@ def _sequential(
         # O(horizon^3): exact figures beside the simulation up to a horizon that stays quick
         if horizon > EXACT_HORIZON:
             return None
-        return sequential_monitor_exact(
+        return stats.sequential_monitor_exact(
             a, b, horizon, threshold=threshold, min_prompts=min_prompts, prior=prior
         )
 
     def sim(a: float, b: float) -> MonitorSimulation:
-        return simulate_sequential_monitor(
+        return stats.simulate_sequential_monitor(
             a,
             b,
             horizon,

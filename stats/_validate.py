@@ -1,12 +1,22 @@
-"""Argument checks shared by the modules (private)."""
+"""Argument checks shared by the modules (private).
+
+numpy is imported on first use (:class:`prereg.stats._scipy.LazyModule`): the scalar
+checks of plain Python numbers (:func:`probability`, :func:`positive`) never touch it, so
+:mod:`prereg.stats.sizing` (``prereg plan`` from options) runs without importing it.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from numpy.typing import NDArray
+from prereg.stats._scipy import LazyModule
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+else:
+    np = LazyModule("numpy")
 
 
 def refuse_text(values: Any, name: str) -> None:
@@ -15,9 +25,9 @@ def refuse_text(values: Any, name: str) -> None:
     numpy would otherwise parse "5" as 5.0: a count or a rate read from a file as text
     must be converted deliberately, not silently.
     """
-    if isinstance(values, (str, bytes, np.str_, np.bytes_)):
+    if isinstance(values, (str, bytes)):  # numpy's str_ and bytes_ among them
         raise ValueError(f"{name} must be numeric, got text {values!r}")
-    if isinstance(values, (int, float, np.number, np.bool_)):
+    if isinstance(values, (int, float)) or isinstance(values, (np.number, np.bool_)):
         return
     arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
     if arr.dtype.kind in "US" or (

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 import numpy as np
 from numpy.typing import NDArray
 
 from prereg.stats._scipy import special
-from prereg.stats._validate import positive, probability
+from prereg.stats._validate import probability
 from prereg.stats.results import MonitorExact, MonitorSimulation
 from prereg.stats.sequential import _log_evalue, _prior
+from prereg.stats.sizing import _ceil, mde_paired, min_discordant, prompts_for_mde
 
 __all__ = [
     "mde_paired",
@@ -22,82 +22,6 @@ __all__ = [
     "min_discordant",
     "simulate_sequential_monitor",
 ]
-
-
-#: The standard normal (its quantile by Wichura's AS 241, within a few ulps of scipy's
-#: ``ndtri``): a plan from options then needs no scipy, whose import costs ``prereg plan``
-#: about 0.3 s of its start-up.
-_NORMAL = NormalDist()
-
-
-def _z_sum(alpha: float, power: float, sides: int = 2) -> float:
-    alpha = probability(alpha, "alpha")
-    power = probability(power, "power")
-    if sides not in (1, 2):
-        raise ValueError(f"sides must be 1 or 2, got {sides!r}")
-    return _NORMAL.inv_cdf(1.0 - alpha / sides) + _NORMAL.inv_cdf(power)
-
-
-def _ceil(x: float) -> int:
-    """Ceiling that ignores floating-point dust just above an integer."""
-    return int(math.ceil(x - 1e-9 * max(1.0, abs(x))))
-
-
-def mde_paired(
-    sigma_d: float,
-    prompts: int,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    sigma_run: float = 0.0,
-    runs_per_arm: int = 1,
-) -> float:
-    """Minimum detectable paired difference (two-sided test, normal approximation).
-
-        MDE = (z_{1-alpha/2} + z_power) sqrt(sigma_d^2 / prompts + 2 sigma_run^2 / R)
-
-    with sigma_d the SD of per-prompt differences and sigma_run an independent SD of
-    each run's rate, R = ``runs_per_arm`` replicate runs per arm. The run term does not
-    shrink with prompts: it is a floor on the MDE. Returned as a proportion (0.103 is
-    10.3 points). Reference: InvokeRank method, section 7.8; Chow, Shao and Wang (2008),
-    Sample Size Calculations in Clinical Research, 3.2.
-    """
-    sigma_d = positive(sigma_d, "sigma_d")
-    sigma_run = positive(sigma_run, "sigma_run", allow_zero=True)
-    if int(prompts) != prompts or prompts < 1:
-        raise ValueError(f"prompts must be a positive integer, got {prompts!r}")
-    if int(runs_per_arm) != runs_per_arm or runs_per_arm < 1:
-        raise ValueError(f"runs_per_arm must be a positive integer, got {runs_per_arm!r}")
-    z = _z_sum(alpha, power)
-    return z * math.sqrt(sigma_d**2 / prompts + 2.0 * sigma_run**2 / runs_per_arm)
-
-
-def prompts_for_mde(
-    sigma_d: float,
-    mde: float,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    sigma_run: float = 0.0,
-    runs_per_arm: int = 1,
-) -> float:
-    """Fewest prompts whose :func:`mde_paired` is at most ``mde`` (the inverse, rounded up).
-
-        prompts = ceil( sigma_d^2 / ((mde / z)^2 - 2 sigma_run^2 / R) ),
-        z = z_{1-alpha/2} + z_power.
-
-    Returns ``math.inf`` when the run component alone reaches or exceeds the MDE
-    ((mde / z)^2 <= 2 sigma_run^2 / R): no number of prompts is enough, only more runs
-    per arm are. Otherwise an int.
-    """
-    sigma_d = positive(sigma_d, "sigma_d")
-    mde = positive(mde, "mde")
-    sigma_run = positive(sigma_run, "sigma_run", allow_zero=True)
-    if int(runs_per_arm) != runs_per_arm or runs_per_arm < 1:
-        raise ValueError(f"runs_per_arm must be a positive integer, got {runs_per_arm!r}")
-    z = _z_sum(alpha, power)
-    room = (mde / z) ** 2 - 2.0 * sigma_run**2 / runs_per_arm
-    if room <= 0.0:
-        return math.inf
-    return max(1, _ceil(sigma_d**2 / room))
 
 
 def mcnemar_sample_size(
@@ -271,24 +195,6 @@ def mcnemar_exact_sample_size(
         else:
             lo = mid
     return hi
-
-
-def min_discordant(alpha: float = 0.05, sides: int = 2) -> int:
-    """Fewest discordant pairs, all favouring one arm, that reach significance.
-
-    With m discordant pairs all one way the exact McNemar p-value is
-    sides * 2^-m (capped at 1), so the answer is the smallest m with
-    sides * 2^-m <= alpha. At alpha = 0.05, two-sided: 6 (p = 0.03125; five give
-    0.0625). Fewer discordant pairs can never be significant, whatever the split:
-    a registration can pre-commit to "inconclusive" below this count.
-    """
-    alpha = probability(alpha, "alpha", high_open=False)
-    if sides not in (1, 2):
-        raise ValueError(f"sides must be 1 or 2, got {sides!r}")
-    m = max(0, math.ceil(math.log2(sides / alpha)) - 1)
-    while min(1.0, sides * 0.5**m) > alpha:
-        m += 1
-    return m
 
 
 def _monitor_inputs(

@@ -6,7 +6,7 @@ Wiring only: the plan is computed by :func:`prereg.reports.plan_core.build_plan`
 store). That module is imported only for ``--from-runs`` (:data:`FROM_RUNS`), so a plan
 from options starts without the registry, pydantic's models or the run store. This module
 validates the options (exit 2 naming the option), calls it and renders the plan document
-as rich tables.
+as rich tables (rich's tables imported only to draw them: ``--json`` needs none).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from prereg.commands._common import JsonOpt, workspace
@@ -246,6 +245,8 @@ def _num(x: float | None, fmt: str = ".3f") -> str:
 
 def render(plan: dict[str, Any]) -> None:
     """The plan as a person reads it: headline, MDE grid, McNemar, monitor, pilot."""
+    from rich.table import Table  # lazy: only drawn without --json (start-up, issue 15)
+
     paired = plan["paired"]
     alpha, power = plan["alpha"], plan["power"]
     if plan["pilot"] is not None:
@@ -363,6 +364,8 @@ def render(plan: dict[str, Any]) -> None:
 
 
 def _render_pilot(p: dict[str, Any]) -> None:
+    from rich.table import Table  # lazy: only drawn without --json (start-up, issue 15)
+
     table = Table(
         "estimate",
         "value",

@@ -151,7 +151,7 @@ class AnthropicDriver(ConnectorDriver):
             max_retries=0,
             timeout=self.settings.timeout_s,
             open_telemetry=False,
-            http_client=self._http_client(),
+            http_client=self._http_client(anthropic),
             default_headers=None if self.connector is None else {"anthropic-beta": MCP_BETA},
         )
 

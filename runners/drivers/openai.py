@@ -154,7 +154,7 @@ class OpenAIDriver(ConnectorDriver):
             base_url=base_url("openai"),
             max_retries=0,
             timeout=self.settings.timeout_s,
-            http_client=self._http_client(),
+            http_client=self._http_client(openai),
         )
 
     # ---- request --------------------------------------------------------------------------

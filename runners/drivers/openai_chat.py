@@ -233,7 +233,7 @@ class OpenAIChatDriver(ModelDriver):
             base_url=self._base_url(),
             max_retries=0,
             timeout=self.settings.timeout_s,
-            http_client=self._http_client(),
+            http_client=self._http_client(openai),
         )
 
     async def next_turn(self, episode: Episode, history: Sequence[Exchange]) -> Turn:

@@ -33,6 +33,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import Any, ClassVar
 
 from prereg.core.errors import BadInput
@@ -63,6 +64,7 @@ from prereg.runners.providers.retry import RetryStats, with_retries
 from prereg.runners.providers.send import hold as hold_wire
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
+from prereg.runners.providers.transport import http_client
 
 #: Host parameters that change sampling (kept in step with the registry's list).
 SAMPLING_PARAMS = frozenset(
@@ -323,8 +325,12 @@ class ModelDriver(ABC):
             self._client_loop = loop
         return self._client
 
-    def _http_client(self) -> Any:
-        return None if self._http_client_factory is None else self._http_client_factory()
+    def _http_client(self, sdk: ModuleType) -> Any:
+        """The client's transport: a test's factory, else the settings' (see
+        :mod:`prereg.runners.providers.transport`)."""
+        if self._http_client_factory is not None:
+            return self._http_client_factory()
+        return http_client(sdk, self.settings)
 
     async def aclose(self) -> None:
         client, self._client, self._client_loop = self._client, None, None

@@ -124,8 +124,27 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first (bounded)."""
+    chain = [exc]
+    while len(chain) < 8 and chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    return chain
+
+
+def _refused(exc: BaseException) -> bool:
+    """A connection the peer refused or reset, whatever the SDK called it: the openai
+    SDK's aiohttp transport reports a refused connection as a connect *timeout*."""
+    chain = _causes(exc)[1:]
+    timed_out = any(isinstance(c, asyncio.TimeoutError | TimeoutError) for c in chain)
+    return not timed_out and any(isinstance(c, ConnectionError) for c in chain)
+
+
 def _error_text(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
+    root = _causes(exc)[-1]
+    if root is not exc and str(root) and str(root) not in text:
+        text += f" (cause: {type(root).__name__}: {root})"
     request_id = getattr(exc, "request_id", None)
     if request_id:
         text += f" (request id {request_id})"
@@ -153,9 +172,11 @@ def classify(exc: BaseException) -> Failure | None:
         elif should == "false":
             retryable = False
         return Failure(retryable, str(status), status, retry_after, _error_text(exc))
+    if _refused(exc) or "APIConnectionError" in names and "APITimeoutError" not in names:
+        return Failure(True, "connection", None, None, _error_text(exc))
     if "APITimeoutError" in names or isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return Failure(True, "timeout", None, None, _error_text(exc))
-    if "APIConnectionError" in names or isinstance(exc, ConnectionError):
+    if isinstance(exc, ConnectionError):
         return Failure(True, "connection", None, None, _error_text(exc))
     if "APIResponseValidationError" in names or "APIError" in names:
         return Failure(False, "api", None, None, _error_text(exc))

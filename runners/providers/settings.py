@@ -11,7 +11,10 @@ Variables (a provider-specific one wins over the generic one):
 minute), ``PREREG_TPM`` (tokens per minute), ``PREREG_MAX_ATTEMPTS`` (attempts
 per request, first included), ``PREREG_TIMEOUT_S`` (per attempt),
 ``PREREG_RETRY_BASE_S`` / ``PREREG_RETRY_MAX_S`` (backoff), ``PREREG_PRICES``
-(price table file), ``PREREG_BATCH_POLL_S`` and ``PREREG_BATCH_TIMEOUT_S``.
+(price table file), ``PREREG_BATCH_POLL_S`` and ``PREREG_BATCH_TIMEOUT_S``, and
+``PREREG_HTTP`` (the SDK client's HTTP transport: ``aiohttp``, the SDKs' own
+``DefaultAioHttpClient``, the default when the ``aiohttp`` package is installed; or
+``httpx``, the SDKs' default transport).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from prereg.core.errors import BadInput
 from prereg.runners.providers.retry import RetryPolicy
 
 ToolSearchVariant = Literal["bm25", "regex"]
+HttpTransport = Literal["aiohttp", "httpx"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,9 @@ class ProviderSettings:
     batch_timeout_s: float = 24 * 3600.0
     #: Anthropic's tool search comes in two variants; OpenAI has one.
     tool_search_variant: ToolSearchVariant = "bm25"
+    #: the SDK client's transport (None: aiohttp when installed, else httpx); see
+    #: :func:`prereg.runners.providers.transport.http_client`
+    http: HttpTransport | None = None
 
     @classmethod
     def from_env(
@@ -87,6 +94,7 @@ class ProviderSettings:
             "batch_poll_s": number("BATCH_POLL_S", float),
             "batch_timeout_s": number("BATCH_TIMEOUT_S", float),
             "tool_search_variant": read("TOOL_SEARCH"),
+            "http": read("HTTP"),
         }
         settings = replace(base, retry=retry, **{k: v for k, v in values.items() if v is not None})
         return settings.with_overrides(overrides or {})
@@ -105,5 +113,10 @@ class ProviderSettings:
         if out.tool_search_variant not in ("bm25", "regex"):
             raise BadInput(
                 "tool search variant must be 'bm25' or 'regex'", field="PREREG_TOOL_SEARCH"
+            )
+        if out.http not in (None, "aiohttp", "httpx"):
+            raise BadInput(
+                f"the HTTP transport must be 'aiohttp' or 'httpx', got {out.http!r}",
+                field="PREREG_HTTP",
             )
         return out

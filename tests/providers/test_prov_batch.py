@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -221,13 +222,21 @@ def strays(root: Path) -> list[str]:
     )
 
 
+#: how a refused connection reads through either transport: the SDK's "Connection error."
+#: (httpx), or the refusal itself as the cause (the openai SDK's aiohttp transport calls a
+#: refused connection a connect timeout; prereg names the cause: retry._error_text)
+REFUSED = r"Connection error|Connect call failed|Connection refused"
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 def test_an_unreachable_endpoint_is_batch_failed_and_stores_nothing(
-    fake: FakeProviders, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake: FakeProviders, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str
 ) -> None:
+    monkeypatch.setenv("PREREG_HTTP", transport)
     endpoint(monkeypatch, closed_url())
     store = BatchStore(tmp_path / "runs")
     for module, model in ((anthropic_driver, "claude-haiku-4-5"), (openai_driver, "gpt-5-mini")):
-        with pytest.raises(BatchFailed, match="Connection error") as refused:
+        with pytest.raises(BatchFailed, match=REFUSED) as refused:
             run(first_turns(module.create(model, {}), episodes(2), store))
         assert "none is stored" in str(refused.value) and refused.value.exit_code == 1
     assert store.batches(DIGEST) == []
@@ -257,7 +266,7 @@ def test_batch_run_with_the_endpoint_down_exits_1_cleanly_and_resumes(  # type: 
         assert down.code == 1, down.stdout
         error = down.json()
         assert error["error"] == "BatchFailed"
-        assert "Connection error" in error["message"]
+        assert re.search(REFUSED, error["message"])
         assert "run `prereg run --batch` again" in error["message"]
         assert "Traceback" not in down.stderr and down.stderr.startswith("error: ")
         assert strays(ws) == []

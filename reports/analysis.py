@@ -18,6 +18,7 @@ the verdict ``incomplete``.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -45,7 +46,7 @@ from prereg.reports.model import (
     TestReport,
     VerdictReport,
 )
-from prereg.reports.observations import unit_label
+from prereg.reports.observations import Obs, unit_label
 from prereg.reports.pairs import PairData, build_pairs
 from prereg.reports.pairwise import pairwise_changes
 from prereg.reports.registered import run_test
@@ -66,19 +67,25 @@ class Options:
 
 
 class _Pairs:
-    """Paired data per (control, treatment, outcome), built once each."""
+    """Paired data per (control, treatment, outcome), built once each, each from its two
+    arms' runs only (``build_pairs`` reads no other arm's; every pair of ten arms would
+    otherwise walk every run 45 times)."""
 
     def __init__(self, loaded: LoadedRuns) -> None:
         self.loaded = loaded
         self.cache: dict[tuple[str, str, str], PairData] = {}
+        self.by_arm: dict[str, list[Obs]] = defaultdict(list)
+        for o in loaded.used:
+            self.by_arm[o.arm].append(o)
 
     def get(self, reg: Registration, spec: TestSpec) -> PairData:
         control, treatment = reg.compared_arms(spec)
         outcome = spec.outcome or reg.outcome
         key = (control, treatment, outcome)
         if key not in self.cache:
+            arms = dict.fromkeys((control, treatment))  # one list when both are one arm
             self.cache[key] = build_pairs(
-                self.loaded.used,
+                [o for arm in arms for o in self.by_arm.get(arm, [])],
                 control,
                 treatment,
                 outcome,

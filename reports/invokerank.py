@@ -156,8 +156,7 @@ def _positive(observations: Sequence[Obs], arm: str) -> list[Obs]:
     ]
 
 
-def _nested(o: Obs) -> bool:
-    values = [o.outcome(s) for s in STAGES]
+def _nested_values(values: Sequence[bool | None]) -> bool:
     reached = [v for v in values if v is not None]
     return all(a or not b for a, b in zip(reached, reached[1:], strict=False))
 
@@ -166,7 +165,8 @@ def score_level(runs: Sequence[Obs]) -> tuple[str, tuple[str, ...], str]:
     """(level, stages, reason): the full score, IR_DS, or none (module docstring)."""
     if not runs:
         return "not_computed", (), "no positive run"
-    broken = sum(not _nested(o) for o in runs)
+    values = [[o.outcome(s) for s in STAGES] for o in runs]  # each run's, read once
+    broken = sum(not _nested_values(v) for v in values)
     if broken:
         return (
             "not_computed",
@@ -174,7 +174,7 @@ def score_level(runs: Sequence[Obs]) -> tuple[str, tuple[str, ...], str]:
             f"{broken} positive run(s) reach a stage without its parent: a recording "
             "error (the funnel is nested), so no score",
         )
-    measured = {s: all(o.outcome(s) is not None for o in runs) for s in STAGES}
+    measured = {s: all(v[k] is not None for v in values) for k, s in enumerate(STAGES)}
     if all(measured.values()):
         return "full", STAGES, "every stage measured on every positive run"
     if measured["surfaced"] and measured["selected"]:

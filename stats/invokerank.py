@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal, get_args
@@ -171,9 +171,20 @@ def betabinom_loglik(mu: float, kappa: float, successes: Any, trials: Any) -> fl
     ``scipy.stats.betabinom.logpmf``.
     """
     y, n = _pair(successes, trials)
-    a, b = mu * kappa, (1.0 - mu) * kappa
+    return _betabinom_terms(y, n)(mu, kappa)
+
+
+def _betabinom_terms(y: FloatArray, n: FloatArray) -> Callable[[float, float], float]:
+    """:func:`betabinom_loglik` of validated counts as a function of (mu, kappa), the
+    binomial coefficients computed once (an optimiser evaluates it hundreds of times)."""
     coef = spsp.gammaln(n + 1.0) - spsp.gammaln(y + 1.0) - spsp.gammaln(n - y + 1.0)
-    return float(np.sum(coef + spsp.betaln(y + a, n - y + b) - spsp.betaln(a, b)))
+    failures = n - y
+
+    def loglik(mu: float, kappa: float) -> float:
+        a, b = mu * kappa, (1.0 - mu) * kappa
+        return float(np.sum(coef + spsp.betaln(y + a, failures + b) - spsp.betaln(a, b)))
+
+    return loglik
 
 
 def betabinom_moments(successes: Any, trials: Any) -> tuple[float, float]:
@@ -233,12 +244,13 @@ def fit_beta_prior(successes: Any, trials: Any) -> BetaPrior:
     mu0, kappa0 = betabinom_moments(y, n)
     mu0 = min(max(mu0, 1e-6), 1.0 - 1e-6)
     lo, hi = np.log(KAPPA_BOUNDS[0]), np.log(KAPPA_BOUNDS[1])
+    loglik = _betabinom_terms(y, n)
 
     def objective(theta: FloatArray) -> float:
         mu = float(spsp.expit(theta[0]))
         if not 0.0 < mu < 1.0:
             return math.inf
-        value = -betabinom_loglik(mu, float(np.exp(theta[1])), y, n)
+        value = -loglik(mu, float(np.exp(theta[1])))
         return value if math.isfinite(value) else math.inf
 
     start = np.array([spsp.logit(mu0), min(hi, max(lo, math.log(kappa0)))])
@@ -1275,6 +1287,16 @@ def _run_weights(
     prompts are drawn with replacement, as many as it has, and a run counts as often as
     its prompt was drawn (the same resamples as indexing the drawn prompts' runs, without
     building them)."""
+    counts, unit_index = _unit_counts(rng, units, cell, resamples)
+    return counts[:, unit_index]
+
+
+def _unit_counts(
+    rng: np.random.Generator, units: NDArray[np.int64], cell: NDArray[np.int64], resamples: int
+) -> tuple[FloatArray, NDArray[np.int64]]:
+    """How often each prompt is drawn (B, U) in the resamples of :func:`_run_weights`, and
+    each run's prompt (T,): a statistic linear in the runs' weights can sum its runs per
+    prompt first (exactly, when they are counts) instead of weighting a (B, T) matrix."""
     ids, unit_index = np.unique(units, return_inverse=True)
     counts = np.zeros((resamples, ids.size))
     rows = np.arange(resamples)[:, None]
@@ -1285,7 +1307,7 @@ def _run_weights(
             (rows * members.size + picks).ravel(), minlength=resamples * members.size
         )
         counts[:, members] += drawn.reshape(resamples, members.size)
-    return counts[:, unit_index]
+    return counts, np.asarray(unit_index, np.int64).ravel()
 
 
 def choice_shares(
@@ -1322,7 +1344,10 @@ def choice_shares(
     share = np.asarray(_share_table(np.ones(cell.size), design, el))
     rollup = np.asarray(_share_rollup(share, w))
     rng = np.random.default_rng(seed)
-    bs = np.asarray(_share_table(_run_weights(rng, units, cell, int(resamples)), design, el))
+    drawn, unit_index = _unit_counts(rng, units, cell, int(resamples))
+    per_unit = np.zeros((drawn.shape[1], design.shape[1]))
+    np.add.at(per_unit, unit_index, design)  # 0/1 hits summed per prompt: exact
+    bs = np.asarray(_share_table(drawn, per_unit, el))
     br = np.asarray(_share_rollup(bs, w))
 
     def bound(draws: FloatArray, q: float, point: FloatArray) -> FloatArray:

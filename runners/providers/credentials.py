@@ -102,7 +102,7 @@ def effective_base_url(provider: Provider) -> str:
     return base_url(provider) or DEFAULT_BASE_URLS[provider]
 
 
-def _secret_values() -> tuple[str, ...]:
+def secret_values() -> tuple[str, ...]:
     """The secrets to redact, longest first, read from the environment on every call (a
     test or a user may set a key at any time); the sorting is cached per set of values."""
     return _sorted_secrets(tuple(os.environ.get(name, "") for name in SECRET_VARIABLES))
@@ -114,11 +114,12 @@ def _sorted_secrets(raw: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted((v for v in values if len(v) >= _MIN_SECRET), key=len, reverse=True))
 
 
-def redact(text: str) -> str:
-    """``text`` with every secret value and credential-shaped string replaced."""
+def redact(text: str, secrets: tuple[str, ...] | None = None) -> str:
+    """``text`` with every secret value and credential-shaped string replaced
+    (``secrets``: the values to replace, read from the environment when None)."""
     if not text:
         return text
-    for value in _secret_values():
+    for value in secret_values() if secrets is None else secrets:
         text = text.replace(value, REDACTED)
     for pattern in _PATTERNS:
         if pattern.groups:
@@ -128,17 +129,20 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_obj(value: Any) -> Any:
-    """Redact every string inside a JSON-like value (dicts, lists, tuples), keys included."""
+def redact_obj(value: Any, secrets: tuple[str, ...] | None = None) -> Any:
+    """Redact every string inside a JSON-like value (dicts, lists, tuples), keys included;
+    the secret values are read from the environment once per call, not once per string."""
+    if secrets is None:
+        secrets = secret_values()
     if isinstance(value, str):
-        return redact(value)
+        return redact(value, secrets)
     if isinstance(value, dict):
-        return {redact_obj(k): redact_obj(v) for k, v in value.items()}
+        return {redact_obj(k, secrets): redact_obj(v, secrets) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(redact_obj(v) for v in value)
+        return type(value)(redact_obj(v, secrets) for v in value)
     return value
 
 
 def contains_secret(text: str) -> bool:
     """Whether ``text`` still holds a secret value (used by tests and self-checks)."""
-    return any(value in text for value in _secret_values())
+    return any(value in text for value in secret_values())

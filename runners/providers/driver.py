@@ -50,7 +50,7 @@ from prereg.runners.drivers.base import (
     Usage,
 )
 from prereg.runners.providers.batch_backend import BatchBackend
-from prereg.runners.providers.credentials import Provider, redact, redact_obj
+from prereg.runners.providers.credentials import Provider, redact, redact_obj, secret_values
 from prereg.runners.providers.prices import (
     ModelPrice,
     Priced,
@@ -152,20 +152,24 @@ def redacted_turn(turn: Turn) -> Turn:
     redacted.
     """
     action = turn.action
+    secrets = secret_values()  # read once for the turn's strings
     if isinstance(action, ToolCall):
         action = replace(
             action,
-            name=redact(action.name),
-            arguments=redact_obj(action.arguments),
-            call_id=None if action.call_id is None else redact(action.call_id),
+            name=redact(action.name, secrets),
+            arguments=redact_obj(action.arguments, secrets),
+            call_id=None if action.call_id is None else redact(action.call_id, secrets),
         )
     elif isinstance(action, Malformed | FinalAnswer | CutAtCap):
-        action = replace(action, text=redact(action.text))
+        action = replace(action, text=redact(action.text, secrets))
+    returned = turn.model_returned
     return replace(
         turn,
         action=action,
-        model_returned=None if turn.model_returned is None else redact(turn.model_returned),
-        surfaced=None if turn.surfaced is None else tuple(redact(n) for n in turn.surfaced),
+        model_returned=None if returned is None else redact(returned, secrets),
+        surfaced=None
+        if turn.surfaced is None
+        else tuple(redact(n, secrets) for n in turn.surfaced),
     )
 
 

@@ -8,8 +8,10 @@ of issue 15 (``--help`` under 0.3 s, ``plan`` under 0.5 s), with the CPU time (u
 system) the process used, which a loaded machine inflates less than the wall time.
 ``--imports N`` also lists, per command, the N packages whose import costs most (``python
 -X importtime``, self times summed per package; prereg per subpackage), to show what a
-command loads and does not use. No assertions: figures only, indicative on a loaded
-machine (the load average is printed).
+command loads and does not use, and which of the heavy libraries (:data:`HEAVY`) it
+imports at all (tests/cli/test_startup_imports.py asserts that ``--help`` and ``plan``
+import none). No assertions: figures only, indicative on a loaded machine (the load
+average is printed).
 
     python bench/startup.py [--runs 9] [--imports 12] [--json]
 """
@@ -31,6 +33,8 @@ PILOT = "music-library-pilot"
 #: issue 15's start-up targets, seconds
 TARGETS = {"prereg --help": 0.3, "prereg plan (from options)": 0.5}
 PLAN = ("plan", "--sigma-d", "0.28", "--prompts", "100", "--json")
+#: libraries whose import alone costs a command tens of milliseconds or more
+HEAVY = ("numpy", "scipy", "statsmodels", "pydantic", "anthropic", "openai", "mcp", "matplotlib")
 
 
 def _prereg(*args: str | Path) -> list[str]:
@@ -57,7 +61,8 @@ def _time(command: list[str], runs: int) -> tuple[float, float, float]:
 
 def heaviest_imports(command: list[str], top: int) -> list[tuple[str, float]]:
     """The ``top`` packages whose modules cost ``command`` most import time (seconds: the
-    self time of every module of the package, summed; ``prereg`` by subpackage)."""
+    self time of every module of the package, summed; ``prereg`` by subpackage), then
+    each of :data:`HEAVY` that it imports, marked ``(heavy)``."""
     env = {**os.environ, "NO_COLOR": "1"}
     run = subprocess.run(
         [command[0], "-X", "importtime", *command[1:]], capture_output=True, text=True, env=env
@@ -71,7 +76,8 @@ def heaviest_imports(command: list[str], top: int) -> list[tuple[str, float]]:
         parts_of = name.split(".")
         package = ".".join(parts_of[:2]) if parts_of[0] == "prereg" else parts_of[0]
         totals[package] = totals.get(package, 0.0) + int(parts[0]) / 1e6
-    return sorted(totals.items(), key=lambda kv: -kv[1])[:top]
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
+    return ranked + [(f"(heavy) {name}", totals[name]) for name in HEAVY if name in totals]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,8 +6,11 @@ it, write the files and print.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,10 +42,27 @@ DEMO_DRAFT = DEMO_EXAMPLES["pilot"]
 DEMO_STUDIES = {"toolbottleneck": "toolbottleneck-capacity.yaml"}
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused (then restored as it was) while one analysis
+    runs. Loading a large store allocates millions of objects that all stay alive, so
+    every collection walks them again and finds nothing: on 27,000 runs about a quarter
+    of the command's CPU time. Reference counting still frees everything acyclic; the
+    few cycles made meanwhile (figures, say) wait for the next collection."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _analyse(ws: Workspace, reg_id: str, options: Options) -> tuple[dict[str, Any], Report, Path]:
-    report = analyse(ws, reg_id, options)
-    out = write_report(ws, report)
-    data = report.to_json()
+    with _no_cycle_collection():
+        report = analyse(ws, reg_id, options)
+        out = write_report(ws, report)
+        data = report.to_json()
     data["report_dir"] = str(out)
     data["files"] = {name: str(out / name) for name in ("report.json", "report.md", "report.html")}
     return data, report, out

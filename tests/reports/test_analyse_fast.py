@@ -1,0 +1,124 @@
+"""The analysis's fast paths give what the plain computation gives.
+
+References: jsonschema's own validator on each call (argument validity remembered per
+tool and arguments), hand-written choice sets (first choices built with dict lookups and
+arm-wise grouping), and the garbage collector's state around an analysis.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from prereg.commands.analyse_cmds import _no_cycle_collection
+from prereg.experiments.surfaces import Tool
+from prereg.reports.invokerank import _Validity, first_choices
+from prereg.reports.observations import Obs
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "flag": {"type": "boolean"}},
+    "required": ["n"],
+}
+ARGUMENTS: list[Any] = [
+    {"n": 1},
+    {"n": True},  # equal to {"n": 1} in Python, not a JSON integer
+    {"n": 1.0},  # a JSON integer (draft 2020-12)
+    {"n": 1.5},
+    {"flag": 1, "n": 2},
+    {"n": 2, "flag": True},
+    {"n": 1},
+    {1: 2, "n": 1},  # a non-string key: JSON would write it as "1"
+    ("n", 1),  # a tuple: JSON would write it as a list
+    {"n": float("nan")},
+    {"n": 1},
+]
+
+
+def _tool(name: str, schema: dict[str, Any]) -> Tool:
+    return Tool(name, name, "d", schema, steps=(), surface="s")
+
+
+def test_remembered_validity_equals_the_validator_on_every_call() -> None:
+    loose = {"type": "object"}
+    tools = [_tool("strict", SCHEMA), _tool("loose", loose)]
+    valid = _Validity()
+    for _ in range(2):  # the second pass answers from memory
+        for tool, schema in zip(tools, (SCHEMA, loose), strict=True):
+            for arguments in ARGUMENTS:
+                expected = Draft202012Validator(schema).is_valid(arguments)
+                assert valid(tool, arguments) is expected, (tool.name, arguments)
+    assert valid(tools[0], {"n": 1}) and not valid(tools[0], {"n": True})
+
+
+def _run(task: str, repeat: int, listed: list[str], first: str | None, intent: str) -> Obs:
+    return Obs(
+        record_id=f"{task}-{repeat}",
+        registration_id="r",
+        digest="sha256:" + "1" * 64,
+        arm="a",
+        task_id=task,
+        intent=intent,
+        cluster="c",
+        polarity="positive",
+        repeat=repeat,
+        rotation=0,
+        status="ok",
+        evidence_class="local",
+        driver="local",
+        model_requested=None,
+        model_returned=None,
+        success=True,
+        funnel={},
+        terminal_class="answered_without_search" if first is None else "focal",
+        selection_rate=None,
+        cost_usd=None,
+        tokens=None,
+        offer={
+            "servers": [{"key": k, "role": "focal" if k == "f" else "competitor"} for k in listed],
+            "first_server": first,
+        },
+    )
+
+
+def test_first_choices_place_each_run_s_listing_by_hand() -> None:
+    runs = [
+        _run("t1", 0, ["f", "c1"], "c1", "find"),
+        _run("t2", 0, ["c2", "f"], "f", "edit"),
+        _run("t1", 1, ["f", "c1"], None, "find"),
+        _run("t3", 0, ["c1", "c2", "f"], "c2", "find"),
+        _run("t2", 1, ["c2", "f"], "ghost", "edit"),  # first call to nothing listed: dropped
+    ]
+    ch = first_choices(runs)
+    assert ch is not None
+    assert ch.keys == ["f", "c1", "c2"]  # in order of first listing
+    assert ch.roles == ["focal", "competitor", "competitor"]
+    assert ch.chosen == [1, 0, -1, 2]
+    assert ch.available == [
+        [True, True, False],
+        [True, False, True],
+        [True, True, False],
+        [True, True, True],
+    ]
+    assert ch.position == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [2.0, 0.0, 1.0]]
+    assert ch.intents == ["edit", "find"]
+    assert ch.cell == [1, 0, 1, 1]
+    assert ch.prompt == [0, 1, 0, 2]  # tasks in order of first placed run
+    assert ch.dropped == 1
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_the_collector_is_paused_during_an_analysis_and_restored(before: bool) -> None:
+    (gc.enable if before else gc.disable)()
+    try:
+        with _no_cycle_collection():
+            assert not gc.isenabled()
+        assert gc.isenabled() is before
+        with pytest.raises(RuntimeError), _no_cycle_collection():
+            raise RuntimeError("an analysis that fails")
+        assert gc.isenabled() is before
+    finally:
+        gc.enable()

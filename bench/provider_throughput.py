@@ -65,7 +65,7 @@ async def _serve(latency: float) -> None:
     from tests.providers.fake_chat import ChatBrain  # lazy: only the child process serves
 
     brain = ChatBrain()
-    counts = {"requests": 0}
+    counts: dict[str, float] = {"requests": 0, "held_s": 0.0}
 
     def answer(path: str, body: dict[str, Any]) -> dict[str, Any]:
         if path == "/v1/messages":
@@ -86,15 +86,18 @@ async def _serve(latency: float) -> None:
                 )
                 raw = await reader.readexactly(int(headers.get("content-length") or 0))
                 if method == "GET" and path == "/stats":
-                    data = json.dumps(counts).encode()
+                    data = json.dumps({**counts, "cpu_s": time.process_time()}).encode()
                 else:
                     counts["requests"] += 1
+                    received = time.perf_counter()
                     await asyncio.sleep(latency)
                     data = json.dumps(answer(path.split("?", 1)[0], json.loads(raw))).encode()
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                     b"content-length: " + str(len(data)).encode() + b"\r\n\r\n" + data
                 )
+                if path != "/stats":  # how long the fake held the request: L, or more if busy
+                    counts["held_s"] += time.perf_counter() - received
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -125,9 +128,12 @@ def fake_server(latency: float) -> Any:
         child.wait(timeout=10)
 
 
-def served_requests(origin: str) -> int:
+def server_stats(origin: str) -> dict[str, float]:
+    """The fake's counters: requests answered, the seconds it held them (from reading a
+    request to writing its reply) and its own CPU seconds so far."""
     with urllib.request.urlopen(origin + "/stats", timeout=10) as reply:  # noqa: S310 - local
-        return int(json.loads(reply.read())["requests"])
+        data: dict[str, float] = json.loads(reply.read())
+        return data
 
 
 # ---- the run ---------------------------------------------------------------------------------
@@ -207,6 +213,7 @@ def measure(driver: str, args: argparse.Namespace, profile: Path | None = None) 
         importlib.import_module(SDKS[driver])  # a one-off, measured apart (import_cpu_ms)
         profiler = cProfile.Profile(time.process_time) if profile is not None else None
         load_before = os.getloadavg()
+        fake_before = server_stats(origin)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         if profiler is not None:
             profiler.enable()
@@ -215,7 +222,8 @@ def measure(driver: str, args: argparse.Namespace, profile: Path | None = None) 
             profiler.disable()
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         load_after = os.getloadavg()
-        requests = served_requests(origin)
+        fake = server_stats(origin)
+        requests = int(fake["requests"])
         failed = [r.error for r in RunStore(ws.runs).records(status="infra_error")][:3]
     if profiler is not None and profile is not None:
         profile.parent.mkdir(parents=True, exist_ok=True)
@@ -234,6 +242,12 @@ def measure(driver: str, args: argparse.Namespace, profile: Path | None = None) 
         "sdk_import_cpu_ms": round(import_cpu_ms(SDKS[driver])),
         "limit_s": round(limit, 2),
         "limit_over_wall": round(limit / wall, 3),
+        # the fake's own figures: CPU per request, and the mean time it held a request
+        # (L if it is never the bottleneck; more means the limit was the fake's, not ours)
+        "fake_cpu_ms_per_request": round(
+            (fake["cpu_s"] - fake_before["cpu_s"]) * 1000 / max(requests, 1), 2
+        ),
+        "fake_held_ms_mean": round(fake["held_s"] * 1000 / max(requests, 1), 1),
         "loadavg_1m_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
         "cores": os.cpu_count(),
         "profiled": bool(profiler),
@@ -300,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"transport; CPU outside it about {r['cpu_ms_per_unit_outside_http_est']:.1f} "
                 "ms per unit (SDK imported beforehand)"
             )
+        print(
+            f"  the fake: {r['fake_cpu_ms_per_request']:.2f} ms CPU per request, held each "
+            f"{r['fake_held_ms_mean']:.1f} ms on average (L = {args.latency * 1000:.0f} ms)"
+        )
         if r["failed"]:
             print(f"  {r['failed']} units failed, e.g. {r['first_errors']}")
     print("target: limit/wall >= 0.9 and < 5 ms CPU per unit outside the SDK's network I/O")

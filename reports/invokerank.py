@@ -35,7 +35,6 @@ not registered and never feeds the verdict.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -213,14 +212,37 @@ def _iv(low: Any, high: Any, level: float, method: str) -> Interval:
     return Interval(low=_none(float(low)), high=_none(float(high)), level=level, method=method)
 
 
-def _stage_estimate(fit: stats.FunnelStage, c: int, intent: str) -> StageEstimate:
-    a, b = fit.posterior_alpha[c], fit.posterior_beta[c]
-    low, high = stats.beta_interval(a, b, LEVELS[0])
+@dataclass(frozen=True)
+class _StageBounds:
+    """A stage's posterior and displayed Jeffreys intervals for every intent cell, from one
+    vectorised call each (elementwise the same quantiles as one call per cell)."""
+
+    low: Any
+    high: Any
+    shown: stats.ProportionInterval
+
+    @classmethod
+    def of(cls, fit: stats.FunnelStage) -> _StageBounds:
+        low, high = stats.beta_interval(fit.posterior_alpha, fit.posterior_beta, LEVELS[0])
+        shown = stats.jeffreys_interval(
+            np.asarray(fit.successes, np.float64),
+            np.asarray(fit.trials, np.float64),
+            level=LEVELS[0],
+            deff=np.asarray(fit.deff, np.float64),
+        )
+        return cls(np.atleast_1d(low), np.atleast_1d(high), shown)
+
+
+def _stage_estimate(
+    fit: stats.FunnelStage, c: int, intent: str, bounds: _StageBounds | None = None
+) -> StageEstimate:
+    b = bounds or _StageBounds.of(fit)
+    low, high = b.low[c], b.high[c]
     n, y, deff = int(fit.trials[c]), int(fit.successes[c]), float(fit.deff[c])
     displayed = None
     if n:
-        ji = stats.jeffreys_interval(y, n, level=LEVELS[0], deff=deff)
-        displayed = _iv(ji.low, ji.high, LEVELS[0], ji.method)
+        lo, hi = np.atleast_1d(b.shown.low)[c], np.atleast_1d(b.shown.high)[c]
+        displayed = _iv(lo, hi, LEVELS[0], b.shown.method)
     return StageEstimate(
         stage=fit.stage,
         successes=y,
@@ -255,6 +277,7 @@ def _pass_k(prompts: Prompts, mask: Sequence[bool]) -> tuple[float | None, int]:
 
 def _intent_scores(result: stats.InvokeRankResult, prompts: Prompts, arm: str) -> list[IntentScore]:
     lever = stats.funnel_lever(result.posterior_means)
+    bounds = [_StageBounds.of(f) for f in result.fits]
     out = []
     for c, intent in enumerate(prompts.intents):
         mask = [cell == c for cell in prompts.cell]
@@ -270,7 +293,10 @@ def _intent_scores(result: stats.InvokeRankResult, prompts: Prompts, arm: str) -
                     _iv(result.q_low[lv][c], result.q_high[lv][c], lv, PUBLISHED_METHOD)
                     for lv in LEVELS
                 ],
-                stages=[_stage_estimate(f, c, intent) for f in result.fits],
+                stages=[
+                    _stage_estimate(f, c, intent, b)
+                    for f, b in zip(result.fits, bounds, strict=True)
+                ],
                 loss_shares=_shares(result.stages, result.loss_shares[c]),
                 lever=_shares(result.stages, lever[c]),
                 pass_k=pk,
@@ -1109,24 +1135,33 @@ def _valid(tool: Tool, arguments: Any) -> bool:
 class _Validity:
     """:func:`_valid`, remembered per tool and arguments: repeats of a task mostly send
     the same first call, and building a validator per run dominated the funnel's cost.
-    Arguments are keyed by their canonical JSON text (types kept apart: 1, 1.0 and true
-    differ); arguments that JSON does not write back as they are (a tuple, a non-string
-    key, NaN) are checked every time."""
+    Arguments are keyed by their type and ``repr``, which for parsed JSON (dicts, lists,
+    strings, numbers, booleans, null) writes every value back exactly and keeps the
+    types apart (1, 1.0 and True differ; a key order that differs only misses); any
+    other object is checked every time."""
 
     def __init__(self) -> None:
         self.seen: dict[tuple[int, str], bool] = {}
 
     def __call__(self, tool: Tool, arguments: Any) -> bool:
-        try:
-            text = json.dumps(arguments, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError):
+        if not _plain_json(arguments):
             return _valid(tool, arguments)
-        if json.loads(text) != arguments:
-            return _valid(tool, arguments)
-        key = (id(tool), text)
+        key = (id(tool), repr(arguments))
         if key not in self.seen:
             self.seen[key] = _valid(tool, arguments)
         return self.seen[key]
+
+
+_JSON_LEAVES = (str, int, float, bool, type(None))
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is made of what a JSON parser makes (so its repr is faithful)."""
+    if type(value) is dict:
+        return all(type(k) is str and _plain_json(v) for k, v in value.items())
+    if type(value) is list:
+        return all(_plain_json(v) for v in value)
+    return type(value) in _JSON_LEAVES
 
 
 def _server_hits(

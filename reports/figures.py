@@ -191,6 +191,10 @@ TERMINAL_COLOURS = {
 }
 
 
+#: inches between the terminal figure's axes and its legend (below the axis label)
+LEGEND_GAP_IN = 0.75
+
+
 def terminal_breakdown(report: Report) -> bytes | None:
     """Figure 4: each intent's positive runs by terminal class, per arm (negatives apart,
     in the report's table), as stacked shares of the row's runs."""
@@ -206,7 +210,8 @@ def terminal_breakdown(report: Report) -> bytes | None:
     plt = _plt()
     from matplotlib.collections import PolyCollection  # lazy: matplotlib, as in _plt
 
-    fig, ax = plt.subplots(figsize=(7.0, 0.8 + 0.35 * len(rows)))
+    height = 0.8 + 0.35 * len(rows)
+    fig, ax = plt.subplots(figsize=(7.0, height))
     left = [0.0] * len(rows)
     half = 0.4  # half a bar's height (barh's default height 0.8)
     for name, colour in TERMINAL_COLOURS.items():
@@ -229,7 +234,10 @@ def terminal_breakdown(report: Report) -> bytes | None:
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of the row's positive runs (first external call, or why none)")
-    ax.legend(frameon=False, fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    # the legend a fixed distance below the axes (a share of the axes' height would leave
+    # inches of blank canvas, to draw and encode, under a programme's many rows)
+    below = LEGEND_GAP_IN / (height * (fig.subplotpars.top - fig.subplotpars.bottom))
+    ax.legend(frameon=False, fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -below))
     ax.set_title("Terminal classes per intent (Figure 4; unjudged: no native judge)", fontsize=9)
     return _png(fig)
 

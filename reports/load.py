@@ -43,7 +43,7 @@ from prereg.registry.units import (
 )
 from prereg.reports.observations import Obs, RecordLike, from_record, unit_label
 from prereg.runners.stores import resolve_store
-from prereg.runners.verify_runs import verified_records
+from prereg.runners.verify_runs import held_gc, verified_records
 
 Unit = tuple[str, str, int]
 MAX_NAMED = 20
@@ -251,7 +251,20 @@ def load_runs(
 ) -> LoadedRuns:
     """Load and check the runs of ``entry`` (``records`` overrides the store, for tests).
 
-    ``store``: ``--store`` (else ``PREREG_STORE``, else the workspace's runs/ folder)."""
+    ``store``: ``--store`` (else ``PREREG_STORE``, else the workspace's runs/ folder).
+    The garbage collector is held meanwhile (:func:`held_gc`): tens of thousands of
+    records and observations are built, none of them in a cycle."""
+    with held_gc():
+        return _load(ws, registry, entry, records, store)
+
+
+def _load(
+    ws: Workspace,
+    registry: Registry,
+    entry: Entry,
+    records: Sequence[RecordLike] | None,
+    store: str | None,
+) -> LoadedRuns:
     experiment = frozen_experiment(registry, entry)
     tasks = tuple(experiment.tasks_in_split(entry.registration.split))
     surfaces = {arm.id: experiment.surfaces.get(arm.surface) for arm in entry.registration.arms}

@@ -215,20 +215,141 @@ def link_hash(record_content: dict[str, Any], index: int, prev: str, *, plain: b
     return "sha256:" + hashlib.sha256(encoded).hexdigest()
 
 
+#: A digest as every link's ``prev`` and ``hash`` spell it: nothing JSON would escape.
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
+
+
+def _spelled(value: Any) -> bytes:
+    """``canonical_bytes(value)``, spelled directly for a link's own fields (a digest, an
+    index below 2**53): the same bytes, without the encoder's machinery per record."""
+    if type(value) is str and _DIGEST.match(value):
+        return b'"' + value.encode("ascii") + b'"'
+    if type(value) is int and 0 <= value <= _INT_LIMIT:
+        return str(value).encode("ascii")
+    return canonical_bytes(value)
+
+
+def _head(index: int, prev: str) -> bytes:
+    """The canonical JSON of a link's document up to its record: ``{"format":...,
+    "index":...,"prev":...,"record":`` (the keys sort in this order, ``record`` last)."""
+    return (
+        b'{"format":"'
+        + FORMAT.encode("ascii")
+        + b'","index":'
+        + _spelled(index)
+        + b',"prev":'
+        + _spelled(prev)
+        + b',"record":'
+    )
+
+
+def _suffix(index: int, prev: str, stated: str) -> bytes:
+    """How a stored body in the content format ends: its chain link, the last member."""
+    return (
+        b',"chain":{"hash":'
+        + _spelled(stated)
+        + b',"index":'
+        + _spelled(index)
+        + b',"prev":'
+        + _spelled(prev)
+        + b"}}"
+    )
+
+
+def stored_body(record: RunRecord) -> str:
+    """The body the store writes for a linked ``record``: the canonical bytes of
+    :func:`content`, with the chain link appended as the object's last member.
+
+    Still a JSON object that is the whole record (any reader parses it as before, an
+    older prereg verifies it by parsing and canonicalising), and the link's hash is
+    sha256 of the bytes before the link, so reading needs no parse and no re-encoding
+    (:func:`content_link`). Falls back to ``model_dump_json`` (the earlier body, which
+    verifies by the parsing path) where the bytes would not check out as that.
+    """
+    chained = record.chain
+    assert chained is not None
+    suffix = _suffix(chained.index, chained.prev, chained.hash)
+    body = (canonical_bytes(content(record))[:-1] + suffix).decode("utf-8")
+    # checked in full: a float of 2**53 or more with an integer value is spelled as an
+    # integer, which parses back as one that RFC 8785 refuses (the parse is the check)
+    if content_link(body, chained.index, chained.prev, chained.hash, trusted=False) == chained.hash:
+        return body
+    return record.model_dump_json()
+
+
+def _content_bytes(body: str, index: int, prev: str, stated: str) -> bytes | None:
+    """The record's content bytes of a body in the content format (None: another body)."""
+    if type(index) is not int or type(prev) is not str or type(stated) is not str:
+        return None
+    try:
+        data = body.encode("utf-8")
+        suffix = _suffix(index, prev, stated)
+    except (UnicodeEncodeError, TypeError, ValueError):
+        return None
+    if len(data) <= len(suffix) + 1 or not data.endswith(suffix):
+        return None
+    return data[: len(data) - len(suffix)] + b"}"
+
+
+def is_canonical_content(data: bytes) -> bool:
+    """Whether ``data`` is exactly what :func:`content` of some record canonicalises to:
+    the RFC 8785 bytes of a JSON object without a chain link and without an unset added
+    field (so hashing these bytes is hashing the record's canonical content)."""
+    try:
+        value, plain = parse_plain(data.decode("utf-8"))
+        if type(value) is not dict or "chain" in value:
+            return False
+        value = _without_unset_added(value)
+        encoded = _encode(value) if plain else canonical_bytes(value)
+    except (ValueError, TypeError, RecursionError):  # JSONDecodeError, Unicode errors included
+        return False
+    return encoded == data
+
+
+def content_link(body: str, index: int, prev: str, stated: str, *, trusted: bool) -> str | None:
+    """``stated`` when ``body`` is in the content format (:func:`stored_body`) as link
+    ``index`` after ``prev`` and its content hashes to ``stated``; None otherwise (then
+    :func:`body_problems` takes the parsing path, which names what is wrong).
+
+    The hash is taken over the stored bytes, so it equals the RFC 8785 hash only when
+    those bytes are canonical: that is checked here (a parse and an encode) unless
+    ``trusted``, which a caller may pass only for a link the registry's anchor pins,
+    whose bytes a full check accepted when the anchor was written (the same bytes,
+    since its hash is the anchored chain's); the caller must refuse a chain off its
+    anchors.
+    """
+    data = _content_bytes(body, index, prev, stated)
+    if data is None:
+        return None
+    recomputed = "sha256:" + hashlib.sha256(_head(index, prev) + data + b"}").hexdigest()
+    if recomputed != stated or not (trusted or is_canonical_content(data)):
+        return None
+    return recomputed
+
+
 def link(record: RunRecord, index: int, prev: str) -> RunRecord:
     """``record`` with its chain link at ``index`` after ``prev``."""
     chained = ChainLink(index=index, prev=prev, hash=link_hash(content(record), index, prev))
     return record.model_copy(update={"chain": chained})
 
 
-def body_problems(body: str, index: int, prev: str) -> tuple[str | None, list[str]]:
+def body_problems(
+    body: str, index: int, prev: str, stated: str | None = None, *, trusted: bool = False
+) -> tuple[str | None, list[str]]:
     """Check one stored body (JSON text) as link ``index`` after ``prev``.
 
     Returns (its hash as recomputed, or None when unreadable; problems). Works on the
-    raw JSON so a record edited into an invalid one is reported, not raised.
+    raw JSON so a record edited into an invalid one is reported, not raised. ``stated``
+    (the row's hash column) lets a body in the content format be checked without
+    parsing it (:func:`content_link`, ``trusted`` as there); any other body, or one that
+    does not check out that way, is parsed, canonicalised and reported as before.
     """
     if not isinstance(body, str):  # a damaged file can hold a number or bytes here
         return None, [f"link {index}: the stored record is not text"]
+    if isinstance(stated, str):
+        fast = content_link(body, index, prev, stated, trusted=trusted)
+        if fast is not None:
+            return fast, []
     try:
         data, plain = parse_plain(body)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
@@ -303,9 +424,12 @@ __all__ = [
     "canonical_bytes",
     "check_records",
     "content",
+    "content_link",
     "genesis",
     "head_of",
+    "is_canonical_content",
     "link",
     "link_hash",
     "parse_plain",
+    "stored_body",
 ]

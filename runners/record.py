@@ -113,7 +113,9 @@ class Funnel(Strict):
 
     @model_validator(mode="after")
     def _nested(self) -> Funnel:
-        check_funnel(self.model_dump())
+        stages = (self.surfaced, self.selected, self.invoked, self.executed, self.completed)
+        if any(stage is False for stage in stages):  # else nothing can break the nesting
+            check_funnel(dict(zip(FUNNEL_STAGES, stages, strict=True)))
         return self
 
 

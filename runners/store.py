@@ -456,7 +456,7 @@ class RunStore(Database):
             record.chain.index,
             record.chain.prev,
             record.chain.hash,
-            record.model_dump_json(),
+            chain.stored_body(record),
         )
         try:
             conn.execute(

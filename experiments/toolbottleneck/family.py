@@ -15,9 +15,17 @@ order; the first is the primary record the request names and the action changes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from prereg.core.errors import BadInput
 from prereg.core.safeio import (
@@ -36,6 +44,9 @@ from prereg.experiments.toolbottleneck.cells import (
 
 Slug = Annotated[str, Field(pattern=SLUG)]
 FamilyId = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")]
+#: A tool-cluster label (``tool_cluster:``): spelled like a family id, since it names the
+#: resampling cluster of the family's tasks (a task's ``cluster``).
+ClusterLabel = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")]
 #: Base name of an operational tool; the exposed function name adds a route code.
 ToolBase = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,40}$")]
 FactType = Literal["string", "integer", "number", "boolean", "date", "money"]
@@ -157,6 +168,27 @@ class FamilyFile(Strict):
     tools: list[OperationalTool] = Field(min_length=1)
     layouts: Layouts
     sizes: Sizes = Field(default_factory=Sizes)
+    #: Optional: families with the same label fall in one tool cluster (the resampling
+    #: cluster of their tasks), beside the families they share an operational tool with
+    #: (:func:`prereg.experiments.toolbottleneck.registrable.tool_clusters`).
+    tool_cluster: ClusterLabel | None = None
+
+    @field_validator("tool_cluster", mode="before")
+    @classmethod
+    def _label_given(cls, value: Any) -> Any:
+        """``tool_cluster:`` written without a value is a mistake, not "no label"."""
+        if value is None:
+            raise ValueError("give a label (a slug such as 'crm-tools') or leave the field out")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_label(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A family without a label dumps exactly as before the field existed (so its
+        ``family_digest`` does not change)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("tool_cluster") is None:
+            data.pop("tool_cluster", None)
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> FamilyFile:

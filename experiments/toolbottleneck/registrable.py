@@ -24,8 +24,8 @@ recompiles each variant and refuses a digest that differs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -35,7 +35,7 @@ from prereg.core.yamlio import FieldRuleError, load_model
 from prereg.experiments.models import SPLIT_NAMES, Solution, SplitName, Task
 from prereg.experiments.toolbottleneck.cells import SLUG, Strict, WorkflowLevel
 from prereg.experiments.toolbottleneck.family import FamilyFile, parse_family
-from prereg.experiments.toolbottleneck.workflow import primary_ref
+from prereg.experiments.toolbottleneck.workflow import operational_functions, primary_ref
 
 KIND = "toolbottleneck"
 #: The one surface of a study: an arm's surface is its compiled variant.
@@ -79,6 +79,8 @@ class StudyExperiment:
     families: tuple[StudyFamily, ...]
     #: task id -> (family id, seed)
     tasks: Mapping[str, tuple[str, int]]
+    #: family id -> its tool cluster (:func:`tool_clusters`), its tasks' ``cluster``
+    clusters: Mapping[str, str] = field(default_factory=dict)
 
     def family(self, family_id: str) -> FamilyFile:
         return next(f.family for f in self.families if f.family.id == family_id)
@@ -101,9 +103,10 @@ class LoadedStudy:
 
 class StudyTask(Task):
     """A study's task with ``bound``: the largest certified minimum of its variants over
-    a registration's arms, so that a per-task limit rule (certified minimum + k) bounds
-    every unit of the task (``prereg run --dry-run``). A unit's own limit is always
-    resolved from its compiled variant when it runs."""
+    a registration's arms, so that a per-task limit rule (certified minimum + k) resolved
+    through the task (:func:`prereg.registry.units.unit_budgets`) bounds every unit of
+    the task. A unit's own limits are resolved from its compiled variant, both when it
+    runs and by ``prereg run --dry-run`` (reading 38), which do not read ``bound``."""
 
     bound: int | None = Field(None, ge=0)
 
@@ -117,6 +120,69 @@ def reference_length(family: FamilyFile, workflow: WorkflowLevel, handoffs: int 
     handoffs (readings 2, 4, 5): a search and a read per record of the layout and per
     handoff, and the action where the family has one (the compiler certifies it)."""
     return 2 * len(family.layouts.of(workflow)) + 2 * handoffs + int(family.action is not None)
+
+
+def required_tools(family: FamilyFile) -> frozenset[str]:
+    """The family's operational tools as the functions its compiled world exposes (base
+    name on the family's route, :func:`.workflow.operational_functions`): two families
+    share a tool when they expose a function of the same name."""
+    return frozenset(operational_functions(family))
+
+
+def tool_clusters(families: Sequence[tuple[FamilyFile, str]]) -> dict[str, str]:
+    """Family id -> its tool cluster: the connected components of "shares a required
+    tool" (:func:`required_tools`) or "gives the same ``tool_cluster`` label" (reading 32).
+
+    A label merges, never splits: families that share a tool are in one cluster whatever
+    their labels say. A cluster is named by the first (in sorted order) label of its
+    families, else by its first family id, so a family with its own tools and no label
+    is its own cluster, named as the family. The result does not depend on the order of
+    ``families`` (``(family, file)`` pairs; the file names a refusal). BadInput (naming
+    the file and ``tool_cluster``) for a label that is the id of a family in another
+    cluster, which would read as that family's cluster.
+    """
+    ids = [f.id for f, _ in families]
+    parent = list(range(len(families)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def join(members: list[int]) -> None:
+        for other in members[1:]:
+            a, b = root(members[0]), root(other)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+
+    holders: dict[tuple[str, str], list[int]] = {}
+    for index, (family, _) in enumerate(families):
+        for name in sorted(required_tools(family)):
+            holders.setdefault(("tool", name), []).append(index)
+        if family.tool_cluster is not None:
+            holders.setdefault(("label", family.tool_cluster), []).append(index)
+    for members in holders.values():
+        join(members)
+    components: dict[int, list[int]] = {}
+    for index in range(len(families)):
+        components.setdefault(root(index), []).append(index)
+    out: dict[str, str] = {}
+    for members in components.values():
+        labels = sorted({families[i][0].tool_cluster or "" for i in members} - {""})
+        name = labels[0] if labels else min(ids[i] for i in members)
+        out.update({ids[i]: name for i in members})
+    for family, filename in families:
+        label = family.tool_cluster
+        if label is not None and label in out and out[label] != out[family.id]:
+            raise BadInput(
+                f"family '{family.id}': tool_cluster '{label}' is the id of family '{label}', "
+                f"which is in another tool cluster ('{out[label]}'); give a label that is "
+                "not the id of another cluster's family",
+                file=filename,
+                field="tool_cluster",
+            )
+    return out
 
 
 def is_study(data: object) -> bool:
@@ -158,7 +224,8 @@ def load_study_experiment(
     ids = [f.family.id for f in families]
     if len(set(ids)) != len(ids):
         raise BadInput("two family files share one family id", file=entry, field="families")
-    split_of = _splits(spec, ids, entry)
+    clusters = tool_clusters([(f.family, f.path) for f in families])
+    split_of = _cluster_splits(spec, _splits(spec, ids, entry), clusters, entry)
     tasks: list[Task] = []
     by_task: dict[str, tuple[str, int]] = {}
     for each in families:
@@ -170,20 +237,48 @@ def load_study_experiment(
             tid = task_id(family, seed)
             by_task[tid] = (family.id, seed)
             # the certified minimum is the variant's (it grows with W): the unit's call
-            # limit is resolved from the compiled variant, not from the task
+            # limit is resolved from the compiled variant, not from the task. The cluster
+            # is the family's tool cluster (reading 32): the family itself when no other
+            # family shares one of its tools or its label.
             tasks.append(
                 Task(
                     id=tid,
                     intent=family.intent,
-                    cluster=family.id,
+                    cluster=clusters[family.id],
                     prompt=request,
                     solution=Solution(certified=True),
                 )
             )
     intents = {f.family.intent: f.family.intent for f in families}
-    study = StudyExperiment(spec, tuple(families), by_task)
+    study = StudyExperiment(spec, tuple(families), by_task, clusters)
     files = (entry, *(f.path for f in families))
     return LoadedStudy(study, files, tuple(tasks), intents, split_of)
+
+
+def _cluster_splits(
+    spec: StudyExperimentFile, split_of: dict[str, str], clusters: dict[str, str], entry: str
+) -> dict[str, str]:
+    """Tool cluster -> split; BadInput (``splits.<split>``) when a cluster's families sit
+    in two splits (a cluster is resampled whole, so it goes to one split)."""
+    out: dict[str, str] = {}
+    first: dict[str, str] = {}
+    listed = {f: s for s, names in (spec.splits or {}).items() for f in names}
+    for family, split in split_of.items():
+        cluster = clusters[family]
+        if cluster not in out:
+            out[cluster], first[cluster] = split, family
+            continue
+        if out[cluster] != split:
+            other = first[cluster]
+            named = family if family in listed else other
+            raise BadInput(
+                f"family '{family}' (split {split}) and family '{other}' (split "
+                f"{out[cluster]}) are in one tool cluster ('{cluster}': they share a "
+                "required tool or a tool_cluster label), and a cluster sits in one split",
+                file=entry,
+                field=f"splits.{split_of[named]}",
+            )
+    return out
 
 
 def _splits(spec: StudyExperimentFile, ids: list[str], entry: str) -> dict[str, str]:

@@ -38,6 +38,7 @@ from prereg.experiments.toolbottleneck.family import (
     WorkflowLevel,
     parse_family,
 )
+from prereg.experiments.toolbottleneck.registrable import tool_clusters
 
 MenuMode = Literal["routed", "fixed"]
 
@@ -146,6 +147,13 @@ class Study:
         self.spec = spec
         self.families = families
 
+    def tool_clusters(self, filename: str = "<study>") -> dict[str, str]:
+        """Family id -> its tool cluster (reading 32; :func:`.registrable.tool_clusters`);
+        BadInput naming the family file and ``tool_cluster`` for a label that names
+        another cluster's family."""
+        base = Path(filename).parent
+        return tool_clusters([(f, str(base / name)) for f, name, _ in self.families])
+
     def file_digests(self) -> dict[str, str]:
         return {name: "sha256:" + hashlib.sha256(raw).hexdigest() for _, name, raw in self.families}
 
@@ -176,4 +184,6 @@ def load_study(path: str | Path) -> Study:
         fpath = path.parent / rel
         raw = _read(fpath, "a task family")
         families.append((parse_family(raw, str(fpath)), rel, raw))
-    return Study(spec, families)
+    study = Study(spec, families)
+    study.tool_clusters(str(path))  # a bad tool_cluster label is refused at load
+    return study

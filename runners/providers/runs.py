@@ -2,8 +2,11 @@
 
 Dry run. Nothing is sent and nothing is written. For the units still missing
 an ``ok`` record it reports the number of requests (at least one per unit, at
-most ``turn_limit``) and an upper bound on spend from the budgets and the price
-table, derived from how the harness stops an episode:
+most its ``turn_limit``) and an upper bound on spend from the budgets and the price
+table, per arm and in total, summed over the units with each unit's own limits (a
+per-task rule resolved for its task; a study unit's from its compiled variant, and
+none for a unit stopped before any request), derived from how the harness stops an
+episode:
 
 - a unit makes at most ``turn_limit`` requests, each generating at most
   ``completion_cap`` tokens (reasoning included: both providers count it
@@ -28,6 +31,7 @@ only ties it to a registration, the run store and the orchestration.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -56,6 +60,7 @@ from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.store import RunStore
 from prereg.runners.stores import StoreLocation, open_store, resolve_store
+from prereg.runners.toolbottleneck_study import StudyUnits
 from prereg.runners.verify_runs import anchor_runs, verified_records
 
 ASSUMPTION = (
@@ -83,7 +88,11 @@ def _pending(
 def unit_bounds(
     turn_limit: int | None, completion_cap: int | None, episode_tokens: int | None
 ) -> dict[str, int | None]:
-    """Per-unit maxima of requests, input and output tokens (None: unbounded)."""
+    """Per-unit maxima of requests, input and output tokens (None: unbounded); a turn
+    limit of 0 is a unit that stops before any request (a study's unavailable Discovery
+    tools) and costs nothing."""
+    if turn_limit == 0:
+        return {"requests": 0, "input_tokens": 0, "output_tokens": 0}
     if turn_limit is None or completion_cap is None or episode_tokens is None:
         return {"requests": turn_limit, "input_tokens": None, "output_tokens": None}
     before_output = min(episode_tokens, (turn_limit - 1) * completion_cap)
@@ -118,8 +127,15 @@ def estimate_run(
     planned, recorded, pending = _pending(plan, experiment, runs, max_units)
     batch = batch or plan.batch
     configs = plan.arm_configs()
+    resolve = unit_resolver(plan, experiment)
     arms = {
-        arm: _arm_estimate(config, [u for u in pending if u.arm == arm], batch=batch, prices=prices)
+        arm: _arm_estimate(
+            config,
+            [u for u in pending if u.arm == arm],
+            batch=batch,
+            prices=prices,
+            resolve=resolve,
+        )
         for arm, config in configs.items()
     }
     first = next(iter(arms.values()))
@@ -140,7 +156,7 @@ def estimate_run(
         "units_recorded": recorded,
         "units_to_run": len(pending),
         "requests": {
-            "min": len(pending),
+            "min": sum(a["requests"]["min"] for a in arms.values()),
             "max": None if None in maxima else sum(maxima),
         },
         "per_unit_max": first["per_unit_max"],
@@ -169,38 +185,68 @@ def estimate_run(
     return out
 
 
-def _widest(config: ArmConfig, units: list[RunUnit]) -> Budgets:
-    """The arm's budgets with per-task limit rules resolved to their largest value over
-    ``units`` (so the bounds hold for every unit)."""
-    b = config.budgets
-    if not units or (b.call_limit_over_certified is None and b.turn_limit_over_calls is None):
-        return b
-    resolved = [unit_budgets(b, u.task) for u in units]
-    turns = [r.turn_limit for r in resolved]
-    calls = [r.call_limit for r in resolved]
-    return replace(
-        b,
-        turn_limit=None if None in turns else max(t for t in turns if t is not None),
-        call_limit=None if None in calls else max(c for c in calls if c is not None),
-    )
+#: A unit's budgets with its limits resolved (a per-task rule for its task, or a study
+#: unit's compiled variant).
+Resolve = Callable[[RunUnit], Budgets]
+
+
+def unit_resolver(plan: RunPlan, experiment: Experiment) -> Resolve:
+    """How each unit's limits are resolved, as running resolves them: a study unit's from
+    its own compiled variant (:meth:`StudyUnits.budgets_of`, reading 38), any other's by
+    the registered per-task rules for its task (:func:`unit_budgets`)."""
+    if experiment.toolbottleneck is not None:
+        return StudyUnits(plan, experiment).budgets_of
+    configs = plan.arm_configs()
+    return lambda unit: unit_budgets(configs[unit.arm].budgets, unit.task)
+
+
+def _largest(bounds: list[dict[str, int | None]]) -> dict[str, int | None]:
+    """The per-unit maxima over units (None: unbounded for some unit)."""
+    out: dict[str, int | None] = {}
+    for key in bounds[0]:
+        values = [b[key] for b in bounds]
+        out[key] = None if None in values else max(v for v in values if v is not None)
+    return out
 
 
 def _arm_estimate(
-    config: ArmConfig, units: list[RunUnit], *, batch: bool, prices: Path | str | None
+    config: ArmConfig,
+    units: list[RunUnit],
+    *,
+    batch: bool,
+    prices: Path | str | None,
+    resolve: Resolve | None = None,
 ) -> dict[str, Any]:
-    """One arm's dry-run figures: its units, requests and spend bound (no cap applied)."""
+    """One arm's dry-run figures: its units, requests and spend bound (no cap applied),
+    summed over its units with each unit's own limits (``resolve``; by default the
+    registered per-task rules), so the bound is exact per unit; ``per_unit_max`` is the
+    maximum over the units (the registered budgets when none is pending)."""
     n = len(units)
-    b = _widest(config, units)
-    bounds = unit_bounds(b.turn_limit, b.completion_cap, b.episode_tokens)
+    b = config.budgets
+    resolve = resolve or (lambda unit: unit_budgets(b, unit.task))
+    # units with the same limits have the same bounds: one figure per distinct limits
+    groups = Counter(
+        (r.turn_limit, r.completion_cap, r.episode_tokens) for r in map(resolve, units)
+    )
+    per = {key: unit_bounds(*key) for key in groups}
+    widest = (
+        _largest(list(per.values()))
+        if per
+        else unit_bounds(b.turn_limit, b.completion_cap, b.episode_tokens)
+    )
+    requests = [(per[key]["requests"], count) for key, count in groups.items()]
     out: dict[str, Any] = {
         "driver": config.driver,
         "model": config.model,
         "units_to_run": n,
         "requests": {
-            "min": n,
-            "max": None if bounds["requests"] is None else n * bounds["requests"],
+            # a unit stopped before any request (turn limit 0) makes none
+            "min": sum(count for most, count in requests if most != 0),
+            "max": None
+            if any(most is None for most, _ in requests)
+            else sum((most or 0) * count for most, count in requests),
         },
-        "per_unit_max": bounds,
+        "per_unit_max": widest,
         "price_table": None,
         "price": None,
         "spend_upper_bound_usd": None,
@@ -222,14 +268,21 @@ def _arm_estimate(
         return out
     out["price"] = price.model_dump()
     discount = table.batch_discount(config.driver) if batch else 1.0
-    if bounds["input_tokens"] is None or bounds["output_tokens"] is None:
+    if any(v["input_tokens"] is None or v["output_tokens"] is None for v in per.values()):
         out["notes"].append("a budget is unlimited: no spend bound")
         return out
-    per_unit = worst_case_usd(
-        price, bounds["input_tokens"], bounds["output_tokens"], discount=discount
+
+    def usd(bounds: dict[str, int | None]) -> float:
+        return worst_case_usd(
+            price, bounds["input_tokens"] or 0, bounds["output_tokens"] or 0, discount=discount
+        )
+
+    if widest["input_tokens"] is not None and widest["output_tokens"] is not None:
+        out["per_unit_max"] = {**widest, "usd": round(usd(widest), 6)}
+    # nothing pending: nothing to spend (0), whatever the registered limits
+    out["spend_upper_bound_usd"] = round(
+        sum((usd(per[key]) * count for key, count in groups.items()), 0.0), 6
     )
-    out["per_unit_max"] = {**bounds, "usd": round(per_unit, 6)}
-    out["spend_upper_bound_usd"] = round(per_unit * n, 6)
     return out
 
 

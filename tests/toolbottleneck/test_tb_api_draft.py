@@ -3,10 +3,9 @@ registers, its workflow-prompt repair changes only the system prompt, and ``prer
 --dry-run`` shows each arm's units, requests and spend bound without sending anything.
 
 The request bound is worked out here from the family files and the seed's contract: a
-study task's per-unit turn limit is at most (its longest certified minimum over the
-arms) + 2 + 2, and an arm's bound is its widest unit's times its units, the certified
-minimum being a search and a read per record of the layout plus the action (readings 2
-and 4).
+unit's turn limit is its variant's certified minimum (at its arm's workflow) + 2 + 2, and
+an arm's bound is the sum over its units, the certified minimum being a search and a
+read per record of the layout plus the action (readings 2, 4 and 38).
 """
 
 from __future__ import annotations
@@ -54,16 +53,18 @@ def test_the_api_draft_registers_and_dry_runs_per_arm(
     data = out.json()
     assert tree_digest(ws / "runs") == runs  # nothing written
     families = [yaml.safe_load(p.read_text()) for p in sorted(BUNDLED.glob("*.yaml"))]
-    per_task = [
-        2 * len(f["layouts"]["high"]) + ("action" in f) + 2 + 2
-        for f in families
-        for _ in range(SEEDS)
-    ]
     assert set(data["arms"]) == set(arms)
-    for arm in data["arms"].values():
+    for arm_id, arm in data["arms"].items():
+        workflow = arms[arm_id]["toolbottleneck"]["workflow"]
+        per_task = [
+            2 * len(f["layouts"][workflow]) + ("action" in f) + 2 + 2
+            for f in families
+            for _ in range(SEEDS)
+        ]
         assert arm["units_to_run"] == len(per_task)
-        # the runner's bound takes the widest unit of the arm for every unit
-        assert arm["requests"] == {"min": len(per_task), "max": len(per_task) * max(per_task)}
+        # each unit's own turn limit (its variant's certified minimum + 2 + 2), summed
+        assert arm["requests"] == {"min": len(per_task), "max": sum(per_task)}
+        assert arm["per_unit_max"]["requests"] == max(per_task)
         assert arm["spend_upper_bound_usd"] is not None and arm["spend_upper_bound_usd"] > 0
     assert data["driver"] == "anthropic"
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prereg import stats
+from prereg.experiments.toolbottleneck.registrable import family_of_task
 from prereg.registry.resolve import study_player
 from prereg.registry.schema import Registration
 from prereg.reports.failure_census import census_tables, truncation, truncation_stratum
@@ -98,7 +99,7 @@ def _cells(records: Sequence[RunRecord], arms: Sequence[str]) -> Cells:
     for r in records:
         if r.arm in arms and r.success is not None:
             runs[(r.task_id, r.arm)].append(float(r.success))
-            family[r.task_id], intent[r.task_id] = r.cluster, r.intent
+            family[r.task_id], intent[r.task_id] = family_of_task(r.task_id), r.intent
     tasks = [t for t in sorted(family) if all((t, a) in runs for a in arms)]
     values = np.array([[np.mean(runs[(t, a)]) for a in arms] for t in tasks], dtype=float).reshape(
         len(tasks), len(arms)
@@ -292,7 +293,8 @@ def _contrast_tables(registration: Registration, records: Sequence[RunRecord]) -
         for r, h in zip(flips, flip_holm, strict=True)
     ]
     note = (
-        "Estimates and intervals in percentage points. Families are the tasks' clusters; a "
+        "Estimates and intervals in percentage points. A family is the task's family (its "
+        "tool cluster may hold several); a "
         "configuration is a simulated policy, menu mode and completion cap (its contrast "
         "uses its own arms' weights). A centred bootstrap p cannot fall below "
         "1 / (draws + 1)."
@@ -407,7 +409,7 @@ def _repair_rows(records: Sequence[RunRecord]) -> list[RepairRow]:
         RepairRow(
             r.arm,
             r.task_id,
-            r.cluster,
+            family_of_task(r.task_id),
             bool(r.success),
             float(r.tokens.total or 0),
             None if r.latency_ms is None else r.latency_ms / 1000.0,

@@ -194,6 +194,15 @@ def task_id(family: FamilyFile, seed: int) -> str:
     return f"{family.id}-s{seed}"
 
 
+def family_of_task(task: str) -> str:
+    """The family of a study task id (:func:`task_id`'s inverse: ``<family>-s<seed>``).
+
+    A study task's ``cluster`` is its family's *tool* cluster (families sharing a tool are
+    one), so a report that resamples families takes the family from the task id instead."""
+    family, sep, seed = task.rpartition("-s")
+    return family if sep and seed.isdigit() else task
+
+
 def load_study_experiment(
     read: Callable[[str], bytes], entry: str, raw: bytes, name: str
 ) -> LoadedStudy:

@@ -322,6 +322,12 @@ def test_a_cluster_contrast_resamples_the_merged_tool_clusters(ws: Path, cli: An
     draws = d[rng.integers(0, d.size, size=(2000, d.size))].mean(axis=1)
     extreme = np.count_nonzero(np.abs(draws - d.mean()) >= abs(d.mean()) - 1e-12)
     assert contrast["pvalue"] == pytest.approx((1 + extreme) / 2001)
+    # the study section's family unit resamples the five families, not the three clusters
+    table = out.json()["toolbottleneck"]["tables"][0]
+    assert table["title"].startswith("Contrasts by resampling unit")
+    by_unit = {row[1].split(" ")[0]: row[1] for row in table["rows"] if row[0] == "r"}
+    assert by_unit["family"] == f"family ({len({r.task_id.rsplit('-s', 1)[0] for r in records})})"
+    assert by_unit["family"] == "family (5)"
 
 
 @pytest.mark.parametrize(

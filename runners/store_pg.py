@@ -465,7 +465,7 @@ class PgRunStore:
                         record.chain.index,
                         record.chain.prev,
                         record.chain.hash,
-                        record.model_dump_json(),
+                        chain.stored_body(record),
                     ),
                 )
         except psycopg.errors.UniqueViolation as exc:

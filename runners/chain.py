@@ -277,6 +277,31 @@ def stored_body(record: RunRecord) -> str:
     return record.model_dump_json()
 
 
+def linked_body(record: RunRecord, index: int, prev: str) -> tuple[RunRecord, str]:
+    """``record`` linked at ``index`` after ``prev`` (:func:`link`) and the body the store
+    writes for it (:func:`stored_body`): the same record and bytes, from one dump and one
+    canonical encoding of its content instead of two of each and a parse (the write path
+    of every unit).
+
+    The parse-back check :func:`stored_body` makes is needed only where the canonical
+    bytes would not read back canonical: a number the canonicaliser spelled as an integer
+    beyond 2**53 (a float of that size), or bytes the canonicaliser made itself (outside
+    :func:`_plain`'s proof). Elsewhere the bytes are RFC 8785 by construction.
+    """
+    data = content(record)
+    spelled: list[str] = []
+    try:
+        encoded = _encode_spelled(_plain(data, spelled), spelled)
+    except (_Unplain, UnicodeEncodeError, RecursionError):
+        linked = link(record, index, prev)
+        return linked, stored_body(linked)
+    digest = "sha256:" + hashlib.sha256(_head(index, prev) + encoded + b"}").hexdigest()
+    linked = record.model_copy(update={"chain": ChainLink(index=index, prev=prev, hash=digest)})
+    if not all("." in s or "e" in s for s in spelled):  # an integer spelling past 2**53
+        return linked, stored_body(linked)
+    return linked, (encoded[:-1] + _suffix(index, prev, digest)).decode("utf-8")
+
+
 def _content_bytes(body: str, index: int, prev: str, stated: str) -> bytes | None:
     """The record's content bytes of a body in the content format (None: another body)."""
     if type(index) is not int or type(prev) is not str or type(stated) is not str:

@@ -412,8 +412,8 @@ class RunStore(Database):
         """
         with self._tx() as conn:
             index, prev = self._next_link(conn, record.registration_digest)
-            linked = chain.link(record.model_copy(update={"chain": None}), index, prev)
-            self._insert(conn, linked)
+            linked, body = chain.linked_body(record.model_copy(update={"chain": None}), index, prev)
+            self._insert(conn, linked, body)
         return linked
 
     def append_linked(self, record: RunRecord) -> None:
@@ -448,7 +448,8 @@ class RunStore(Database):
         return int(row[0]) + 1, str(row[1])
 
     @staticmethod
-    def _insert(conn: sqlite3.Connection, record: RunRecord) -> None:
+    def _insert(conn: sqlite3.Connection, record: RunRecord, body: str | None = None) -> None:
+        """Write a linked record; ``body``: its :func:`chain.stored_body`, if already made."""
         assert record.chain is not None
         row = (
             *indexed_columns(record),
@@ -456,7 +457,7 @@ class RunStore(Database):
             record.chain.index,
             record.chain.prev,
             record.chain.hash,
-            chain.stored_body(record),
+            chain.stored_body(record) if body is None else body,
         )
         try:
             conn.execute(

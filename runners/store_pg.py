@@ -413,8 +413,8 @@ class PgRunStore:
         now counts through the record: never twice, never in neither)."""
         with self._tx(record.registration_digest) as conn:
             index, prev = self._next_link(conn, record.registration_digest)
-            linked = chain.link(record.model_copy(update={"chain": None}), index, prev)
-            self._insert(conn, linked)
+            linked, body = chain.linked_body(record.model_copy(update={"chain": None}), index, prev)
+            self._insert(conn, linked, body)
             if self._holding and record.cost_usd is not None:
                 conn.execute(
                     "DELETE FROM spend_holds WHERE registration_digest = %s AND arm = %s"
@@ -450,7 +450,8 @@ class PgRunStore:
         return int(row[0]) + 1, str(row[1])
 
     @staticmethod
-    def _insert(conn: psycopg.Connection[Any], record: RunRecord) -> None:
+    def _insert(conn: psycopg.Connection[Any], record: RunRecord, body: str | None = None) -> None:
+        """Write a linked record; ``body``: its :func:`chain.stored_body`, if already made."""
         assert record.chain is not None
         psycopg = _psycopg()
         try:
@@ -465,7 +466,7 @@ class PgRunStore:
                         record.chain.index,
                         record.chain.prev,
                         record.chain.hash,
-                        chain.stored_body(record),
+                        chain.stored_body(record) if body is None else body,
                     ),
                 )
         except psycopg.errors.UniqueViolation as exc:

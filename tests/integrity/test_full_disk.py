@@ -26,7 +26,7 @@ def test_a_full_disk_stops_the_run_with_exit_1_and_keeps_what_was_written(  # ty
     assert cli("-w", ws, "run", "music-library-pilot", "--max-units", "3").code == 0
     real = RunStore._insert
 
-    def full(conn: sqlite3.Connection, record: object) -> None:
+    def full(conn: sqlite3.Connection, record: object, body: object = None) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
     with monkeypatch.context() as patch:

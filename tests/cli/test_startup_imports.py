@@ -3,7 +3,7 @@
 The regression guard is the set of modules a command leaves unimported, checked in a
 fresh interpreter after the command ran in it (no time is asserted): the numerical
 libraries, the provider SDKs, pydantic (typer converts option values through it, see
-:class:`prereg.commands._common._PlainCoercion`) and the statistics beyond the closed
+:class:`prereg.commands.plain_coercion._PlainCoercion`) and the statistics beyond the closed
 forms a paired plan needs. The lazy ``prereg.stats`` package that makes this possible is
 checked here too: every public name resolves to its definition, whatever was imported
 first.
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from prereg import stats
-from prereg.commands._common import _PlainCoercion
+from prereg.commands.plain_coercion import _PlainCoercion
 from tests.cli.test_lazy_cli import _in_child, _run_and_list_modules
 from tests.test_architecture import ROOT
 
@@ -202,3 +202,30 @@ def test_the_closed_forms_give_the_planning_modules_figures() -> None:
     assert planning.mde_paired is stats.mde_paired and planning.min_discordant(0.05) == 6
     assert math.isclose(stats.mde_paired(0.28, 58), 0.103, abs_tol=5e-4)
     assert Path(stats.mde_paired.__code__.co_filename).name == "sizing.py"
+
+
+def test_a_typer_without_its_conversion_internals_still_runs_every_command() -> None:
+    """``typer._coercion`` is private: where a typer release moves it, the plain
+    conversion is skipped (typer converts every value itself) and the command's output is
+    the same, never an import error at start-up."""
+    import subprocess  # noqa: PLC0415 - only this test starts interpreters
+    import sys  # noqa: PLC0415
+
+    code = (
+        "import sys{block}\n"
+        "from prereg.cli import main\n"
+        "main(['plan', '--sigma-d', '0.28', '--prompts', '100', '--json'])\n"
+    )
+    outputs = []
+    # the plain conversion unimportable, as where typer._coercion lacks its names
+    for block in ("", "; sys.modules['prereg.commands.plain_coercion'] = None"):
+        done = subprocess.run(
+            [sys.executable, "-c", code.format(block=block)],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=ROOT,
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(json.loads(done.stdout))
+    assert outputs[0] == outputs[1]

@@ -33,8 +33,8 @@ def chosen(settings: ProviderSettings) -> HttpTransport:
         return "aiohttp" if aiohttp_installed() else "httpx"
     if settings.http == "aiohttp" and not aiohttp_installed():
         raise BadInput(
-            "PREREG_HTTP=aiohttp needs the aiohttp package (pip install 'prereg[...]' "
-            "installs it; or set PREREG_HTTP=httpx)",
+            "PREREG_HTTP=aiohttp needs the aiohttp package, which prereg installs through "
+            "the SDKs' aiohttp extra (reinstall prereg, or set PREREG_HTTP=httpx)",
             field="PREREG_HTTP",
         )
     return settings.http

@@ -316,12 +316,60 @@ def _content_bytes(body: str, index: int, prev: str, stated: str) -> bytes | Non
     return data[: len(data) - len(suffix)] + b"}"
 
 
+def _parse_spelled(body: str) -> tuple[Any, list[str]] | None:
+    r"""``body`` parsed as :func:`parse_plain` does, except that a number whose spelling
+    the C encoder would change (``0.000098``, which Python spells ``9.8e-05``) is kept
+    when ``body`` spells it exactly as RFC 8785 does: it becomes a placeholder
+    ``"\x00<n>\x00"`` and its spelling goes to the returned list, which
+    :func:`_encode_spelled` puts back. None where :func:`parse_plain` would not call the
+    value plain for another reason, or such a number is spelled otherwise (the caller
+    then takes the canonicaliser's way).
+
+    The placeholders are unambiguous for the reason :func:`_encode_spelled` needs: an
+    ASCII body with no ``\u`` escape holds no string with U+0000 (JSON has no other way
+    to write it). Run records carry such numbers (a per-turn cost), so checking their
+    stored bytes no longer walks every record through the canonicaliser."""
+    if not body.isascii() or "\\u" in body:
+        return None
+    spelled: list[str] = []
+
+    def number(text: str) -> Any:
+        value = float(text)
+        spelling = repr(value)
+        if "n" in spelling:
+            raise _Unplain
+        if "e" not in spelling:
+            if not spelling.endswith(".0"):
+                return value
+            if abs(value) <= _INT_LIMIT:
+                return int(value)
+        if canonical_json(value).decode("ascii") != text:
+            raise _Unplain
+        spelled.append(text)
+        return f"\x00{len(spelled) - 1}\x00"
+
+    decoder = json.JSONDecoder(
+        parse_int=_plain_int, parse_float=number, parse_constant=_unplain_constant
+    )
+    try:
+        return decoder.decode(body), spelled
+    except _Unplain:
+        return None
+
+
 def is_canonical_content(data: bytes) -> bool:
     """Whether ``data`` is exactly what :func:`content` of some record canonicalises to:
     the RFC 8785 bytes of a JSON object without a chain link and without an unset added
     field (so hashing these bytes is hashing the record's canonical content)."""
     try:
-        value, plain = parse_plain(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        parsed = _parse_spelled(text)
+        if parsed is not None:
+            value, spelled = parsed
+            if type(value) is not dict or "chain" in value:
+                return False
+            return _encode_spelled(_without_unset_added(value), spelled) == data
+        value, plain = parse_plain(text)
         if type(value) is not dict or "chain" in value:
             return False
         value = _without_unset_added(value)

@@ -233,7 +233,7 @@ async def run_plan(
                     record = await study.arun(unit, by_arm[unit.arm])
                 else:
                     record = await run_unit(plan, harness, unit, by_arm[unit.arm])
-            if _store(store, claims, record, state):
+            if await _store(store, claims, record, state):
                 progress.advance(record, float(state["spent"]))
 
     renewing = asyncio.create_task(_renew(claims)) if claims is not None else None
@@ -281,14 +281,19 @@ def _ledger(claims: UnitClaims | None, cap: float | None) -> SpendLedger | None:
     return claims.spend_ledger()
 
 
-def _store(
+async def _store(
     store: RecordStore, claims: UnitClaims | None, record: RunRecord, state: dict[str, Any]
 ) -> bool:
     """Append a unit's record and count it; False when another process stored the unit
     meanwhile (a duplicate, not written). A unit with its ok record is marked done on its claim; an
-    infra_error unit's claim is kept until this worker exits (see the module docstring)."""
+    infra_error unit's claim is kept until this worker exits (see the module docstring).
+
+    The append runs in a worker thread: it waits for the store's write lock (another
+    worker process appending to the same store, a PostgreSQL round trip), and the event
+    loop must keep every other unit's requests moving meanwhile. The store serialises its
+    own writes; the counting stays on the loop."""
     try:
-        store.append(record)
+        await asyncio.to_thread(store.append, record)
     except DuplicateRecord:
         state["duplicates"] += 1
         if claims is not None:

@@ -103,3 +103,47 @@ def test_stored_records_verify_and_an_edit_is_caught(small_template: Path) -> No
         recomputed, problems = chain.body_problems(edited, index, prev)
         assert recomputed == _reference_link(edited, index, prev)
         assert any("does not match its hash" in p for p in problems)
+
+
+def _reference_canonical(data: bytes) -> bool:
+    """Whether ``data`` is the RFC 8785 content of a record, by the rfc8785 package."""
+    try:
+        value = json.loads(data)
+        if type(value) is not dict or "chain" in value:
+            return False
+        for name in chain.ADDED_FIELDS:
+            if name in value and value[name] is None:
+                del value[name]
+        return bool(canonical_json(value) == data)
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
+@settings(max_examples=CANONICAL_EXAMPLES, deadline=None)
+@given(documents, st.sampled_from(["canonical", "ascii", "raw", "spaced"]))
+def test_the_canonical_form_check_agrees_with_rfc8785(document: Any, spelling: str) -> None:
+    # canonical texts (the stored format: the check must say yes, numbers such as
+    # 0.000098 included, which Python spells 9.8e-05) and other spellings of the same
+    # JSON (it must say no wherever the bytes differ from RFC 8785's)
+    wrapped = {"record": document, "cost_usd": 9.8e-05}
+    try:
+        canonical = canonical_json(wrapped)
+    except (TypeError, ValueError):
+        return  # NaN or an integer RFC 8785 refuses: no canonical text to store
+    data = {
+        "canonical": canonical,
+        "ascii": json.dumps(wrapped, sort_keys=True, separators=(",", ":")).encode(),
+        "raw": json.dumps(wrapped, ensure_ascii=False, separators=(",", ":")).encode(),
+        "spaced": json.dumps(wrapped, sort_keys=True).encode(),
+    }[spelling]
+    assert chain.is_canonical_content(data) == _reference_canonical(data)
+
+
+def test_small_and_large_numbers_spelled_as_rfc8785_pass_and_others_do_not() -> None:
+    good = canonical_json({"a": 9.8e-05, "b": [1e-7, 1e21, 1e300, -2.5e-06], "c": 0.5})
+    assert b"0.000098" in good and b"1e-7" in good and b"1e+21" in good
+    assert chain.is_canonical_content(good)
+    for before, after in [(b"0.000098", b"9.8e-05"), (b"1e-7", b"1E-7"), (b"1e+21", b"1e21")]:
+        respelled = good.replace(before, after)
+        assert respelled != good and not chain.is_canonical_content(respelled)
+        assert not _reference_canonical(respelled)

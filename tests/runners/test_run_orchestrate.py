@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,56 @@ def test_max_units_zero_runs_nothing(tmp_path: Path) -> None:
     summary = go(plan(), store, ScriptedDriver([FinalAnswer("x")]), max_units=0)
     assert summary.completed == 0 and summary.stopped == "max_units"
     assert store.records() == []
+
+
+class SlowFirstAppend(RunStore):
+    """A store whose first append waits (as for another process's write lock) until some
+    other unit has taken a turn, or 10 s."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.waiting = threading.Event()
+        self.release = threading.Event()
+        self.released_in_time: bool | None = None
+
+    def append(self, record: Any) -> Any:
+        if self.released_in_time is None:
+            self.waiting.set()
+            self.released_in_time = self.release.wait(10)
+        return super().append(record)
+
+
+class SecondWaits:
+    """The first unit answers at once; any later unit answers once the store is waiting
+    to append the first record, and then releases it (possible only while the event loop
+    keeps running during that append)."""
+
+    name = "gated"
+    evidence_class = "api"
+    sees_solution = False
+    loads_all_tools = True
+
+    def __init__(self, store: SlowFirstAppend) -> None:
+        self.store, self.turns = store, 0
+
+    async def next_turn(self, episode: Episode, history: list[Exchange]) -> Turn:
+        self.turns += 1
+        if self.turns > 1:
+            for _ in range(1000):
+                if self.store.waiting.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            self.store.release.set()
+        return Turn(FinalAnswer("answer"))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_waiting_append_does_not_hold_the_other_units(tmp_path: Path) -> None:
+    # an append waiting for the store (another worker process's write lock, a PostgreSQL
+    # round trip) runs off the event loop: the other units' requests go on meanwhile
+    store = SlowFirstAppend(tmp_path)
+    summary = go(plan(), store, SecondWaits(store), concurrency=2, max_units=2)
+    assert store.released_in_time is True
+    assert summary.completed == 2 and len(store.records()) == 2

@@ -43,7 +43,7 @@ from prereg.registry.units import (
 )
 from prereg.reports.observations import Obs, RecordLike, from_record, unit_label
 from prereg.runners.stores import resolve_store
-from prereg.runners.verify_runs import held_gc, verified_records
+from prereg.runners.verify_runs import held_gc, verified_as
 
 Unit = tuple[str, str, int]
 MAX_NAMED = 20
@@ -269,12 +269,11 @@ def _load(
     tasks = tuple(experiment.tasks_in_split(entry.registration.split))
     surfaces = {arm.id: experiment.surfaces.get(arm.surface) for arm in entry.registration.arms}
     chains: dict[str, dict[str, Any]] = {}
-    if records is None:
-        stored, chains = verified_records(resolve_store(ws.runs, store), registry, entry)
-        raw: list[RecordLike] = list(stored)
+    if records is None:  # each record read into its observation as it is verified
+        location = resolve_store(ws.runs, store)
+        observations, chains = verified_as(location, registry, entry, from_record)
     else:
-        raw = list(records)
-    observations = [from_record(r) for r in raw]
+        observations = [from_record(r) for r in records]
     planned = planned_units(entry, experiment)
     check_runs(entry, observations, planned)
     classes = {o.evidence_class for o in observations}

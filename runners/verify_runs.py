@@ -19,11 +19,12 @@ from __future__ import annotations
 import gc
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -47,6 +48,9 @@ from prereg.runners.verdicts import VerdictStore
 
 #: Problems named in a refusal (``prereg verify`` lists them all).
 MAX_LISTED = 20
+
+#: What a reader makes of each verified record (:func:`verified_as`).
+T = TypeVar("T")
 
 
 @dataclass
@@ -92,20 +96,33 @@ def _mistyped(row: ChainRow) -> list[str]:
     return wrong
 
 
+#: A row's typed columns in one C call, and every combination of their types that
+#: :func:`_mistyped` finds nothing wrong with (success and cost_usd may be null): a sound
+#: row costs one tuple lookup, and only another one is named column by column.
+_TYPED_COLUMNS = attrgetter(*_TEXT_COLUMNS, "seq", "chain_index", "repeat", "success", "cost_usd")
+_SOUND_TYPES = frozenset(
+    (str,) * len(_TEXT_COLUMNS) + (int, int, int, success, cost)
+    for success in (type(None), int)
+    for cost in (type(None), float)
+)
+_STATED_COLUMNS = attrgetter(*INDEXED_COLUMNS)
+
+
 def _row_problems(row: ChainRow, where: str) -> tuple[list[Problem], RunRecord | None]:
     """A row's columns against its body (analysis reads the body, the store the columns),
     and the body as a validated record (None when it is not one): the one validation
     :func:`verified_records` hands on, so no record is validated twice."""
-    wrong = _mistyped(row)
-    if wrong:
-        message = f"column(s) {', '.join(wrong)} hold a value of another type"
+    if tuple(map(type, _TYPED_COLUMNS(row))) not in _SOUND_TYPES:
+        message = f"column(s) {', '.join(_mistyped(row))} hold a value of another type"
         return [Problem("runs-record", where, message)], None
     try:
         record = RunRecord.model_validate_json(row.body)
     except ValidationError:
         return [Problem("runs-record", where, "the stored record is not a valid run record")], None
-    stated = tuple(getattr(row, name) for name in INDEXED_COLUMNS)
+    stated = _STATED_COLUMNS(row)
     actual = indexed_columns(record)
+    if stated == actual:  # the usual row: one comparison, no names to collect
+        return [], record
     differing = [name for name, a, b in zip(INDEXED_COLUMNS, stated, actual, strict=True) if a != b]
     if differing:
         message = f"the row's column(s) {', '.join(differing)} disagree with its record"
@@ -135,17 +152,32 @@ def held_gc(*, freeze: bool = False) -> Iterator[None]:
             gc.enable()
 
 
+def _dropped(record: RunRecord) -> None:
+    """A reader that only needs the verdict keeps nothing of a record."""
+    return None
+
+
+def _as_is(record: RunRecord) -> RunRecord:
+    return record
+
+
 def check_chain(rows: list[ChainRow], digest: str) -> tuple[list[Problem], str]:
     """Problems of one stored chain, and its head hash as recomputed."""
-    problems, head, _ = check_chain_records(rows, digest)
+    problems, head, _ = check_chain_records(rows, digest, _dropped)
     return problems, head
 
 
 def check_chain_records(
-    rows: list[ChainRow], digest: str, pinned: int = 0
-) -> tuple[list[Problem], str, list[RunRecord | None]]:
-    """:func:`check_chain`, and each row's body as a validated record (None where it is
-    not one), in row order: what the reader uses once no problem is found.
+    rows: list[ChainRow], digest: str, convert: Callable[[RunRecord], T], pinned: int = 0
+) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
+    """:func:`check_chain`, and for each row (in row order) its record's id and what
+    ``convert`` makes of the record its body validated to (None where the body is not a
+    valid record): what the reader uses once no problem is found.
+
+    Each record is converted as soon as it is validated and then let go, so a reader
+    that keeps less than the record (an observation, nothing) never holds tens of
+    thousands of records at once: at 27,000 records that is over half a gigabyte, and
+    building then freeing it cost a third of the loading time.
 
     ``pinned``: how many links the registry's newest anchor pins. Their bodies in the
     content format are hashed without the canonical-form check (see
@@ -153,14 +185,14 @@ def check_chain_records(
     off its anchors (:func:`check_anchors`) may pass it. ``verify`` checks every link
     in full."""
     with held_gc():
-        return _check_links(rows, digest, pinned)
+        return _check_links(rows, digest, pinned, convert)
 
 
 def _check_links(
-    rows: list[ChainRow], digest: str, pinned: int
-) -> tuple[list[Problem], str, list[RunRecord | None]]:
+    rows: list[ChainRow], digest: str, pinned: int, convert: Callable[[RunRecord], T]
+) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
     problems: list[Problem] = []
-    records: list[RunRecord | None] = []
+    records: list[tuple[str, T] | None] = []
     prev = chain.genesis(digest)
     last_seq: object = None
     for expected, row in enumerate(rows):
@@ -197,7 +229,7 @@ def _check_links(
             )
         found, record = _row_problems(row, where)
         problems += found
-        records.append(record)
+        records.append(None if record is None else (record.record_id, convert(record)))
         prev = recomputed or row.record_hash
     ok_units = Counter((r.arm, r.task_id, r.repeat) for r in rows if r.status == "ok")
     for unit, n in sorted(ok_units.items()):
@@ -427,7 +459,15 @@ def verify_runs(
 def verified_records(
     runs: StoreLocation, registry: Registry, entry: Entry
 ) -> tuple[list[RunRecord], dict[str, dict[str, Any]]]:
-    """The records filed under ``entry`` (its id or its digest), after their chains verify.
+    """:func:`verified_as`, the records themselves."""
+    return verified_as(runs, registry, entry, _as_is)
+
+
+def verified_as(
+    runs: StoreLocation, registry: Registry, entry: Entry, convert: Callable[[RunRecord], T]
+) -> tuple[list[T], dict[str, dict[str, Any]]]:
+    """The records filed under ``entry`` (its id or its digest), after their chains verify,
+    each as ``convert`` makes it (as it is validated: see :func:`check_chain_records`).
 
     Returns (records, heads by digest); IntegrityError (exit 3) naming every problem of
     the store's schema and integrity and of each chain involved, the registry's anchors
@@ -443,23 +483,24 @@ def verified_records(
         _refuse_if(entry, _missing_chains(registry, set(), entry.digest))
         return [], {}
     with held_gc():
-        return _verified(store, registry, entry)
+        return _verified(store, registry, entry, convert)
 
 
 def _verified(
-    store: RecordStore, registry: Registry, entry: Entry
-) -> tuple[list[RunRecord], dict[str, dict[str, Any]]]:
-    """:func:`verified_records` of an open store (closed here)."""
+    store: RecordStore, registry: Registry, entry: Entry, convert: Callable[[RunRecord], T]
+) -> tuple[list[T], dict[str, dict[str, Any]]]:
+    """:func:`verified_as` of an open store (closed here)."""
     problems: list[Problem] = []
     heads: dict[str, dict[str, Any]] = {}
-    by_id: list[tuple[int, RunRecord | None]] = []
-    foreign: list[tuple[int, RunRecord | None]] = []
+    by_id: list[tuple[int, tuple[str, T] | None]] = []
+    foreign: list[tuple[int, tuple[str, T] | None]] = []
     try:
         problems += store_problems(store)
         digests = {entry.digest, *store.digests(registration_id=entry.id)}
         for digest in sorted(digests):
             rows = store.chain_rows(digest)
-            found, head, records = check_chain_records(rows, digest, pinned_links(registry, digest))
+            pinned = pinned_links(registry, digest)
+            found, head, records = check_chain_records(rows, digest, convert, pinned)
             problems += found + check_anchors(registry, digest, rows)
             if rows:  # whose records these are is the reader's check (naming each run)
                 heads[digest] = {"count": len(rows), "head": head}
@@ -475,10 +516,10 @@ def _verified(
         ) from None
     finally:
         store.close()
-    seen: dict[str, RunRecord] = {}
+    seen: dict[str, T] = {}
     for _, record in sorted(by_id, key=_first) + sorted(foreign, key=_first):
         assert record is not None  # a row that is no valid record is a problem, refused
-        seen.setdefault(record.record_id, record)
+        seen.setdefault(*record)
     return list(seen.values()), heads
 
 
@@ -504,8 +545,7 @@ def anchor_runs(runs: StoreLocation, registry: Registry, entry: Entry) -> dict[s
     Called at the end of every ``prereg run`` (and by ``analyse``): a chain that does
     not verify is never pinned (IntegrityError, exit 3).
     """
-    records, heads = verified_records(runs, registry, entry)
-    del records
+    _, heads = verified_as(runs, registry, entry, _dropped)
     head = heads.get(entry.digest, {"count": 0, "head": chain.genesis(entry.digest)})
     if head["count"]:
         registry.anchor_runs(entry, int(head["count"]), str(head["head"]))

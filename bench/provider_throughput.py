@@ -17,7 +17,10 @@ limit / wall, and the load average when the figure was taken: on a shared machin
 figures are indicative only.
 
     python bench/provider_throughput.py [--units 1008] [--latency 0.2] [--concurrency 32]
-        [--drivers anthropic openai openai-chat] [--profile DIR] [--split] [--json]
+        [--workers 1] [--drivers anthropic openai openai-chat] [--profile DIR] [--split] [--json]
+
+``--workers N`` runs the units as ``prereg run --workers N`` does (N processes sharing the
+units and the concurrency; the CPU figure then adds the workers' CPU to this process's).
 
 ``--split`` runs each driver a second time under cProfile and estimates the CPU per unit
 outside the HTTP transport (the target's "outside the SDK's network I/O").
@@ -34,6 +37,7 @@ import io
 import json
 import os
 import pstats
+import resource
 import subprocess
 import sys
 import tempfile
@@ -46,6 +50,7 @@ from prereg.cli import main as cli_main
 from prereg.core.workspace import Workspace
 from prereg.runners.api import run_registration
 from prereg.runners.store import RunStore
+from prereg.runners.workers import run_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the fake's agent lives with the provider tests
@@ -204,6 +209,13 @@ def http_share(profile: Path) -> float:
     return send / total if total else 0.0
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its ended children (the ``--workers`` processes;
+    the fake is reaped only after the run, so it is not counted)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def measure(driver: str, args: argparse.Namespace, profile: Path | None = None) -> dict[str, Any]:
     with fake_server(args.latency) as origin, tempfile.TemporaryDirectory() as tmp:
         provider_env(origin)
@@ -214,13 +226,24 @@ def measure(driver: str, args: argparse.Namespace, profile: Path | None = None) 
         profiler = cProfile.Profile(time.process_time) if profile is not None else None
         load_before = os.getloadavg()
         fake_before = server_stats(origin)
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        cpu0, wall0 = _cpu(), time.perf_counter()
         if profiler is not None:
             profiler.enable()
-        summary = run_registration(ws, reg_id, concurrency=args.concurrency, max_units=args.units)
+        if args.workers > 1:
+            summary = run_workers(
+                ws,
+                reg_id,
+                workers=args.workers,
+                concurrency=args.concurrency,
+                max_units=args.units,
+            )
+        else:
+            summary = run_registration(
+                ws, reg_id, concurrency=args.concurrency, max_units=args.units
+            )
         if profiler is not None:
             profiler.disable()
-        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
         load_after = os.getloadavg()
         fake = server_stats(origin)
         requests = int(fake["requests"])
@@ -236,6 +259,7 @@ def measure(driver: str, args: argparse.Namespace, profile: Path | None = None) 
         "first_errors": failed,
         "requests": requests,
         "concurrency": args.concurrency,
+        "workers": args.workers,
         "latency_s": args.latency,
         "wall_s": round(wall, 2),
         "cpu_ms_per_unit": round(cpu * 1000 / max(summary.completed, 1), 2),
@@ -260,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--units", type=int, default=1008)
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per request")
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes (prereg run --workers N; --concurrency is their total)",
+    )
     parser.add_argument(
         "--drivers", nargs="+", default=["anthropic", "openai", "openai-chat"], choices=MODELS
     )
@@ -294,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"rows": rows}, indent=2))
         return 0
     print(
-        f"C={args.concurrency}, L={args.latency:g} s, {os.cpu_count()} cores; "
+        f"C={args.concurrency}, L={args.latency:g} s, workers={args.workers}, "
+        f"{os.cpu_count()} cores; "
         "load average (1 min) before/after each run: figures are indicative on a shared machine"
     )
     print(

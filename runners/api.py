@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from prereg.core.errors import BadInput, IntegrityError, WriteFailure
 from prereg.core.workspace import Workspace
+from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registry import Entry, Registry
-from prereg.registry.units import build_offers
+from prereg.registry.units import RunPlan, build_offers
 from prereg.registry.verify import verified_entry
 from prereg.runners.exchange import Format, read_records, write_records, write_records_to
 from prereg.runners.importing import plan_import
@@ -30,6 +32,7 @@ from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute
 from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_drivers
 from prereg.runners.record import RunRecord
+from prereg.runners.share import WorkerShare
 from prereg.runners.store import store_path, writable
 from prereg.runners.stores import (
     StoreLocation,
@@ -41,6 +44,47 @@ from prereg.runners.stores import (
 from prereg.runners.verify_runs import anchor_runs, verified_records
 
 
+@dataclass
+class Preflight:
+    """A registration checked and ready to run: what :func:`preflight` found."""
+
+    runs: StoreLocation
+    registry: Registry
+    entry: Entry
+    plan: RunPlan
+    experiment: Experiment
+    driver: Drivers
+
+
+def preflight(
+    ws: Workspace,
+    registration_id: str,
+    *,
+    driver: Drivers | None = None,
+    store: str | None = None,
+    share: WorkerShare | None = None,
+) -> Preflight:
+    """Everything ``prereg run`` checks and claims before a unit runs: the registration
+    verified and runnable, the store writable (a paid call whose record cannot be written
+    is lost), the drivers built, every control applicable (refused, exit 2, before the
+    locked split is claimed: a refused run must not spend it), the locked split claimed
+    (idempotent for this registration; refused, exit 4, if another claimed it), and the
+    stored chain verified (a run resumes only onto a chain that verifies)."""
+    runs = resolve_store(ws.runs, store)
+    registry, entry, plan, experiment = prepare(ws, registration_id)
+    check_store_writable(ws, runs)
+    if driver is None:
+        try:
+            driver = create_run_drivers(plan, ws, store=store, share=share)
+        except ValueError as exc:
+            raise BadInput(str(exc), field="host.params") from None
+    build_offers(plan, experiment)
+    if plan.split == LOCKED_SPLIT:
+        registry.claim_locked_split(entry)
+    verified_records(runs, registry, entry)
+    return Preflight(runs, registry, entry, plan, experiment, driver)
+
+
 def run_registration(
     ws: Workspace,
     registration_id: str,
@@ -50,45 +94,61 @@ def run_registration(
     progress: Progress | None = None,
     driver: Drivers | None = None,
     store: str | None = None,
+    share: WorkerShare | None = None,
+    anchor: bool = True,
 ) -> RunSummary:
     """Run (or resume) a registration; ``driver`` overrides the registered drivers: one
     driver for every arm, or one per arm id (benches, tests). ``store``: the run store
-    (``--store``; :func:`prereg.runners.stores.resolve_store`)."""
+    (``--store``; :func:`prereg.runners.stores.resolve_store`). ``share`` and ``anchor``:
+    for a worker process of ``prereg run --workers N`` (:mod:`prereg.runners.workers`),
+    which runs its share and leaves the anchor to the parent, once all have ended."""
+    check_run_options(concurrency, max_units)
+    ready = preflight(ws, registration_id, driver=driver, store=store, share=share)
+    return run_ready(
+        ready,
+        concurrency=concurrency,
+        max_units=max_units,
+        progress=progress,
+        share=share,
+        anchor=anchor,
+    )
+
+
+def run_ready(
+    ready: Preflight,
+    *,
+    concurrency: int,
+    max_units: int | None,
+    progress: Progress | None,
+    share: WorkerShare | None = None,
+    anchor: bool = True,
+) -> RunSummary:
+    """Run the units of a registration :func:`preflight` has checked and claimed."""
+    records = open_store(ready.runs)
+    try:
+        summary = execute(
+            ready.plan,
+            ready.experiment,
+            records,
+            ready.driver,
+            concurrency=concurrency,
+            max_units=max_units,
+            progress=progress,
+            share=share,
+        )
+    finally:
+        records.close()
+    if anchor:
+        anchor_runs(ready.runs, ready.registry, ready.entry)
+    return summary
+
+
+def check_run_options(concurrency: int, max_units: int | None) -> None:
+    """``--concurrency`` and ``--max-units`` as ``prereg run`` accepts them (exit 2)."""
     if concurrency < 1:
         raise BadInput("--concurrency must be at least 1", field="concurrency")
     if max_units is not None and max_units < 0:
         raise BadInput("--max-units must be >= 0", field="max-units")
-    runs = resolve_store(ws.runs, store)
-    registry, entry, plan, experiment = prepare(ws, registration_id)
-    check_store_writable(ws, runs)  # before any unit runs: a paid call whose record
-    # cannot be written is lost
-    if driver is None:
-        try:
-            driver = create_run_drivers(plan, ws, store=store)
-        except ValueError as exc:
-            raise BadInput(str(exc), field="host.params") from None
-    build_offers(plan, experiment)  # a control that cannot apply is refused (exit 2) here,
-    # before the locked split is claimed: a refused run must not spend it
-    if plan.split == LOCKED_SPLIT:
-        # the first run of a confirmatory registration spends the locked split (idempotent
-        # for this registration; refused, exit 4, if another registration claimed it)
-        registry.claim_locked_split(entry)
-    verified_records(runs, registry, entry)  # resume only onto a chain that verifies
-    records = open_store(runs)
-    try:
-        summary = execute(
-            plan,
-            experiment,
-            records,
-            driver,
-            concurrency=concurrency,
-            max_units=max_units,
-            progress=progress,
-        )
-    finally:
-        records.close()
-    anchor_runs(runs, registry, entry)
-    return summary
 
 
 def check_store_writable(ws: Workspace, runs: StoreLocation | None = None) -> None:

@@ -48,10 +48,16 @@ from prereg.registry.units import RunPlan, RunUnit, build_offers, expand_units
 from prereg.runners.drivers.base import Driver
 from prereg.runners.harness import EpisodeResult, Harness
 from prereg.runners.live import check_live, open_live
-from prereg.runners.providers.spend import SharesSpend, SpendLedger, shared_spend
+from prereg.runners.providers.spend import (
+    SharesSpend,
+    SpendCapReached,
+    SpendLedger,
+    shared_spend,
+)
 from prereg.runners.record import RunRecord
 from prereg.runners.run_store import DuplicateRecord, RecordStore, UnitClaims
 from prereg.runners.scoring import infra_record, score
+from prereg.runners.share import WorkerShare
 from prereg.runners.toolbottleneck_study import StudyUnits
 
 
@@ -74,6 +80,7 @@ class RunSummary:
     stopped: str | None  # None | "spend_cap" | "max_units"
     elapsed_s: float
     units_per_s: float
+    workers: int = 1  # processes that ran the units (``prereg run --workers N``)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,15 +171,20 @@ async def run_plan(
     max_units: int | None = None,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    share: WorkerShare | None = None,
 ) -> RunSummary:
-    """Run the plan's missing units, each on its arm's driver; records go to ``store``."""
+    """Run the plan's missing units, each on its arm's driver; records go to ``store``.
+
+    ``share``: this process is one of ``prereg run --workers N`` on a store without shared
+    claims; it runs only its share of the units under its part of the spend cap (see
+    :mod:`prereg.runners.share`)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     by_arm = drivers_by_arm(plan, driver)
     progress = progress or Progress()
     offers = build_offers(plan, experiment)  # BadInput before anything runs
     check_live(plan, experiment)
-    units = expand_units(plan, experiment)
+    units = own_units(expand_units(plan, experiment), share)
     done = settled_keys(plan, store)
     pending = [u for u in units if u.key not in done]
     skipped = len(units) - len(pending)
@@ -201,11 +213,11 @@ async def run_plan(
         live=live,
         configs=plan.arm_configs(),
     )
-    cap = plan.budgets.spend_usd
+    cap, spent = _cap_and_spent(plan, store, share)
     ledger = _ledger(claims, cap)
     next_unit = _next_unit(iter(pending), claims, by_key, max_units)
     state = {
-        "spent": store.spent_usd(plan.digest),
+        "spent": spent,
         "completed": 0,
         "failed": 0,
         "successes": 0,
@@ -222,19 +234,18 @@ async def run_plan(
                 # other workers spend too: re-read the recorded spend (at most once a second)
                 state["read"] = clock()
                 state["spent"] = max(float(state["spent"]), store.spent_usd(plan.digest))
-            if cap is not None and state["spent"] >= cap:
+            if state["capped"] or (cap is not None and state["spent"] >= cap):
                 state["capped"] = True
                 return
             unit = next_unit()
             if unit is None:
                 return
             with shared_spend(ledger, unit.key):  # the unit's spend holds, seen by all
-                if study is not None:
-                    record = await study.arun(unit, by_arm[unit.arm])
-                else:
-                    record = await run_unit(plan, harness, unit, by_arm[unit.arm])
+                record = await _play(plan, harness, study, unit, by_arm[unit.arm])
             if await _store(store, claims, record, state):
                 progress.advance(record, float(state["spent"]))
+            if refused_by_cap(record):  # the cap is reached for this process's requests:
+                state["capped"] = True  # starting more units would only record refusals
 
     renewing = asyncio.create_task(_renew(claims)) if claims is not None else None
     try:
@@ -251,7 +262,8 @@ async def run_plan(
     elapsed = clock() - start
     if state["capped"]:
         stopped = "spend_cap"
-    remaining = len(units) - len(settled_keys(plan, store))
+    settled = settled_keys(plan, store)
+    remaining = sum(1 for u in units if u.key not in settled)
     attempted = state["completed"] + state["failed"]
     names, evidence_class = describe(by_arm)
     return RunSummary(
@@ -271,6 +283,40 @@ async def run_plan(
         elapsed_s=round(elapsed, 4),
         units_per_s=round(attempted / elapsed, 3) if elapsed > 0 else 0.0,
     )
+
+
+async def _play(
+    plan: RunPlan, harness: Harness, study: StudyUnits | None, unit: RunUnit, driver: Driver
+) -> RunRecord:
+    """One unit, on its compiled study variant (issue 19) or through the harness."""
+    if study is not None:
+        return await study.arun(unit, driver)
+    return await run_unit(plan, harness, unit, driver)
+
+
+def _cap_and_spent(
+    plan: RunPlan, store: RecordStore, share: WorkerShare | None
+) -> tuple[float | None, float]:
+    """The spend cap this process runs under and the spend it starts from: the
+    registration's and the store's, or its worker share's (see :mod:`.share`)."""
+    if share is None:
+        return plan.budgets.spend_usd, store.spent_usd(plan.digest)
+    return share.cap(plan.budgets.spend_usd), share.spent_before
+
+
+def refused_by_cap(record: RunRecord) -> bool:
+    """Whether the unit ended because the spend cap refused one of its requests (its
+    infra record names :class:`SpendCapReached`, as :func:`run_unit` writes it)."""
+    return record.status == "infra_error" and (record.error or "").startswith(
+        f"{SpendCapReached.__name__}:"
+    )
+
+
+def own_units(units: list[RunUnit], share: WorkerShare | None) -> list[RunUnit]:
+    """The units of the plan this process runs: all, or its share's."""
+    if share is None:
+        return units
+    return [unit for position, unit in enumerate(units) if share.takes(position)]
 
 
 def _ledger(claims: UnitClaims | None, cap: float | None) -> SpendLedger | None:
@@ -360,6 +406,7 @@ def execute(
     concurrency: int = 4,
     max_units: int | None = None,
     progress: Progress | None = None,
+    share: WorkerShare | None = None,
 ) -> RunSummary:
     """Synchronous entry point: run the plan in a fresh event loop, close the drivers."""
 
@@ -373,6 +420,7 @@ def execute(
                 concurrency=concurrency,
                 max_units=max_units,
                 progress=progress,
+                share=share,
             )
         finally:
             for each in distinct(drivers_by_arm(plan, driver)):

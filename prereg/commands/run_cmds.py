@@ -31,6 +31,7 @@ from prereg.runners.providers.runs import estimate_run
 from prereg.runners.providers.summary import provider_run
 from prereg.runners.stores import ENV, is_postgres, resolve_store
 from prereg.runners.verdict_exchange import export_with_verdicts, import_with_verdicts
+from prereg.runners.workers import run_workers
 
 split_app = typer.Typer(
     help="Splits of an experiment (dev / validation / test).",
@@ -74,6 +75,15 @@ def run(
         typer.Option("--prices", help="Price table file (YAML/JSON) overriding the packaged one."),
     ] = None,
     store: StoreOpt = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Worker processes sharing the units (and --concurrency, the total) to "
+            "use more than one core; see docs/scaling.md.",
+        ),
+    ] = 1,
 ) -> None:
     """Run a registration's units (resuming: units already recorded are skipped).
 
@@ -85,6 +95,8 @@ def run(
     ws = workspace(ctx)
     progress = None if (as_json or no_progress) else RichProgress(registration_id)
     extra: dict[str, Any] = {}
+    if workers > 1 and not dry_run:
+        refuse_workers_with(batch=batch, prices=prices)
     if dry_run or batch or prices is not None:  # provider options (issue 7)
         if batch and not dry_run:
             refuse_batch_with_shared_store(store)
@@ -105,10 +117,20 @@ def run(
             on_poll=_batch_poll_printer(as_json) if batch else None,
             store=store,
         )
-    else:
+    elif workers == 1:
         summary = run_registration(
             ws,
             registration_id,
+            concurrency=concurrency,
+            max_units=max_units,
+            progress=progress,
+            store=store,
+        )
+    else:
+        summary = run_workers(
+            ws,
+            registration_id,
+            workers=workers,
             concurrency=concurrency,
             max_units=max_units,
             progress=progress,
@@ -132,6 +154,8 @@ def run(
             ("spend (measured)", f"${summary.spend_usd:.4f}"),
             ("rate", f"{summary.units_per_s} units/s in {summary.elapsed_s:.2f}s"),
         ]
+        if summary.workers > 1:
+            rows.append(("worker processes", str(summary.workers)))
         if summary.duplicates:
             rows.append(("written meanwhile elsewhere", str(summary.duplicates)))
         if summary.stopped:
@@ -420,6 +444,23 @@ def register(app: typer.Typer) -> None:
     app.command("export")(export)
     app.command("import")(import_)
     app.add_typer(split_app, name="split")
+
+
+def refuse_workers_with(*, batch: bool, prices: Path | None) -> None:
+    """``--workers`` runs the registered hosts' synchronous path in every worker: a batch
+    is one submission, and a price table file is read by the drivers of one process."""
+    if batch:
+        raise BadInput(
+            "--workers does not apply to --batch: a batch is submitted once and polled; run "
+            "it without --workers",
+            field="workers",
+        )
+    if prices is not None:
+        raise BadInput(
+            "--workers does not take --prices: set PREREG_PRICES to the price table file "
+            "instead (every worker reads it)",
+            field="workers",
+        )
 
 
 def refuse_batch_with_shared_store(store: str | None) -> None:

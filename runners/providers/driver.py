@@ -314,6 +314,11 @@ class ModelDriver(ABC):
         discount = self.prices.batch_discount(self.provider) if batch else 1.0
         return cost_usd(price, billed, discount=discount, cache_credit=self.cache_credit)
 
+    def preload(self) -> None:
+        """Import the SDK now: a parent about to fork ``prereg run --workers N`` processes
+        imports it once for all of them, so no worker pays the import mid-run."""
+        self._import_sdk()
+
     async def _ready_client(self) -> Any:
         """The client for the running loop. The SDK's first import (a second or more of
         CPU) runs in a worker thread, so the event loop (every other unit's requests and

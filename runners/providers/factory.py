@@ -27,6 +27,7 @@ from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_
 from prereg.runners.providers.prices import PriceTable, load_prices
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
+from prereg.runners.share import WorkerShare
 from prereg.runners.stores import StoreLocation, open_store, resolve_store
 
 
@@ -40,6 +41,16 @@ def spent_so_far(runs: StoreLocation, digest: str) -> float:
         store.close()
 
 
+def _meter(
+    plan: RunPlan, ws: Workspace, store: str | None, share: WorkerShare | None
+) -> SpendMeter:
+    """The spend meter every provider driver of the run shares."""
+    if share is not None:
+        return SpendMeter(share.cap(plan.budgets.spend_usd), share.spent_before)
+    spent = spent_so_far(resolve_store(ws.runs, store), plan.digest)
+    return SpendMeter(plan.budgets.spend_usd, spent)
+
+
 def create_run_drivers(
     plan: RunPlan,
     ws: Workspace,
@@ -48,6 +59,7 @@ def create_run_drivers(
     settings: dict[str, Any] | None = None,
     for_batch: bool = False,
     store: str | None = None,
+    share: WorkerShare | None = None,
 ) -> dict[str, Driver]:
     """Each arm's driver; arms with the same host (driver, model, params, tool search,
     sampling rule) share one. Provider drivers share one spend meter: the registered
@@ -58,6 +70,9 @@ def create_run_drivers(
     A registration with ``host.batch: true`` is refused on the synchronous path
     (``for_batch`` false): its records would say ``batch: true`` for requests that
     did not go through a batch.
+
+    ``share``: the drivers of one worker of ``prereg run --workers N`` on a store without
+    shared claims, whose meter caps its own part of the spend (:mod:`prereg.runners.share`).
     """
     configs = plan.arm_configs()
     if plan.batch and not for_batch and any(c.driver in PROVIDER_DRIVERS for c in configs.values()):
@@ -72,8 +87,7 @@ def create_run_drivers(
     for arm, config in configs.items():
         if config.host_key not in built:
             if config.driver in PROVIDER_DRIVERS and spend is None:
-                spent = spent_so_far(resolve_store(ws.runs, store), plan.digest)
-                spend = SpendMeter(plan.budgets.spend_usd, spent)
+                spend = _meter(plan, ws, store, share)
             built[config.host_key] = _build(config, plan, spend, prices, settings, for_batch)
         out[arm] = built[config.host_key]
     return out

@@ -141,3 +141,74 @@ def test_a_created_id_is_one_past_the_seed_records_even_after_a_delete(
     assert store.call("create_playlist", {"name": "And Another"})["id"] == (
         f"pl-{int(str(highest).rsplit('-', 1)[1]) + 2:03d}"
     )
+
+
+def _reference_search(store: ServiceStore, op_name: str, args: dict[str, object]) -> list[str]:
+    """The ranking of a search, spelled out the plain way (every filter and every query
+    evaluated per record): the ids the service must return, in order."""
+    from prereg.experiments.text import content_words, normalise
+
+    op = store.spec.operations[op_name]
+
+    def equal(actual: object, wanted: object) -> bool:
+        if isinstance(actual, str) and isinstance(wanted, str):
+            return normalise(actual) == normalise(wanted)
+        return bool(actual == wanted)
+
+    ranked = []
+    for order, record in enumerate(store.state[op.collection].values()):
+        if not all(
+            equal(record.get(field), args[param])
+            for param, field in op.equals.items()
+            if args.get(param) is not None
+        ):
+            continue
+        score, dropped = 0, False
+        for param, fields in op.match.items():
+            if args.get(param) in (None, ""):
+                continue
+            wanted = set(content_words(str(args[param])))
+            haystack = {w for f in fields for w in content_words(str(record.get(f, "")))}
+            hits = len(wanted & haystack)
+            if hits == 0:
+                dropped = True
+                break
+            score += hits
+        if not dropped:
+            ranked.append((-score, order, str(record["id"])))
+    return [rid for _, _, rid in sorted(ranked)[: op.limit]]
+
+
+def test_search_agrees_with_a_plain_reference_on_random_queries(store: ServiceStore) -> None:
+    import random
+
+    rng = random.Random(15)
+    words = sorted(
+        {
+            w
+            for coll in store.state.values()
+            for rec in coll.values()
+            for v in rec.values()
+            if isinstance(v, str)
+            for w in v.split()
+        }
+    )
+    genres = sorted({str(t.get("genre")) for t in store.state["tracks"].values()})
+    searches = [(n, op) for n, op in store.spec.operations.items() if op.kind == "search"]
+    checked = 0
+    for _ in range(400):
+        name, op = rng.choice(searches)
+        args: dict[str, object] = {}
+        for param in op.match:
+            if rng.random() < 0.85:
+                args[param] = " ".join(rng.choice(words) for _ in range(rng.randint(1, 3)))
+        for param in op.equals:
+            if rng.random() < 0.5:
+                genre = rng.choice(genres)
+                args[param] = rng.choice([genre, genre.upper(), f"  {genre} "])
+        if any(p.required and p_name not in args for p_name, p in op.params.items()):
+            continue
+        found = [item["id"] for item in store.call(name, args)["items"]]
+        assert found == _reference_search(store, name, args), (name, args)
+        checked += bool(found)
+    assert checked > 100  # most random queries find something: the ranking is exercised

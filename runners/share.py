@@ -9,6 +9,9 @@ together never pass the cap; the price is that a worker that reaches its part of
 stops while another may still have headroom (the next run carries on). On PostgreSQL
 the workers claim units from the store and hold spend in its shared ledger instead, and
 take no share.
+
+Client-side rate limits (``PREREG_RPM``, ``PREREG_TPM``) are split among the workers on
+either store: each worker's limiter admits its part, so together they keep the limit.
 """
 
 from __future__ import annotations
@@ -46,3 +49,9 @@ def split(total: int, count: int, index: int) -> int:
     """Worker ``index``'s part of ``total`` (concurrency, a unit limit) split as evenly
     as whole numbers allow: the parts sum to ``total``."""
     return total // count + (1 if index < total % count else 0)
+
+
+def rate_part(limit: int | None, count: int, index: int) -> int | None:
+    """Worker ``index``'s part of a per-minute rate limit (None: no limit); at least one
+    (the parent starts no more workers than the smallest limit allows)."""
+    return None if limit is None else max(split(limit, count, index), 1)

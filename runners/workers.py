@@ -8,7 +8,9 @@ others' parsing and recording). N processes share the work and the machine's cor
   and of the spend cap's headroom (:mod:`prereg.runners.share`); on PostgreSQL every
   worker claims units from the store and holds spend in its shared ledger, exactly as
   independent ``prereg run`` processes do.
-- ``--concurrency`` is the total: it is split among the workers, as is ``--max-units``.
+- ``--concurrency`` is the total: it is split among the workers, as are ``--max-units``
+  and the client-side rate limits (``PREREG_RPM``, ``PREREG_TPM``; no more workers start
+  than the smallest limit has requests or tokens per minute).
 - The parent checks and claims what a run checks and claims (:func:`preflight`) before
   any worker starts, imports the providers' SDKs once and starts the workers by fork
   where the platform has it (so none pays the import mid-run), draws the one progress
@@ -48,8 +50,9 @@ from prereg.runners.orchestrate import (
     settled_keys,
 )
 from prereg.runners.providers.factory import create_run_drivers
+from prereg.runners.providers.ratelimit import RateLimiter
 from prereg.runners.record import RunRecord
-from prereg.runners.share import WorkerShare, split
+from prereg.runners.share import WorkerShare, rate_part, split
 from prereg.runners.stores import is_postgres, open_store
 from prereg.runners.verify_runs import anchor_runs
 
@@ -64,6 +67,7 @@ class _Job:
     root: Path
     registration_id: str
     index: int
+    count: int
     concurrency: int
     max_units: int | None
     store: str | None
@@ -91,6 +95,7 @@ def _work(job: _Job, channel: Any, checked: Preflight | None) -> None:
         else:
             drivers = create_run_drivers(checked.plan, ws, store=job.store, share=job.share)
             ready = replace(checked, driver=drivers)
+        split_rate_limits(distinct(drivers_by_arm(ready.plan, ready.driver)), job.count, job.index)
         summary = run_ready(
             ready,
             concurrency=job.concurrency,
@@ -132,6 +137,8 @@ def run_workers(
     count = min(workers, concurrency, pending)
     if max_units is not None:
         count = min(count, max(max_units, 1))
+    drivers = distinct(drivers_by_arm(ready.plan, ready.driver))
+    count = min([count, *_limits(drivers)])  # each worker keeps at least one a minute
     if count <= 1:
         return run_registration(
             ws,
@@ -141,7 +148,7 @@ def run_workers(
             progress=progress,
             store=store,
         )
-    for driver in distinct(drivers_by_arm(ready.plan, ready.driver)):
+    for driver in drivers:
         preload = getattr(driver, "preload", None)
         if callable(preload):
             preload()
@@ -151,6 +158,7 @@ def run_workers(
             root=ws.root,
             registration_id=registration_id,
             index=k,
+            count=count,
             concurrency=split(concurrency, count, k),
             max_units=None if max_units is None else split(max_units, count, k),
             store=store,
@@ -169,6 +177,29 @@ def run_workers(
     _raise_first_error(reports)
     skipped = len(units) - pending
     return _summary(ready, units, skipped, reports, count, time.perf_counter() - started)
+
+
+def _limits(drivers: list[Any]) -> list[int]:
+    """The client-side per-minute limits (requests, tokens) of the run's drivers."""
+    limiters = [getattr(driver, "limiter", None) for driver in drivers]
+    return [
+        limit
+        for limiter in limiters
+        if isinstance(limiter, RateLimiter)
+        for limit in (limiter.rpm, limiter.tpm)
+        if limit is not None
+    ]
+
+
+def split_rate_limits(drivers: list[Any], count: int, index: int) -> None:
+    """Give worker ``index`` of ``count`` its part of each driver's client-side rate limits
+    (:func:`~prereg.runners.share.rate_part`), so the workers together keep the limit."""
+    for driver in drivers:
+        limiter = getattr(driver, "limiter", None)
+        if isinstance(limiter, RateLimiter) and not limiter.unlimited:
+            driver.limiter = RateLimiter(
+                rate_part(limiter.rpm, count, index), rate_part(limiter.tpm, count, index)
+            )
 
 
 def _supervise(

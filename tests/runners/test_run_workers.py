@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from prereg.registry.registry import Registry
-from prereg.runners.share import WorkerShare, split
+from prereg.runners.providers.settings import ProviderSettings
+from prereg.runners.share import WorkerShare, rate_part, split
 from prereg.runners.store import RunStore
+from prereg.runners.workers import split_rate_limits
 from tests.conftest import CliResult
 
 PILOT = "music-library-pilot"
@@ -32,6 +34,29 @@ def test_shares_partition_the_plan_and_the_cap_headroom() -> None:
             assert sum(parts) == total and max(parts) - min(parts) <= 1
     with pytest.raises(ValueError):
         WorkerShare(2, 2)
+
+
+def test_rate_limits_are_split_so_the_workers_together_keep_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prereg.runners.drivers.anthropic import create as anthropic_driver
+    from prereg.runners.drivers.openai import create as openai_driver
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    for count in (2, 3, 5):
+        limited, free = [], []
+        for k in range(count):
+            one = openai_driver("gpt-5-mini", settings=ProviderSettings(rpm=7, tpm=10_001))
+            other = anthropic_driver("claude-sonnet-4-5", settings=ProviderSettings())
+            split_rate_limits([one, other], count, k)
+            limited.append(one.limiter)
+            free.append(other.limiter)
+        assert sum(lim.rpm for lim in limited) == 7  # together: the limit, no more
+        assert sum(lim.tpm for lim in limited) == 10_001
+        assert all(lim.unlimited for lim in free)  # no limit: none invented
+    assert [rate_part(1, 2, k) for k in range(2)] == [1, 1]  # the parent starts one instead
+    assert rate_part(None, 3, 0) is None
 
 
 def _outcomes(root: Path) -> list[tuple[Any, ...]]:

@@ -47,7 +47,7 @@ from prereg.reports.model import (
     VerdictReport,
 )
 from prereg.reports.observations import Obs, unit_label
-from prereg.reports.pairs import PairData, build_pairs
+from prereg.reports.pairs import ArmOutcomes, PairData, arm_outcomes, pair_outcomes
 from prereg.reports.pairwise import pairwise_changes
 from prereg.reports.registered import run_test
 from prereg.reports.toolbottleneck_registered import study_report
@@ -67,31 +67,39 @@ class Options:
 
 
 class _Pairs:
-    """Paired data per (control, treatment, outcome), built once each, each from its two
-    arms' runs only (``build_pairs`` reads no other arm's; every pair of ten arms would
-    otherwise walk every run 45 times)."""
+    """Paired data per (control, treatment, outcome), built once each from its two arms'
+    outcomes, each arm's read once per outcome (``build_pairs`` reads no other arm's; every
+    pair of ten arms would otherwise read each run's outcome once per pair it is in)."""
 
     def __init__(self, loaded: LoadedRuns) -> None:
         self.loaded = loaded
         self.cache: dict[tuple[str, str, str], PairData] = {}
+        self.outcomes: dict[tuple[str, str], ArmOutcomes] = {}
         self.by_arm: dict[str, list[Obs]] = defaultdict(list)
         for o in loaded.used:
             self.by_arm[o.arm].append(o)
+        self.clusters = {t.id: t.cluster for t in loaded.tasks}
+
+    def arm(self, arm: str, outcome: str) -> ArmOutcomes:
+        key = (arm, outcome)
+        if key not in self.outcomes:
+            self.outcomes[key] = arm_outcomes(self.by_arm.get(arm, []), arm, outcome)
+        return self.outcomes[key]
 
     def get(self, reg: Registration, spec: TestSpec) -> PairData:
         control, treatment = reg.compared_arms(spec)
         outcome = spec.outcome or reg.outcome
         key = (control, treatment, outcome)
         if key not in self.cache:
-            arms = dict.fromkeys((control, treatment))  # one list when both are one arm
-            self.cache[key] = build_pairs(
-                [o for arm in arms for o in self.by_arm.get(arm, [])],
+            self.cache[key] = pair_outcomes(
+                self.arm(control, outcome),
+                self.arm(treatment, outcome),
                 control,
                 treatment,
                 outcome,
                 self.loaded.task_order,
                 self.loaded.intents,
-                {t.id: t.cluster for t in self.loaded.tasks},
+                self.clusters,
             )
         return self.cache[key]
 

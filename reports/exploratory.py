@@ -7,7 +7,7 @@ rate when no task rules anything out. Counts are over completed (``ok``) runs.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -106,10 +106,20 @@ def terminal(observations: Sequence[Obs], arm: str) -> dict[str, Any]:
     return {"terminal_classes": dict(classes) or None, "terminal_flags": dict(flags) or None}
 
 
+def _by_arm(observations: Sequence[Obs]) -> dict[str, list[Obs]]:
+    """The observations of each arm, in their order (each block reads one arm's runs only,
+    so it gets those instead of filtering every run once per arm and block)."""
+    out: dict[str, list[Obs]] = defaultdict(list)
+    for o in observations:
+        out[o.arm].append(o)
+    return out
+
+
 def exploratory_block(
     observations: Sequence[Obs], arms: Sequence[str], reasons: Sequence[str]
 ) -> dict[str, Any]:
     units = [o.unit for o in observations if o.arm in arms]
+    mine = _by_arm(observations)  # each arm's own runs: four blocks per arm, one pass
     return {
         "note": (
             "Not registered: descriptive, computed after the fact, and never an input "
@@ -125,8 +135,8 @@ def exploratory_block(
                 "status ok; every arm; funnel over positive tasks, negatives over negative tasks",
             ),
         ).model_dump(mode="json"),
-        "funnel": {arm: funnel(observations, arm) for arm in arms},
-        "negatives": {arm: negatives(observations, arm) for arm in arms},
-        "selection_rate": {arm: selection(observations, arm) for arm in arms},
-        "terminal": {arm: terminal(observations, arm) for arm in arms},
+        "funnel": {arm: funnel(mine.get(arm, []), arm) for arm in arms},
+        "negatives": {arm: negatives(mine.get(arm, []), arm) for arm in arms},
+        "selection_rate": {arm: selection(mine.get(arm, []), arm) for arm in arms},
+        "terminal": {arm: terminal(mine.get(arm, []), arm) for arm in arms},
     }

@@ -4,38 +4,91 @@ PNG rather than SVG so that no string from the run data (arm or intent names)
 ends up as markup in the HTML file: a raster cannot carry a script. Each figure
 is drawn only from numbers already in the report (the renderers never compute);
 a figure whose data were not measured or not registered is simply absent.
+
+Each figure is built by a ``*_figure`` function (what tests read: labels, bars,
+legend entries) and drawn once by :func:`_png`, which crops the drawing to what
+``savefig(bbox_inches="tight")`` would save instead of drawing twice to find out.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from types import ModuleType
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from prereg.reports.model import Interval, Report
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 _DPI = 110
+#: the margin ``savefig(bbox_inches="tight")`` leaves around the drawing (its default)
+PAD_IN = 0.1
+#: room drawn around a figure's axes, cropped away (see :func:`_canvas`)
+ROOM_IN = 0.6
+#: room per character of the longest tick label left of the axes: more than any
+#: lowercase or digit glyph of the default 10-point font needs (a wider label falls back)
+CHAR_IN = 0.1
+#: no "Software" text chunk (matplotlib's version in it would differ between installs)
+_METADATA: dict[str, Any] = {"Software": None}
 
 
-def _plt() -> ModuleType:
-    """matplotlib.pyplot on the Agg backend."""
-    import matplotlib  # lazy: matplotlib costs ~0.5 s to import and only figures need it
+def _canvas(width: float, height: float, labels: Sequence[str] = ()) -> tuple[Figure, Axes]:
+    """A figure with one axes of the size and place, in inches, it has on a ``width`` x
+    ``height`` figure under matplotlib's default subplot parameters, drawn on the Agg
+    canvas at the saved resolution, with room around it for what sticks out (tick
+    labels, ``labels`` the longest of them, a legend below): :func:`_png` crops it.
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt  # lazy: as above, after choosing the Agg backend
+    Matplotlib is imported here, not at module import: it costs ~0.4 s and only the
+    figures need it. The figure is not registered with pyplot (nothing to close)."""
+    from matplotlib import rcParams  # lazy: matplotlib, only figures need it
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: as above
+    from matplotlib.figure import Figure  # lazy: as above
 
-    return plt
+    left = ROOM_IN + CHAR_IN * max((len(label) for label in labels), default=0)
+    full_w, full_h = width + left + ROOM_IN, height + 2 * ROOM_IN
+    fig = Figure(figsize=(full_w, full_h), dpi=_DPI)
+    FigureCanvasAgg(fig)
+    fig.subplots_adjust(
+        left=(left + rcParams["figure.subplot.left"] * width) / full_w,
+        right=(left + rcParams["figure.subplot.right"] * width) / full_w,
+        bottom=(ROOM_IN + rcParams["figure.subplot.bottom"] * height) / full_h,
+        top=(ROOM_IN + rcParams["figure.subplot.top"] * height) / full_h,
+    )
+    return fig, fig.subplots()
 
 
 def _png(fig: Figure) -> bytes:
+    """The figure as ``savefig(..., bbox_inches="tight")`` saves it, from one drawing.
+
+    The tight bounding box (every artist's extent, plus ``PAD_IN``) is taken from the
+    drawn figure and the drawing cropped to it: the same picture as the tight save,
+    which draws the figure once to measure it and again to save it (up to a fraction
+    of a pixel in where the crop falls). Where the box reaches past the canvas (a
+    label longer than the room :func:`_canvas` left), the tight save itself."""
+    import numpy as np  # lazy: with matplotlib, only figures need it
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: as in _canvas
+    from matplotlib.image import imsave  # lazy: matplotlib, only figures need it
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    box = fig.get_tightbbox(canvas.get_renderer()).padded(PAD_IN)
+    x0, y0 = round(box.x0 * _DPI), round(box.y0 * _DPI)
+    x1, y1 = x0 + int(box.width * _DPI), y0 + int(box.height * _DPI)
+    height = int(fig.bbox.height)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight", metadata={"Software": None})
-    _plt().close(fig)
+    if x0 < 0 or y0 < 0 or x1 > int(fig.bbox.width) or y1 > height:
+        fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight", metadata=_METADATA)
+        return buf.getvalue()
+    pixels = np.asarray(canvas.buffer_rgba())[height - y1 : height - y0, x0:x1]
+    imsave(buf, pixels, format="png", origin="upper", dpi=_DPI, metadata=_METADATA)
     return buf.getvalue()
+
+
+def _drawn(fig: Figure | None) -> bytes | None:
+    return None if fig is None else _png(fig)
 
 
 def _ok(*values: float | None) -> bool:
@@ -43,11 +96,15 @@ def _ok(*values: float | None) -> bool:
 
 
 def arm_rates(report: Report) -> bytes | None:
+    """Per-arm outcome rates with their intervals (PNG)."""
+    return _drawn(arm_rates_figure(report))
+
+
+def arm_rates_figure(report: Report) -> Figure | None:
     arms = [a for a in report.arms if _ok(a.rate, a.interval.low, a.interval.high)]
     if not arms:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.0, 0.6 + 0.55 * len(arms)))
+    fig, ax = _canvas(6.0, 0.6 + 0.55 * len(arms), [a.id for a in arms])
     for i, arm in enumerate(arms):
         rate = float(arm.rate or 0.0)
         lo, hi = float(arm.interval.low or 0.0), float(arm.interval.high or 0.0)
@@ -66,7 +123,7 @@ def arm_rates(report: Report) -> bytes | None:
     level = arms[0].interval.level
     ax.set_xlabel(f"{report.outcome} rate per run ({level:.0%} Jeffreys, deflated by DEFF)")
     ax.grid(axis="x", alpha=0.3)
-    return _png(fig)
+    return fig
 
 
 def _pooled_rows(report: Report) -> list[tuple[str, float | None, Interval]]:
@@ -88,6 +145,11 @@ def _pooled_rows(report: Report) -> list[tuple[str, float | None, Interval]]:
 
 
 def forest(report: Report) -> bytes | None:
+    """Paired differences per intent and for the whole design (PNG)."""
+    return _drawn(forest_figure(report))
+
+
+def forest_figure(report: Report) -> Figure | None:
     rows: list[tuple[str, float | None, Interval]] = [
         (r.intent, r.difference, r.interval)
         for r in report.per_intent
@@ -98,8 +160,7 @@ def forest(report: Report) -> bytes | None:
         return None
     first_pooled = len(rows)
     rows += pooled
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.0, 0.7 + 0.45 * len(rows)))
+    fig, ax = _canvas(6.0, 0.7 + 0.45 * len(rows), [r[0] for r in rows])
     for i, (_, diff, interval) in enumerate(rows):
         d = float(diff or 0.0)
         lo, hi = float(interval.low or 0.0), float(interval.high or 0.0)
@@ -124,17 +185,21 @@ def forest(report: Report) -> bytes | None:
     level = rows[0][2].level
     ax.set_xlabel(f"paired difference {what} ({level:.0%} intervals; intents listed, not flagged)")
     ax.grid(axis="x", alpha=0.3)
-    return _png(fig)
+    return fig
 
 
 def funnel(report: Report) -> bytes | None:
+    """Each arm's share of positive runs reaching each measured stage (PNG)."""
+    return _drawn(funnel_figure(report))
+
+
+def funnel_figure(report: Report) -> Figure | None:
     data = report.exploratory.get("funnel") or {}
     arms = [(arm, f) for arm, f in data.items() if f]
     if not arms:
         return None
     stages = ["surfaced", "selected", "invoked", "executed", "completed"]
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 3.0))
+    fig, ax = _canvas(6.5, 3.0)
     width = 0.8 / len(arms)
     for j, (arm, f) in enumerate(arms):
         xs, ys = [], []
@@ -149,15 +214,19 @@ def funnel(report: Report) -> bytes | None:
     ax.set_ylabel("share of positive runs reaching the stage")
     ax.legend(frameon=False)
     ax.set_title("Funnel per arm (measured stages only; exploratory)", fontsize=9)
-    return _png(fig)
+    return fig
 
 
 def eprocess(report: Report) -> bytes | None:
+    """The registered stopping rule's e-process against its threshold (PNG)."""
+    return _drawn(eprocess_figure(report))
+
+
+def eprocess_figure(report: Report) -> Figure | None:
     stop = report.stopping
     if stop is None or not stop.path:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.0, 3.0))
+    fig, ax = _canvas(6.0, 3.0)
     xs = list(range(1, len(stop.path) + 1))
     ax.plot(xs, stop.path, color="#1f4e79", lw=1.5)
     ax.axhline(
@@ -178,7 +247,7 @@ def eprocess(report: Report) -> bytes | None:
     ax.set_xlabel("tasks, in the registered stopping order (seeded)")
     ax.set_ylabel("beta-mixture e-value")
     ax.legend(frameon=False, fontsize=8)
-    return _png(fig)
+    return fig
 
 
 TERMINAL_COLOURS = {
@@ -196,6 +265,11 @@ LEGEND_GAP_IN = 0.75
 
 
 def terminal_breakdown(report: Report) -> bytes | None:
+    """Figure 4 (PNG): see :func:`terminal_breakdown_figure`."""
+    return _drawn(terminal_breakdown_figure(report))
+
+
+def terminal_breakdown_figure(report: Report) -> Figure | None:
     """Figure 4: each intent's positive runs by terminal class, per arm (negatives apart,
     in the report's table), as stacked shares of the row's runs."""
     ir = report.invokerank
@@ -207,11 +281,10 @@ def terminal_breakdown(report: Report) -> bytes | None:
     ]
     if not rows:
         return None
-    plt = _plt()
-    from matplotlib.collections import PolyCollection  # lazy: matplotlib, as in _plt
+    from matplotlib.collections import PolyCollection  # lazy: matplotlib, as in _canvas
 
     height = 0.8 + 0.35 * len(rows)
-    fig, ax = plt.subplots(figsize=(7.0, height))
+    fig, ax = _canvas(7.0, height, [label for label, _ in rows])
     left = [0.0] * len(rows)
     half = 0.4  # half a bar's height (barh's default height 0.8)
     for name, colour in TERMINAL_COLOURS.items():
@@ -236,10 +309,10 @@ def terminal_breakdown(report: Report) -> bytes | None:
     ax.set_xlabel("share of the row's positive runs (first external call, or why none)")
     # the legend a fixed distance below the axes (a share of the axes' height would leave
     # inches of blank canvas, to draw and encode, under a programme's many rows)
-    below = LEGEND_GAP_IN / (height * (fig.subplotpars.top - fig.subplotpars.bottom))
+    below = LEGEND_GAP_IN / (ax.get_position().height * fig.get_figheight())
     ax.legend(frameon=False, fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -below))
     ax.set_title("Terminal classes per intent (Figure 4; unjudged: no native judge)", fontsize=9)
-    return _png(fig)
+    return fig
 
 
 FIGURES = {

@@ -767,7 +767,8 @@ def first_choices(runs: Sequence[Obs], branded: Collection[str] = frozenset()) -
     intents = sorted({o.intent for o in placed})
     cells = {intent: c for c, intent in enumerate(intents)}
     tasks = {task: i for i, task in enumerate(dict.fromkeys(o.task_id for o in placed))}
-    sets = [_choice_set(o, order) for o in placed]
+    by_listing: dict[tuple[str, ...], tuple[list[bool], list[float]]] = {}
+    sets = [_choice_set(o, order, by_listing) for o in placed]
     return Choices(
         keys=order,
         roles=[keys[k] for k in order],
@@ -783,11 +784,23 @@ def first_choices(runs: Sequence[Obs], branded: Collection[str] = frozenset()) -
     )
 
 
-def _choice_set(o: Obs, order: Sequence[str]) -> tuple[list[bool], list[float]]:
-    """Which of ``order``'s servers run ``o`` listed, and at which position (0: first)."""
-    listed = [str(s["key"]) for s in (o.offer or {}).get("servers") or []]
+def _choice_set(
+    o: Obs,
+    order: Sequence[str],
+    seen: dict[tuple[str, ...], tuple[list[bool], list[float]]] | None = None,
+) -> tuple[list[bool], list[float]]:
+    """Which of ``order``'s servers run ``o`` listed, and at which position (0: first);
+    ``seen``: the answers so far by listing (the runs of an arm mostly list the same
+    servers in the same order), each run getting its own copy of the lists."""
+    listed = tuple(str(s["key"]) for s in (o.offer or {}).get("servers") or [])
+    if seen is not None and listed in seen:
+        available, position = seen[listed]
+        return list(available), list(position)
     at = {k: i for i, k in reversed(list(enumerate(listed)))}  # first listing wins
-    return [k in at for k in order], [float(at[k]) if k in at else 0.0 for k in order]
+    answer = [k in at for k in order], [float(at[k]) if k in at else 0.0 for k in order]
+    if seen is not None:
+        seen[listed] = (list(answer[0]), list(answer[1]))
+    return answer
 
 
 def _branded(
@@ -1172,7 +1185,7 @@ def _server_hits(
     ``valid``: :func:`_valid` or a remembering one."""
     surfaced: bool | None = None
     if o.outcome("surfaced") is not None:
-        surfaced = o.surfaced_tools is None or bool(set(tools) & o.surfaced_tools)
+        surfaced = o.surfaced_tools is None or not o.surfaced_tools.isdisjoint(tools)
     selected = o.first_server == key
     call = o.first_call
     invoked = bool(
@@ -1189,10 +1202,16 @@ def _server_hits(
 
 def _listed_name(o: Obs, key: str) -> str | None:
     """The name server ``key`` was listed under in run ``o`` (None: not listed)."""
+    return _listed_names(o).get(key)
+
+
+def _listed_names(o: Obs) -> dict[Any, str]:
+    """Every server key run ``o`` listed -> the name it was listed under (the first
+    listing of a key wins): :func:`_listed_name` of each key from one pass."""
+    names: dict[Any, str] = {}
     for server in (o.offer or {}).get("servers") or []:
-        if server["key"] == key:
-            return str(server.get("name"))
-    return None
+        names.setdefault(server["key"], str(server.get("name")))
+    return names
 
 
 def _listed_tools(offer: ArmOffer) -> dict[tuple[str, str], dict[str, Tool]]:
@@ -1215,8 +1234,9 @@ def server_funnel(runs: Sequence[Obs], offer: ArmOffer | None, arm: str) -> list
             listed.setdefault(str(server["key"]), str(server["role"]))
     rows = []
     valid = _Validity()
+    every = [_listed_names(o) for o in usable]  # once per run, not once per run and server
     for key, role in listed.items():
-        names = [_listed_name(o, key) for o in usable]
+        names = [run.get(key) for run in every]
         mine = [o for o, name in zip(usable, names, strict=True) if name is not None]
         tasks = {task: i for i, task in enumerate(dict.fromkeys(o.task_id for o in mine))}
         prompt = [tasks[o.task_id] for o in mine]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from prereg.runners.record import RunRecord
@@ -40,6 +41,8 @@ RecordLike = RunRecord | Mapping[str, Any]
 
 STAGES: tuple[str, ...] = ("surfaced", "selected", "invoked", "executed", "completed")
 POSITIVE_ONLY: frozenset[str] = frozenset(STAGES) | {"focal"}
+#: Every outcome a run defines (any other name is an error, or None on a run not counted).
+OUTCOMES: tuple[str, ...] = ("success", "focal", *STAGES)
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -130,27 +133,38 @@ class Obs:
         See the module docstring for the definitions. Returns None for runs that
         are not ``ok`` (an infrastructure failure has no agent outcome).
         """
+        try:
+            return self._outcomes[name]
+        except KeyError:  # not an outcome: None on a run that is not counted, else an error
+            if not self.ok and not self.counted_failure:
+                return None
+            raise ValueError(f"unknown outcome '{name}'") from None
+
+    @cached_property
+    def _outcomes(self) -> dict[str, bool | None]:
+        """Every outcome of this run (:data:`OUTCOMES`), computed on the first read: the
+        analysis reads a run's outcomes once per pair of arms, arm block and section,
+        hundreds of thousands of reads at 27,000 runs (the fields are frozen, so the
+        values are too)."""
+        out: dict[str, bool | None] = dict.fromkeys(OUTCOMES)
         if not self.ok and not self.counted_failure:
-            return None
-        if name in POSITIVE_ONLY and self.polarity != "positive":
-            return None
-        if self.counted_failure:
-            if name not in ("success", "focal", *STAGES):
-                raise ValueError(f"unknown outcome '{name}'")
-            return False
-        if name == "success":
-            return self.success
-        if name == "focal":
-            return None if self.terminal_class is None else self.terminal_class == "focal"
-        if name in STAGES:
-            value = self.funnel.get(name)
-            if value is not None:
-                return value
-            for parent in STAGES[: STAGES.index(name)]:
-                if self.funnel.get(parent) is False:
-                    return False
-            return None
-        raise ValueError(f"unknown outcome '{name}'")
+            return out
+        positive = self.polarity == "positive"
+        if self.counted_failure:  # intention to treat: every outcome counted, and false
+            for name in OUTCOMES:
+                if positive or name not in POSITIVE_ONLY:
+                    out[name] = False
+            return out
+        out["success"] = self.success
+        if not positive:
+            return out
+        out["focal"] = None if self.terminal_class is None else self.terminal_class == "focal"
+        stopped = False  # an earlier stage is recorded false: a null stage is not reached
+        for stage in STAGES:
+            value = self.funnel.get(stage)
+            out[stage] = value if value is not None else (False if stopped else None)
+            stopped = stopped or value is False
+        return out
 
 
 def unit_label(unit: tuple[str, str, int]) -> str:

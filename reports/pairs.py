@@ -22,6 +22,7 @@ Only tasks where both arms have at least one measured repeat are paired.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,20 @@ def aggregate(by_repeat: dict[int, bool], how: str) -> float:
 
 
 def units_digest(units: Iterable[tuple[str, str, int]]) -> str:
+    """The digest of a set of units: of their sorted labels, one a line."""
+    key = tuple(units)
+    try:
+        return _units_digest(key)
+    except TypeError:  # an unhashable unit (a list): computed without the memory
+        return _units_digest.__wrapped__(key)
+
+
+@functools.lru_cache(maxsize=32)
+def _units_digest(units: tuple[tuple[str, str, int], ...]) -> str:
+    """:func:`units_digest`, remembered for the last few unit sets: the sections of a report
+    state the same run set again and again (an arm's positive runs in each InvokeRank
+    block, a pair of arms in each test of it), and labelling and sorting tens of thousands
+    of units costs far more than hashing the tuple that looks them up."""
     text = "\n".join(sorted(unit_label(u) for u in units))
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
@@ -161,19 +176,46 @@ class PairData:
         prompts: list[int] = []
         runs: list[int] = []
         labels = self.labels(unit)
-        order = list(dict.fromkeys(labels))
-        codes = [order.index(label) for label in labels]
-        for i, task in enumerate(self.tasks):
-            both = sorted(set(self.control_runs[task]) & set(self.treatment_runs[task]))
-            for r in both:
-                yc.append(float(self.control_runs[task][r]))
-                yt.append(float(self.treatment_runs[task][r]))
-                prompts.append(codes[i])
-                runs.append(r)
+        first: dict[str, int] = {}
+        for label in labels:
+            first.setdefault(label, len(first))  # each label's code: its first-seen rank
+        for task, label in zip(self.tasks, labels, strict=True):
+            control, treatment = self.control_runs[task], self.treatment_runs[task]
+            both = sorted(control.keys() & treatment.keys())
+            yc.extend([float(control[r]) for r in both])
+            yt.extend([float(treatment[r]) for r in both])
+            prompts.extend([first[label]] * len(both))
+            runs.extend(both)
         return (np.array(yc), np.array(yt), np.array(prompts, dtype=int), np.array(runs, dtype=int))
 
     def runset(self) -> RunSet:
         return runset(self.units, self.filter_text)
+
+
+def arm_outcomes(observations: Iterable[Obs], arm: str, outcome: str) -> ArmOutcomes:
+    """Arm ``arm``'s measured ``outcome`` by task and repeat, in the observations' order (a
+    later run of the same unit replaces an earlier one), read once per arm: every pair of
+    arms it belongs to reuses it instead of reading each run's outcome again."""
+    runs: dict[str, dict[int, bool]] = {}
+    counted = False
+    for obs in observations:
+        if obs.arm != arm:
+            continue
+        counted = counted or obs.counted_failure
+        value = obs.outcome(outcome)
+        if value is None:
+            continue
+        runs.setdefault(obs.task_id, {})[obs.repeat] = value
+    return ArmOutcomes(runs, counted)
+
+
+@dataclass(frozen=True)
+class ArmOutcomes:
+    """One arm's measured outcomes (task -> repeat -> value) and whether any of its units
+    was counted as a failure (:func:`arm_outcomes`); read-only once built."""
+
+    runs: dict[str, dict[int, bool]]
+    counted: bool
 
 
 def build_pairs(
@@ -186,21 +228,31 @@ def build_pairs(
     clusters: dict[str, str] | None = None,
 ) -> PairData:
     """Pair two arms' measured outcomes by task and repeat."""
-    runs: dict[str, dict[str, dict[int, bool]]] = {control: {}, treatment: {}}
-    used: dict[tuple[str, str, int], None] = {}
-    for obs in observations:
-        if obs.arm not in runs:
-            continue
-        value = obs.outcome(outcome)
-        if value is None:
-            continue
-        runs[obs.arm].setdefault(obs.task_id, {})[obs.repeat] = value
+    first = arm_outcomes(observations, control, outcome)
+    second = first if treatment == control else arm_outcomes(observations, treatment, outcome)
+    return pair_outcomes(first, second, control, treatment, outcome, task_order, intents, clusters)
+
+
+def pair_outcomes(
+    control_outcomes: ArmOutcomes,
+    treatment_outcomes: ArmOutcomes,
+    control: str,
+    treatment: str,
+    outcome: str,
+    task_order: Sequence[str],
+    intents: dict[str, str],
+    clusters: dict[str, str] | None = None,
+) -> PairData:
+    """:func:`build_pairs` from the two arms' :func:`arm_outcomes` (the inner per-task
+    dicts are shared with them, never copied: nothing writes to them)."""
+    runs = {control: control_outcomes.runs, treatment: treatment_outcomes.runs}
     tasks = tuple(t for t in task_order if runs[control].get(t) and runs[treatment].get(t))
+    used: dict[tuple[str, str, int], None] = {}
     for task in tasks:
         for arm in (control, treatment):
             for r in runs[arm][task]:
                 used[(arm, task, r)] = None
-    counted = any(o.counted_failure for o in observations if o.arm in runs)
+    counted = control_outcomes.counted or treatment_outcomes.counted
     filter_text = (
         f"status ok{'; units counted as failures (infrastructure)' if counted else ''}; "
         f"arms {control}, {treatment}; outcome '{outcome}' measured"

@@ -4,7 +4,8 @@ With three or more arms (configurations, factorial cells) the registered tests c
 pairs and contrasts the registration names; this table shows every other pair too, each
 labelled with both configurations, as the paired bootstrap of the difference in mean
 outcome (treatment = the later arm minus the earlier one, every run, task as the unit,
-2,000 draws, the registration's seed). Descriptive only: no test, no multiplicity, never
+2,000 draws, the registration's seed; the registered test's estimate and interval, without
+the rest of its report). Descriptive only: no test, no multiplicity, never
 the verdict. Control arms are left out (they are judged by the controls section).
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from prereg.registry.schema import Registration, TestSpec
 from prereg.reports.model import PairwiseChange
 from prereg.reports.pairs import PairData
-from prereg.reports.registered import run_test
+from prereg.reports.registered import paired_difference
 
 #: Bootstrap draws per pair (descriptive intervals; the registered tests keep theirs).
 DRAWS = 2_000
@@ -36,7 +37,7 @@ def pairwise_changes(
         pairs = pairs_for(spec)
         if not pairs.n:
             continue
-        test = run_test(spec, role="descriptive", field_name="arms", pairs=pairs, seed=seed)
+        estimate, interval = paired_difference(spec, pairs, seed)
         out.append(
             PairwiseChange(
                 control=control,
@@ -45,8 +46,8 @@ def pairwise_changes(
                 tasks=pairs.n,
                 control_rate=_mean(pairs.control_runs),
                 treatment_rate=_mean(pairs.treatment_runs),
-                estimate=test.estimate,
-                interval=test.interval,
+                estimate=estimate,
+                interval=interval,
             )
         )
     return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -255,23 +256,23 @@ def _mcnemar(ctx: _Ctx) -> TestReport:
     )
 
 
-def _bootstrap(ctx: _Ctx) -> TestReport:
-    spec, pairs = ctx.spec, ctx.pairs
+@dataclass(frozen=True)
+class _BootstrapFit:
+    """The paired bootstrap of a spec on paired data: at the decision level, and at the
+    registered display level when that differs (else the same result)."""
+
+    res: stats.BootstrapResult
+    shown: stats.BootstrapResult
+    rows: int
+    decision_level: float
+
+
+def _bootstrap_fit(spec: TestSpec, pairs: PairData, seed: int) -> _BootstrapFit | None:
+    """:func:`stats.paired_bootstrap` as the registered test runs it (None: no row)."""
     yc, yt, prompts, runs = pairs.long_form(spec.unit)
     if yc.size == 0:
-        return _empty(ctx, "prereg.stats.paired_bootstrap")
-    n_units = pairs.n_units(spec.unit)
+        return None
     decision_level = 1.0 - spec.alpha if spec.sides == "two-sided" else 1.0 - 2.0 * spec.alpha
-    params = {
-        "draws": spec.draws,
-        "seed": ctx.seed,
-        "level": decision_level,
-        "runs": "repeat index of each arm",
-        "rows": int(yc.size),
-        "prompts": pairs.n,
-        "unit": spec.unit,
-        "units": n_units,
-    }
     res = stats.paired_bootstrap(
         yc,
         yt,
@@ -280,7 +281,7 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
         runs_treatment=runs,
         draws=spec.draws,
         level=decision_level,
-        seed=ctx.seed,
+        seed=seed,
     )
     shown = res
     if spec.level is not None and abs(spec.level - decision_level) > 1e-12:
@@ -292,8 +293,46 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
             runs_treatment=runs,
             draws=spec.draws,
             level=spec.level,
-            seed=ctx.seed,
+            seed=seed,
         )
+    return _BootstrapFit(res, shown, int(yc.size), decision_level)
+
+
+def _shown_interval(fit: _BootstrapFit) -> Interval:
+    shown = fit.shown
+    return Interval(low=_f(shown.low), high=_f(shown.high), level=shown.level, method=shown.method)
+
+
+def paired_difference(
+    spec: TestSpec, pairs: PairData, seed: int
+) -> tuple[float | None, Interval | None]:
+    """(estimate, interval) of the registered paired bootstrap ``spec`` on ``pairs``: what
+    :func:`run_test` reports for them, without the rest of its report (the descriptive
+    pairwise table shows only these two, for every pair of arms)."""
+    fit = _bootstrap_fit(spec, pairs, seed)
+    if fit is None:
+        return None, None
+    return _f(fit.res.estimate), _shown_interval(fit)
+
+
+def _bootstrap(ctx: _Ctx) -> TestReport:
+    spec, pairs = ctx.spec, ctx.pairs
+    fit = _bootstrap_fit(spec, pairs, ctx.seed)
+    if fit is None:
+        return _empty(ctx, "prereg.stats.paired_bootstrap")
+    res, decision_level = fit.res, fit.decision_level
+    n_units = pairs.n_units(spec.unit)
+    params = {
+        "draws": spec.draws,
+        "seed": ctx.seed,
+        "level": decision_level,
+        "runs": "repeat index of each arm",
+        "rows": fit.rows,
+        "prompts": pairs.n,
+        "unit": spec.unit,
+        "units": n_units,
+    }
+    if fit.shown is not res:
         params["display_level"] = spec.level
     low, high = _f(res.low), _f(res.high)
     if low is None or high is None:
@@ -328,9 +367,7 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
             f"difference in mean outcome, {pairs.treatment} - {pairs.control}, "
             f"{spec.unit}-weighted over every run"
         ),
-        interval=Interval(
-            low=_f(shown.low), high=_f(shown.high), level=shown.level, method=shown.method
-        ),
+        interval=_shown_interval(fit),
         decision=decision,
         evidence=ev,
         function="prereg.stats.paired_bootstrap",

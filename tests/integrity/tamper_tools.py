@@ -83,6 +83,42 @@ def digest_of(ws: Path, reg_id: str = PILOT_ID) -> str:
     return str(frozen["digest"])
 
 
+def reader_records(ws: Path, reg_id: str) -> list[RunRecord]:
+    """The records of ``reg_id`` as the store's own reader gives them, the reference for
+    verified loading: those filed under the id in write order, then its digest's records
+    filed under another id."""
+    from prereg.runners.store import RunStore  # the store under test, not the attacker's
+
+    digest = digest_of(ws, reg_id)
+    with RunStore(ws / "runs") as store:
+        return store.records(registration_id=reg_id) + store.records(
+            registration_digest=digest, not_registration_id=reg_id
+        )
+
+
+def move_records(ws: Path) -> None:
+    """File a pilot record under the pilot's id with the other digest (read by id) and
+    one with the pilot's digest under the other id (read by digest): ``moved-0000`` and
+    ``moved-0001``, appended through the store (the chain stays sound)."""
+    from prereg.runners.store import RunStore  # as in reader_records
+
+    pilot, other = digest_of(ws, PILOT_ID), digest_of(ws, OTHER_ID)
+    with RunStore(ws / "runs") as store:
+        template = store.records(registration_id=PILOT_ID)[0]
+        for n, (reg_id, digest) in enumerate([(PILOT_ID, other), (OTHER_ID, pilot)]):
+            store.append(
+                template.model_copy(
+                    update={
+                        "record_id": f"moved-{n:04d}",
+                        "registration_id": reg_id,
+                        "registration_digest": digest,
+                        "repeat": 90 + n,
+                        "chain": None,
+                    }
+                )
+            )
+
+
 @contextlib.contextmanager
 def attacker(ws: Path, *drop: str) -> Iterator[sqlite3.Connection]:
     """A raw connection to the store in one transaction, after ``DROP TRIGGER/INDEX ...``."""

@@ -39,6 +39,8 @@ from tests.integrity.tamper_tools import (
     digest_of,
     edited,
     flip_outcome,
+    move_records,
+    reader_records,
     stored,
 )
 
@@ -55,15 +57,6 @@ TEXT = (
 )
 
 
-def _reference(ws: Path, reg_id: str) -> list[RunRecord]:
-    """The records of ``reg_id`` as the store's reader gives them (the former path)."""
-    digest = digest_of(ws, reg_id)
-    with RunStore(ws / "runs") as store:
-        return store.records(registration_id=reg_id) + store.records(
-            registration_digest=digest, not_registration_id=reg_id
-        )
-
-
 def _observed(ws: Path, reg_id: str) -> list[Obs]:
     registry = Registry(ws / "registry")
     observations, heads = verified_as(ws / "runs", registry, registry.get(reg_id), from_record)
@@ -73,31 +66,17 @@ def _observed(ws: Path, reg_id: str) -> list[Obs]:
 
 def test_observations_are_those_of_the_stored_records(ran_template: Path) -> None:
     for reg_id in (PILOT_ID, OTHER_ID):
-        reference = [from_record(r) for r in _reference(ran_template, reg_id)]
+        reference = [from_record(r) for r in reader_records(ran_template, reg_id)]
         assert reference  # the comparison is not vacuous
         assert _observed(ran_template, reg_id) == reference
 
 
 def test_records_moved_between_ids_and_digests(ran_template: Path, tmp_path: Path) -> None:
     ws = copy_workspace(ran_template, tmp_path / "ws")
-    pilot, other = digest_of(ws, PILOT_ID), digest_of(ws, OTHER_ID)
-    with RunStore(ws / "runs") as store:
-        template = store.records(registration_id=PILOT_ID)[0]
-        for n, (reg_id, digest) in enumerate([(PILOT_ID, other), (OTHER_ID, pilot)]):
-            store.append(
-                template.model_copy(
-                    update={
-                        "record_id": f"moved-{n:04d}",
-                        "registration_id": reg_id,
-                        "registration_digest": digest,
-                        "repeat": 90 + n,
-                        "chain": None,
-                    }
-                )
-            )
+    move_records(ws)
     for reg_id in (PILOT_ID, OTHER_ID):
         observed = _observed(ws, reg_id)
-        assert observed == [from_record(r) for r in _reference(ws, reg_id)]
+        assert observed == [from_record(r) for r in reader_records(ws, reg_id)]
         assert {"moved-0000", "moved-0001"} & {o.record_id for o in observed}
 
 
@@ -105,7 +84,7 @@ def test_load_runs_uses_every_stored_record(ran_template: Path) -> None:
     ws = Workspace(ran_template)
     registry = Registry(ws.registry)
     loaded = load_runs(ws, registry, registry.get(PILOT_ID))
-    reference = [from_record(r) for r in _reference(ran_template, PILOT_ID)]
+    reference = [from_record(r) for r in reader_records(ran_template, PILOT_ID)]
     assert loaded.records == len(reference)
     assert list(loaded.used) + list(loaded.infra) == [o for o in reference if o.ok] + [
         o for o in reference if not o.ok

@@ -17,16 +17,14 @@ from prereg.reports.observations import _from_any, from_record
 from prereg.runners.record import Offer, OfferedServer, RunRecord, TraceEvent
 from prereg.runners.store import RunStore
 from prereg.runners.verify_runs import verified_records
-from tests.integrity.tamper_tools import OTHER_ID, PILOT_ID, copy_workspace, digest_of
-
-
-def _reference(ws: Path, reg_id: str) -> list[RunRecord]:
-    """The records of ``reg_id`` as the store's reader gives them (the former path)."""
-    digest = digest_of(ws, reg_id)
-    with RunStore(ws / "runs") as store:
-        return store.records(registration_id=reg_id) + store.records(
-            registration_digest=digest, not_registration_id=reg_id
-        )
+from tests.integrity.tamper_tools import (
+    OTHER_ID,
+    PILOT_ID,
+    copy_workspace,
+    digest_of,
+    move_records,
+    reader_records,
+)
 
 
 def _verified(ws: Path, reg_id: str) -> list[RunRecord]:
@@ -38,7 +36,7 @@ def _verified(ws: Path, reg_id: str) -> list[RunRecord]:
 
 def test_verified_records_are_the_stored_records_in_order(ran_template: Path) -> None:
     for reg_id in (PILOT_ID, OTHER_ID):
-        reference = _reference(ran_template, reg_id)
+        reference = reader_records(ran_template, reg_id)
         assert reference  # the comparison is not vacuous
         assert _verified(ran_template, reg_id) == reference
 
@@ -48,24 +46,10 @@ def test_records_moved_between_ids_and_digests(ran_template: Path, tmp_path: Pat
     of the pilot's digest filed under the other id (read by digest): both returned, in
     the order the reader's two queries give (the analysis then names them as foreign)."""
     ws = copy_workspace(ran_template, tmp_path / "ws")
-    pilot, other = digest_of(ws, PILOT_ID), digest_of(ws, OTHER_ID)
-    with RunStore(ws / "runs") as store:
-        template = store.records(registration_id=PILOT_ID)[0]
-        for n, (reg_id, digest) in enumerate([(PILOT_ID, other), (OTHER_ID, pilot)]):
-            store.append(
-                template.model_copy(
-                    update={
-                        "record_id": f"moved-{n:04d}",
-                        "registration_id": reg_id,
-                        "registration_digest": digest,
-                        "repeat": 90 + n,
-                        "chain": None,
-                    }
-                )
-            )
+    move_records(ws)
     for reg_id in (PILOT_ID, OTHER_ID):
         verified = _verified(ws, reg_id)
-        assert verified == _reference(ws, reg_id)
+        assert verified == reader_records(ws, reg_id)
         assert {"moved-0000", "moved-0001"} & {r.record_id for r in verified}
 
 

@@ -13,7 +13,8 @@ loading, the analysis, report.json / .md / .html and figures), median of ``--rep
 next to issue 15's target (under 5 s), and, in this process, the stages: verified loading
 (``reports.load``), the analysis, writing the report. ``--profile N`` prints the N
 functions with the most cumulative time of one in-process analyse (cProfile). No
-assertions: figures only, indicative on a loaded machine (the load average is printed).
+assertions: figures only, indicative on a loaded machine (the load average and the host's
+plain-Python speed, :mod:`host_speed`, are printed).
 
 ``--keep DIR`` builds the workspace in DIR once and reuses it on later calls (to
 compare code changes on one store without building it again).
@@ -41,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from host_speed import describe, python_loop_s  # bench/, this script's directory
 
 from prereg.cli import main as cli_main
 from prereg.core.workspace import Workspace
@@ -207,9 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         cli = time_cli(ws, args.repeats)
         parts = stages(ws)
         profiled = profile(ws, args.profile) if args.profile else ""
+    speed = python_loop_s()
     if args.json:
-        print(json.dumps({"store": store, "cli": cli, "stages": parts, "loadavg_1m": load}))
+        figures = {"store": store, "cli": cli, "stages": parts, "loadavg_1m": load}
+        print(json.dumps({**figures, "python_loop_s": round(speed, 3)}))
         return 0
+    print(describe(speed))
     print(
         f"{store['records']} records ({store['arms']} arms x {store['tasks']} tasks x "
         f"{store['repeats']} repeats; {store['real']} run on the local host), built in "

@@ -13,8 +13,9 @@ Printed per driver: wall time, requests answered, CPU ms per unit (this process'
 during the run / units: prereg and the SDK, not the fake; the SDK is imported before the
 clock starts, as in any run past its first request, and its one-off import is shown apart as
 the CPU of ``import <sdk>`` in a fresh process), the physical limit N x L / C (N requests) and
-limit / wall, and the load average when the figure was taken: on a shared machine the
-figures are indicative only.
+limit / wall, the load average when the figure was taken, and the host's plain-Python
+speed (:mod:`host_speed`): on a shared machine the figures are indicative only, and
+comparable between sessions only beside that speed.
 
     python bench/provider_throughput.py [--units 1008] [--latency 0.2] [--concurrency 32]
         [--workers 1] [--drivers anthropic openai openai-chat] [--profile DIR] [--split] [--json]
@@ -45,6 +46,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from host_speed import describe, python_loop_s  # bench/, this script's directory
 
 from prereg.cli import main as cli_main
 from prereg.core.workspace import Workspace
@@ -320,9 +323,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
     for row in rows:
         row["profile"] = None if row["profile"] is None else str(row["profile"])
+    speed = python_loop_s()
     if args.json:
-        print(json.dumps({"rows": rows}, indent=2))
+        print(json.dumps({"rows": rows, "python_loop_s": round(speed, 3)}, indent=2))
         return 0
+    print(describe(speed))
     print(
         f"C={args.concurrency}, L={args.latency:g} s, workers={args.workers}, "
         f"{os.cpu_count()} cores; "

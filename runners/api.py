@@ -32,6 +32,7 @@ from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute
 from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_drivers
 from prereg.runners.record import RunRecord
+from prereg.runners.run_store import WrittenLinks
 from prereg.runners.share import WorkerShare
 from prereg.runners.store import store_path, writable
 from prereg.runners.stores import (
@@ -125,6 +126,7 @@ def run_ready(
 ) -> RunSummary:
     """Run the units of a registration :func:`preflight` has checked and claimed."""
     records = open_store(ready.runs)
+    written = WrittenLinks()
     try:
         summary = execute(
             ready.plan,
@@ -135,11 +137,12 @@ def run_ready(
             max_units=max_units,
             progress=progress,
             share=share,
+            written=written,
         )
     finally:
         records.close()
     if anchor:
-        anchor_runs(ready.runs, ready.registry, ready.entry)
+        anchor_runs(ready.runs, ready.registry, ready.entry, written)
     return summary
 
 

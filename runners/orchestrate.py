@@ -55,7 +55,7 @@ from prereg.runners.providers.spend import (
     shared_spend,
 )
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import DuplicateRecord, RecordStore, UnitClaims
+from prereg.runners.run_store import DuplicateRecord, RecordStore, UnitClaims, WrittenLinks
 from prereg.runners.scoring import infra_record, score
 from prereg.runners.share import WorkerShare
 from prereg.runners.toolbottleneck_study import StudyUnits
@@ -172,12 +172,14 @@ async def run_plan(
     progress: Progress | None = None,
     clock: Callable[[], float] = time.perf_counter,
     share: WorkerShare | None = None,
+    written: WrittenLinks | None = None,
 ) -> RunSummary:
     """Run the plan's missing units, each on its arm's driver; records go to ``store``.
 
     ``share``: this process is one of ``prereg run --workers N`` on a store without shared
     claims; it runs only its share of the units under its part of the spend cap (see
-    :mod:`prereg.runners.share`)."""
+    :mod:`prereg.runners.share`). ``written``: collects the links this process appends
+    (for the anchor at the end of the run)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     by_arm = drivers_by_arm(plan, driver)
@@ -242,7 +244,7 @@ async def run_plan(
                 return
             with shared_spend(ledger, unit.key):  # the unit's spend holds, seen by all
                 record = await _play(plan, harness, study, unit, by_arm[unit.arm])
-            if await _store(store, claims, record, state):
+            if await _store(store, claims, record, state, written):
                 progress.advance(record, float(state["spent"]))
             if refused_by_cap(record):  # the cap is reached for this process's requests:
                 state["capped"] = True  # starting more units would only record refusals
@@ -328,7 +330,11 @@ def _ledger(claims: UnitClaims | None, cap: float | None) -> SpendLedger | None:
 
 
 async def _store(
-    store: RecordStore, claims: UnitClaims | None, record: RunRecord, state: dict[str, Any]
+    store: RecordStore,
+    claims: UnitClaims | None,
+    record: RunRecord,
+    state: dict[str, Any],
+    written: WrittenLinks | None,
 ) -> bool:
     """Append a unit's record and count it; False when another process stored the unit
     meanwhile (a duplicate, not written). A unit with its ok record is marked done on its claim; an
@@ -339,7 +345,7 @@ async def _store(
     loop must keep every other unit's requests moving meanwhile. The store serialises its
     own writes; the counting stays on the loop."""
     try:
-        await asyncio.to_thread(store.append, record)
+        linked = await asyncio.to_thread(store.append, record)
     except DuplicateRecord:
         state["duplicates"] += 1
         if claims is not None:
@@ -347,6 +353,8 @@ async def _store(
         return False
     if claims is not None and record.status == "ok":
         claims.done(record.unit_key)
+    if written is not None:
+        written.add(linked)
     state["spent"] += record.cost_usd or 0.0
     if record.status == "ok":
         state["completed"] += 1
@@ -407,6 +415,7 @@ def execute(
     max_units: int | None = None,
     progress: Progress | None = None,
     share: WorkerShare | None = None,
+    written: WrittenLinks | None = None,
 ) -> RunSummary:
     """Synchronous entry point: run the plan in a fresh event loop, close the drivers."""
 
@@ -421,6 +430,7 @@ def execute(
                 max_units=max_units,
                 progress=progress,
                 share=share,
+                written=written,
             )
         finally:
             for each in distinct(drivers_by_arm(plan, driver)):

@@ -16,7 +16,7 @@ transaction (:mod:`prereg.runners.chain`). Choosing a store: :mod:`prereg.runner
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Self
 
@@ -97,6 +97,39 @@ def indexed_columns(record: RunRecord) -> tuple[object, ...]:
         None if record.success is None else int(record.success),
         record.cost_usd,
     )
+
+
+@dataclass(frozen=True)
+class WrittenLink:
+    """One link as this process appended it: its hash and its row's indexed columns."""
+
+    hash: str
+    columns: tuple[object, ...]
+
+
+class WrittenLinks:
+    """The links this process appended in a run, by digest and chain index.
+
+    ``prereg run`` verifies the registration's chains before it anchors their head. A link
+    it wrote itself was made from a validated record by :func:`prereg.runners.chain.linked_body`;
+    when its stored hash and columns are the ones written and its stored body still hashes
+    to that hash, the body is the very bytes written (SHA-256), so validating and
+    canonicalising it again would prove nothing new (about 0.16 ms a record, 2% of the
+    provider bench's wall time; issue 15). Links written by any other process are checked
+    in full, and ``prereg verify`` and ``analyse`` always check every link."""
+
+    def __init__(self) -> None:
+        self._by_digest: dict[str, dict[int, WrittenLink]] = {}
+
+    def add(self, linked: RunRecord) -> None:
+        """``linked``: a record as :meth:`RecordStore.append` returned it."""
+        if linked.chain is None:
+            return
+        links = self._by_digest.setdefault(linked.registration_digest, {})
+        links[linked.chain.index] = WrittenLink(linked.chain.hash, indexed_columns(linked))
+
+    def of(self, digest: str) -> Mapping[int, WrittenLink]:
+        return self._by_digest.get(digest, {})
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ from __future__ import annotations
 import gc
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
@@ -39,6 +39,8 @@ from prereg.runners.run_store import (
     ChainRow,
     RecordStore,
     StoreUnreadable,
+    WrittenLink,
+    WrittenLinks,
     indexed_columns,
 )
 from prereg.runners.store import not_a_file, store_path
@@ -168,7 +170,11 @@ def check_chain(rows: list[ChainRow], digest: str) -> tuple[list[Problem], str]:
 
 
 def check_chain_records(
-    rows: list[ChainRow], digest: str, convert: Callable[[RunRecord], T], pinned: int = 0
+    rows: list[ChainRow],
+    digest: str,
+    convert: Callable[[RunRecord], T],
+    pinned: int = 0,
+    own: Mapping[int, WrittenLink] | None = None,
 ) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
     """:func:`check_chain`, and for each row (in row order) its record's id and what
     ``convert`` makes of the record its body validated to (None where the body is not a
@@ -183,13 +189,34 @@ def check_chain_records(
     content format are hashed without the canonical-form check (see
     :func:`prereg.runners.chain.content_link`); only a caller that then refuses a chain
     off its anchors (:func:`check_anchors`) may pass it. ``verify`` checks every link
-    in full."""
+    in full.
+
+    ``own``: the links this process appended (:class:`WrittenLinks`), by chain index; one
+    whose row still holds what was written is checked by its hash alone, and its record
+    is not validated again (so only a ``convert`` that keeps nothing may be used)."""
+    if own and convert is not _dropped:
+        raise ValueError("own links are not validated again: their records are not read")
     with held_gc():
-        return _check_links(rows, digest, pinned, convert)
+        return _check_links(rows, digest, pinned, convert, own or {})
+
+
+def _is_as_written(row: ChainRow, mine: WrittenLink, index: int, prev: str) -> bool:
+    """Whether ``row`` holds the link this process wrote: the same hash and columns, and
+    a body that hashes to it after ``prev`` (so it is the very body written)."""
+    return (
+        row.record_hash == mine.hash
+        and tuple(map(type, _TYPED_COLUMNS(row))) in _SOUND_TYPES
+        and _STATED_COLUMNS(row) == mine.columns
+        and chain.content_link(row.body, index, prev, mine.hash, trusted=True) == mine.hash
+    )
 
 
 def _check_links(
-    rows: list[ChainRow], digest: str, pinned: int, convert: Callable[[RunRecord], T]
+    rows: list[ChainRow],
+    digest: str,
+    pinned: int,
+    convert: Callable[[RunRecord], T],
+    own: Mapping[int, WrittenLink],
 ) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
     problems: list[Problem] = []
     records: list[tuple[str, T] | None] = []
@@ -219,6 +246,11 @@ def _check_links(
             problems.append(
                 Problem("runs-chain", where, "its 'prev' column does not continue the chain")
             )
+        mine = own.get(expected)
+        if mine is not None and _is_as_written(row, mine, expected, prev):
+            records.append((row.record_id, cast(T, None)))  # what _dropped keeps
+            prev = mine.hash
+            continue
         recomputed, issues = chain.body_problems(
             row.body, expected, prev, row.record_hash, trusted=expected < pinned
         )
@@ -464,7 +496,11 @@ def verified_records(
 
 
 def verified_as(
-    runs: StoreLocation, registry: Registry, entry: Entry, convert: Callable[[RunRecord], T]
+    runs: StoreLocation,
+    registry: Registry,
+    entry: Entry,
+    convert: Callable[[RunRecord], T],
+    own: WrittenLinks | None = None,
 ) -> tuple[list[T], dict[str, dict[str, Any]]]:
     """The records filed under ``entry`` (its id or its digest), after their chains verify,
     each as ``convert`` makes it (as it is validated: see :func:`check_chain_records`).
@@ -483,11 +519,15 @@ def verified_as(
         _refuse_if(entry, _missing_chains(registry, set(), entry.digest))
         return [], {}
     with held_gc():
-        return _verified(store, registry, entry, convert)
+        return _verified(store, registry, entry, convert, own)
 
 
 def _verified(
-    store: RecordStore, registry: Registry, entry: Entry, convert: Callable[[RunRecord], T]
+    store: RecordStore,
+    registry: Registry,
+    entry: Entry,
+    convert: Callable[[RunRecord], T],
+    own: WrittenLinks | None,
 ) -> tuple[list[T], dict[str, dict[str, Any]]]:
     """:func:`verified_as` of an open store (closed here)."""
     problems: list[Problem] = []
@@ -500,7 +540,8 @@ def _verified(
         for digest in sorted(digests):
             rows = store.chain_rows(digest)
             pinned = pinned_links(registry, digest)
-            found, head, records = check_chain_records(rows, digest, convert, pinned)
+            mine = None if own is None else own.of(digest)
+            found, head, records = check_chain_records(rows, digest, convert, pinned, mine)
             problems += found + check_anchors(registry, digest, rows)
             if rows:  # whose records these are is the reader's check (naming each run)
                 heads[digest] = {"count": len(rows), "head": head}
@@ -539,13 +580,16 @@ def _refuse_if(entry: Entry, problems: list[Problem]) -> None:
         )
 
 
-def anchor_runs(runs: StoreLocation, registry: Registry, entry: Entry) -> dict[str, Any]:
+def anchor_runs(
+    runs: StoreLocation, registry: Registry, entry: Entry, written: WrittenLinks | None = None
+) -> dict[str, Any]:
     """Verify ``entry``'s run chain and pin its head in the ledger; returns the head.
 
     Called at the end of every ``prereg run`` (and by ``analyse``): a chain that does
-    not verify is never pinned (IntegrityError, exit 3).
+    not verify is never pinned (IntegrityError, exit 3). ``written``: the links the run
+    appended, checked by their hashes (see :class:`WrittenLinks`).
     """
-    _, heads = verified_as(runs, registry, entry, _dropped)
+    _, heads = verified_as(runs, registry, entry, _dropped, written)
     head = heads.get(entry.digest, {"count": 0, "head": chain.genesis(entry.digest)})
     if head["count"]:
         registry.anchor_runs(entry, int(head["count"]), str(head["head"]))

@@ -64,7 +64,7 @@ from prereg.runners.providers.retry import RetryStats, with_retries
 from prereg.runners.providers.send import hold as hold_wire
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
-from prereg.runners.providers.transport import http_client
+from prereg.runners.providers.transport import chosen, http_client, tls_context
 
 #: Host parameters that change sampling (kept in step with the registry's list).
 SAMPLING_PARAMS = frozenset(
@@ -263,6 +263,7 @@ class ModelDriver(ABC):
         self._http_client_factory = http_client_factory
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._loading: asyncio.Task[None] | None = None  # the SDK's load, shared by all units
         self._transcripts = _Transcripts()
         self._primed: dict[str, Parsed | InfraError] = {}
 
@@ -315,16 +316,27 @@ class ModelDriver(ABC):
         return cost_usd(price, billed, discount=discount, cache_credit=self.cache_credit)
 
     def preload(self) -> None:
-        """Import the SDK now: a parent about to fork ``prereg run --workers N`` processes
-        imports it once for all of them, so no worker pays the import mid-run."""
+        """Load the SDK now: a parent about to fork ``prereg run --workers N`` processes
+        loads it once for all of them, so no worker pays the import mid-run."""
+        self._load_sdk()
+
+    def _load_sdk(self) -> None:
+        """Import the SDK, and build the TLS context its aiohttp transport shares (see
+        :func:`~prereg.runners.providers.transport.tls_context`)."""
         self._import_sdk()
+        if self._http_client_factory is None and chosen(self.settings) == "aiohttp":
+            tls_context()
 
     async def _ready_client(self) -> Any:
-        """The client for the running loop. The SDK's first import (a second or more of
+        """The client for the running loop. The SDK's first load (a second or more of
         CPU) runs in a worker thread, so the event loop (every other unit's requests and
-        timers) is not held for it."""
-        if self._client is None or self._client_loop is not asyncio.get_running_loop():
-            await asyncio.to_thread(self._import_sdk)
+        timers) is not held for it; once, however many units start together (32 loads
+        at once cost 0.2 s of the run's start)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            if self._loading is None or self._loading.get_loop() is not loop:
+                self._loading = loop.create_task(asyncio.to_thread(self._load_sdk))
+            await asyncio.shield(self._loading)  # a cancelled unit leaves the load to the rest
         return self._client_for_loop()
 
     def _client_for_loop(self) -> Any:

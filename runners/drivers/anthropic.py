@@ -215,7 +215,7 @@ class AnthropicDriver(ConnectorDriver):
         }
         if episode.system is not None:
             body["system"] = episode.system
-        tools = self.tools(episode)
+        tools = self.tool_specs(episode)
         if tools:
             body["tools"] = tools
             body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}

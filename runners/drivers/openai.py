@@ -222,7 +222,7 @@ class OpenAIDriver(ConnectorDriver):
             body["instructions"] = episode.system
         if episode.completion_cap is not None:
             body["max_output_tokens"] = episode.completion_cap
-        tools = self.tools(episode)
+        tools = self.tool_specs(episode)
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"

@@ -281,7 +281,7 @@ class OpenAIChatDriver(ModelDriver):
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if episode.completion_cap is not None:
             body[_CAP_KEY] = episode.completion_cap
-        tools = self.tools(episode)
+        tools = self.tool_specs(episode)
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"

@@ -61,6 +61,7 @@ from prereg.runners.providers.prices import (
 )
 from prereg.runners.providers.ratelimit import RateLimiter
 from prereg.runners.providers.retry import RetryStats, with_retries
+from prereg.runners.providers.send import Encoded
 from prereg.runners.providers.send import hold as hold_wire
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
@@ -206,6 +207,26 @@ class _Transcripts:
         return stored
 
 
+#: distinct tool listings a driver keeps encoded (an arm has one per rotation and cell)
+MAX_LISTINGS = 256
+
+
+def listing_key(episode: Episode) -> tuple[object, ...]:
+    """What a driver's tool specs depend on: each offered tool's text fields and its
+    schema (by identity: the schemas are the offer's own objects, shared by its units)."""
+    return tuple(
+        (
+            t.name,
+            t.title,
+            t.description,
+            t.integration,
+            t.integration_description,
+            id(t.input_schema),
+        )
+        for t in episode.tools
+    )
+
+
 class ModelDriver(ABC):
     """Base of the provider drivers (see the module docstring)."""
 
@@ -266,6 +287,7 @@ class ModelDriver(ABC):
         self._loading: asyncio.Task[None] | None = None  # the SDK's load, shared by all units
         self._transcripts = _Transcripts()
         self._primed: dict[str, Parsed | InfraError] = {}
+        self._specs: dict[tuple[object, ...], tuple[object, Encoded]] = {}
 
     # ---- provider-specific -------------------------------------------------------------
 
@@ -276,6 +298,23 @@ class ModelDriver(ABC):
     @abstractmethod
     def _import_sdk(self) -> None:
         """Import the provider's SDK (run in a worker thread, see :meth:`_ready_client`)."""
+
+    def tools(self, episode: Episode) -> list[dict[str, Any]]:
+        """The episode's tools as the provider's request lists them."""
+        raise NotImplementedError
+
+    def tool_specs(self, episode: Episode) -> list[dict[str, Any]]:
+        """:meth:`tools`, built and encoded once per distinct listing (every unit of an arm
+        lists the same tools in one of a few orders), kept as :class:`Encoded`."""
+        key = listing_key(episode)
+        hit = self._specs.get(key)
+        if hit is None:
+            if len(self._specs) >= MAX_LISTINGS:
+                self._specs.clear()
+            # the episode's tools are kept with the specs: their schemas' ids in the key
+            # stay theirs while the entry lives
+            hit = self._specs[key] = (episode.tools, Encoded(self.tools(episode)))
+        return hit[1]
 
     @abstractmethod
     def build_request(

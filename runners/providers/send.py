@@ -29,10 +29,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from prereg.runners.providers import prepared
 from prereg.runners.providers.plain import decode
 
 #: what the client sends with a ``body`` mapping (its default headers carry it too)
-_JSON = {"Content-Type": "application/json"}
+_JSON = prepared.JSON_HEADERS
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,9 @@ async def post_plain(
     replies strictly keeps its typed parse."""
     if getattr(client, "_strict_response_validation", True):
         return await post(client, route, body)
+    made = prepared.template(client, route)
+    if made is not None:  # the client's request for the route, built once (see .prepared)
+        return reply(client, route, await prepared.send(client, made, encoded(body)), read)
     import httpx2  # lazy: the SDKs' HTTP client, loaded with them at the first request
 
     response = await client.post(
@@ -133,6 +137,7 @@ async def post_plain(
         cast_to=httpx2.Response,
         options={**route.options, "headers": _JSON},
     )
+    await prepared.remember(client, route)
     return reply(client, route, response, read)
 
 

@@ -9,19 +9,21 @@ route once, with its own builder (``_build_request`` after its ``_prepare_option
 each later request is that URL, those headers and that timeout with the new body.
 
 What stays the client's, on every request: its request hook (``_prepare_request``), its
-send (``_send_request``: its HTTP client and transport, redirects, its auth wrapper), the
+send (its HTTP client and transport, redirects, OpenAI's auth wrapper), the
 cookies its HTTP client keeps, and its mapping of failures to its exceptions (a timeout to
 ``APITimeoutError``, a transport failure to ``APIConnectionError``, an error status to
 ``RateLimitError``, ``BadRequestError``, ... with the response). Retries are prereg's
 either way (the clients are built with ``max_retries=0``).
 
 Only for a client whose requests cannot differ between calls but for the body (see
-:func:`reusable`): the OpenAI SDK's ``AsyncOpenAI`` with a plain API key, no credential
-provider, provider runtime or workload identity, no custom auth. Any other client (the
-Anthropic SDK's, whose request path also carries tracing hooks), and a route's first
-request on a client (which lets the client settle what it computes lazily), go through
-``client.post`` as before. ``tests/providers/test_prov_prepared.py`` checks that the
-requests are the same, headers and cookies included, and that failures raise the same.
+:func:`reusable`): the OpenAI SDK's ``AsyncOpenAI`` with a plain API key (no credential
+provider, provider runtime or workload identity), and the Anthropic SDK's
+``AsyncAnthropic`` with a plain key and neither tracing nor middleware (prereg builds it
+with ``open_telemetry=False``); never a subclass, nor a client with custom auth. Any other
+client, and a route's first request on a client (which lets the client settle what it
+computes lazily), go through ``client.post`` as before.
+``tests/providers/test_prov_prepared.py`` checks that the requests are the same, headers
+and cookies included, and that failures raise the same.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from __future__ import annotations
 import importlib
 import sys
 import weakref
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,21 +41,55 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 _MISSING = object()
 
 
+def _openai_failures() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    failures = importlib.import_module("openai._httpx2")
+    return failures.timeout_exceptions(), failures.request_exceptions()
+
+
+def _anthropic_failures() -> tuple[
+    tuple[type[BaseException], ...], tuple[type[BaseException], ...]
+]:
+    import httpx2  # lazy: the SDKs' HTTP client, loaded with them
+
+    return (httpx2.TimeoutException,), (Exception,)
+
+
+async def _send_request(client: Any, request: Any) -> Any:
+    return await client._send_request(request, stream=False)
+
+
+async def _client_send(client: Any, request: Any) -> Any:
+    return await client._client.send(request, stream=False)
+
+
 @dataclass(frozen=True)
 class _Known:
-    """A client class this module reuses requests of."""
+    """A client class this module reuses requests of, and what its own request path does
+    with a built request: how it sends it, which failures it maps to its timeout and
+    connection errors (as its ``request`` does)."""
 
-    dynamic: tuple[str, ...]  # attributes that make its requests differ when set
-    failures: str  # the module of its failure classes (``timeout_exceptions``, ...)
+    dynamic: tuple[str, ...]  # attributes that make its requests differ when set (or non-empty)
     error: str  # its exceptions' base class, raised as is
+    failures: Callable[[], tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]]
+    send: Callable[[Any, Any], Awaitable[Any]]
+    needed: tuple[str, ...] = ()  # members beyond :data:`_NEEDED`
 
 
 #: by client class, as its SDK exports it (``sdk.Class``; a subclass is not known)
 _CLIENTS = {
     "openai.AsyncOpenAI": _Known(
         ("_api_key_provider", "_provider_runtime", "_workload_identity_auth"),
-        "openai._httpx2",
         "OpenAIError",
+        _openai_failures,
+        _send_request,
+        ("_send_request",),
+    ),
+    # its request path also runs tracing and middleware: reused only with neither
+    "anthropic.AsyncAnthropic": _Known(
+        ("_tracer", "_middleware", "_middleware_chain", "_custom_auth", "_token_cache"),
+        "AnthropicError",
+        _anthropic_failures,
+        _client_send,
     ),
 }
 
@@ -62,7 +98,6 @@ _NEEDED = (
     "_build_request",
     "_prepare_options",
     "_prepare_request",
-    "_send_request",
     "_make_status_error_from_response",
     "_client",
 )
@@ -100,13 +135,13 @@ def reusable(client: Any) -> bool:
     known = _CLIENTS.get(_class_name(client))
     if known is None:
         return False
-    if any(getattr(client, name, _MISSING) is not None for name in known.dynamic):
+    if any(getattr(client, name, _MISSING) for name in known.dynamic):  # set, or not there
         return False
     if getattr(client, "_idempotency_header", _MISSING) is not None:
         return False
     if getattr(client, "custom_auth", _MISSING) is not None:
         return False
-    return all(hasattr(client, name) for name in _NEEDED)
+    return all(hasattr(client, name) for name in (*_NEEDED, *known.needed))
 
 
 def template(client: Any, route: Any) -> Template | None:
@@ -141,7 +176,7 @@ async def send(client: Any, made: Template, content: bytes) -> Any:
 
     known = _CLIENTS[_class_name(client)]
     sdk = importlib.import_module(type(client).__module__.split(".")[0])
-    failures = importlib.import_module(known.failures)
+    timeouts, transport = known.failures()
     request = httpx2.Request(
         "POST", made.url, headers=made.headers, content=content, extensions=dict(made.extensions)
     )
@@ -150,12 +185,12 @@ async def send(client: Any, made: Template, content: bytes) -> Any:
         cookies.set_cookie_header(request)
     await client._prepare_request(request)
     try:
-        response = await client._send_request(request, stream=False)
+        response = await known.send(client, request)
     except getattr(sdk, known.error):
         raise
-    except failures.timeout_exceptions() as exc:
+    except timeouts as exc:
         raise sdk.APITimeoutError(request=request) from exc
-    except failures.request_exceptions() as exc:
+    except transport as exc:
         raise sdk.APIConnectionError(request=request) from exc
     if not response.is_success:
         if not response.is_closed:

@@ -13,10 +13,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import anthropic
 import httpx2
 import openai
 import pytest
 
+from prereg.runners.drivers import anthropic as anthropic_driver
 from prereg.runners.drivers import openai as openai_driver
 from prereg.runners.drivers import openai_chat
 from prereg.runners.providers import plain, prepared
@@ -25,6 +27,7 @@ from tests.providers import fakes
 from tests.providers.fakes import run
 
 ROUTES: dict[str, tuple[Callable[[], Route], Callable[[dict[str, Any]], Any], dict[str, Any]]] = {
+    "anthropic": (anthropic_driver._route, plain.anthropic_message, fakes.anthropic_text("Hi.")),
     "openai": (openai_driver._route, plain.openai_response, fakes.openai_text("Found it.")),
     "openai-chat": (
         openai_chat._route,
@@ -72,10 +75,19 @@ def _ok(reply: dict[str, Any], **headers: str) -> Answer:
     return answer
 
 
-def _client(recorder: Recorder, **kw: Any) -> Any:
+def _client(recorder: Recorder, sdk: str = "openai", **kw: Any) -> Any:
+    """A client of ``sdk`` as the drivers build it, on the recording transport."""
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(recorder))
     kw.setdefault("api_key", "sk-test")
+    if sdk == "anthropic":
+        return anthropic.AsyncAnthropic(
+            base_url="http://fake", http_client=http, max_retries=0, open_telemetry=False, **kw
+        )
     return openai.AsyncOpenAI(base_url="http://fake/v1", http_client=http, max_retries=0, **kw)
+
+
+def _sdk(name: str) -> str:
+    return "anthropic" if name == "anthropic" else "openai"
 
 
 def _body(n: int) -> dict[str, Any]:
@@ -104,7 +116,7 @@ def test_later_requests_are_what_the_client_sends(name: str) -> None:
     ours, theirs = Recorder(_ok(reply, **cookie)), Recorder(_ok(reply, **cookie))
 
     async def go() -> None:
-        client, reference = _client(ours), _client(theirs)
+        client, reference = _client(ours, _sdk(name)), _client(theirs, _sdk(name))
         built = 0
         build = client._build_request
 
@@ -129,29 +141,43 @@ def test_later_requests_are_what_the_client_sends(name: str) -> None:
     assert ours.requests[1].headers["cookie"] == ours.requests[2].headers["cookie"] == "cf=abc"
 
 
-def _status(status: int, error: dict[str, Any], **headers: str) -> Answer:
-    def answer(n: int, request: httpx2.Request) -> httpx2.Response:
-        if n == 1:
-            return _ok(ROUTES["openai"][2])(n, request)
-        return httpx2.Response(
-            status,
-            content=json.dumps({"error": error}).encode(),
-            headers={"content-type": "application/json", **headers},
-        )
+def _status(status: int, error: dict[str, Any], **headers: str) -> Callable[[str], Answer]:
+    def make(name: str) -> Answer:
+        return lambda n, request: _answer(name, n, request, status, error, headers)
 
-    return answer
+    return make
 
 
-def _raising(exc: Exception) -> Answer:
-    def answer(n: int, request: httpx2.Request) -> httpx2.Response:
-        if n == 1:
-            return _ok(ROUTES["openai"][2])(n, request)
-        raise exc
+def _answer(
+    name: str,
+    n: int,
+    request: httpx2.Request,
+    status: int,
+    error: dict[str, Any],
+    headers: dict[str, str],
+) -> httpx2.Response:
+    if n == 1:
+        return _ok(ROUTES[name][2])(n, request)
+    return httpx2.Response(
+        status,
+        content=json.dumps({"type": "error", "error": error}).encode(),
+        headers={"content-type": "application/json", **headers},
+    )
 
-    return answer
+
+def _raising(exc: Exception) -> Callable[[str], Answer]:
+    def make(name: str) -> Answer:
+        def answer(n: int, request: httpx2.Request) -> httpx2.Response:
+            if n == 1:
+                return _ok(ROUTES[name][2])(n, request)
+            raise exc
+
+        return answer
+
+    return make
 
 
-FAILURES: dict[str, Answer] = {
+FAILURES: dict[str, Callable[[str], Answer]] = {
     "rate limited": _status(
         429, {"message": "slow down", "type": "rate_limit"}, **{"retry-after": "7"}
     ),
@@ -168,7 +194,7 @@ def _outcome(client: Any, route: Route, send: Callable[..., Any]) -> tuple[Any, 
         await send(client, route, _body(0))  # the first request succeeds
         try:
             await send(client, route, _body(1))
-        except openai.APIError as exc:
+        except (openai.APIError, anthropic.APIError) as exc:
             response = getattr(exc, "response", None)
             return (
                 type(exc),
@@ -186,17 +212,17 @@ def _outcome(client: Any, route: Route, send: Callable[..., Any]) -> tuple[Any, 
 
 
 @pytest.mark.parametrize("failure", sorted(FAILURES))
-def test_failures_on_later_requests_raise_what_the_client_raises(failure: str) -> None:
-    route = openai_driver._route()
-    read = plain.openai_response
-    ours = _outcome(
-        _client(Recorder(FAILURES[failure])),
-        route,
-        lambda c, r, b: post_plain(c, r, b, read),
-    )
-    theirs = _outcome(_client(Recorder(FAILURES[failure])), route, _through_post)
+@pytest.mark.parametrize("name", ["anthropic", "openai"])
+def test_failures_on_later_requests_raise_what_the_client_raises(name: str, failure: str) -> None:
+    make_route, read, _ = ROUTES[name]
+    route = make_route()
+    answer = FAILURES[failure](name)
+    ours_client = _client(Recorder(answer), name)
+    ours = _outcome(ours_client, route, lambda c, r, b: post_plain(c, r, b, read))
+    assert prepared.template(ours_client, route) is not None  # the failure took that road
+    theirs = _outcome(_client(Recorder(answer), name), route, _through_post)
     assert ours == theirs
-    assert issubclass(ours[0], openai.APIError)
+    assert issubclass(ours[0], (openai.APIError, anthropic.APIError))
 
 
 def test_a_client_with_a_key_provider_is_never_reused() -> None:
@@ -227,7 +253,18 @@ def test_a_client_with_a_key_provider_is_never_reused() -> None:
 def test_only_known_plain_clients_are_reused() -> None:
     recorder = Recorder(_ok(ROUTES["openai"][2]))
     assert prepared.reusable(_client(recorder))
+    assert prepared.reusable(_client(recorder, "anthropic"))
     assert not prepared.reusable(object())
+    # a client whose request path does more per call: traced, with middleware, custom auth
+    for attribute, value in (
+        ("_lazy_tracer", object()),  # what its _tracer property returns
+        ("_middleware", (object(),)),
+        ("_custom_auth", httpx2.Auth()),
+        ("_token_cache", object()),
+    ):
+        client = _client(recorder, "anthropic")
+        setattr(client, attribute, value)
+        assert not prepared.reusable(client), attribute
 
     class Wrapped(openai.AsyncOpenAI):  # another class: its requests may differ
         pass

@@ -144,6 +144,10 @@ def reusable(client: Any) -> bool:
     return all(hasattr(client, name) for name in (*_NEEDED, *known.needed))
 
 
+#: clients whose request could not be built apart (see :func:`remember`)
+_REFUSED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def template(client: Any, route: Any) -> Template | None:
     """The template built for ``route`` on ``client``, if any yet (see :func:`remember`)."""
     kept = _TEMPLATES.get(client)
@@ -153,19 +157,26 @@ def template(client: Any, route: Any) -> Template | None:
 
 async def remember(client: Any, route: Any) -> None:
     """Build and keep ``client``'s template for ``route`` (after a request through
-    ``client.post``, so the client has settled what it computes at its first request)."""
-    if not reusable(client):
+    ``client.post``, so the client has settled what it computes at its first request).
+
+    A build that fails (an SDK whose internals moved) is not an error of the request that
+    just succeeded: the client is then never reused, and builds every request itself."""
+    if client in _REFUSED or template(client, route) is not None or not reusable(client):
         return
-    sdk = importlib.import_module(type(client).__module__.split(".")[0])
-    options = sdk._models.FinalRequestOptions.construct(
-        method="post", url=route.path, content=b"", headers=JSON_HEADERS, **route.options
-    )
-    options = await client._prepare_options(options)
-    request = client._build_request(options, retries_taken=0)
-    headers = request.headers.copy()
-    for name in ("Content-Length", "Cookie"):
-        headers.pop(name, None)
-    built = Template(request.url, headers, dict(request.extensions))
+    try:
+        sdk = importlib.import_module(type(client).__module__.split(".")[0])
+        options = sdk._models.FinalRequestOptions.construct(
+            method="post", url=route.path, content=b"", headers=JSON_HEADERS, **route.options
+        )
+        options = await client._prepare_options(options)
+        request = client._build_request(options, retries_taken=0)
+        headers = request.headers.copy()
+        for name in ("Content-Length", "Cookie"):
+            headers.pop(name, None)
+        built = Template(request.url, headers, dict(request.extensions))
+    except Exception:  # noqa: BLE001 - see the docstring
+        _REFUSED.add(client)
+        return
     _TEMPLATES.setdefault(client, {})[id(route)] = (route, built)
 
 

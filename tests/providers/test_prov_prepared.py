@@ -272,3 +272,31 @@ def test_only_known_plain_clients_are_reused() -> None:
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(recorder))
     wrapped = Wrapped(api_key="k", base_url="http://fake/v1", http_client=http, max_retries=0)
     assert not prepared.reusable(wrapped)
+
+
+def test_a_client_whose_request_cannot_be_built_apart_builds_each_itself() -> None:
+    # an SDK whose internals moved: the build for reuse fails; the request that just
+    # succeeded stands, and every later one goes through client.post
+    recorder = Recorder(_ok(ROUTES["openai"][2]))
+    route = openai_driver._route()
+
+    async def go() -> None:
+        client = _client(recorder)
+        build = client._build_request
+
+        def failing(options: Any, *, retries_taken: int = 0) -> Any:
+            if options.content == b"":  # the build apart, with no body
+                raise AttributeError("moved")
+            return build(options, retries_taken=retries_taken)
+
+        client._build_request = failing
+        for n in range(3):
+            reply = await post_plain(client, route, _body(n), plain.openai_response)
+            assert reply is not None
+        assert prepared.template(client, route) is None
+        assert client in prepared._REFUSED
+
+    run(go())
+    assert [json.loads(r.content)["input"][0]["content"] for r in recorder.requests] == [
+        f"question {n} ünï" for n in range(3)
+    ]

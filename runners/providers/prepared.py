@@ -28,7 +28,6 @@ and cookies included, and that failures raise the same.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -42,7 +41,7 @@ _MISSING = object()
 
 
 def _openai_failures() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    failures = importlib.import_module("openai._httpx2")
+    from openai import _httpx2 as failures  # lazy: loaded with the SDK, for its clients only
     return failures.timeout_exceptions(), failures.request_exceptions()
 
 
@@ -120,6 +119,11 @@ _TEMPLATES: weakref.WeakKeyDictionary[Any, dict[int, tuple[object, Template]]] =
 )
 
 
+def _sdk_of(client: Any) -> Any:
+    """The SDK package of ``client`` (loaded: the client is one of its objects)."""
+    return sys.modules[type(client).__module__.split(".")[0]]
+
+
 def _class_name(client: Any) -> str:
     """``sdk.Class`` when ``client`` is an instance of exactly the class its SDK exports
     under that name, else ``""``."""
@@ -164,7 +168,7 @@ async def remember(client: Any, route: Any) -> None:
     if client in _REFUSED or template(client, route) is not None or not reusable(client):
         return
     try:
-        sdk = importlib.import_module(type(client).__module__.split(".")[0])
+        sdk = _sdk_of(client)
         options = sdk._models.FinalRequestOptions.construct(
             method="post", url=route.path, content=b"", headers=JSON_HEADERS, **route.options
         )
@@ -186,7 +190,7 @@ async def send(client: Any, made: Template, content: bytes) -> Any:
     import httpx2  # lazy: the SDKs' HTTP client, loaded with them
 
     known = _CLIENTS[_class_name(client)]
-    sdk = importlib.import_module(type(client).__module__.split(".")[0])
+    sdk = _sdk_of(client)
     timeouts, transport = known.failures()
     request = httpx2.Request(
         "POST", made.url, headers=made.headers, content=content, extensions=dict(made.extensions)

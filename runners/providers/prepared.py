@@ -42,6 +42,7 @@ _MISSING = object()
 
 def _openai_failures() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     from openai import _httpx2 as failures  # lazy: loaded with the SDK, for its clients only
+
     return failures.timeout_exceptions(), failures.request_exceptions()
 
 

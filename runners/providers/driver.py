@@ -299,9 +299,9 @@ class ModelDriver(ABC):
     def _import_sdk(self) -> None:
         """Import the provider's SDK (run in a worker thread, see :meth:`_ready_client`)."""
 
+    @abstractmethod
     def tools(self, episode: Episode) -> list[dict[str, Any]]:
         """The episode's tools as the provider's request lists them."""
-        raise NotImplementedError
 
     def tool_specs(self, episode: Episode) -> list[dict[str, Any]]:
         """:meth:`tools`, built and encoded once per distinct listing (every unit of an arm

@@ -76,7 +76,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Compare two registrations' runs: each one's own result, and the paired change.",
     ),
     "demo": (
-        "analyse_cmds",
+        "demo_cmds",
         "Init a workspace, register a bundled draft, run it on the local host, analyse it.",
     ),
     "plan": (

@@ -19,12 +19,14 @@ the verdict ``incomplete``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from prereg.core.errors import ProtocolRefusal, WriteFailure
+from prereg.core.forked import fork_map
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
 from prereg.registry.registry import Entry, Registry
@@ -33,7 +35,7 @@ from prereg.registry.verify import verified_entry
 from prereg.reports import contrasts, controls, exploratory, family, judged, stopping
 from prereg.reports.arms import arm_report, denominators, pooled_icc
 from prereg.reports.calibration_store import stored_calibration
-from prereg.reports.invokerank import invokerank_report
+from prereg.reports.invokerank import invokerank_parts
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, require_claim
 from prereg.reports.model import (
     Completeness,
@@ -56,6 +58,10 @@ from prereg.runners.record import RunRecord
 from prereg.runners.stores import resolve_store
 from prereg.runners.verdicts import Verdict as JudgeVerdict
 from prereg.runners.verify_runs import verified_records
+
+#: Runs from which the report's sections are spread over processes (fewer: a fork costs
+#: more than it saves).
+FORK_FROM = 2000
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,10 @@ def _complete_tasks(loaded: LoadedRuns) -> list[str]:
     ]
 
 
-def completeness(loaded: LoadedRuns, primary_pairs: PairData) -> Completeness:
+def completeness(loaded: LoadedRuns, primary_pairs: Callable[[], PairData]) -> Completeness:
+    """Whether the run set is complete; ``primary_pairs``: the primary test's paired
+    data, built only when a stopping rule needs it (at a programme's size a fifth of a
+    second, otherwise spent in a report section, in parallel)."""
     reg = loaded.entry.registration
     missing = loaded.missing
     done_units = loaded.completed
@@ -124,7 +133,9 @@ def completeness(loaded: LoadedRuns, primary_pairs: PairData) -> Completeness:
     basis = "every planned unit (arms x tasks of the split x repeats)"
     complete = not missing
     if not complete and reg.stopping is not None:
-        cut = stopping.stopping_cut(reg, primary_pairs, loaded.task_order, _complete_tasks(loaded))
+        cut = stopping.stopping_cut(
+            reg, primary_pairs(), loaded.task_order, _complete_tasks(loaded)
+        )
         if cut is not None:
             complete = True
             basis = (
@@ -273,14 +284,15 @@ def build_report(
     verdicts: Sequence[JudgeVerdict] = (),
 ) -> Report:
     """Everything after loading: completeness, the registered analysis, the verdict;
-    ``verdicts``: the registered judges' (:mod:`prereg.reports.judged`)."""
+    ``verdicts``: the registered judges' (:mod:`prereg.reports.judged`).
+
+    The sections are independent pure computations of the loaded runs: at a
+    programme's size they are spread over processes (:mod:`prereg.core.forked`, the
+    same values), the registered tests first and each arm's InvokeRank block last."""
     entry = loaded.entry
     reg = entry.registration
-    seed = reg.design.seed
-    prior = reg.stopping.prior if reg.stopping is not None else (1.0, 1.0)
     pairs = _Pairs(loaded)
-    primary_pairs = pairs.get(reg, reg.primary)
-    comp = completeness(loaded, primary_pairs)
+    comp = completeness(loaded, partial(pairs.get, reg, reg.primary))
     if entry.runnable and not comp.complete and not options.allow_incomplete:
         raise _refuse_incomplete(entry.id, comp)
 
@@ -291,8 +303,72 @@ def build_report(
         reasons.append("--explore was given")
     if entry.runnable and not comp.complete:
         reasons.append("the run set is incomplete (analysed with --allow-incomplete)")
-    mode = "exploratory" if reasons else "confirmatory"
 
+    invokerank = invokerank_parts(
+        reg,
+        judged.with_completed(reg, loaded.used, verdicts),
+        native=judged.verdict_map(reg, verdicts, "native_self_service"),
+        branded={t.id for t in loaded.tasks if t.branded},
+        offers=loaded.offers,
+    )
+    sections: list[Callable[[], Any]] = [
+        partial(_registered, loaded, pairs, comp),
+        partial(_pairwise, reg, pairs),
+        partial(_descriptive, loaded, reasons, verdicts),
+        *invokerank.arms,
+    ]
+    done = fork_map(_call, sections, jobs_=None if len(loaded.used) >= FORK_FROM else 1)
+    fields: dict[str, Any] = {}
+    for part in done[:3]:
+        fields.update(part)
+    return Report(
+        registration=entry.id,
+        title=reg.title,
+        digest=entry.digest,
+        kind=reg.kind,
+        mode="exploratory" if reasons else "confirmatory",
+        exploratory_reasons=reasons,
+        complete=comp.complete,
+        hypothesis=reg.hypothesis,
+        falsification=reg.falsification,
+        experiment=reg.experiment,
+        split=reg.split,
+        outcome=reg.outcome,
+        host=reg.host.model_dump(mode="json"),
+        per_intent_registered=(
+            reg.multiplicity is not None and reg.multiplicity.family == "per-intent"
+        ),
+        feasibility=entry.feasibility,
+        completeness=comp,
+        invokerank=invokerank.assembled(done[3:]),
+        registration_document=reg.model_dump(mode="json"),
+        provenance=ReportProvenance(
+            prereg_version=code_version(),
+            analysed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            ledger_head=head,
+            registered_at=entry.registered_at,
+            ledger_seq=entry.seq,
+            frozen_path=f"registry/frozen/{entry.frozen_path.name}",
+            superseded_by=entry.superseded_by,
+            command=options.command,
+            run_chains=loaded.chains,
+        ),
+        **fields,
+    )
+
+
+def _call(work: Callable[[], Any]) -> Any:
+    return work()
+
+
+def _registered(loaded: LoadedRuns, pairs: _Pairs, comp: Completeness) -> dict[str, Any]:
+    """The registered analysis (per-arm rates, the primary and secondary tests, the
+    multiplicity family, the stopping rule) and the verdict its rules give."""
+    entry = loaded.entry
+    reg = entry.registration
+    primary_pairs = pairs.get(reg, reg.primary)
+    seed = reg.design.seed
+    prior = reg.stopping.prior if reg.stopping is not None else (1.0, 1.0)
     level = 1.0 - reg.primary.alpha
     pooled = pooled_icc(loaded.used, [a.id for a in reg.arms], reg.outcome)
     planned_per_arm = len(loaded.tasks) * reg.design.repeats
@@ -341,7 +417,6 @@ def build_report(
         difference = run_test(
             spec, role="descriptive", field_name="arms", pairs=primary_pairs, seed=seed
         )
-    pairwise = pairwise_changes(reg, lambda spec: pairs.get(reg, spec), seed)
     multiplicity = _family(inputs, contrast_reports, primary_pairs, secondary, prior)
     per_intent = []
     if primary_pairs.n and reg.primary.contrast is None:
@@ -354,76 +429,55 @@ def build_report(
         reading, reading_reason, decided_by = primary.reading, primary.reason, "primary test"
     else:
         reading, reading_reason, decided_by = None, "no completed run", "primary test"
-    feasibility = entry.feasibility
     verdict, decided, reason = final_verdict(
         entry.runnable,
         comp.complete,
         reading,
         decided_by,
         reading_reason,
-        (feasibility or {}).get("reason"),
+        (entry.feasibility or {}).get("reason"),
     )
-
-    return Report(
-        registration=entry.id,
-        title=reg.title,
-        digest=entry.digest,
-        kind=reg.kind,
-        mode=mode,
-        exploratory_reasons=reasons,
-        complete=comp.complete,
-        verdict=verdict,
-        verdict_detail=VerdictReport(
+    return {
+        "verdict": verdict,
+        "verdict_detail": VerdictReport(
             value=verdict, decided_by=decided, reason=reason, rule_reading=reading
         ),
-        hypothesis=reg.hypothesis,
-        falsification=reg.falsification,
-        experiment=reg.experiment,
-        split=reg.split,
-        outcome=reg.outcome,
-        host=reg.host.model_dump(mode="json"),
-        primary=primary,
-        secondary=secondary,
-        multiplicity=multiplicity,
-        contrasts=contrast_reports,
-        pairwise=pairwise,
-        per_intent=per_intent,
-        per_intent_registered=(
-            reg.multiplicity is not None and reg.multiplicity.family == "per-intent"
+        "primary": primary,
+        "secondary": secondary,
+        "multiplicity": multiplicity,
+        "contrasts": contrast_reports,
+        "per_intent": per_intent,
+        "stopping": stop,
+        "arms": arms,
+        "difference": difference,
+    }
+
+
+def _pairwise(reg: Registration, pairs: _Pairs) -> dict[str, Any]:
+    """Every pair of arms' change (descriptive)."""
+    seed = reg.design.seed
+    return {"pairwise": pairwise_changes(reg, lambda spec: pairs.get(reg, spec), seed)}
+
+
+def _descriptive(
+    loaded: LoadedRuns, reasons: list[str], verdicts: Sequence[JudgeVerdict]
+) -> dict[str, Any]:
+    """What the report shows beside the registered analysis: the runs, surfaces and
+    tasks, the exploratory block, the controls and the judges' section."""
+    entry = loaded.entry
+    reg = entry.registration
+    return {
+        "runs": _runs_summary(loaded),
+        "surfaces": _surfaces(loaded),
+        "tasks": _tasks(loaded),
+        "exploratory": exploratory.exploratory_block(
+            loaded.used, [a.id for a in reg.arms], reasons
         ),
-        stopping=stop,
-        arms=arms,
-        difference=difference,
-        feasibility=feasibility,
-        completeness=comp,
-        runs=_runs_summary(loaded),
-        surfaces=_surfaces(loaded),
-        tasks=_tasks(loaded),
-        exploratory=exploratory.exploratory_block(loaded.used, [a.id for a in reg.arms], reasons),
-        controls=controls.control_reports(
+        "controls": controls.control_reports(
             controls.Context(reg, loaded.used, loaded.task_order, loaded.intents, loaded.offers)
         ),
-        invokerank=invokerank_report(
-            reg,
-            judged.with_completed(reg, loaded.used, verdicts),
-            native=judged.verdict_map(reg, verdicts, "native_self_service"),
-            branded={t.id for t in loaded.tasks if t.branded},
-            offers=loaded.offers,
-        ),
-        judged=judged.judged_report(entry, loaded.used, verdicts),
-        registration_document=reg.model_dump(mode="json"),
-        provenance=ReportProvenance(
-            prereg_version=code_version(),
-            analysed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            ledger_head=head,
-            registered_at=entry.registered_at,
-            ledger_seq=entry.seq,
-            frozen_path=f"registry/frozen/{entry.frozen_path.name}",
-            superseded_by=entry.superseded_by,
-            command=options.command,
-            run_chains=loaded.chains,
-        ),
-    )
+        "judged": judged.judged_report(entry, loaded.used, verdicts),
+    }
 
 
 def analyse(

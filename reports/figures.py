@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from prereg.core.forked import fork_map
 from prereg.reports.model import Interval, Report
 
 if TYPE_CHECKING:
@@ -324,11 +325,18 @@ FIGURES = {
 }
 
 
+#: The figure whose drawing grows with the programme (a row per arm and intent): drawn
+#: apart from the others where two processes may draw (:func:`draw_all`).
+LARGEST = "terminal_breakdown"
+
+
 def draw_all(report: Report) -> dict[str, bytes]:
-    """Every figure that has data, by name."""
-    out = {}
-    for name, (draw, _) in FIGURES.items():
-        png = draw(report)
-        if png is not None:
-            out[name] = png
-    return out
+    """Every figure that has data, by name (in :data:`FIGURES` order): the largest in a
+    forked child while this process draws the others (:mod:`prereg.core.forked`; each
+    process imports matplotlib itself, which is most of a small figure's time)."""
+    names = list(FIGURES)
+    groups = [[n for n in names if n != LARGEST], [LARGEST]]
+    drawn: dict[str, bytes | None] = {}
+    for part in fork_map(lambda group: {n: FIGURES[n][0](report) for n in group}, groups):
+        drawn.update(part)
+    return {name: png for name in names if (png := drawn[name]) is not None}

@@ -39,6 +39,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -653,12 +654,36 @@ def invokerank_section(
     """The InvokeRank section over the given arms (None when no run was analysed);
     ``interval``: the registered interval method of the score; ``branded``: the task ids
     whose prompt names the focal integration (the Invoke Rating's branded term)."""
-    if not observations:
-        return None
-    by_arm = _by_arm(observations)
-    arms = mark_ties(
-        [
-            arm_invokerank(
+    parts = SectionParts.of(observations, metas, seed, intent_weights, native, interval, branded)
+    return parts.assembled([block() for block in parts.arms])
+
+
+@dataclass(frozen=True)
+class SectionParts:
+    """The section as independent pieces of work: each arm's block (a pure function of
+    that arm's runs, so ``build_report`` may compute blocks in other processes), and
+    :meth:`assembled`, the section from the blocks in arm order."""
+
+    arms: list[Callable[[], ArmInvokeRank]]
+    seed: int | None
+    interval: ScoreInterval
+    empty: bool  # no run analysed: no section
+
+    @classmethod
+    def of(
+        cls,
+        observations: Sequence[Obs],
+        metas: Sequence[ArmMeta],
+        seed: int | None,
+        intent_weights: Mapping[str, float] | None = None,
+        native: Mapping[str, bool] | None = None,
+        interval: ScoreInterval = "published",
+        branded: Collection[str] = frozenset(),
+    ) -> SectionParts:
+        by_arm = _by_arm(observations)
+        blocks: list[Callable[[], ArmInvokeRank]] = [
+            partial(
+                arm_invokerank,
                 by_arm.get(meta.id, []),
                 meta,
                 seed,
@@ -669,17 +694,21 @@ def invokerank_section(
             )
             for meta in metas
         ]
-    )
-    return InvokeRankReport(
-        note=NOTE + " " + INTERVAL_NOTES[interval],
-        display_rule=DISPLAY_RULE,
-        interval_method=interval,
-        levels=list(LEVELS),
-        draws=4000,
-        seed=seed,
-        pass_k=PASS_K,
-        arms=arms,
-    )
+        return cls(blocks if observations else [], seed, interval, not observations)
+
+    def assembled(self, arms: list[ArmInvokeRank]) -> InvokeRankReport | None:
+        if self.empty:
+            return None
+        return InvokeRankReport(
+            note=NOTE + " " + INTERVAL_NOTES[self.interval],
+            display_rule=DISPLAY_RULE,
+            interval_method=self.interval,
+            levels=list(LEVELS),
+            draws=4000,
+            seed=self.seed,
+            pass_k=PASS_K,
+            arms=mark_ties(arms),
+        )
 
 
 def invokerank_report(
@@ -689,12 +718,25 @@ def invokerank_report(
     branded: Collection[str] = frozenset(),
     offers: Mapping[str, ArmOffer] | None = None,
 ) -> InvokeRankReport | None:
-    """The section for a registration's analysed runs (``build_report`` calls this);
-    ``native``: the native judge's verdicts by record id, for the Agent Resolution Split;
-    ``branded``: the ids of the corpus tasks recorded ``branded: true``; ``offers``: each
-    arm's offer as run, for the per-server funnel."""
+    """The section for a registration's analysed runs; ``native``: the native judge's
+    verdicts by record id, for the Agent Resolution Split; ``branded``: the ids of the
+    corpus tasks recorded ``branded: true``; ``offers``: each arm's offer as run, for the
+    per-server funnel."""
+    parts = invokerank_parts(reg, observations, native, branded, offers)
+    return parts.assembled([block() for block in parts.arms])
+
+
+def invokerank_parts(
+    reg: Registration,
+    observations: Sequence[Obs],
+    native: Mapping[str, bool] | None = None,
+    branded: Collection[str] = frozenset(),
+    offers: Mapping[str, ArmOffer] | None = None,
+) -> SectionParts:
+    """:func:`invokerank_report` in pieces (``build_report`` spreads the arms' blocks
+    over processes)."""
     metas = [replace(m, offer=(offers or {}).get(m.id)) for m in arm_metas(reg)]
-    return invokerank_section(
+    return SectionParts.of(
         observations,
         metas,
         reg.design.seed,

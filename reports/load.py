@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
@@ -69,8 +70,9 @@ class LoadedRuns:
     #: units counted as failures under count_as_failure (also in ``used``)
     counted: tuple[Obs, ...] = ()
 
-    @property
+    @cached_property
     def completed(self) -> set[Unit]:
+        """The units with a used run (read several times; the runs are frozen)."""
         return {o.unit for o in self.used}
 
     @property

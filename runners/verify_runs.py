@@ -22,13 +22,16 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
+from prereg.core import forked
 from prereg.core.errors import IntegrityError
+from prereg.core.forked import Forked
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registry import VERDICT_CHAINS, Entry, Registry
 from prereg.registry.verify import Problem
@@ -43,7 +46,7 @@ from prereg.runners.run_store import (
     WrittenLinks,
     indexed_columns,
 )
-from prereg.runners.store import not_a_file, store_path
+from prereg.runners.store import RunStore, not_a_file, store_path
 from prereg.runners.stores import StoreLocation, is_postgres, open_store
 from prereg.runners.verdict_anchors import anchor_problems
 from prereg.runners.verdicts import VerdictStore
@@ -211,6 +214,10 @@ def _is_as_written(row: ChainRow, mine: WrittenLink, index: int, prev: str) -> b
     )
 
 
+#: Chains shorter than this are checked in one process (a fork costs more than it saves).
+PARALLEL_FROM = 2000
+
+
 def _check_links(
     rows: list[ChainRow],
     digest: str,
@@ -218,11 +225,39 @@ def _check_links(
     convert: Callable[[RunRecord], T],
     own: Mapping[int, WrittenLink],
 ) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
+    """The chain checked link by link, in consecutive ranges in parallel where it is
+    long (:mod:`prereg.core.forked`): each range starts from the hash and write order
+    its preceding row states. When no range finds a problem, every row's recomputed hash
+    is the one it states, so the ranges computed exactly what one pass would; when any
+    does, the chain is checked again in one pass, so the problems named are one pass's."""
+    ranges = forked.split(len(rows), forked.jobs(), PARALLEL_FROM)
+    if len(ranges) > 1:
+        parts = forked.fork_map(
+            lambda span: _check_range(rows, span, digest, pinned, convert, own), ranges
+        )
+        if not any(found for found, _, _ in parts):
+            records = [record for _, _, part in parts for record in part]
+            return _duplicates(rows, digest), parts[-1][1], records
+    problems, head, records = _check_range(rows, range(len(rows)), digest, pinned, convert, own)
+    return problems + _duplicates(rows, digest), head, records
+
+
+def _check_range(
+    rows: list[ChainRow],
+    span: range,
+    digest: str,
+    pinned: int,
+    convert: Callable[[RunRecord], T],
+    own: Mapping[int, WrittenLink],
+) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
+    """Links ``span`` of the chain: (problems, the hash after the last, the records)."""
     problems: list[Problem] = []
     records: list[tuple[str, T] | None] = []
-    prev = chain.genesis(digest)
-    last_seq: object = None
-    for expected, row in enumerate(rows):
+    start = span.start
+    prev = chain.genesis(digest) if start == 0 else rows[start - 1].record_hash
+    last_seq: object = None if start == 0 else rows[start - 1].seq
+    for expected in span:
+        row = rows[expected]
         where = f"runs {digest[:19]}... link {expected} (record {row.record_id})"
         if isinstance(last_seq, int) and isinstance(row.seq, int) and row.seq <= last_seq:
             problems.append(
@@ -263,6 +298,12 @@ def _check_links(
         problems += found
         records.append(None if record is None else (record.record_id, convert(record)))
         prev = recomputed or row.record_hash
+    return problems, prev, records
+
+
+def _duplicates(rows: list[ChainRow], digest: str) -> list[Problem]:
+    """A second ok record of a unit (the store's unique index refuses one)."""
+    problems = []
     ok_units = Counter((r.arm, r.task_id, r.repeat) for r in rows if r.status == "ok")
     for unit, n in sorted(ok_units.items()):
         if n > 1:
@@ -273,7 +314,7 @@ def _check_links(
                     f"{n} ok records for one unit (the store allows one)",
                 )
             )
-    return problems, prev, records
+    return problems
 
 
 def check_anchors(registry: Registry, digest: str, rows: list[ChainRow]) -> list[Problem]:
@@ -518,8 +559,21 @@ def verified_as(
     if store is None:
         _refuse_if(entry, _missing_chains(registry, set(), entry.digest))
         return [], {}
+    # SQLite's integrity check of a large file takes as long as reading its chains: it
+    # runs in a forked child (its own connection) meanwhile (:mod:`prereg.core.forked`)
+    large = isinstance(store, RunStore) and store.path.stat().st_size >= PARALLEL_BYTES
+    checked = Forked(partial(_store_problems_at, runs), fork=large)
     with held_gc():
-        return _verified(store, registry, entry, convert, own)
+        return _verified(store, registry, entry, convert, own, checked)
+
+
+#: SQLite stores from this size on are checked in parallel with reading their chains.
+PARALLEL_BYTES = 8 << 20
+
+
+def _store_problems_at(runs: StoreLocation) -> list[Problem]:
+    with open_store(runs) as store:
+        return store_problems(store)
 
 
 def _verified(
@@ -528,14 +582,15 @@ def _verified(
     entry: Entry,
     convert: Callable[[RunRecord], T],
     own: WrittenLinks | None,
+    checked: Forked[list[Problem]],
 ) -> tuple[list[T], dict[str, dict[str, Any]]]:
-    """:func:`verified_as` of an open store (closed here)."""
+    """:func:`verified_as` of an open store (closed here); ``checked``: the store's own
+    problems (:func:`store_problems`), being found."""
     problems: list[Problem] = []
     heads: dict[str, dict[str, Any]] = {}
     by_id: list[tuple[int, tuple[str, T] | None]] = []
     foreign: list[tuple[int, tuple[str, T] | None]] = []
     try:
-        problems += store_problems(store)
         digests = {entry.digest, *store.digests(registration_id=entry.id)}
         for digest in sorted(digests):
             rows = store.chain_rows(digest)
@@ -550,12 +605,13 @@ def _verified(
                     by_id.append((row.seq, record))
                 elif digest == entry.digest:
                     foreign.append((row.seq, record))
-        _refuse_if(entry, problems)
+        _refuse_if(entry, checked.result() + problems)
     except (sqlite3.DatabaseError, StoreUnreadable) as exc:
         raise IntegrityError(
             f"the run store cannot be read ({exc}); run `prereg verify`", file=store.where
         ) from None
     finally:
+        checked.cancel()
         store.close()
     seen: dict[str, T] = {}
     for _, record in sorted(by_id, key=_first) + sorted(foreign, key=_first):

@@ -161,7 +161,7 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "sizing": ("mde_paired", "min_discordant", "prompts_for_mde"),
 }
 #: The submodules without public names here (read as attributes, they are imported too).
-PRIVATE_MODULES = ("_scipy", "_validate", "calibration", "calibration_model")
+PRIVATE_MODULES = ("_dist", "_scipy", "_validate", "calibration", "calibration_model")
 #: public name -> the submodule defining it
 EXPORTS: dict[str, str] = {name: module for module, names in SOURCES.items() for name in names}
 

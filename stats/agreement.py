@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from prereg.stats._scipy import stats as sps
+from prereg.stats._dist import norm_ppf, norm_sf
 from prereg.stats._validate import count, counts, probability, vector
 from prereg.stats.intervals import jeffreys_interval
 from prereg.stats.results import ProportionInterval
@@ -168,14 +168,12 @@ def cohens_kappa_table(
     if len(cats) != k:
         raise ValueError(f"categories must name the table's {k} categories, got {len(cats)}")
     kappa, se, se0, po, pe = _kappa_and_se(tab.astype(np.float64))
-    z = float(sps.norm.ppf(0.5 + level / 2.0))
+    z = float(norm_ppf(0.5 + level / 2.0))
     notes = []
     if math.isnan(kappa):
         notes.append("chance agreement is 1 (one category used by both raters): kappa undefined")
     pvalue = (
-        float(2.0 * sps.norm.sf(abs(kappa) / se0))
-        if se0 > 0 and not math.isnan(kappa)
-        else math.nan
+        float(2.0 * norm_sf(abs(kappa) / se0)) if se0 > 0 and not math.isnan(kappa) else math.nan
     )
     b_low = b_high = math.nan
     if draws > 0 and not math.isnan(kappa):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from prereg.stats._scipy import stats as sps
+from prereg.stats._dist import norm_ppf, t_ppf
 from prereg.stats._validate import probability, vector
 from prereg.stats.results import BootstrapResult
 
@@ -299,9 +299,9 @@ def paired_bootstrap(
         q = 0.5 + level / 2.0
         kc = kt = 1.0
         if small_runs == "t":
-            z = float(sps.norm.ppf(q))
-            kc = float(sps.t.ppf(q, n_rc - 1)) / z if n_rc > 1 else 1.0
-            kt = float(sps.t.ppf(q, n_rt - 1)) / z if n_rt > 1 else 1.0
+            z = float(norm_ppf(q))
+            kc = float(t_ppf(q, n_rc - 1)) / z if n_rc > 1 else 1.0
+            kt = float(t_ppf(q, n_rt - 1)) / z if n_rt > 1 else 1.0
         out = _prompt_draws(rng, diff_p, draws) + kt * (wt @ et) / n_rt - kc * (wc @ ec) / n_rc
     elif bool(np.all(nc == nc[:, :1]) and np.all(nt == nt[:, :1])):
         # every run of an arm has the same rows for a given prompt: the resampled arm

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._dist import norm_ppf, t_cdf, t_ppf, t_sf
 from prereg.stats._scipy import optimize
 from prereg.stats._scipy import stats as sps
 from prereg.stats.bootstrap import _blocks as _boot_blocks
@@ -73,6 +74,7 @@ from prereg.stats.calibration_model import (
     simulate_arms,
 )
 from prereg.stats.paired import (
+    binomial_half_tails,
     exact_equivalence_region,
     upper_region,
 )
@@ -308,7 +310,7 @@ def _tango_cover(
     """Whether Tango's interval as the report prints it (``tango_interval(c, b, n)``,
     treatment minus control) covers ``truth``: the interval is {delta0 : |Z(delta0)| <= z},
     so it covers the truth when Tango's score test at the truth does not reject."""
-    z = float(sps.norm.ppf(0.5 + level / 2.0))
+    z = float(norm_ppf(0.5 + level / 2.0))
     stat = _tango_z(c.astype(np.float64), b.astype(np.float64), n, truth)
     out: BoolArray = np.abs(stat) <= z
     return out
@@ -318,9 +320,11 @@ def _mcnemar_p(b: NDArray[np.int64], c: NDArray[np.int64]) -> FloatArray:
     """:func:`mcnemar_exact`'s p value, vectorised: min(1, 2 P(Bin(b + c, 1/2) <= min(b, c))),
     1 without discordant pairs."""
     m = b + c
-    with np.errstate(invalid="ignore"):
-        p = np.minimum(1.0, 2.0 * sps.binom.cdf(np.minimum(b, c), m, 0.5))
-    out: FloatArray = np.where(m == 0, 1.0, p)
+    k = np.minimum(b, c)
+    out: FloatArray = np.ones(m.shape, dtype=np.float64)
+    for size in np.unique(m[m > 0]):
+        at = m == size
+        out[at] = np.asarray(binomial_half_tails(int(size), int(k[at].max())))[k[at]]
     return out
 
 
@@ -517,9 +521,9 @@ def _tost(
         undefined = int(np.sum(~ok))
         se = np.where(ok, sd, 1.0) / math.sqrt(n)
         df = max(n - 1, 1)
-        pl = sps.t.sf((est + margin) / se, df)
-        pu = sps.t.cdf((est - margin) / se, df)
-        tcrit = float(sps.t.ppf(1.0 - alpha, df))
+        pl = t_sf((est + margin) / se, df)
+        pu = t_cdf((est - margin) / se, df)
+        tcrit = float(t_ppf(1.0 - alpha, df))
         equivalent[rest] = ok & (np.maximum(pl, pu) <= alpha)
         covered[rest] = ok & (est - tcrit * se <= truth) & (truth <= est + tcrit * se)
     direction = np.sign(d.mean(axis=1)).astype(np.int64)
@@ -590,8 +594,8 @@ class _BootstrapDraws:
         q = 0.5 + level / 2.0
         kc = kt = 1.0
         if self.runs > 1:
-            z = float(sps.norm.ppf(q))
-            kc = kt = float(sps.t.ppf(q, self.runs - 1)) / z
+            z = float(norm_ppf(q))
+            kc = kt = float(t_ppf(q, self.runs - 1)) / z
         units = diff.shape[1]
         weights = np.concatenate(
             [diff / units, (kt / self.runs) * et, (-kc / self.runs) * ec], axis=1

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._dist import beta_ppf
 from prereg.stats._scipy import optimize, special
 from prereg.stats._scipy import stats as sps
 from prereg.stats._validate import positive, probability, refuse_text
@@ -348,7 +349,7 @@ def population(
 
 def _quantiles(a: float, b: float, points: int, mean: float) -> FloatArray:
     """Midpoint quantiles of Beta(a, b): the nodes of an equal-weight quadrature."""
-    grid = np.asarray(sps.beta.ppf((np.arange(points) + 0.5) / points, a, b), dtype=np.float64)
+    grid = np.asarray(beta_ppf((np.arange(points) + 0.5) / points, a, b), dtype=np.float64)
     return np.clip(np.nan_to_num(grid, nan=mean), 0.0, 1.0)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from prereg.stats._scipy import stats as sps
+from prereg.stats._dist import beta_ppf
 from prereg.stats._validate import probability, refuse_text, scalar_or_array
 from prereg.stats.results import ProportionInterval
 
@@ -46,8 +46,8 @@ def jeffreys_interval(
     a = xe + 0.5
     b = ne - xe + 0.5
     tail = (1.0 - level) / 2.0
-    low = np.where(x <= 0, 0.0, sps.beta.ppf(tail, a, b))
-    high = np.where(x >= n, 1.0, sps.beta.ppf(1.0 - tail, a, b))
+    low = np.where(x <= 0, 0.0, beta_ppf(tail, a, b))
+    high = np.where(x >= n, 1.0, beta_ppf(1.0 - tail, a, b))
     with np.errstate(invalid="ignore", divide="ignore"):
         est = np.where(n > 0, x / np.where(n > 0, n, 1.0), np.nan)
     return ProportionInterval(

@@ -70,9 +70,9 @@ from typing import Any, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._dist import beta_ppf, norm_cdf, t_ppf
 from prereg.stats._scipy import LazyModule, optimize
 from prereg.stats._scipy import special as spsp
-from prereg.stats._scipy import stats as sps
 from prereg.stats.clustering import design_effect, icc_binary
 from prereg.stats.funnel import loss_shares
 from prereg.stats.intervals import jeffreys_interval
@@ -339,7 +339,7 @@ def beta_interval(alpha: Any, beta: Any, level: float) -> tuple[Any, Any]:
     safe_a, safe_b = np.where(a > 0, a, 1.0), np.where(b > 0, b, 1.0)
     out = []
     for q in (tail, 1.0 - tail):
-        v = np.where(a <= 0, 0.0, np.where(b <= 0, 1.0, sps.beta.ppf(q, safe_a, safe_b)))
+        v = np.where(a <= 0, 0.0, np.where(b <= 0, 1.0, beta_ppf(q, safe_a, safe_b)))
         out.append(v if v.ndim else float(v))
     return out[0], out[1]
 
@@ -1762,8 +1762,8 @@ def _expanded(level: float, units: int, upper: bool) -> float:
     tail = (1.0 - level) / 2.0
     if units < 2:
         return 1.0 - tail if upper else tail
-    z = math.sqrt(units / (units - 1.0)) * float(sps.t.ppf(tail, units - 1))
-    low = float(sps.norm.cdf(z))
+    z = math.sqrt(units / (units - 1.0)) * float(t_ppf(tail, units - 1))
+    low = float(norm_cdf(z))
     return 1.0 - low if upper else low
 
 

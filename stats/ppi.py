@@ -56,7 +56,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from prereg.stats._scipy import stats as sps
+from prereg.stats._dist import norm_ppf
 from prereg.stats._validate import count, probability, vector
 
 __all__ = ["PPIResult", "ppi_mean", "ppi_difference", "PPI_MIN_GOLD"]
@@ -211,7 +211,7 @@ def _result(
     part: _Part, level: float, lam: tuple[float, ...], paired: bool | None, method: str
 ) -> PPIResult:
     """The result of a fit: z intervals for the PPI and the gold-only estimates."""
-    z = float(sps.norm.ppf(0.5 + level / 2.0))
+    z = float(norm_ppf(0.5 + level / 2.0))
     se = math.sqrt(part.var)
     gse = math.sqrt(part.gold_var)
     return PPIResult(

@@ -1,3 +1,3 @@
-from prereg.cli import main
+from prereg.cli import run
 
-main()
+run()

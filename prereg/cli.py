@@ -13,6 +13,7 @@ for its own help, and registered into an app of its own exactly as the root app 
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from collections.abc import Iterator, MutableMapping
@@ -226,6 +227,17 @@ def _is_click_exception(exc: BaseException) -> bool:
     return any(
         cls.__name__ == "ClickException" and "click" in cls.__module__ for cls in type(exc).__mro__
     )
+
+
+def run() -> None:
+    """The ``prereg`` program (the console script and ``python -m prereg``): :func:`main`,
+    then what is still alive is frozen (``gc.freeze``), so the collection the interpreter
+    makes as it exits does not walk it: after an analysis of 27,000 runs that walk took
+    half a second, to free memory the operating system takes back at exit anyway."""
+    try:
+        main()
+    finally:
+        gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -214,8 +214,11 @@ def _is_as_written(row: ChainRow, mine: WrittenLink, index: int, prev: str) -> b
     )
 
 
-#: Chains shorter than this are checked in one process (a fork costs more than it saves).
-PARALLEL_FROM = 2000
+#: The fewest links a range of a chain checked apart holds (a shorter chain is checked in
+#: one process: a fork costs more than it saves); a long chain is cut into a few ranges
+#: per process, claimed one at a time, so a slower process takes fewer.
+RANGE_LINKS = 1000
+RANGES_PER_JOB = 4
 
 
 def _check_links(
@@ -230,7 +233,7 @@ def _check_links(
     its preceding row states. When no range finds a problem, every row's recomputed hash
     is the one it states, so the ranges computed exactly what one pass would; when any
     does, the chain is checked again in one pass, so the problems named are one pass's."""
-    ranges = forked.split(len(rows), forked.jobs(), PARALLEL_FROM)
+    ranges = forked.split(len(rows), RANGES_PER_JOB * forked.jobs(), RANGE_LINKS)
     if len(ranges) > 1:
         parts = forked.fork_map(
             lambda span: _check_range(rows, span, digest, pinned, convert, own), ranges

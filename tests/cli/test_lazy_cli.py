@@ -193,3 +193,23 @@ def test_modules_imported_by_name_are_declared_and_keep_the_layer_order() -> Non
 
 def test_the_architecture_scan_covers_cli_py() -> None:
     assert (ROOT / "prereg" / "cli.py") in {path for _, path in _modules()}
+
+
+def test_the_program_freezes_what_is_alive_as_it_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run`` (console script, ``python -m prereg``): main, then gc.freeze, however main
+    ends, so the exit's final collection has nothing to walk."""
+    calls: list[str] = []
+    monkeypatch.setattr(cli.gc, "freeze", lambda: calls.append("freeze"))
+
+    def main(argv: list[str] | None = None) -> None:
+        calls.append("main")
+        raise SystemExit(3)
+
+    monkeypatch.setattr(cli, "main", main)
+    with pytest.raises(SystemExit) as exited:
+        cli.run()
+    assert exited.value.code == 3 and calls == ["main", "freeze"]
+    done = subprocess.run(
+        [sys.executable, "-m", "prereg", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and "register" in done.stdout

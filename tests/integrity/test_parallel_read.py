@@ -34,7 +34,7 @@ os.fork = _counted
 import prereg.reports.analysis as analysis
 import prereg.runners.verify_runs as verify_runs
 analysis.FORK_FROM = 1
-verify_runs.PARALLEL_FROM = 1
+verify_runs.RANGE_LINKS = 20
 verify_runs.PARALLEL_BYTES = 0
 """
 

@@ -32,7 +32,7 @@ from prereg.core.workspace import Workspace
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
-from prereg.reports import contrasts, controls, exploratory, family, judged, stopping
+from prereg.reports import contrasts, controls, exploratory, family, figures, judged, stopping
 from prereg.reports.arms import arm_report, denominators, pooled_icc
 from prereg.reports.calibration_store import stored_calibration
 from prereg.reports.invokerank import invokerank_parts
@@ -317,7 +317,12 @@ def build_report(
         partial(_descriptive, loaded, reasons, verdicts),
         *invokerank.arms,
     ]
-    done = fork_map(_call, sections, jobs_=None if len(loaded.used) >= FORK_FROM else 1)
+    done = fork_map(
+        _call,
+        sections,
+        jobs_=None if len(loaded.used) >= FORK_FROM else 1,
+        meanwhile=figures.prepare,  # idle until the last section is in: the figures are next
+    )
     fields: dict[str, Any] = {}
     for part in done[:3]:
         fields.update(part)

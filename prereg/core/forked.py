@@ -129,12 +129,19 @@ class Forked(Generic[R]):
             self._pid, self._read = None, -1
 
 
-def fork_map(work: Callable[[P], R], parts: Sequence[P], *, jobs_: int | None = None) -> list[R]:
+def fork_map(
+    work: Callable[[P], R],
+    parts: Sequence[P],
+    *,
+    jobs_: int | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> list[R]:
     """``[work(p) for p in parts]``, by up to ``jobs_`` processes (default :func:`jobs`):
     this one and forked children, each claiming the next unclaimed part (in the order
     given: heaviest first balances best) until none is left. Same results, same order;
     an exception is raised as without forking (a part a child did not deliver is
-    computed here)."""
+    computed here). ``meanwhile``: what this process does once no part is left to claim,
+    while the children finish theirs (where there are children)."""
     limit = min(jobs() if jobs_ is None else min(jobs_, jobs()), len(parts), MAX_PARTS)
     if limit <= 1 or len(parts) > MAX_PARTS:
         return [work(p) for p in parts]
@@ -146,6 +153,8 @@ def fork_map(work: Callable[[P], R], parts: Sequence[P], *, jobs_: int | None = 
         ]
         try:
             done = _claimed(work, parts, claims, partial=False)
+            if meanwhile is not None:
+                meanwhile()
             for child in children:
                 done.update(child.result())
         finally:

@@ -26,10 +26,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.core.forked import Forked
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
@@ -48,6 +49,8 @@ from prereg.runners.verify_runs import held_gc, verified_as
 
 Unit = tuple[str, str, int]
 MAX_NAMED = 20
+#: Plans from this many units on are expanded in a forked child (:mod:`prereg.core.forked`).
+FORK_UNITS = 2000
 
 
 @dataclass(frozen=True)
@@ -271,12 +274,16 @@ def _load(
     tasks = tuple(experiment.tasks_in_split(entry.registration.split))
     surfaces = {arm.id: experiment.surfaces.get(arm.surface) for arm in entry.registration.arms}
     chains: dict[str, dict[str, Any]] = {}
+    reg = entry.registration
+    size = len(reg.arms) * len(tasks) * reg.design.repeats  # the plan's units, expanded next
+    # a programme's plan is expanded in a forked child while its runs are read here
+    planned_later = Forked(partial(planned_units, entry, experiment), fork=size >= FORK_UNITS)
     if records is None:  # each record read into its observation as it is verified
         location = resolve_store(ws.runs, store)
         observations, chains = verified_as(location, registry, entry, from_record)
     else:
         observations = [from_record(r) for r in records]
-    planned = planned_units(entry, experiment)
+    planned = planned_later.result()
     check_runs(entry, observations, planned)
     classes = {o.evidence_class for o in observations}
     policy = harness_policy(entry.registration)

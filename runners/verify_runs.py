@@ -235,12 +235,16 @@ def _check_links(
     does, the chain is checked again in one pass, so the problems named are one pass's."""
     ranges = forked.split(len(rows), RANGES_PER_JOB * forked.jobs(), RANGE_LINKS)
     if len(ranges) > 1:
+        duplicates: list[list[Problem]] = []  # found while the last ranges are checked
         parts = forked.fork_map(
-            lambda span: _check_range(rows, span, digest, pinned, convert, own), ranges
+            lambda span: _check_range(rows, span, digest, pinned, convert, own),
+            ranges,
+            meanwhile=lambda: duplicates.append(_duplicates(rows, digest)),
         )
         if not any(found for found, _, _ in parts):
             records = [record for _, _, part in parts for record in part]
-            return _duplicates(rows, digest), parts[-1][1], records
+            found = duplicates[0] if duplicates else _duplicates(rows, digest)
+            return found, parts[-1][1], records
     problems, head, records = _check_range(rows, range(len(rows)), digest, pinned, convert, own)
     return problems + _duplicates(rows, digest), head, records
 

@@ -78,7 +78,10 @@ class Forked(Generic[R]):
 
     def _start(self) -> None:
         for stream in (sys.stdout, sys.stderr):
-            stream.flush()  # else the child's copy of a buffer could be written twice
+            try:
+                stream.flush()  # else the child's copy of a buffer could be written twice
+            except (OSError, ValueError):  # a closed or broken stream: the child writes none
+                pass
         read, write = os.pipe()
         try:
             pid = os.fork()

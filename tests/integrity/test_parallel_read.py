@@ -36,6 +36,8 @@ import prereg.runners.verify_runs as verify_runs
 analysis.FORK_FROM = 1
 verify_runs.RANGE_LINKS = 20
 verify_runs.PARALLEL_BYTES = 0
+import prereg.reports.load as load
+load.FORK_UNITS = 1
 """
 
 CHAINS = """

@@ -28,7 +28,7 @@ from typer._click import Command, Context  # the types typer's classes take
 from typer._click.shell_completion import CompletionItem
 from typer.core import TyperCommand
 
-from prereg.commands._common import FlagHelpGroup, RootOptions, use_flag_help
+from prereg.commands._common import PROCESS, FlagHelpGroup, RootOptions, use_flag_help
 from prereg.core.errors import PreregError
 from prereg.core.output import dumps, err_console
 from prereg.core.untrusted import display_text
@@ -234,6 +234,7 @@ def run() -> None:
     then what is still alive is frozen (``gc.freeze``), so the collection the interpreter
     makes as it exits does not walk it: after an analysis of 27,000 runs that walk took
     half a second, to free memory the operating system takes back at exit anyway."""
+    PROCESS.program = True
     try:
         main()
     finally:

@@ -28,6 +28,18 @@ if TYPE_CHECKING:
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
 
 
+@dataclass
+class Process:
+    """Whether this process is the ``prereg`` program (:func:`prereg.cli.run`), which exits
+    when its command returns; False where the CLI runs in another program's process (a
+    test, a notebook), which lives on."""
+
+    program: bool = False
+
+
+PROCESS = Process()
+
+
 @dataclass(frozen=True)
 class RootOptions:
     """What the root callback parsed: ``-w/--workspace`` as given (None: not given)."""

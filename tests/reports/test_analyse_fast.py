@@ -122,3 +122,24 @@ def test_the_collector_is_paused_during_an_analysis_and_restored(before: bool) -
         assert gc.isenabled() is before
     finally:
         gc.enable()
+
+
+def test_the_program_freezes_what_the_analysis_left_before_collecting_again() -> None:
+    """In the prereg program (exiting next) the objects alive after the analysis are frozen
+    before the collector resumes; in another program's process (this one) nothing is."""
+    from prereg.commands._common import PROCESS
+
+    gc.enable()
+    gc.unfreeze()
+    try:
+        with _no_cycle_collection():
+            kept = [[i] for i in range(1000)]  # young objects an analysis leaves behind
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+        PROCESS.program = True
+        with _no_cycle_collection():
+            kept += [[i] for i in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() >= len(kept)
+    finally:
+        PROCESS.program = False
+        gc.unfreeze()
+        gc.enable()

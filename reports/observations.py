@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from sys import intern
 from typing import Any
 
 from prereg.runners.record import RunRecord
@@ -255,11 +256,18 @@ def _from_any(record: RecordLike) -> Obs:
     )
 
 
+def _interned(value: str | None) -> str | None:
+    return None if value is None else intern(value)
+
+
 def _from_run_record(record: RunRecord) -> Obs:
     """:func:`from_record` of a validated record: the same observation (a test compares
     them), read by attribute without the mapping-or-model dispatch per field, which is
     most of the per-record cost at tens of thousands of runs. The model's types make the
-    generic path's string coercions (``str(...) or ""``) identities here."""
+    generic path's string coercions (``str(...) or ""``) identities here. The strings
+    tens of thousands of runs share (digest, arm, task, status...) are interned: one
+    object each instead of one per run, so the observations take less memory, and fewer
+    pages for a forked child to copy and bytes to send back (:mod:`prereg.core.forked`)."""
     funnel = record.funnel
     offer = record.offer
     surfaced: set[str] | None = None
@@ -272,20 +280,20 @@ def _from_run_record(record: RunRecord) -> Obs:
             break
     return Obs(
         record_id=record.record_id,
-        registration_id=record.registration_id,
-        digest=record.registration_digest,
-        arm=record.arm,
-        task_id=record.task_id,
-        intent=record.intent,
-        cluster=record.cluster,
-        polarity=record.polarity,
+        registration_id=intern(record.registration_id),
+        digest=intern(record.registration_digest),
+        arm=intern(record.arm),
+        task_id=intern(record.task_id),
+        intent=intern(record.intent),
+        cluster=intern(record.cluster),
+        polarity=intern(record.polarity),
         repeat=int(record.repeat),
         rotation=int(record.rotation),
-        status=record.status,
-        evidence_class=record.evidence_class,
-        driver=record.driver,
-        model_requested=record.model_requested,
-        model_returned=record.model_returned,
+        status=intern(record.status),
+        evidence_class=_interned(record.evidence_class),
+        driver=_interned(record.driver),
+        model_requested=_interned(record.model_requested),
+        model_returned=_interned(record.model_returned),
         success=_bool_or_none(record.success),
         funnel={
             "surfaced": funnel.surfaced,
@@ -294,13 +302,30 @@ def _from_run_record(record: RunRecord) -> Obs:
             "executed": funnel.executed,
             "completed": funnel.completed,
         },
-        terminal_class=record.terminal_class,
+        terminal_class=_interned(record.terminal_class),
         selection_rate=_float_or_none(record.selection_rate),
         cost_usd=_float_or_none(record.cost_usd),
         tokens=record.tokens.model_dump(),
         batch=record.batch,
         terminal_flag=record.terminal_flag,
-        offer=None if offer is None else offer.model_dump(mode="json"),
+        offer=None if offer is None else _offer_data(offer),
         surfaced_tools=None if surfaced is None else frozenset(surfaced),
         first_call=first_call,
     )
+
+
+#: offer blocks as plain data by their JSON text (:func:`_offer_data`)
+_OFFERS: dict[str, Mapping[str, Any]] = {}
+
+
+def _offer_data(offer: Any) -> Mapping[str, Any]:
+    """A record's offer block as plain data, one object for every run whose block is the
+    same (a programme's runs share a handful: 4 at 27,000 runs; read-only, as all of an
+    observation): a tenth of an observation's memory and of what a forked child sends."""
+    key = offer.model_dump_json()
+    shared = _OFFERS.get(key)
+    if shared is None:
+        if len(_OFFERS) >= 4096:  # a bound, never reached by one registration's offers
+            _OFFERS.clear()
+        shared = _OFFERS[key] = offer.model_dump(mode="json")
+    return shared

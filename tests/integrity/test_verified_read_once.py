@@ -83,3 +83,14 @@ def test_observation_of_a_record_is_the_generic_one(ran_template: Path) -> None:
     for record in [*records, traced, searched]:
         assert from_record(record) == _from_any(record)
         assert from_record(record) == from_record(record.model_dump(mode="json"))
+    # runs whose offer blocks are equal share one block (read-only data), others do not
+    twin = RunRecord.model_validate_json(
+        traced.model_copy(update={"record_id": "twin-0001"}).model_dump_json()
+    )
+    other = traced.model_copy(
+        update={"offer": traced.offer.model_copy(update={"first_server": None})}  # type: ignore[union-attr]
+    )
+    a, b, c = (from_record(r) for r in (traced, twin, other))
+    assert a.offer is b.offer and a.offer == traced.offer.model_dump(mode="json")  # type: ignore[union-attr]
+    assert c.offer is not a.offer and c.offer == other.offer.model_dump(mode="json")  # type: ignore[union-attr]
+    assert a.arm is b.arm and a.digest is b.digest  # parsed apart, yet one string: interned

@@ -654,7 +654,15 @@ def invokerank_section(
     """The InvokeRank section over the given arms (None when no run was analysed);
     ``interval``: the registered interval method of the score; ``branded``: the task ids
     whose prompt names the focal integration (the Invoke Rating's branded term)."""
-    parts = SectionParts.of(observations, metas, seed, intent_weights, native, interval, branded)
+    parts = SectionParts.of(
+        observations,
+        metas,
+        seed,
+        intent_weights=intent_weights,
+        native=native,
+        interval=interval,
+        branded=branded,
+    )
     return parts.assembled([block() for block in parts.arms])
 
 
@@ -671,29 +679,16 @@ class SectionParts:
 
     @classmethod
     def of(
-        cls,
-        observations: Sequence[Obs],
-        metas: Sequence[ArmMeta],
-        seed: int | None,
-        intent_weights: Mapping[str, float] | None = None,
-        native: Mapping[str, bool] | None = None,
-        interval: ScoreInterval = "published",
-        branded: Collection[str] = frozenset(),
+        cls, observations: Sequence[Obs], metas: Sequence[ArmMeta], seed: int | None, **options: Any
     ) -> SectionParts:
+        """The parts over ``metas``' arms; ``options``: :func:`arm_invokerank`'s keywords, as
+        :func:`invokerank_section` takes them."""
         by_arm = _by_arm(observations)
         blocks: list[Callable[[], ArmInvokeRank]] = [
-            partial(
-                arm_invokerank,
-                by_arm.get(meta.id, []),
-                meta,
-                seed,
-                intent_weights=intent_weights,
-                native=native,
-                interval=interval,
-                branded=branded,
-            )
+            partial(arm_invokerank, by_arm.get(meta.id, []), meta, seed, **options)
             for meta in metas
         ]
+        interval = options.get("interval", "published")
         return cls(blocks if observations else [], seed, interval, not observations)
 
     def assembled(self, arms: list[ArmInvokeRank]) -> InvokeRankReport | None:

@@ -7,10 +7,6 @@ counts the forks it made, so a test cannot pass by never forking.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 import threading
 from typing import Any
@@ -18,32 +14,11 @@ from typing import Any
 import pytest
 
 from prereg.core import forked
-
-COUNTING = """
-import json, os, signal, sys, time
-from prereg.core import forked
-FORKS = []
-_fork = os.fork
-def _counted():
-    pid = _fork()
-    if pid:
-        FORKS.append(pid)
-    return pid
-os.fork = _counted
-PARENT = os.getpid()
-def in_child():
-    return os.getpid() != PARENT
-"""
+from tests.core.fork_script import run_script
 
 
 def _script(body: str, jobs: int = 2) -> Any:
-    code = COUNTING + textwrap.dedent(body)
-    env = {**os.environ, "PREREG_JOBS": str(jobs)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_script("from prereg.core import forked\n" + textwrap.dedent(body), jobs)
 
 
 def test_fork_map_gives_the_serial_results_in_order() -> None:

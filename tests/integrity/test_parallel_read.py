@@ -11,26 +11,15 @@ runs take the parallel paths; each run happens in a fresh single-threaded interp
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
+from tests.core.fork_script import run_script
 from tests.integrity.tamper_tools import PILOT_ID
 
 LOWERED = """
-import json, os, sys
-FORKS = []
-_fork = os.fork
-def _counted():
-    pid = _fork()
-    if pid:
-        FORKS.append(pid)
-    return pid
-os.fork = _counted
 import prereg.reports.analysis as analysis
 import prereg.runners.verify_runs as verify_runs
 analysis.FORK_FROM = 1
@@ -77,16 +66,7 @@ print(json.dumps({"result": out, "forks": len(FORKS)}))
 
 
 def _run(script: str, jobs: int, *args: str | Path) -> Any:
-    env = {**os.environ, "PREREG_JOBS": str(jobs), "NO_COLOR": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", LOWERED + textwrap.dedent(script), *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_script(LOWERED + textwrap.dedent(script), jobs, *args)
 
 
 def test_chain_ranges_verify_as_one_pass(ran_template: Path) -> None:

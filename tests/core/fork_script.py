@@ -1,0 +1,46 @@
+"""Run a script in a fresh single-threaded interpreter that counts its forks.
+
+The fork paths of prereg.core.forked never run inside a pytest-xdist worker (it has
+threads, where forking is refused), so their tests run here; the script sees ``FORKS``
+(the children forked so far), ``PARENT`` and ``in_child()``, and prints one JSON line last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+PREAMBLE = """
+import json, os, signal, sys, time
+FORKS = []
+_fork = os.fork
+def _counted():
+    pid = _fork()
+    if pid:
+        FORKS.append(pid)
+    return pid
+os.fork = _counted
+PARENT = os.getpid()
+def in_child():
+    return os.getpid() != PARENT
+"""
+
+
+def run_script(body: str, jobs: int, *args: str | Path, timeout: float = 300) -> Any:
+    """``body`` after :data:`PREAMBLE` with ``PREREG_JOBS=jobs`` and ``args`` as argv[1:];
+    the last line it prints, as JSON."""
+    env = {**os.environ, "PREREG_JOBS": str(jobs), "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", PREAMBLE + textwrap.dedent(body), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -132,7 +132,12 @@ def test_jobs_reads_prereg_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(forked.JOBS_ENV, stated)
         assert forked.jobs() == expected, stated
     monkeypatch.delenv(forked.JOBS_ENV)
-    assert 1 <= forked.jobs() <= forked.MAX_JOBS
+    for cores, expected in ((1, 1), (2, 2), (3, 3), (16, forked.MAX_JOBS)):
+        monkeypatch.setattr(forked.os, "sched_getaffinity", lambda _pid, n=cores: set(range(n)))
+        assert forked.jobs() == expected, cores  # the usable cores, at most MAX_JOBS
+    monkeypatch.setattr(forked, "_can_fork", lambda: False)
+    monkeypatch.setenv(forked.JOBS_ENV, "3")
+    assert forked.jobs() == 1  # where forking is not safe, whatever is asked
 
 
 def test_no_fork_beside_another_thread(monkeypatch: pytest.MonkeyPatch) -> None:

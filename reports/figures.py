@@ -15,9 +15,10 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from prereg.core.forked import fork_map
+from prereg.core.forked import Forked
 from prereg.reports.model import Interval, Report
 
 if TYPE_CHECKING:
@@ -278,16 +279,22 @@ def terminal_breakdown(report: Report) -> bytes | None:
     return _drawn(terminal_breakdown_figure(report))
 
 
-def terminal_breakdown_figure(report: Report) -> Figure | None:
-    """Figure 4: each intent's positive runs by terminal class, per arm (negatives apart,
-    in the report's table), as stacked shares of the row's runs."""
+def terminal_rows(report: Report) -> list[tuple[str, Any]]:
+    """Figure 4's rows: (label, the arm's terminal row of an intent), positive intents
+    with runs; no rows, no figure."""
     ir = report.invokerank
-    rows = [
+    return [
         (f"{a.arm}: {t.intent}", t)
         for a in (ir.arms if ir is not None else [])
         for t in a.terminal
         if t.polarity == "positive" and t.runs > 0
     ]
+
+
+def terminal_breakdown_figure(report: Report) -> Figure | None:
+    """Figure 4: each intent's positive runs by terminal class, per arm (negatives apart,
+    in the report's table), as stacked shares of the row's runs."""
+    rows = terminal_rows(report)
     if not rows:
         return None
     from matplotlib.collections import PolyCollection  # lazy: matplotlib, as in _canvas
@@ -334,17 +341,38 @@ FIGURES = {
 
 
 #: The figure whose drawing grows with the programme (a row per arm and intent): drawn
-#: apart from the others where two processes may draw (:func:`draw_all`).
+#: in a forked child while this process draws the others (:class:`Drawing`).
 LARGEST = "terminal_breakdown"
 
 
+def _has_largest(report: Report) -> bool:
+    """Whether :data:`LARGEST` has data (it is drawn exactly then), known before it is."""
+    return bool(terminal_rows(report))
+
+
+class Drawing:
+    """A report's figures being drawn: :data:`LARGEST` in a forked child from the start
+    (:mod:`prereg.core.forked`; in this process, at :meth:`result`, where forking is not
+    used), the others here. :attr:`names` (every figure that has data, in
+    :data:`FIGURES` order) is known once the others are drawn, before the largest is
+    in: the report's JSON and Markdown, which name the figures but hold no picture, are
+    written meanwhile."""
+
+    def __init__(self, report: Report) -> None:
+        self._largest = Forked(partial(FIGURES[LARGEST][0], report), fork=_has_largest(report))
+        self._drawn = {n: draw(report) for n, (draw, _) in FIGURES.items() if n != LARGEST}
+        self.names = [
+            n
+            for n in FIGURES
+            if (self._drawn[n] is not None if n != LARGEST else _has_largest(report))
+        ]
+
+    def result(self) -> dict[str, bytes]:
+        """Every figure that has data, by name (in :data:`FIGURES` order)."""
+        drawn = {**self._drawn, LARGEST: self._largest.result()}
+        return {name: png for name in FIGURES if (png := drawn[name]) is not None}
+
+
 def draw_all(report: Report) -> dict[str, bytes]:
-    """Every figure that has data, by name (in :data:`FIGURES` order): the largest in a
-    forked child while this process draws the others (:mod:`prereg.core.forked`; each
-    process imports matplotlib itself, which is most of a small figure's time)."""
-    names = list(FIGURES)
-    groups = [[n for n in names if n != LARGEST], [LARGEST]]
-    drawn: dict[str, bytes | None] = {}
-    for part in fork_map(lambda group: {n: FIGURES[n][0](report) for n in group}, groups):
-        drawn.update(part)
-    return {name: png for name in names if (png := drawn[name]) is not None}
+    """Every figure that has data, by name (in :data:`FIGURES` order)."""
+    return Drawing(report).result()

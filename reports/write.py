@@ -8,13 +8,14 @@ then rename), so a reader never sees a half-written report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from prereg.core.files import write_atomic
 from prereg.core.output import dumps
 from prereg.core.workspace import Workspace
 from prereg.reports import render_html, render_md
-from prereg.reports.figures import draw_all
+from prereg.reports.figures import Drawing
 from prereg.reports.model import Report
 
 
@@ -29,14 +30,27 @@ def _write(path: Path, data: bytes) -> None:
     write_atomic(path, data, what=f"the report file {path.name}")
 
 
-def write_report(ws: Workspace, report: Report) -> Path:
-    """Draw the figures, then write every file; returns the folder."""
+def write_report(
+    ws: Workspace, report: Report, meanwhile: Callable[[], object] | None = None
+) -> Path:
+    """Draw the figures, then write every file; returns the folder.
+
+    The largest figure is drawn in a forked child (:class:`Drawing`) while this process
+    draws the others, then makes report.json and report.md (they name the figures, and
+    hold no picture) and calls ``meanwhile`` (the caller's own work on the finished
+    report, such as its printed JSON); report.html, which embeds the pictures, is made
+    once all are in. Files are written last, each whole."""
     out = output_dir(ws, report)
-    figures = draw_all(report)
-    report.figures = list(figures)
+    drawing = Drawing(report)
+    report.figures = drawing.names
+    document = (dumps(report.to_json()) + "\n").encode()
+    markdown = render_md.render(report).encode()
+    if meanwhile is not None:
+        meanwhile()
+    figures = drawing.result()
     for name, png in figures.items():
         _write(out / "figures" / f"{name}.png", png)
-    _write(out / "report.json", (dumps(report.to_json()) + "\n").encode())
-    _write(out / "report.md", render_md.render(report).encode())
+    _write(out / "report.json", document)
+    _write(out / "report.md", markdown)
     _write(out / "report.html", render_html.render(report, figures).encode())
     return out

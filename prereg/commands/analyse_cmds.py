@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,14 +17,14 @@ import typer
 
 from prereg.commands._common import PROCESS, JsonOpt, workspace
 from prereg.commands.store_opt import StoreOpt
-from prereg.core.output import console, emit
+from prereg.core.output import console, dumps, emit
 from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace
 from prereg.reports import render_terminal
 from prereg.reports.analysis import Options, analyse
 from prereg.reports.compare import compare, describe
 from prereg.reports.model import Report
-from prereg.reports.write import write_report
+from prereg.reports.write import output_dir, write_report
 
 
 @contextmanager
@@ -50,16 +51,35 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def analyse_and_write(
-    ws: Workspace, reg_id: str, options: Options
-) -> tuple[dict[str, Any], Report, Path]:
+@dataclass(frozen=True)
+class Analysed:
+    """An analysis written to its folder, and what the command prints of it."""
+
+    data: dict[str, Any]  # the report as JSON, with its folder and files
+    document: str  # ``data`` as the one JSON document ``--json`` prints
+    report: Report
+    out: Path
+
+
+def analyse_and_write(ws: Workspace, reg_id: str, options: Options) -> Analysed:
+    """Analyse, write the report, and make the printed document while the largest
+    figure is drawn (:func:`prereg.reports.write.write_report`'s ``meanwhile``)."""
+    data: dict[str, Any] = {}
+    document: list[str] = []
+
+    def printed() -> None:
+        data.update(report.to_json())
+        data["report_dir"] = str(out)
+        data["files"] = {
+            name: str(out / name) for name in ("report.json", "report.md", "report.html")
+        }
+        document.append(dumps(data))
+
     with _no_cycle_collection():
         report = analyse(ws, reg_id, options)
-        out = write_report(ws, report)
-        data = report.to_json()
-    data["report_dir"] = str(out)
-    data["files"] = {name: str(out / name) for name in ("report.json", "report.md", "report.html")}
-    return data, report, out
+        out = output_dir(ws, report)
+        write_report(ws, report, meanwhile=printed)
+    return Analysed(data, document[0], report, out)
 
 
 def register(app: typer.Typer) -> None:
@@ -103,11 +123,14 @@ def register(app: typer.Typer) -> None:
             command=" ".join(["prereg analyse", reg_id, *flags]),
             store=store,
         )
-        data, report, out = analyse_and_write(ws, reg_id, options)
+        done = analyse_and_write(ws, reg_id, options)
         emit(
-            data,
+            done.data,
             as_json,
-            lambda: render_terminal.render(report, console, ws.relative(out / "report.html")),
+            lambda: render_terminal.render(
+                done.report, console, ws.relative(done.out / "report.html")
+            ),
+            document=done.document,
         )
 
     @app.command("compare")

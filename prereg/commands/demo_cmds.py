@@ -92,9 +92,8 @@ def register(app: typer.Typer) -> None:
             .entry
         )
         run_summary = _run_local(ws, entry.id, quiet=as_json)
-        data, report, out = analyse_and_write(
-            ws, entry.id, Options(command=f"prereg demo (analyse {entry.id})")
-        )
+        done = analyse_and_write(ws, entry.id, Options(command=f"prereg demo (analyse {entry.id})"))
+        report, out, data = done.report, done.out, done.data
         data["demo"] = {
             "workspace": str(ws.root),
             "run": run_summary,

@@ -73,10 +73,17 @@ def print_json(data: Any, target: Console | None = None) -> None:
     (target or console).print(text, soft_wrap=True)
 
 
-def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
-    """Print ``data`` as one JSON document, or call ``human`` to render it."""
+def emit(
+    data: Any,
+    as_json: bool,
+    human: Callable[[], None] | None = None,
+    *,
+    document: str | None = None,
+) -> None:
+    """Print ``data`` as one JSON document, or call ``human`` to render it;
+    ``document``: ``dumps(data)``, where the caller made it already."""
     if as_json:
-        sys.stdout.write(dumps(data) + "\n")
+        sys.stdout.write((dumps(data) if document is None else document) + "\n")
         sys.stdout.flush()
     elif human is not None:
         human()

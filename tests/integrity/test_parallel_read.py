@@ -93,8 +93,10 @@ print(json.dumps({"forks": len(FORKS)}))
 def _report(ws: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
     out = ws / "reports" / PILOT_ID
     report = json.loads((out / "report.json").read_text())
-    report["provenance"].pop("analysed_at")
+    when = report["provenance"].pop("analysed_at").encode()
     figures = {f.name: f.read_bytes() for f in sorted((out / "figures").iterdir())}
+    for text in ("report.md", "report.html"):  # the same figures named, the same pictures
+        figures[text] = (out / text).read_bytes().replace(when, b"(when)")
     return report, figures
 
 
@@ -109,3 +111,5 @@ def test_analyse_in_parallel_writes_the_same_report(ran_template: Path, tmp_path
     report, figures = _report(many)
     assert (report, figures) == _report(one)
     assert report["invokerank"]["arms"] and figures  # the forked sections are there
+    assert report["figures"][-1] == "terminal_breakdown"  # the figure drawn in a child
+    assert sorted(report["figures"]) == sorted(n[: -len(".png")] for n in figures if ".png" in n)

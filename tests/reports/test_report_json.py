@@ -89,6 +89,8 @@ def test_json_keys_provenance_and_files(cli, ws: Path) -> None:
     assert {"arm_rates", "forest"} <= set(data["figures"])
     for name in data["figures"]:
         assert (folder / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    # named before the largest is drawn (report.json is made meanwhile): exactly the drawn
+    assert sorted(data["figures"]) == sorted(f.stem for f in (folder / "figures").iterdir())
 
 
 def test_unmeasured_quantities_are_null(cli, ws: Path) -> None:

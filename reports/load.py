@@ -43,7 +43,13 @@ from prereg.registry.units import (
     harness_policy,
     plan_from_registration,
 )
-from prereg.reports.observations import Obs, RecordLike, from_record, unit_label
+from prereg.reports.observations import (
+    Obs,
+    RecordLike,
+    from_record,
+    pinned_observation,
+    unit_label,
+)
 from prereg.runners.stores import resolve_store
 from prereg.runners.verify_runs import held_gc, verified_as
 
@@ -280,7 +286,9 @@ def _load(
     planned_later = Forked(partial(planned_units, entry, experiment), fork=size >= FORK_UNITS)
     if records is None:  # each record read into its observation as it is verified
         location = resolve_store(ws.runs, store)
-        observations, chains = verified_as(location, registry, entry, from_record)
+        observations, chains = verified_as(
+            location, registry, entry, from_record, read_pinned=pinned_observation
+        )
     else:
         observations = [from_record(r) for r in records]
     planned = planned_later.result()

@@ -33,9 +33,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from sys import intern
-from typing import Any
+from typing import Any, cast
 
-from prereg.runners.record import RunRecord
+from pydantic import BaseModel, ConfigDict, create_model
+
+from prereg.runners.record import RunRecord, TraceEvent
+from prereg.runners.run_store import indexed_columns
 
 #: A run record as stored, or the same fields as a mapping (an imported or test record).
 RecordLike = RunRecord | Mapping[str, Any]
@@ -312,6 +315,52 @@ def _from_run_record(record: RunRecord) -> Obs:
         surfaced_tools=None if surfaced is None else frozenset(surfaced),
         first_call=first_call,
     )
+
+
+#: The record fields an observation reads (:func:`_from_run_record`), the row's indexed
+#: columns among them (:func:`indexed_columns`), and of a trace event the ones it reads.
+READ_FIELDS: tuple[str, ...] = (
+    *("record_id", "registration_id", "registration_digest", "arm", "task_id", "intent"),
+    *("cluster", "polarity", "repeat", "rotation", "status", "evidence_class", "driver"),
+    *("model_requested", "model_returned", "success", "funnel", "terminal_class"),
+    *("selection_rate", "cost_usd", "tokens", "batch", "terminal_flag", "offer"),
+)
+READ_EVENT_FIELDS: tuple[str, ...] = ("kind", "tool", "arguments", "surfaced")
+
+
+def _view(name: str, model: type[BaseModel], fields: tuple[str, ...], **more: Any) -> Any:
+    """A model of ``fields`` of ``model``, each declared as there (type, constraints,
+    default), every other field of a body ignored (not built)."""
+    declared = model.model_fields
+    return create_model(  # type: ignore[call-overload]
+        name,
+        __config__=ConfigDict(extra="ignore", frozen=True),
+        **{f: (declared[f].annotation, declared[f]) for f in fields},
+        **more,
+    )
+
+
+_EventView = _view("TraceEventView", TraceEvent, READ_EVENT_FIELDS)
+#: A run record's body read for an observation: what :func:`_from_run_record` reads,
+#: validated exactly as :class:`RunRecord` validates those fields; the trace's other
+#: fields and the rest of the record (tool results, configuration...) are not built.
+RecordView: type[BaseModel] = _view(
+    "RunRecordView",
+    RunRecord,
+    READ_FIELDS,
+    trace=(cast(Any, list)[_EventView], RunRecord.model_fields["trace"]),  # list[_EventView]
+)
+
+
+def pinned_observation(body: str) -> tuple[tuple[object, ...], Obs]:
+    """A pinned link's body read into (its indexed columns, its observation), validating
+    only what the observation reads (:class:`RecordView`); the chain check reads links
+    the registry's anchor pins this way (:data:`prereg.runners.verify_runs.PinnedRead`:
+    their bytes are the ones a full check accepted). The same observation as
+    :func:`from_record` of the validated record (a test compares them); ValueError (a
+    ValidationError) where the fields are not as the schema states them."""
+    view = cast(RunRecord, RecordView.model_validate_json(body))  # the fields read, typed so
+    return indexed_columns(view), _from_run_record(view)
 
 
 #: offer blocks as plain data by their JSON text (:func:`_offer_data`)

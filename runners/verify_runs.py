@@ -57,6 +57,12 @@ MAX_LISTED = 20
 #: What a reader makes of each verified record (:func:`verified_as`).
 T = TypeVar("T")
 
+#: How a reader reads a link the registry's anchor pins without validating its whole
+#: record again (see :func:`check_chain_records`): the body to (the row's indexed columns
+#: as the record states them, :func:`indexed_columns`; what the reader keeps), raising
+#: ValueError (pydantic's ValidationError is one) where it cannot.
+PinnedRead = Callable[[str], tuple[tuple[object, ...], T]]
+
 
 @dataclass
 class RunsReport:
@@ -135,6 +141,18 @@ def _row_problems(row: ChainRow, where: str) -> tuple[list[Problem], RunRecord |
     return [], record
 
 
+def _pinned_read(row: ChainRow, read: PinnedRead[T]) -> tuple[T] | None:
+    """What ``read`` keeps of a pinned link's body, when the row's columns are of their
+    types and state what it read; None: the link is checked in full."""
+    if tuple(map(type, _TYPED_COLUMNS(row))) not in _SOUND_TYPES:
+        return None
+    try:
+        columns, kept = read(row.body)
+    except ValueError:
+        return None
+    return (kept,) if columns == _STATED_COLUMNS(row) else None
+
+
 @contextmanager
 def held_gc(*, freeze: bool = False) -> Iterator[None]:
     """Hold the cyclic garbage collector while tens of thousands of records are built.
@@ -178,6 +196,7 @@ def check_chain_records(
     convert: Callable[[RunRecord], T],
     pinned: int = 0,
     own: Mapping[int, WrittenLink] | None = None,
+    read_pinned: PinnedRead[T] | None = None,
 ) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
     """:func:`check_chain`, and for each row (in row order) its record's id and what
     ``convert`` makes of the record its body validated to (None where the body is not a
@@ -196,11 +215,18 @@ def check_chain_records(
 
     ``own``: the links this process appended (:class:`WrittenLinks`), by chain index; one
     whose row still holds what was written is checked by its hash alone, and its record
-    is not validated again (so only a ``convert`` that keeps nothing may be used)."""
+    is not validated again (so only a ``convert`` that keeps nothing may be used).
+
+    ``read_pinned``: how to read a pinned link's body instead of validating it as a whole
+    record and converting that (:data:`PinnedRead`). Its bytes are the very bytes a full
+    check accepted when the anchor was written (its hash is the anchored chain's), so
+    the record was valid then; the reader validates only what it keeps, as the record's
+    schema does. A pinned link it cannot read, or whose row's columns disagree with what
+    it read, is checked in full (which names the problem)."""
     if own and convert is not _dropped:
         raise ValueError("own links are not validated again: their records are not read")
     with held_gc():
-        return _check_links(rows, digest, pinned, convert, own or {})
+        return _check_links(rows, digest, pinned, convert, own or {}, read_pinned)
 
 
 def _is_as_written(row: ChainRow, mine: WrittenLink, index: int, prev: str) -> bool:
@@ -227,6 +253,7 @@ def _check_links(
     pinned: int,
     convert: Callable[[RunRecord], T],
     own: Mapping[int, WrittenLink],
+    read_pinned: PinnedRead[T] | None = None,
 ) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
     """The chain checked link by link, in consecutive ranges in parallel where it is
     long (:mod:`prereg.core.forked`): each range starts from the hash and write order
@@ -237,7 +264,7 @@ def _check_links(
     if len(ranges) > 1:
         duplicates: list[list[Problem]] = []  # found while the last ranges are checked
         parts = forked.fork_map(
-            lambda span: _check_range(rows, span, digest, pinned, convert, own),
+            lambda span: _check_range(rows, span, digest, pinned, convert, own, read_pinned),
             ranges,
             meanwhile=lambda: duplicates.append(_duplicates(rows, digest)),
         )
@@ -245,7 +272,9 @@ def _check_links(
             records = [record for _, _, part in parts for record in part]
             found = duplicates[0] if duplicates else _duplicates(rows, digest)
             return found, parts[-1][1], records
-    problems, head, records = _check_range(rows, range(len(rows)), digest, pinned, convert, own)
+    problems, head, records = _check_range(
+        rows, range(len(rows)), digest, pinned, convert, own, read_pinned
+    )
     return problems + _duplicates(rows, digest), head, records
 
 
@@ -256,6 +285,7 @@ def _check_range(
     pinned: int,
     convert: Callable[[RunRecord], T],
     own: Mapping[int, WrittenLink],
+    read_pinned: PinnedRead[T] | None = None,
 ) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
     """Links ``span`` of the chain: (problems, the hash after the last, the records)."""
     problems: list[Problem] = []
@@ -301,6 +331,12 @@ def _check_range(
             problems.append(
                 Problem("runs-chain", where, "its hash column does not match its content")
             )
+        elif read_pinned is not None and expected < pinned and not issues:
+            kept = _pinned_read(row, read_pinned)
+            if kept is not None:
+                records.append((row.record_id, kept[0]))
+                prev = recomputed or row.record_hash
+                continue
         found, record = _row_problems(row, where)
         problems += found
         records.append(None if record is None else (record.record_id, convert(record)))
@@ -549,9 +585,11 @@ def verified_as(
     entry: Entry,
     convert: Callable[[RunRecord], T],
     own: WrittenLinks | None = None,
+    read_pinned: PinnedRead[T] | None = None,
 ) -> tuple[list[T], dict[str, dict[str, Any]]]:
     """The records filed under ``entry`` (its id or its digest), after their chains verify,
-    each as ``convert`` makes it (as it is validated: see :func:`check_chain_records`).
+    each as ``convert`` makes it (as it is validated: see :func:`check_chain_records`;
+    ``read_pinned`` as there).
 
     Returns (records, heads by digest); IntegrityError (exit 3) naming every problem of
     the store's schema and integrity and of each chain involved, the registry's anchors
@@ -571,7 +609,7 @@ def verified_as(
     large = isinstance(store, RunStore) and store.path.stat().st_size >= PARALLEL_BYTES
     checked = Forked(partial(_store_problems_at, runs), fork=large)
     with held_gc():
-        return _verified(store, registry, entry, convert, own, checked)
+        return _verified(store, registry, entry, convert, own, checked, read_pinned)
 
 
 #: SQLite stores from this size on are checked in parallel with reading their chains.
@@ -590,6 +628,7 @@ def _verified(
     convert: Callable[[RunRecord], T],
     own: WrittenLinks | None,
     checked: Forked[list[Problem]],
+    read_pinned: PinnedRead[T] | None = None,
 ) -> tuple[list[T], dict[str, dict[str, Any]]]:
     """:func:`verified_as` of an open store (closed here); ``checked``: the store's own
     problems (:func:`store_problems`), being found."""
@@ -603,7 +642,9 @@ def _verified(
             rows = store.chain_rows(digest)
             pinned = pinned_links(registry, digest)
             mine = None if own is None else own.of(digest)
-            found, head, records = check_chain_records(rows, digest, convert, pinned, mine)
+            found, head, records = check_chain_records(
+                rows, digest, convert, pinned, mine, read_pinned
+            )
             problems += found + check_anchors(registry, digest, rows)
             if rows:  # whose records these are is the reader's check (naming each run)
                 heads[digest] = {"count": len(rows), "head": head}

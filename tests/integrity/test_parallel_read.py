@@ -31,7 +31,8 @@ load.FORK_UNITS = 1
 
 CHAINS = """
 from dataclasses import asdict, replace
-from prereg.reports.observations import from_record
+import itertools
+from prereg.reports.observations import from_record, pinned_observation
 from prereg.runners.store import RunStore
 ws = sys.argv[1]
 with RunStore(os.path.join(ws, "runs")) as store:
@@ -54,9 +55,14 @@ variants = {
     "last edited": rows[:-1] + [body_edit(rows[-1])],
 }
 out = {}
-for name, chain in variants.items():
-    problems, head, records = verify_runs._check_links(chain, digest, 0, from_record, {})
-    out[name] = {
+modes = {  # (links pinned, how they are read): a pinned link read as the analysis reads it
+    "": (0, None),
+    " (pinned)": (len(rows), None),
+    " (pinned, read)": (len(rows), pinned_observation),
+}
+for (name, chain), (mode, (pinned, read)) in itertools.product(variants.items(), modes.items()):
+    problems, head, records = verify_runs._check_links(chain, digest, pinned, from_record, {}, read)
+    out[name + mode] = {
         "problems": [[p.kind, p.entry, p.message] for p in problems],
         "head": head,
         "records": [None if r is None else [r[0], plain(r[1])] for r in records],
@@ -77,7 +83,9 @@ def test_chain_ranges_verify_as_one_pass(ran_template: Path) -> None:
     honest = serial["result"]["honest"]
     assert honest["problems"] == [] and all(r is not None for r in honest["records"])
     for name, found in serial["result"].items():  # every tampering is caught
-        assert (found["problems"] == []) == (name == "honest"), name
+        assert (found["problems"] == []) == name.startswith("honest"), name
+        if name.endswith("(pinned, read)"):  # the same problems and observations as
+            assert found == serial["result"][name.replace(", read", "")], name  # validated
 
 
 ANALYSE = """

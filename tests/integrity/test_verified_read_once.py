@@ -5,18 +5,26 @@ the store a second time. What it returns must be what the store's own reader ret
 for the same filter (the reference: a separate query, a separate parse), in the same
 order: the records filed under the registration's id in write order, then its digest's
 records filed under another id. And ``from_record``'s path for a validated record must
-give the same observation as its generic path (field by field, model or mapping).
+give the same observation as its generic path (field by field, model or mapping), and a
+pinned link read through only the fields an observation reads the same observation as
+its validated record.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from prereg.registry.registry import Registry
-from prereg.reports.observations import _from_any, from_record
+from prereg.reports.observations import _from_any, from_record, pinned_observation
+from prereg.runners import verify_runs
 from prereg.runners.record import Offer, OfferedServer, RunRecord, TraceEvent
+from prereg.runners.run_store import indexed_columns
 from prereg.runners.store import RunStore
-from prereg.runners.verify_runs import verified_records
+from prereg.runners.verify_runs import verified_as, verified_records
 from tests.integrity.tamper_tools import (
     OTHER_ID,
     PILOT_ID,
@@ -94,3 +102,78 @@ def test_observation_of_a_record_is_the_generic_one(ran_template: Path) -> None:
     assert a.offer is b.offer and a.offer == traced.offer.model_dump(mode="json")  # type: ignore[union-attr]
     assert c.offer is not a.offer and c.offer == other.offer.model_dump(mode="json")  # type: ignore[union-attr]
     assert a.arm is b.arm and a.digest is b.digest  # parsed apart, yet one string: interned
+
+
+def _bodies_without_defaults(record: RunRecord) -> list[str]:
+    """``record``'s body, then with each field the schema defaults left out in turn (in
+    the record and in its trace events): what an older record may hold."""
+    full = record.model_dump(mode="json", exclude={"chain"})
+    bodies = [json.dumps(full)]
+    for name, info in RunRecord.model_fields.items():
+        if name in full and not info.is_required():
+            bodies.append(json.dumps({k: v for k, v in full.items() if k != name}))
+    for name, info in TraceEvent.model_fields.items():
+        if not info.is_required() and full["trace"]:
+            trace = [{k: v for k, v in e.items() if k != name} for e in full["trace"]]
+            bodies.append(json.dumps({**full, "trace": trace}))
+    return bodies
+
+
+def test_pinned_observation_is_the_validated_one(ran_template: Path) -> None:
+    """A pinned link is read through the fields an observation reads
+    (:func:`pinned_observation`): the same columns and observation as the validated
+    record gives, for every stored record and for bodies without the defaulted fields;
+    a read field of the wrong type is refused (ValueError), an unread one is not read."""
+    with RunStore(ran_template / "runs") as store:
+        records = store.records()
+    traced = records[0].model_copy(
+        update={
+            "trace": [
+                TraceEvent(kind="search", turn=0, surfaced=["b", "a"]),
+                TraceEvent(kind="tool_call", turn=1, tool="a", arguments={"x": [1, 2.5]}),
+            ],
+            "selection_rate": 0.5,
+            "cost_usd": 0.25,
+        }
+    )
+    compared = 0
+    for record in [*records, traced]:
+        for body in (
+            _bodies_without_defaults(record)
+            if record is traced
+            else [record.model_dump_json(exclude={"chain"})]
+        ):
+            try:
+                validated = RunRecord.model_validate_json(body)
+            except ValidationError:
+                continue  # left out a field another one needs (a failed run's flag, say)
+            assert pinned_observation(body) == (indexed_columns(validated), from_record(validated))
+            compared += 1
+    assert compared > len(records) + 10
+    body = json.loads(traced.model_dump_json())
+    with pytest.raises(ValueError):
+        pinned_observation(json.dumps({**body, "repeat": "first"}))
+    with pytest.raises(ValueError):
+        pinned_observation(json.dumps({**body, "funnel": {"surfaced": False, "selected": True}}))
+    pinned_observation(json.dumps({**body, "calls": "many"}))  # not read, not validated
+
+
+def test_the_anchored_chain_is_read_without_validating_records_again(
+    ran_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading the anchored pilot validates no whole record (every link is pinned, so
+    :func:`pinned_observation` reads it), and gives the observations the full check gives."""
+    registry = Registry(ran_template / "registry")
+    entry = registry.get(PILOT_ID)
+    full, _ = verified_as(ran_template / "runs", registry, entry, from_record)
+    validated: list[str] = []
+    row_problems = verify_runs._row_problems
+    monkeypatch.setattr(
+        verify_runs,
+        "_row_problems",
+        lambda row, where: validated.append(row.record_id) or row_problems(row, where),
+    )
+    read, _ = verified_as(
+        ran_template / "runs", registry, entry, from_record, read_pinned=pinned_observation
+    )
+    assert validated == [] and read == full and len(read) == 168

@@ -18,6 +18,7 @@ the verdict ``incomplete``.
 
 from __future__ import annotations
 
+import importlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -321,7 +322,7 @@ def build_report(
         _call,
         sections,
         jobs_=None if len(loaded.used) >= FORK_FROM else 1,
-        meanwhile=figures.prepare,  # idle until the last section is in: the figures are next
+        first=figures.prepare,  # matplotlib, for the figures next, while children start
     )
     fields: dict[str, Any] = {}
     for part in done[:3]:
@@ -492,7 +493,9 @@ def analyse(
     options = options or Options()
     registry = Registry(ws.registry)
     entry = verified_entry(registry, reg_id)
-    loaded = load_runs(ws, registry, entry, records=records, store=options.store)
+    loaded = load_runs(
+        ws, registry, entry, records=records, store=options.store, alongside=import_ahead
+    )
     if records is None and loaded.records:
         require_claim(registry, entry)
     loaded = replace(loaded, chains=anchor_chains(registry, entry, loaded.chains))
@@ -510,6 +513,21 @@ def analyse(
         )
         report.toolbottleneck = study_report(entry.registration, study)
     return report
+
+
+#: What the sections import on first use: scipy's special functions and optimisers (the
+#: statistics, through :mod:`prereg.stats._scipy`) and numpy's random generators (the
+#: bootstraps). Matplotlib, for the figures, is :func:`figures.prepare`'s.
+FIRST_USE = ("scipy.special", "scipy.optimize", "numpy.random")
+
+
+def import_ahead() -> None:
+    """Import :data:`FIRST_USE` now. ``analyse`` has this done while forked children
+    verify a long chain: the sections' children, forked later, then inherit them instead
+    of each importing scipy (0.4 s apiece). (A test checks that an analysis, after this
+    and :func:`figures.prepare`, imports no more of scipy, numpy or matplotlib.)"""
+    for name in FIRST_USE:
+        importlib.import_module(name)
 
 
 def _study_records(

@@ -39,8 +39,9 @@ _METADATA: dict[str, Any] = {"Software": None}
 
 def prepare() -> None:
     """Import what drawing needs (matplotlib's figure and Agg canvas, about 0.4 s), ahead
-    of the drawing: ``build_report`` calls it while it waits for its last sections, so
-    the figures, drawn next, are drawn in processes that already have it."""
+    of the drawing: ``build_report`` calls it while forked children start on its
+    sections (this process claims sections after), so the figures, drawn next, are
+    drawn in processes that already have it."""
     import matplotlib.backends.backend_agg  # noqa: F401  # lazy: matplotlib, only figures need it
     import matplotlib.figure  # noqa: F401  # lazy: as above
 

@@ -259,14 +259,17 @@ def load_runs(
     entry: Entry,
     records: Sequence[RecordLike] | None = None,
     store: str | None = None,
+    alongside: Callable[[], object] | None = None,
 ) -> LoadedRuns:
     """Load and check the runs of ``entry`` (``records`` overrides the store, for tests).
 
     ``store``: ``--store`` (else ``PREREG_STORE``, else the workspace's runs/ folder).
-    The garbage collector is held meanwhile (:func:`held_gc`): tens of thousands of
-    records and observations are built, none of them in a cycle."""
+    ``alongside``: the caller's work for later, done while forked children verify a
+    long chain (:func:`prereg.runners.verify_runs.verified_as`). The garbage collector
+    is held meanwhile (:func:`held_gc`): tens of thousands of records and observations
+    are built, none of them in a cycle."""
     with held_gc():
-        return _load(ws, registry, entry, records, store)
+        return _load(ws, registry, entry, records, store, alongside)
 
 
 def _load(
@@ -275,6 +278,7 @@ def _load(
     entry: Entry,
     records: Sequence[RecordLike] | None,
     store: str | None,
+    alongside: Callable[[], object] | None,
 ) -> LoadedRuns:
     experiment = frozen_experiment(registry, entry)
     tasks = tuple(experiment.tasks_in_split(entry.registration.split))
@@ -287,7 +291,12 @@ def _load(
     if records is None:  # each record read into its observation as it is verified
         location = resolve_store(ws.runs, store)
         observations, chains = verified_as(
-            location, registry, entry, from_record, read_pinned=pinned_observation
+            location,
+            registry,
+            entry,
+            from_record,
+            read_pinned=pinned_observation,
+            alongside=alongside,
         )
     else:
         observations = [from_record(r) for r in records]

@@ -197,6 +197,7 @@ def check_chain_records(
     pinned: int = 0,
     own: Mapping[int, WrittenLink] | None = None,
     read_pinned: PinnedRead[T] | None = None,
+    alongside: Callable[[], object] | None = None,
 ) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
     """:func:`check_chain`, and for each row (in row order) its record's id and what
     ``convert`` makes of the record its body validated to (None where the body is not a
@@ -222,11 +223,15 @@ def check_chain_records(
     check accepted when the anchor was written (its hash is the anchored chain's), so
     the record was valid then; the reader validates only what it keeps, as the record's
     schema does. A pinned link it cannot read, or whose row's columns disagree with what
-    it read, is checked in full (which names the problem)."""
+    it read, is checked in full (which names the problem).
+
+    ``alongside``: the caller's own work for later, done by this process while forked
+    children check the first ranges of a long chain (:func:`prereg.core.forked.fork_map`'s
+    ``first``); not called where the chain is checked in one process."""
     if own and convert is not _dropped:
         raise ValueError("own links are not validated again: their records are not read")
     with held_gc():
-        return _check_links(rows, digest, pinned, convert, own or {}, read_pinned)
+        return _check_links(rows, digest, pinned, convert, own or {}, read_pinned, alongside)
 
 
 def _is_as_written(row: ChainRow, mine: WrittenLink, index: int, prev: str) -> bool:
@@ -254,6 +259,7 @@ def _check_links(
     convert: Callable[[RunRecord], T],
     own: Mapping[int, WrittenLink],
     read_pinned: PinnedRead[T] | None = None,
+    alongside: Callable[[], object] | None = None,
 ) -> tuple[list[Problem], str, list[tuple[str, T] | None]]:
     """The chain checked link by link, in consecutive ranges in parallel where it is
     long (:mod:`prereg.core.forked`): each range starts from the hash and write order
@@ -266,6 +272,7 @@ def _check_links(
         parts = forked.fork_map(
             lambda span: _check_range(rows, span, digest, pinned, convert, own, read_pinned),
             ranges,
+            first=alongside,
             meanwhile=lambda: duplicates.append(_duplicates(rows, digest)),
         )
         if not any(found for found, _, _ in parts):
@@ -586,10 +593,11 @@ def verified_as(
     convert: Callable[[RunRecord], T],
     own: WrittenLinks | None = None,
     read_pinned: PinnedRead[T] | None = None,
+    alongside: Callable[[], object] | None = None,
 ) -> tuple[list[T], dict[str, dict[str, Any]]]:
     """The records filed under ``entry`` (its id or its digest), after their chains verify,
     each as ``convert`` makes it (as it is validated: see :func:`check_chain_records`;
-    ``read_pinned`` as there).
+    ``read_pinned`` and ``alongside`` as there, ``alongside`` done at most once).
 
     Returns (records, heads by digest); IntegrityError (exit 3) naming every problem of
     the store's schema and integrity and of each chain involved, the registry's anchors
@@ -609,7 +617,7 @@ def verified_as(
     large = isinstance(store, RunStore) and store.path.stat().st_size >= PARALLEL_BYTES
     checked = Forked(partial(_store_problems_at, runs), fork=large)
     with held_gc():
-        return _verified(store, registry, entry, convert, own, checked, read_pinned)
+        return _verified(store, registry, entry, convert, own, checked, read_pinned, alongside)
 
 
 #: SQLite stores from this size on are checked in parallel with reading their chains.
@@ -629,6 +637,7 @@ def _verified(
     own: WrittenLinks | None,
     checked: Forked[list[Problem]],
     read_pinned: PinnedRead[T] | None = None,
+    alongside: Callable[[], object] | None = None,
 ) -> tuple[list[T], dict[str, dict[str, Any]]]:
     """:func:`verified_as` of an open store (closed here); ``checked``: the store's own
     problems (:func:`store_problems`), being found."""
@@ -638,12 +647,13 @@ def _verified(
     foreign: list[tuple[int, tuple[str, T] | None]] = []
     try:
         digests = {entry.digest, *store.digests(registration_id=entry.id)}
+        alongside = _once(alongside)  # done by the first chain checked in parallel
         for digest in sorted(digests):
             rows = store.chain_rows(digest)
             pinned = pinned_links(registry, digest)
             mine = None if own is None else own.of(digest)
             found, head, records = check_chain_records(
-                rows, digest, convert, pinned, mine, read_pinned
+                rows, digest, convert, pinned, mine, read_pinned, alongside
             )
             problems += found + check_anchors(registry, digest, rows)
             if rows:  # whose records these are is the reader's check (naming each run)
@@ -666,6 +676,20 @@ def _verified(
         assert record is not None  # a row that is no valid record is a problem, refused
         seen.setdefault(*record)
     return list(seen.values()), heads
+
+
+def _once(work: Callable[[], object] | None) -> Callable[[], object] | None:
+    """``work``, done on the first call only (None stays None)."""
+    if work is None:
+        return None
+    done: list[object] = []
+
+    def once() -> object:
+        if not done:
+            done.append(work())
+        return done[0]
+
+    return once
 
 
 def _first(item: tuple[int, object]) -> int:

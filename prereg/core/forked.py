@@ -137,14 +137,17 @@ def fork_map(
     parts: Sequence[P],
     *,
     jobs_: int | None = None,
+    first: Callable[[], object] | None = None,
     meanwhile: Callable[[], object] | None = None,
 ) -> list[R]:
     """``[work(p) for p in parts]``, by up to ``jobs_`` processes (default :func:`jobs`):
     this one and forked children, each claiming the next unclaimed part (in the order
     given: heaviest first balances best) until none is left. Same results, same order;
     an exception is raised as without forking (a part a child did not deliver is
-    computed here). ``meanwhile``: what this process does once no part is left to claim,
-    while the children finish theirs (where there are children)."""
+    computed here). Where there are children: ``first`` is what this process does
+    before it claims a part, while they start on the parts (work of its own for later,
+    which they need not share: they claim more parts meanwhile); ``meanwhile`` what it
+    does once no part is left to claim, while they finish theirs."""
     limit = min(jobs() if jobs_ is None else min(jobs_, jobs()), len(parts), MAX_PARTS)
     if limit <= 1 or len(parts) > MAX_PARTS:
         return [work(p) for p in parts]
@@ -155,6 +158,8 @@ def fork_map(
             Forked(lambda: _claimed(work, parts, claims, partial=True)) for _ in range(limit - 1)
         ]
         try:
+            if first is not None:
+                first()
             done = _claimed(work, parts, claims, partial=False)
             if meanwhile is not None:
                 meanwhile()

@@ -38,6 +38,33 @@ def test_fork_map_gives_the_serial_results_in_order() -> None:
     assert out["pids"] >= 2  # the parts were shared out (claimed one at a time)
 
 
+def test_first_and_meanwhile_run_here_around_the_claims() -> None:
+    """``first`` runs in this process before it claims a part (the children claim the
+    first parts meanwhile), ``meanwhile`` after its last claim; one job runs neither."""
+    body = """
+        order = []
+        def work(p):
+            time.sleep(0.02)
+            order.append(("part", p))
+            return p, os.getpid()
+        def first():
+            time.sleep(0.2)  # the children claim parts meanwhile
+            order.append(("first", os.getpid()))
+        got = forked.fork_map(
+            work, list(range(8)), first=first, meanwhile=lambda: order.append(("meanwhile",))
+        )
+        mine = [p for p, pid in got if pid == PARENT]
+        print(json.dumps({"values": [p for p, _ in got], "order": order, "mine": mine,
+                          "forks": len(FORKS)}))
+        """
+    two, one = _script(body, jobs=2), _script(body, jobs=1)
+    assert two["values"] == one["values"] == list(range(8)) and two["forks"] == 1
+    kinds = [step[0] for step in two["order"]]
+    assert kinds[0] == "first" and kinds[-1] == "meanwhile" and two["order"][0][1] > 0
+    assert 0 not in two["mine"] and len(two["mine"]) < 8  # the child took the first parts
+    assert [step[0] for step in one["order"]] == ["part"] * 8  # neither: no children
+
+
 def test_one_job_never_forks() -> None:
     out = _script(
         """

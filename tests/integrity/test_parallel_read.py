@@ -121,3 +121,33 @@ def test_analyse_in_parallel_writes_the_same_report(ran_template: Path, tmp_path
     assert report["invokerank"]["arms"] and figures  # the forked sections are there
     assert report["figures"][-1] == "terminal_breakdown"  # the figure drawn in a child
     assert sorted(report["figures"]) == sorted(n[: -len(".png")] for n in figures if ".png" in n)
+
+
+FIRST_USE = """
+import sys
+from prereg.cli import main
+from prereg.reports import analysis, figures
+analysis.import_ahead()
+figures.prepare()
+libraries = ("scipy", "numpy", "matplotlib")
+before = {m for m in sys.modules if m.split(".")[0] in libraries}
+try:
+    main(["-w", sys.argv[1], "analyse", sys.argv[2], "--json"])
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+after = {m for m in sys.modules if m.split(".")[0] in libraries}
+print(json.dumps({"later": sorted(after - before), "ahead": len(before)}))
+"""
+
+
+def test_the_libraries_imported_ahead_are_all_the_analysis_imports(
+    ran_template: Path, tmp_path: Path
+) -> None:
+    """``analyse`` imports scipy and numpy's random generators ahead, while children
+    verify the chain (:func:`prereg.reports.analysis.import_ahead`), so the sections'
+    children inherit them, and matplotlib while they start on the sections
+    (:func:`prereg.reports.figures.prepare`): after both an analysis imports no more."""
+    ws = tmp_path / "ws"
+    shutil.copytree(ran_template, ws)
+    found = _run(FIRST_USE, 1, ws, PILOT_ID)
+    assert found["later"] == [] and found["ahead"] > 100

@@ -222,7 +222,7 @@ def test_a_flipped_byte_at_a_random_place_in_a_used_page(victim: Path, cli: Any,
     # other registration's evidence is untouched, and analysing it is not refused)
     after = _rows(db)
     changed = (
-        {PILOT_ID}
+        {PILOT_ID.encode()}  # an unreadable store: the pilot's analysis is refused
         if after is None
         else {row[0] for seq, row in rows.items() if after.get(seq) != row}
     )

@@ -30,8 +30,7 @@ Outcome definitions (fixed here, before any data, for every registration):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from sys import intern
 from typing import Any, cast
 
@@ -72,9 +71,17 @@ def _float_or_none(value: Any) -> float | None:
         return None
 
 
-@dataclass(frozen=True)
+#: each outcome's place in an observation's :attr:`Obs.outcomes`
+_PLACE: dict[str, int] = {name: i for i, name in enumerate(OUTCOMES)}
+
+
+@dataclass(frozen=True, slots=True)
 class Obs:
-    """One run as the analysis sees it."""
+    """One run as the analysis sees it.
+
+    Slotted, with its outcomes computed once as it is built: tens of thousands of them
+    are read hundreds of thousands of times, and by forked children (each page a child
+    touches is copied), so they are kept small and are never written after."""
 
     record_id: str
     registration_id: str
@@ -107,6 +114,11 @@ class Obs:
     #: call's tool name and arguments (untrusted data, only ever validated)
     surfaced_tools: frozenset[str] | None = None
     first_call: tuple[str, Any] | None = None
+    #: every outcome (:data:`OUTCOMES` order), from the fields above as the run is built
+    outcomes: tuple[bool | None, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "outcomes", _outcome_values(self))
 
     @property
     def first_server(self) -> str | None:
@@ -137,38 +149,37 @@ class Obs:
         See the module docstring for the definitions. Returns None for runs that
         are not ``ok`` (an infrastructure failure has no agent outcome).
         """
-        try:
-            return self._outcomes[name]
-        except KeyError:  # not an outcome: None on a run that is not counted, else an error
+        place = _PLACE.get(name)
+        if place is None:  # not an outcome: None on a run that is not counted, else an error
             if not self.ok and not self.counted_failure:
                 return None
-            raise ValueError(f"unknown outcome '{name}'") from None
+            raise ValueError(f"unknown outcome '{name}'")
+        return self.outcomes[place]
 
-    @cached_property
-    def _outcomes(self) -> dict[str, bool | None]:
-        """Every outcome of this run (:data:`OUTCOMES`), computed on the first read: the
-        analysis reads a run's outcomes once per pair of arms, arm block and section,
-        hundreds of thousands of reads at 27,000 runs (the fields are frozen, so the
-        values are too)."""
-        out: dict[str, bool | None] = dict.fromkeys(OUTCOMES)
-        if not self.ok and not self.counted_failure:
-            return out
-        positive = self.polarity == "positive"
-        if self.counted_failure:  # intention to treat: every outcome counted, and false
-            for name in OUTCOMES:
-                if positive or name not in POSITIVE_ONLY:
-                    out[name] = False
-            return out
-        out["success"] = self.success
-        if not positive:
-            return out
-        out["focal"] = None if self.terminal_class is None else self.terminal_class == "focal"
+
+def _outcome_values(obs: Obs) -> tuple[bool | None, ...]:
+    """Every outcome of ``obs`` (:data:`OUTCOMES` order): the module docstring's
+    definitions. The analysis reads a run's outcomes once per pair of arms, arm block
+    and section, hundreds of thousands of reads at 27,000 runs; they are computed once
+    (the fields are frozen, so the values are too)."""
+    out: dict[str, bool | None] = dict.fromkeys(OUTCOMES)
+    if not obs.ok and not obs.counted_failure:
+        return tuple(out.values())
+    positive = obs.polarity == "positive"
+    if obs.counted_failure:  # intention to treat: every outcome counted, and false
+        for name in OUTCOMES:
+            if positive or name not in POSITIVE_ONLY:
+                out[name] = False
+        return tuple(out.values())
+    out["success"] = obs.success
+    if positive:
+        out["focal"] = None if obs.terminal_class is None else obs.terminal_class == "focal"
         stopped = False  # an earlier stage is recorded false: a null stage is not reached
         for stage in STAGES:
-            value = self.funnel.get(stage)
+            value = obs.funnel.get(stage)
             out[stage] = value if value is not None else (False if stopped else None)
             stopped = stopped or value is False
-        return out
+    return tuple(out.values())
 
 
 def unit_label(unit: tuple[str, str, int]) -> str:

@@ -2,12 +2,14 @@
 
 References: jsonschema's own validator on each call (argument validity remembered per
 tool and arguments), hand-written choice sets (first choices built with dict lookups and
-arm-wise grouping), and the garbage collector's state around an analysis.
+arm-wise grouping), the garbage collector's state around an analysis, and the outcome
+definitions by hand (computed once, as an observation is built).
 """
 
 from __future__ import annotations
 
 import gc
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -143,3 +145,56 @@ def test_the_program_freezes_what_the_analysis_left_before_collecting_again() ->
         PROCESS.program = False
         gc.unfreeze()
         gc.enable()
+
+
+def _obs(**fields: Any) -> Obs:
+    base: dict[str, Any] = dict(
+        record_id="r0000001",
+        registration_id="reg",
+        digest="sha256:" + "0" * 64,
+        arm="a",
+        task_id="t1",
+        intent="i",
+        cluster="c",
+        polarity="positive",
+        repeat=0,
+        rotation=0,
+        status="ok",
+        evidence_class="local",
+        driver="local",
+        model_requested=None,
+        model_returned=None,
+        success=True,
+        funnel={"surfaced": True, "selected": False, "invoked": None},
+        terminal_class="focal",
+        selection_rate=None,
+        cost_usd=None,
+        tokens=None,
+    )
+    return Obs(**{**base, **fields})
+
+
+def test_outcomes_are_computed_as_the_run_is_built_and_again_on_replace() -> None:
+    """The outcomes kept on an observation are the module's definitions, by hand: a
+    null stage after a false one is not reached; a negative task has no funnel or focal
+    outcome; an infrastructure failure none; one counted as a failure (built by
+    ``replace``, as loading does) every outcome false, its funnel on positives only."""
+    run = _obs()
+    assert [run.outcome(n) for n in ("success", "focal", "surfaced", "selected", "invoked")] == [
+        True,
+        True,
+        True,
+        False,
+        False,  # null after a false stage: not reached
+    ]
+    assert run.outcome("executed") is False and _obs(funnel={}).outcome("surfaced") is None
+    negative = _obs(polarity="negative", success=False)
+    assert negative.outcome("success") is False and negative.outcome("focal") is None
+    infra = _obs(status="infra_error", success=None)
+    assert all(infra.outcome(n) is None for n in ("success", "focal", "completed", "no-such"))
+    counted = replace(infra, counted_failure=True)
+    assert all(counted.outcome(n) is False for n in ("success", "focal", "completed"))
+    assert replace(infra, counted_failure=True, polarity="negative").outcome("focal") is None
+    with pytest.raises(ValueError, match="unknown outcome"):
+        run.outcome("no-such")
+    assert not hasattr(run, "__dict__")  # slotted: nothing written on it after it is built

@@ -309,13 +309,7 @@ def _from_run_record(record: RunRecord) -> Obs:
         model_requested=_interned(record.model_requested),
         model_returned=_interned(record.model_returned),
         success=_bool_or_none(record.success),
-        funnel={
-            "surfaced": funnel.surfaced,
-            "selected": funnel.selected,
-            "invoked": funnel.invoked,
-            "executed": funnel.executed,
-            "completed": funnel.completed,
-        },
+        funnel=_funnel_data(funnel),
         terminal_class=_interned(record.terminal_class),
         selection_rate=_float_or_none(record.selection_rate),
         cost_usd=_float_or_none(record.cost_usd),
@@ -323,9 +317,35 @@ def _from_run_record(record: RunRecord) -> Obs:
         batch=record.batch,
         terminal_flag=record.terminal_flag,
         offer=None if offer is None else _offer_data(offer),
-        surfaced_tools=None if surfaced is None else frozenset(surfaced),
+        surfaced_tools=None if surfaced is None else _shared_names(frozenset(surfaced)),
         first_call=first_call,
     )
+
+
+#: funnel blocks as plain data, one object per combination of stages (:func:`_funnel_data`)
+_FUNNELS: dict[tuple[bool | None, ...], Mapping[str, bool | None]] = {}
+
+
+def _funnel_data(funnel: Any) -> Mapping[str, bool | None]:
+    """A record's funnel as plain data (:data:`STAGES` order), one object for every run
+    with the same stages (at most 3 ** 5 combinations; read-only, as all of an
+    observation), as :func:`_offer_data` shares offer blocks."""
+    key = (funnel.surfaced, funnel.selected, funnel.invoked, funnel.executed, funnel.completed)
+    shared = _FUNNELS.get(key)
+    if shared is None:
+        shared = _FUNNELS[key] = dict(zip(STAGES, key, strict=True))
+    return shared
+
+
+#: tool names surfaced before a first call, one object per set (:func:`_shared_names`)
+_NAMES: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _shared_names(names: frozenset[str]) -> frozenset[str]:
+    """One object for every run that surfaced the same tools (a task's runs mostly do)."""
+    if len(_NAMES) >= 4096:  # a bound: a registration's runs share far fewer
+        _NAMES.clear()
+    return _NAMES.setdefault(names, names)
 
 
 #: The record fields an observation reads (:func:`_from_run_record`), the row's indexed

@@ -132,7 +132,7 @@ class WrittenLinks:
         return self._by_digest.get(digest, {})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChainRow:
     """One stored link, as the database holds it (for verification).
 

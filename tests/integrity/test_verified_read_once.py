@@ -102,6 +102,9 @@ def test_observation_of_a_record_is_the_generic_one(ran_template: Path) -> None:
     assert a.offer is b.offer and a.offer == traced.offer.model_dump(mode="json")  # type: ignore[union-attr]
     assert c.offer is not a.offer and c.offer == other.offer.model_dump(mode="json")  # type: ignore[union-attr]
     assert a.arm is b.arm and a.digest is b.digest  # parsed apart, yet one string: interned
+    # and one funnel block, one set of surfaced tools (equal data, one object)
+    assert a.funnel is b.funnel and a.funnel == traced.funnel.model_dump()
+    assert a.surfaced_tools is b.surfaced_tools and a.surfaced_tools == {"a", "b", "c"}
 
 
 def _bodies_without_defaults(record: RunRecord) -> list[str]:

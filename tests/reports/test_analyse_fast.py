@@ -9,6 +9,7 @@ definitions by hand (computed once, as an observation is built).
 from __future__ import annotations
 
 import gc
+import pickle
 from dataclasses import replace
 from typing import Any
 
@@ -198,3 +199,14 @@ def test_outcomes_are_computed_as_the_run_is_built_and_again_on_replace() -> Non
     with pytest.raises(ValueError, match="unknown outcome"):
         run.outcome("no-such")
     assert not hasattr(run, "__dict__")  # slotted: nothing written on it after it is built
+
+
+def test_an_observation_crosses_a_pipe_whole() -> None:
+    """Forked children send observations back pickled (their own state format): every
+    field, the computed outcomes included, comes back equal."""
+    for run in (_obs(), replace(_obs(status="infra_error", success=None), counted_failure=True)):
+        back = pickle.loads(pickle.dumps(run, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == run and back.outcomes == run.outcomes
+        assert [getattr(back, n) for n in back.__slots__] == [
+            getattr(run, n) for n in run.__slots__
+        ]

@@ -13,6 +13,7 @@ from prereg.reports.judged_text import judged_lines
 from prereg.reports.observations import Obs
 from prereg.runners.verdicts import Verdict, VerdictStore
 from tests.judging.helpers import local_judges, registration, write
+from tests.reports import observation
 
 
 def test_verdict_under_another_rubric_is_refused(cli, ws: Path) -> None:
@@ -40,28 +41,13 @@ def test_verdict_under_another_rubric_is_refused(cli, ws: Path) -> None:
 
 
 def _obs(record_id: str, completed: bool | None, executed: bool | None) -> Obs:
-    return Obs(
+    return observation(
         record_id=record_id,
-        registration_id="r",
-        digest="sha256:" + "1" * 64,
-        arm="a",
-        task_id="t",
-        intent="i",
-        cluster="c",
-        polarity="positive",
-        repeat=0,
-        rotation=0,
-        status="ok",
         evidence_class="api",
         driver="anthropic",
         model_requested="m",
         model_returned="m",
-        success=True,
         funnel={"executed": executed, "completed": completed},
-        terminal_class="focal",
-        selection_rate=None,
-        cost_usd=None,
-        tokens=None,
     )
 
 

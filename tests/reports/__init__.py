@@ -17,6 +17,7 @@ from typing import Any
 from prereg.core.errors import ProtocolRefusal
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registry import Registry
+from prereg.reports.observations import Obs
 from prereg.runners.record import RunRecord
 from prereg.runners.store import RunStore
 
@@ -285,3 +286,31 @@ def append(ws: Path, records: Sequence[RunRecord]) -> None:
             store.append(rec)
     finally:
         store.close()
+
+
+def observation(**fields: Any) -> Obs:
+    """An observation of an ok, successful positive run of arm ``a``; ``fields`` override."""
+    base: dict[str, Any] = dict(
+        record_id="r0000001",
+        registration_id="r",
+        digest="sha256:" + "1" * 64,
+        arm="a",
+        task_id="t",
+        intent="i",
+        cluster="c",
+        polarity="positive",
+        repeat=0,
+        rotation=0,
+        status="ok",
+        evidence_class="local",
+        driver="local",
+        model_requested=None,
+        model_returned=None,
+        success=True,
+        funnel={},
+        terminal_class="focal",
+        selection_rate=None,
+        cost_usd=None,
+        tokens=None,
+    )
+    return Obs(**{**base, **fields})

@@ -20,6 +20,7 @@ from prereg.commands.analyse_cmds import _no_cycle_collection
 from prereg.experiments.surfaces import Tool
 from prereg.reports.invokerank import _Validity, first_choices
 from prereg.reports.observations import Obs
+from tests.reports import observation
 
 SCHEMA = {
     "type": "object",
@@ -58,28 +59,12 @@ def test_remembered_validity_equals_the_validator_on_every_call() -> None:
 
 
 def _run(task: str, repeat: int, listed: list[str], first: str | None, intent: str) -> Obs:
-    return Obs(
+    return observation(
         record_id=f"{task}-{repeat}",
-        registration_id="r",
-        digest="sha256:" + "1" * 64,
-        arm="a",
         task_id=task,
         intent=intent,
-        cluster="c",
-        polarity="positive",
         repeat=repeat,
-        rotation=0,
-        status="ok",
-        evidence_class="local",
-        driver="local",
-        model_requested=None,
-        model_returned=None,
-        success=True,
-        funnel={},
         terminal_class="answered_without_search" if first is None else "focal",
-        selection_rate=None,
-        cost_usd=None,
-        tokens=None,
         offer={
             "servers": [{"key": k, "role": "focal" if k == "f" else "competitor"} for k in listed],
             "first_server": first,
@@ -149,30 +134,9 @@ def test_the_program_freezes_what_the_analysis_left_before_collecting_again() ->
 
 
 def _obs(**fields: Any) -> Obs:
-    base: dict[str, Any] = dict(
-        record_id="r0000001",
-        registration_id="reg",
-        digest="sha256:" + "0" * 64,
-        arm="a",
-        task_id="t1",
-        intent="i",
-        cluster="c",
-        polarity="positive",
-        repeat=0,
-        rotation=0,
-        status="ok",
-        evidence_class="local",
-        driver="local",
-        model_requested=None,
-        model_returned=None,
-        success=True,
-        funnel={"surfaced": True, "selected": False, "invoked": None},
-        terminal_class="focal",
-        selection_rate=None,
-        cost_usd=None,
-        tokens=None,
+    return observation(
+        **{"funnel": {"surfaced": True, "selected": False, "invoked": None}, **fields}
     )
-    return Obs(**{**base, **fields})
 
 
 def test_outcomes_are_computed_as_the_run_is_built_and_again_on_replace() -> None:

@@ -372,8 +372,3 @@ class Drawing:
         """Every figure that has data, by name (in :data:`FIGURES` order)."""
         drawn = {**self._drawn, LARGEST: self._largest.result()}
         return {name: png for name in FIGURES if (png := drawn[name]) is not None}
-
-
-def draw_all(report: Report) -> dict[str, bytes]:
-    """Every figure that has data, by name (in :data:`FIGURES` order)."""
-    return Drawing(report).result()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -118,6 +119,20 @@ def expected_schema() -> dict[tuple[str, str], str | None]:
     return _EXPECTED
 
 
+def create_schema(conn: sqlite3.Connection, schema: str) -> None:
+    """A new store's tables with their indexes and triggers (``schema``, every statement
+    ``IF NOT EXISTS``), in one transaction: a process opening the store meanwhile
+    (workers start together) sees none of it or all of it, never a table without its
+    triggers (which it would refuse as tampered with). A second creator waits for the
+    first's lock, then finds every object there."""
+    try:
+        conn.executescript(f"BEGIN IMMEDIATE;\n{schema}\nCOMMIT;")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 def _schema_of(conn: sqlite3.Connection) -> dict[tuple[str, str], str | None]:
     rows = conn.execute(
         "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'records'"
@@ -195,12 +210,49 @@ def connect_wal(path: Path, schema: str) -> sqlite3.Connection:
     transactions), WAL, and a long busy timeout for concurrent writers.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
+    conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None, check_same_thread=False)
+    wal_mode(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=60000")
+    conn.execute(f"PRAGMA busy_timeout={int(BUSY_S * 1000)}")
+    _map_reads(conn)
     conn.executescript(schema)
     return conn
+
+
+#: How long a connection waits for another's lock (workers write one store together).
+BUSY_S = 60.0
+
+
+def wal_mode(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode. Where other processes open a new store at the same
+    moment (workers start together), SQLite can refuse the mode change with "database
+    is locked" at once, without waiting as for any other lock: so it is tried again,
+    after a short and growing pause, for up to :data:`BUSY_S`."""
+    deadline = time.monotonic() + BUSY_S
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
+
+
+#: How much of the database file a connection reads through a memory map (SQLite caps
+#: it at its compile-time maximum, 2 GiB in the usual builds).
+MMAP_BYTES = 1 << 30
+
+
+def _map_reads(conn: sqlite3.Connection) -> None:
+    """Read pages through a memory map instead of a ``read`` call each: reading a large
+    store whole (``analyse``'s chains, the integrity check) then copies nothing through
+    the kernel, a fifth of that read's time. SQLite maps for reading only; writes still
+    go through its journal. The store is append-only (never truncated under a reader),
+    so the map's one hazard, a file shrunk while mapped, does not arise in use."""
+    conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
 
 
 def writable(path: Path) -> bool:
@@ -231,6 +283,7 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
         )
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            _map_reads(conn)
         except BaseException:
             conn.close()
             raise
@@ -248,9 +301,11 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
             "read-only",
             file=str(path),
         )
-    return sqlite3.connect(
+    conn = sqlite3.connect(
         f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
     )
+    _map_reads(conn)
+    return conn
 
 
 class Database:
@@ -358,8 +413,8 @@ class RunStore(Database):
                 "its records through a prereg of that version's export)",
                 file=str(self.path),
             )
-        if not columns:
-            conn.executescript(_SCHEMA)  # a new store (or one holding other tables only)
+        if not columns:  # a new store (or one holding other tables only)
+            create_schema(conn, _SCHEMA)
         return schema_drift(conn)
 
     def schema_drift(self) -> list[tuple[str, str, str]]:

@@ -37,6 +37,7 @@ from prereg.core.errors import IntegrityError
 from prereg.runners.chain import canonical_bytes
 from prereg.runners.gold import GOLD_FORMAT, GoldLabel
 from prereg.runners.record import DIGEST_PATTERN, ChainLink
+from prereg.runners.store import create_schema, wal_mode
 
 VERDICTS_FILENAME = "verdicts.sqlite"
 FORMAT = "prereg.verdict-chain/1"
@@ -218,14 +219,16 @@ class VerdictStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         try:
+            if existed and create and not _schema_of(conn):
+                existed = False  # made by a process that is creating its tables just now
             if existed:
                 self._schema_drift = _drift(conn)
             if create and self._schema_drift:
                 raise self._broken("its schema changed: " + "; ".join(self._schema_drift))
-            conn.execute("PRAGMA journal_mode=WAL")
+            wal_mode(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             if create and not existed:
-                conn.executescript(_SCHEMA)
+                create_schema(conn, _SCHEMA)
         except BaseException:
             conn.close()
             raise

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 from run_helpers import DIGEST_A, DIGEST_B
 
+from prereg.runners import store as store_module
 from prereg.runners.record import RunRecord
-from prereg.runners.store import DuplicateRecord, RunStore
+from prereg.runners.store import MMAP_BYTES, DuplicateRecord, RunStore, connect_readonly
 
 
 def test_append_and_read_back(tmp_path: Path, make_record: Callable[..., RunRecord]) -> None:
@@ -36,6 +39,109 @@ def test_wal_mode(tmp_path: Path, make_record: Callable[..., RunRecord]) -> None
     store.append(make_record())
     conn = sqlite3.connect(tmp_path / "runs.sqlite")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_new_stores_schema_appears_all_at_once(
+    tmp_path: Path, make_record: Callable[..., RunRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers start together: one opening the store while another creates it must see
+    no table or the table with its indexes and triggers, never the table alone (it
+    would refuse that as a store whose triggers were dropped). Looked at from a second
+    connection while the creator is between its statements."""
+    path = tmp_path / "runs.sqlite"
+    seen: list[int] = []
+    real = store_module.connect_wal
+
+    def traced(where: Path, schema: str) -> sqlite3.Connection:
+        conn = real(where, schema)
+
+        def look(statement: str) -> None:
+            if statement.lstrip().startswith("CREATE TRIGGER") and not seen:
+                other = sqlite3.connect(path)
+                query = "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'records'"
+                seen.append(other.execute(query).fetchone()[0])
+                other.close()
+
+        conn.set_trace_callback(look)
+        return conn
+
+    monkeypatch.setattr(store_module, "connect_wal", traced)
+    store = RunStore(tmp_path)
+    store.append(make_record())
+    assert seen == [0]  # mid-creation: nothing visible yet
+    assert store.schema_drift() == []
+    store.close()
+
+
+def _open_new_store(folder: Path) -> int:
+    """In a forked child: open ``folder``'s store to write; 0 when its schema is whole."""
+    try:
+        store = RunStore(folder)
+        conn = store._connect(create=True)
+        sound = conn is not None and store.schema_drift() == []
+        store.close()
+        return 0 if sound else 2
+    except Exception:  # noqa: BLE001 - the exit code is the answer
+        return 1
+
+
+def test_processes_opening_a_new_store_together_all_get_it_whole(tmp_path: Path) -> None:
+    """Really started processes (as ``--workers`` forks them), six at a time on a new
+    store, forty times: none is refused ("database is locked" on the change to WAL
+    mode, a table seen without its triggers). Before the fixes about one open in fifty
+    failed here, so this fails almost always if either race is back."""
+    codes = []
+    for round_ in range(40):
+        folder = tmp_path / f"store-{round_}"
+        pids = []
+        for _ in range(6):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(_open_new_store(folder))
+            pids.append(pid)
+        codes += [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+    assert codes == [0] * len(codes)
+
+
+def test_a_change_to_wal_mode_refused_as_locked_is_tried_again() -> None:
+    """SQLite refuses a racing journal-mode change at once; anything else is raised."""
+
+    class Refusing:
+        def __init__(self, refusals: int, message: str) -> None:
+            self.calls, self.refusals, self.message = 0, refusals, message
+
+        def execute(self, sql: str) -> None:
+            self.calls += 1
+            if self.calls <= self.refusals:
+                raise sqlite3.OperationalError(self.message)
+
+    locked = Refusing(3, "database is locked")
+    store_module.wal_mode(cast(sqlite3.Connection, locked))
+    assert locked.calls == 4
+    broken = Refusing(1, "disk I/O error")
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        store_module.wal_mode(cast(sqlite3.Connection, broken))
+    assert broken.calls == 1
+
+
+def test_reads_go_through_a_memory_map_and_see_what_another_writer_appends(
+    tmp_path: Path, make_record: Callable[..., RunRecord]
+) -> None:
+    """Both kinds of connection map the file for reading (``analyse`` reads a large
+    store whole; SQLite caps the size at its build's maximum, which must not be 0 here),
+    and a reader's map shows what another connection appended after it opened."""
+    writer = RunStore(tmp_path)
+    first = writer.append(make_record(task_id="t001"))
+    reader = RunStore(tmp_path)
+    assert reader.records() == [first]
+    second = writer.append(make_record(task_id="t002"))
+    assert reader.records() == [first, second]
+    path = tmp_path / "runs.sqlite"
+    for conn in (reader._conn, connect_readonly(path)):
+        assert conn is not None
+        assert conn.execute("PRAGMA mmap_size").fetchone()[0] == MMAP_BYTES
+    writer.close()
+    reader.close()
 
 
 def test_update_and_delete_are_refused(

@@ -246,10 +246,12 @@ def _is_as_written(row: ChainRow, mine: WrittenLink, index: int, prev: str) -> b
 
 
 #: The fewest links a range of a chain checked apart holds (a shorter chain is checked in
-#: one process: a fork costs more than it saves); a long chain is cut into a few ranges
-#: per process, claimed one at a time, so a slower process takes fewer.
+#: one process: a fork costs more than it saves); a long chain is cut into several ranges
+#: per process, claimed one at a time, so a slower process takes fewer, and the last
+#: ranges are short: at 27,000 links, 8 per process (about 0.09 s each) rather than 4
+#: made the wait for the process that finishes last 0.15 s shorter.
 RANGE_LINKS = 1000
-RANGES_PER_JOB = 4
+RANGES_PER_JOB = 8
 
 
 def _check_links(

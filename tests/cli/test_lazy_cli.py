@@ -175,7 +175,7 @@ def _dynamic_targets() -> dict[str, list[str]]:
         "prereg.commands.plan_cmds": [plan_cmds.FROM_RUNS],
         "prereg.stats._scipy": ["scipy.stats", "scipy.special", "scipy.optimize"],
         # what the analysis imports ahead, while children verify the chain
-        "prereg.reports.analysis": list(analysis.FIRST_USE),
+        "prereg.reports.analysis": [*analysis.FIRST_USE, analysis.STUDY_TABLES],
         # the lazy package: each public name's submodule, on first use
         "prereg.stats": [f"prereg.stats.{m}" for m in (*stats.SOURCES, *stats.PRIVATE_MODULES)],
     }

@@ -219,8 +219,6 @@ class VerdictStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         try:
-            if existed and create and not _schema_of(conn):
-                existed = False  # made by a process that is creating its tables just now
             if existed:
                 self._schema_drift = _drift(conn)
             if create and self._schema_drift:

@@ -4,7 +4,8 @@ For each driver (anthropic Messages, openai Responses, openai-chat Chat Completi
 bench registers the bundled music-library pilot with that driver as its host in a fresh
 workspace and runs ``--units`` units through the same code as ``prereg run``
 (:func:`prereg.runners.api.run_registration`: the driver built from the registration,
-the real ``anthropic`` / ``openai`` SDK client, the run store), against a local fake server
+the real ``anthropic`` / ``openai`` SDK client, the run store; ``exits_after`` as the
+``prereg`` program passes it), against a local fake server
 that answers every request after ``--latency`` seconds. The fake runs in a child process
 (an asyncio HTTP/1.1 server with the provider tests' agent, :mod:`tests.providers.fake_chat`),
 so the process CPU time measured here is prereg's and the SDK's, not the server's.
@@ -251,8 +252,8 @@ def measure(driver: str, args: argparse.Namespace, profile: Path | None = None) 
                 max_units=args.units,
             )
         else:
-            summary = run_registration(
-                ws, reg_id, concurrency=args.concurrency, max_units=args.units
+            summary = run_registration(  # as the prereg program runs it (it then exits)
+                ws, reg_id, concurrency=args.concurrency, max_units=args.units, exits_after=True
             )
         if profiler is not None:
             profiler.disable()

@@ -28,7 +28,7 @@ from prereg.registry.units import RunPlan, build_offers
 from prereg.registry.verify import verified_entry
 from prereg.runners.exchange import Format, read_records, write_records, write_records_to
 from prereg.runners.importing import plan_import
-from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute
+from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute, settle_heap
 from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_drivers
 from prereg.runners.record import RunRecord
@@ -97,12 +97,16 @@ def run_registration(
     store: str | None = None,
     share: WorkerShare | None = None,
     anchor: bool = True,
+    exits_after: bool = False,
 ) -> RunSummary:
     """Run (or resume) a registration; ``driver`` overrides the registered drivers: one
     driver for every arm, or one per arm id (benches, tests). ``store``: the run store
     (``--store``; :func:`prereg.runners.stores.resolve_store`). ``share`` and ``anchor``:
     for a worker process of ``prereg run --workers N`` (:mod:`prereg.runners.workers`),
-    which runs its share and leaves the anchor to the parent, once all have ended."""
+    which runs its share and leaves the anchor to the parent, once all have ended.
+    ``exits_after``: this process exits when the run ends (the ``prereg`` program, a
+    worker process), so what is alive before the first unit may be frozen
+    (:func:`~prereg.runners.orchestrate.settle_heap`)."""
     check_run_options(concurrency, max_units)
     ready = preflight(ws, registration_id, driver=driver, store=store, share=share)
     return run_ready(
@@ -112,6 +116,7 @@ def run_registration(
         progress=progress,
         share=share,
         anchor=anchor,
+        exits_after=exits_after,
     )
 
 
@@ -123,8 +128,12 @@ def run_ready(
     progress: Progress | None,
     share: WorkerShare | None = None,
     anchor: bool = True,
+    exits_after: bool = False,
 ) -> RunSummary:
-    """Run the units of a registration :func:`preflight` has checked and claimed."""
+    """Run the units of a registration :func:`preflight` has checked and claimed
+    (``exits_after``: as :func:`run_registration` takes it)."""
+    if exits_after:
+        settle_heap(ready.driver, ready.plan)
     records = open_store(ready.runs)
     written = WrittenLinks()
     try:

@@ -3,9 +3,10 @@
 - **Resume by default.** Units with an ``ok`` record under the registration's
   digest are skipped; units whose last attempt was an ``infra_error`` run again.
 - **Crash safety.** Each unit's record is appended in one transaction as soon as
-  the unit ends. Ctrl-C or ``kill -9`` at any moment loses at most the units in
-  flight (never a written one), leaves no half-written row, and duplicates
-  nothing: the store's unique key refuses a second ``ok`` record for a unit, even
+  the unit ends (while its slot starts the next unit). Ctrl-C or ``kill -9`` at any
+  moment loses at most the units in flight, per slot the unit it plays and the record
+  it is still appending (never a written one), leaves no half-written row, and
+  duplicates nothing: the store's unique key refuses a second ``ok`` record for a unit, even
   from another process running the same registration.
 - **Concurrency.** ``concurrency`` asyncio workers share one queue of units; a
   driver's network waits overlap, the harness's own work is small.
@@ -34,6 +35,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import time
@@ -151,6 +153,29 @@ def distinct(drivers: Mapping[str, Driver]) -> list[Driver]:
     return out
 
 
+def preload(drivers: Drivers, plan: RunPlan) -> None:
+    """Load every driver's SDK now (a provider driver's ``preload``; the others have
+    nothing to load): before a run's first unit, or once in a parent that forks workers."""
+    for each in distinct(drivers_by_arm(plan, drivers)):
+        load = getattr(each, "preload", None)
+        if callable(load):
+            load()
+
+
+def settle_heap(drivers: Drivers, plan: RunPlan) -> None:
+    """Before the first unit of a process that exits when its run ends (the ``prereg``
+    program, a worker process): load the drivers' SDKs and move everything alive then
+    out of the cyclic collector's sight (``gc.freeze``).
+
+    An SDK is tens of thousands of long-lived objects (its modules, its types, the
+    HTTP stack), and every full collection walks them all again: on the provider bench
+    the first one, 0.09 s, fell among the run's first requests and held all 32 (issue
+    15). Frozen objects are never collected, so a library caller (a test, a notebook)
+    does not freeze."""
+    preload(drivers, plan)
+    gc.freeze()
+
+
 def describe(drivers: Mapping[str, Driver]) -> tuple[str, str]:
     """(driver names, evidence class) for the summary: names joined by '+' in arm order."""
     names: list[str] = []
@@ -220,6 +245,7 @@ async def run_plan(
     next_unit = _next_unit(iter(pending), claims, by_key, max_units)
     state = {
         "spent": spent,
+        "storing": 0.0,  # the spend of records whose append is under way (counted at once)
         "completed": 0,
         "failed": 0,
         "successes": 0,
@@ -230,29 +256,12 @@ async def run_plan(
     start = clock()
     progress.start(len(pending), skipped)
 
-    async def worker() -> None:
-        while True:
-            if claims is not None and cap is not None and clock() - state["read"] >= 1.0:
-                # other workers spend too: re-read the recorded spend (at most once a second)
-                state["read"] = clock()
-                state["spent"] = max(float(state["spent"]), store.spent_usd(plan.digest))
-            if state["capped"] or (cap is not None and state["spent"] >= cap):
-                state["capped"] = True
-                return
-            unit = next_unit()
-            if unit is None:
-                return
-            with shared_spend(ledger, unit.key):  # the unit's spend holds, seen by all
-                record = await _play(plan, harness, study, unit, by_arm[unit.arm])
-            if await _store(store, claims, record, state, written):
-                progress.advance(record, float(state["spent"]))
-            if refused_by_cap(record):  # the cap is reached for this process's requests:
-                state["capped"] = True  # starting more units would only record refusals
-
     renewing = asyncio.create_task(_renew(claims)) if claims is not None else None
     try:
-        workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, slots)))]
-        await asyncio.gather(*workers)
+        playing = _Slots(
+            plan, harness, study, by_arm, store, claims, ledger, next_unit, state, cap, clock
+        )
+        await playing.run(max(1, min(concurrency, slots)), progress, written)
     finally:
         if renewing is not None:
             renewing.cancel()
@@ -285,6 +294,81 @@ async def run_plan(
         elapsed_s=round(elapsed, 4),
         units_per_s=round(attempted / elapsed, 3) if elapsed > 0 else 0.0,
     )
+
+
+@dataclass
+class _Slots:
+    """The ``concurrency`` asyncio slots of a run: each plays one unit after another and
+    appends its records; ``state`` holds the run's counts and spend."""
+
+    plan: RunPlan
+    harness: Harness
+    study: StudyUnits | None
+    by_arm: Mapping[str, Driver]
+    store: RecordStore
+    claims: UnitClaims | None
+    ledger: SpendLedger | None
+    next_unit: Callable[[], RunUnit | None]
+    state: dict[str, Any]
+    cap: float | None
+    clock: Callable[[], float]
+
+    async def run(self, slots: int, progress: Progress, written: WrittenLinks | None) -> None:
+        tasks = [asyncio.create_task(self.slot(progress, written)) for _ in range(slots)]
+        await asyncio.gather(*tasks)
+
+    async def slot(self, progress: Progress, written: WrittenLinks | None) -> None:
+        """Play units until none is left or the cap is reached.
+
+        The slot's last record is appended while it plays its next unit (at most one
+        append per slot under way): the append waits for the store's write lock in a
+        thread, and off the slot's path that wait costs no slot time (issue 15). Its
+        spend counts against the cap at once (``storing``); an append's error surfaces
+        at the slot's next append or when it ends, and a cancelled slot still waits for
+        its append."""
+        appending: asyncio.Task[None] | None = None
+        try:
+            while not self.capped():
+                unit = self.next_unit()
+                if unit is None:
+                    return
+                with shared_spend(self.ledger, unit.key):  # the unit's holds, seen by all
+                    record = await _play(
+                        self.plan, self.harness, self.study, unit, self.by_arm[unit.arm]
+                    )
+                if appending is not None:
+                    await appending
+                self.state["storing"] += record.cost_usd or 0.0
+                appending = asyncio.create_task(self.keep(record, progress, written))
+                if refused_by_cap(record):  # the cap is reached for this process's requests:
+                    self.state["capped"] = True  # more units would only record refusals
+        finally:
+            if appending is not None:
+                await asyncio.shield(appending)
+
+    async def keep(
+        self, record: RunRecord, progress: Progress, written: WrittenLinks | None
+    ) -> None:
+        """Append a unit's record and report it."""
+        state = self.state
+        try:
+            stored = await _store(self.store, self.claims, record, state, written)
+        finally:
+            state["storing"] -= record.cost_usd or 0.0
+        if stored:
+            progress.advance(record, float(state["spent"]))
+
+    def capped(self) -> bool:
+        """Whether no new unit may start: the cap reached by the spend stored and the
+        spend of the records being appended. Where other workers share the store's
+        claims they spend too: the recorded spend is re-read, at most once a second."""
+        state, cap = self.state, self.cap
+        if self.claims is not None and cap is not None and self.clock() - state["read"] >= 1.0:
+            state["read"] = self.clock()
+            state["spent"] = max(float(state["spent"]), self.store.spent_usd(self.plan.digest))
+        if state["capped"] or (cap is not None and state["spent"] + state["storing"] >= cap):
+            state["capped"] = True
+        return bool(state["capped"])
 
 
 async def _play(

@@ -47,6 +47,7 @@ from prereg.runners.orchestrate import (
     describe,
     distinct,
     drivers_by_arm,
+    preload,
     settled_keys,
 )
 from prereg.runners.providers.factory import create_run_drivers
@@ -103,6 +104,7 @@ def _work(job: _Job, channel: Any, checked: Preflight | None) -> None:
             progress=_Relay(channel),
             share=job.share,
             anchor=False,
+            exits_after=True,  # the worker process ends with its share
         )
     except PreregError as exc:
         channel.put(("error", job.index, type(exc).__name__, exc.to_json()))
@@ -122,9 +124,11 @@ def run_workers(
     max_units: int | None = None,
     progress: Progress | None = None,
     store: str | None = None,
+    exits_after: bool = False,
 ) -> RunSummary:
     """Run (or resume) a registration with ``workers`` processes (see the module
-    docstring); one worker, or nothing left to run, is a plain run in this process."""
+    docstring); one worker, or nothing left to run, is a plain run in this process
+    (``exits_after``: as :func:`~prereg.runners.api.run_registration` takes it)."""
     check_run_options(concurrency, max_units)
     if workers < 1:
         raise errors.BadInput("--workers must be at least 1", field="workers")
@@ -147,11 +151,9 @@ def run_workers(
             max_units=max_units,
             progress=progress,
             store=store,
+            exits_after=exits_after,
         )
-    for driver in drivers:
-        preload = getattr(driver, "preload", None)
-        if callable(preload):
-            preload()
+    preload(ready.driver, ready.plan)
     shared = is_postgres(ready.runs)
     jobs = [
         _Job(

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from prereg.commands._common import FlagHelpGroup, JsonOpt, workspace
+from prereg.commands._common import PROCESS, FlagHelpGroup, JsonOpt, workspace
 from prereg.commands.progress import RichProgress
 from prereg.commands.store_opt import StoreOpt
 from prereg.core.errors import BadInput
@@ -125,6 +125,7 @@ def run(
             max_units=max_units,
             progress=progress,
             store=store,
+            exits_after=PROCESS.program,
         )
     else:
         summary = run_workers(
@@ -135,6 +136,7 @@ def run(
             max_units=max_units,
             progress=progress,
             store=store,
+            exits_after=PROCESS.program,
         )
     extra = redact_obj(extra)  # batch ids and the like come from the provider
     data = {**summary.to_json(), **extra}

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from functools import cache
+from types import ModuleType
 from typing import Any, ClassVar
 
 from prereg.registry.hosts import DRIVERS
@@ -139,8 +140,10 @@ class AnthropicDriver(ConnectorDriver):
     #: the request fields the driver sets itself (the registry refuses them at register)
     reserved_params: ClassVar[frozenset[str]] = DRIVERS["anthropic"].reserved_params
 
-    def _import_sdk(self) -> None:
-        import anthropic  # noqa: F401  # lazy: the SDK is heavy; imported off the event loop
+    def _import_sdk(self) -> ModuleType:
+        import anthropic  # lazy: the SDK is heavy; imported off the event loop
+
+        return anthropic
 
     def _make_client(self) -> Any:
         import anthropic  # lazy: the Anthropic SDK is heavy; loaded at the first request

@@ -45,6 +45,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from types import ModuleType
 from typing import Any, ClassVar
 
 from prereg.registry.hosts import DRIVERS
@@ -143,8 +144,10 @@ class OpenAIDriver(ConnectorDriver):
     #: the request fields the driver sets itself (the registry refuses them at register)
     reserved_params: ClassVar[frozenset[str]] = DRIVERS["openai"].reserved_params
 
-    def _import_sdk(self) -> None:
-        import openai  # noqa: F401  # lazy: the SDK is heavy; imported off the event loop
+    def _import_sdk(self) -> ModuleType:
+        import openai  # lazy: the SDK is heavy; imported off the event loop
+
+        return openai
 
     def _make_client(self) -> Any:
         import openai  # lazy: the OpenAI SDK is heavy; loaded at the first request

@@ -49,6 +49,7 @@ import itertools
 import json
 from collections.abc import Mapping, Sequence
 from functools import cache
+from types import ModuleType
 from typing import Any, ClassVar, Final, cast
 from urllib.parse import urlsplit
 
@@ -222,8 +223,10 @@ class OpenAIChatDriver(ModelDriver):
         given = {} if self.registered_base_url is None else {"base_url": self.registered_base_url}
         return resolve_base_url(given)
 
-    def _import_sdk(self) -> None:
-        import openai  # noqa: F401  # lazy: the SDK is heavy; imported off the event loop
+    def _import_sdk(self) -> ModuleType:
+        import openai  # lazy: the SDK is heavy; imported off the event loop
+
+        return openai
 
     def _make_client(self) -> Any:
         import openai  # lazy: the OpenAI SDK is heavy; loaded at the first request

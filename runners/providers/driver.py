@@ -65,7 +65,13 @@ from prereg.runners.providers.send import Encoded
 from prereg.runners.providers.send import hold as hold_wire
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
-from prereg.runners.providers.transport import chosen, http_client, tls_context
+from prereg.runners.providers.transport import (
+    chosen,
+    http_client,
+    sdk_platform,
+    tls_context,
+    with_platform,
+)
 
 #: Host parameters that change sampling (kept in step with the registry's list).
 SAMPLING_PARAMS = frozenset(
@@ -285,6 +291,7 @@ class ModelDriver(ABC):
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._loading: asyncio.Task[None] | None = None  # the SDK's load, shared by all units
+        self._platform: object | None = None  # what the SDK's clients report (_load_sdk)
         self._transcripts = _Transcripts()
         self._primed: dict[str, Parsed | InfraError] = {}
         self._specs: dict[tuple[object, ...], tuple[object, Encoded]] = {}
@@ -296,8 +303,9 @@ class ModelDriver(ABC):
         """The provider's SDK client (key and base URL from the environment)."""
 
     @abstractmethod
-    def _import_sdk(self) -> None:
-        """Import the provider's SDK (run in a worker thread, see :meth:`_ready_client`)."""
+    def _import_sdk(self) -> ModuleType:
+        """Import the provider's SDK and return it (run in a worker thread, see
+        :meth:`_ready_client`)."""
 
     @abstractmethod
     def tools(self, episode: Episode) -> list[dict[str, Any]]:
@@ -360,9 +368,12 @@ class ModelDriver(ABC):
         self._load_sdk()
 
     def _load_sdk(self) -> None:
-        """Import the SDK, and build the TLS context its aiohttp transport shares (see
-        :func:`~prereg.runners.providers.transport.tls_context`)."""
-        self._import_sdk()
+        """Import the SDK, find the platform its clients report (see
+        :func:`~prereg.runners.providers.transport.sdk_platform`), and build the TLS
+        context its aiohttp transport shares (:func:`~.transport.tls_context`)."""
+        sdk = self._import_sdk()
+        if isinstance(sdk, ModuleType):
+            self._platform = sdk_platform(sdk)
         if self._http_client_factory is None and chosen(self.settings) == "aiohttp":
             tls_context()
 
@@ -381,7 +392,7 @@ class ModelDriver(ABC):
     def _client_for_loop(self) -> Any:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            self._client = self._make_client()
+            self._client = with_platform(self._make_client(), self._platform)
             self._client_loop = loop
         return self._client
 

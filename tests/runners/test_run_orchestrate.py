@@ -148,3 +148,13 @@ def test_a_waiting_append_does_not_hold_the_other_units(tmp_path: Path) -> None:
     summary = go(plan(), store, SecondWaits(store), concurrency=2, max_units=2)
     assert store.released_in_time is True
     assert summary.completed == 2 and len(store.records()) == 2
+
+
+def test_a_slot_plays_its_next_unit_while_its_last_record_is_appended(tmp_path: Path) -> None:
+    # one slot: its first record's append waits until a later unit has taken a turn,
+    # which happens only if the slot does not wait for that append before its next unit
+    store = SlowFirstAppend(tmp_path)
+    summary = go(plan(), store, SecondWaits(store), concurrency=1, max_units=2)
+    assert store.released_in_time is True
+    assert summary.completed == 2 and len(store.records()) == 2
+    assert [r.chain.index for r in store.records() if r.chain] == [0, 1]

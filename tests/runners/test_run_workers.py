@@ -3,13 +3,17 @@ cap kept across them, one chain anchored once; the result is the one-process run
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from prereg.core.workspace import Workspace
 from prereg.registry.registry import Registry
+from prereg.runners.api import run_registration
+from prereg.runners.drivers.local import LocalHost, create
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.share import WorkerShare, rate_part, split
 from prereg.runners.store import RunStore
@@ -157,3 +161,34 @@ def test_workers_on_a_provider_host_stay_under_the_spend_cap(
     assert summary["stopped"] == "spend_cap" and summary["remaining"] > 0
     ok = [(r.arm, r.task_id, r.repeat) for r in records if r.status == "ok"]
     assert ok and len(ok) == len(set(ok))
+
+
+def test_a_process_that_exits_after_its_run_settles_its_heap_first(
+    cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    """``exits_after`` (the prereg program, a worker process): the drivers' SDKs are
+    loaded and what is alive then frozen before the first unit, so no full collection
+    walks them mid-run; a library caller (the default) freezes nothing."""
+    seen: list[tuple[str, int]] = []
+
+    class Preloading(LocalHost):
+        def preload(self) -> None:
+            seen.append(("preload", gc.get_freeze_count()))
+
+        async def next_turn(self, episode: Any, history: Any) -> Any:
+            seen.append(("turn", gc.get_freeze_count()))
+            return await super().next_turn(episode, history)
+
+    root = _registered(cli, tmp_path / "ws")
+    driver = create()
+    driver.__class__ = Preloading
+    gc.unfreeze()
+    try:
+        run_registration(Workspace(root), PILOT, driver=driver, max_units=1)
+        assert seen[0][0] == "turn" and gc.get_freeze_count() == 0
+        seen.clear()
+        run_registration(Workspace(root), PILOT, driver=driver, max_units=1, exits_after=True)
+        assert seen[0] == ("preload", 0)
+        assert seen[1][0] == "turn" and seen[1][1] > 0
+    finally:
+        gc.unfreeze()

@@ -132,13 +132,14 @@ def test_three_workers_one_killed_then_resumed(
         row = conn.execute("SELECT sum(claimed), count(*) FROM claims").fetchone()
         workers_seen = conn.execute("SELECT count(DISTINCT worker) FROM claims").fetchone()
     assert row is not None and row[1] == planned
-    # each unit was claimed once, but for the victim's unit in flight (concurrency 1),
-    # claimed again after the kill
-    assert planned <= row[0] <= planned + 1
+    # each unit was claimed once, but for the victim's units in flight, claimed again after
+    # the kill: at concurrency 1, the unit it played and the record of the one before, which
+    # it appends while it plays the next (orchestrate._Slots)
+    assert planned <= row[0] <= planned + 2
     assert workers_seen is not None and workers_seen[0] >= 2
-    # the victim's stored units were kept: it had claimed 5 one at a time, so stored 4
+    # the victim's stored units were kept: it had claimed 5 one at a time, so stored 3 or 4
     by_others = sum(int(s["completed"]) for s in summaries) + int(last["completed"])
-    assert planned - by_others >= 4
+    assert planned - by_others >= 3
     assert verify_runs(pg_url, Registry(ws / "registry")).problems == []
 
     _same_report_as_sqlite(ws, pg_url, cli, tmp_path)

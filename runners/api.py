@@ -108,6 +108,8 @@ def run_registration(
     worker process), so what is alive before the first unit may be frozen
     (:func:`~prereg.runners.orchestrate.settle_heap`)."""
     check_run_options(concurrency, max_units)
+    if exits_after:
+        settle_heap()  # what is loaded so far, before the checks allocate
     ready = preflight(ws, registration_id, driver=driver, store=store, share=share)
     return run_ready(
         ready,

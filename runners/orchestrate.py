@@ -162,17 +162,19 @@ def preload(drivers: Drivers, plan: RunPlan) -> None:
             load()
 
 
-def settle_heap(drivers: Drivers, plan: RunPlan) -> None:
-    """Before the first unit of a process that exits when its run ends (the ``prereg``
-    program, a worker process): load the drivers' SDKs and move everything alive then
-    out of the cyclic collector's sight (``gc.freeze``).
+def settle_heap(drivers: Drivers | None = None, plan: RunPlan | None = None) -> None:
+    """In a process that exits when its run ends (the ``prereg`` program, a worker
+    process): load the drivers' SDKs, when given, and move everything alive then out of
+    the cyclic collector's sight (``gc.freeze``). Called before the checks, then before
+    the first unit.
 
     An SDK is tens of thousands of long-lived objects (its modules, its types, the
     HTTP stack), and every full collection walks them all again: on the provider bench
-    the first one, 0.09 s, fell among the run's first requests and held all 32 (issue
-    15). Frozen objects are never collected, so a library caller (a test, a notebook)
-    does not freeze."""
-    preload(drivers, plan)
+    one, 0.09-0.15 s, fell among the run's first requests (holding all 32) or in its
+    checks (issue 15). Frozen objects are never collected, so a library caller (a test,
+    a notebook) does not freeze."""
+    if drivers is not None and plan is not None:
+        preload(drivers, plan)
     gc.freeze()
 
 

@@ -188,7 +188,8 @@ def test_a_process_that_exits_after_its_run_settles_its_heap_first(
         assert seen[0][0] == "turn" and gc.get_freeze_count() == 0
         seen.clear()
         run_registration(Workspace(root), PILOT, driver=driver, max_units=1, exits_after=True)
-        assert seen[0] == ("preload", 0)
-        assert seen[1][0] == "turn" and seen[1][1] > 0
+        # frozen before the checks, and again once the SDKs are loaded, before any unit
+        assert seen[0][0] == "preload" and seen[0][1] > 0
+        assert seen[1][0] == "turn" and seen[1][1] >= seen[0][1]
     finally:
         gc.unfreeze()

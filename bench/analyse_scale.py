@@ -14,8 +14,9 @@ next to issue 15's target (under 5 s), with every core (the default) and in one 
 (``PREREG_JOBS=1``), and, in this process, the stages: verified loading
 (``reports.load``), the analysis, writing the report. ``--profile N`` prints the N
 functions with the most cumulative time of one in-process analyse (cProfile). No
-assertions: figures only, indicative on a loaded machine (the load average and the host's
-plain-Python speed, :mod:`host_speed`, are printed).
+assertions: figures only, indicative on a loaded machine (the load average, the host's
+plain-Python speed and its memory-walk speed, :mod:`host_speed`, are printed: this
+memory-heavy command follows the second).
 
 ``--keep DIR`` builds the workspace in DIR once and reuses it on later calls (to
 compare code changes on one store without building it again).
@@ -44,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from host_speed import describe, python_loop_s  # bench/, this script's directory
+from host_speed import describe, memory_walk_s, python_loop_s  # bench/, this script's directory
 
 from prereg.cli import main as cli_main
 from prereg.core.workspace import Workspace
@@ -229,12 +230,16 @@ def main(argv: list[str] | None = None) -> int:
         cli = time_cli(ws, args.repeats)
         parts = stages(ws)
         profiled = profile(ws, args.profile) if args.profile else ""
-    speed = python_loop_s()
+    speed, walk = python_loop_s(), memory_walk_s()
     if args.json:
         figures = {"store": store, "cli": cli, "stages": parts, "loadavg_1m": load}
-        print(json.dumps({**figures, "python_loop_s": round(speed, 3)}))
+        print(
+            json.dumps(
+                {**figures, "python_loop_s": round(speed, 3), "memory_walk_s": round(walk, 3)}
+            )
+        )
         return 0
-    print(describe(speed))
+    print(describe(speed, walk))
     print(
         f"{store['records']} records ({store['arms']} arms x {store['tasks']} tasks x "
         f"{store['repeats']} repeats; {store['real']} run on the local host), built in "

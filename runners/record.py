@@ -330,6 +330,11 @@ class RunRecord(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> RunRecord:
+        if self.started_at.tzinfo is None or self.finished_at.tzinfo is None:
+            # instants, as every writer records them; a time without an offset does not
+            # compare with one that has it (Python raises TypeError, which would escape
+            # validation here and in readers comparing records): refused, not a crash
+            raise RecordingError("started_at and finished_at must state a UTC offset")
         if self.finished_at < self.started_at:
             raise RecordingError("finished_at is before started_at")
         if self.status == "infra_error":

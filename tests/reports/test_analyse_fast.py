@@ -8,7 +8,6 @@ definitions by hand (computed once, as an observation is built).
 
 from __future__ import annotations
 
-import gc
 import pickle
 from dataclasses import replace
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from prereg.commands import analyse_cmds
 from prereg.commands.analyse_cmds import _no_cycle_collection
 from prereg.experiments.surfaces import Tool
 from prereg.reports.invokerank import _Validity, first_choices
@@ -98,39 +98,60 @@ def test_first_choices_place_each_run_s_listing_by_hand() -> None:
     assert ch.dropped == 1
 
 
+class _Collector:
+    """A stand-in for the ``gc`` module as :func:`_no_cycle_collection` uses it, recording
+    each call. The collector's state is the process's, so a thread an earlier test left
+    behind on the same worker (a loader inside ``held_gc``) could change what the real
+    module reports mid-test; this one only the code under test changes."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.calls: list[str] = []
+
+    def isenabled(self) -> bool:
+        return self.enabled
+
+    def disable(self) -> None:
+        self.calls.append("disable")
+        self.enabled = False
+
+    def enable(self) -> None:
+        self.calls.append("enable")
+        self.enabled = True
+
+    def freeze(self) -> None:
+        self.calls.append("freeze")
+
+
 @pytest.mark.parametrize("before", [True, False])
-def test_the_collector_is_paused_during_an_analysis_and_restored(before: bool) -> None:
-    (gc.enable if before else gc.disable)()
-    try:
-        with _no_cycle_collection():
-            assert not gc.isenabled()
-        assert gc.isenabled() is before
-        with pytest.raises(RuntimeError), _no_cycle_collection():
-            raise RuntimeError("an analysis that fails")
-        assert gc.isenabled() is before
-    finally:
-        gc.enable()
+def test_the_collector_is_paused_during_an_analysis_and_restored(
+    before: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collector = _Collector(before)
+    monkeypatch.setattr(analyse_cmds, "gc", collector)
+    with _no_cycle_collection():
+        assert not collector.enabled
+    assert collector.enabled is before
+    with pytest.raises(RuntimeError), _no_cycle_collection():
+        raise RuntimeError("an analysis that fails")
+    assert collector.enabled is before
+    assert "freeze" not in collector.calls  # not the prereg program: nothing frozen
 
 
-def test_the_program_freezes_what_the_analysis_left_before_collecting_again() -> None:
+@pytest.mark.parametrize("program", [False, True])
+def test_the_program_freezes_what_the_analysis_left_before_collecting_again(
+    program: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """In the prereg program (exiting next) the objects alive after the analysis are frozen
-    before the collector resumes; in another program's process (this one) nothing is."""
-    from prereg.commands._common import PROCESS
-
-    gc.enable()
-    gc.unfreeze()
-    try:
-        with _no_cycle_collection():
-            kept = [[i] for i in range(1000)]  # young objects an analysis leaves behind
-        assert gc.isenabled() and gc.get_freeze_count() == 0
-        PROCESS.program = True
-        with _no_cycle_collection():
-            kept += [[i] for i in range(1000)]
-        assert gc.isenabled() and gc.get_freeze_count() >= len(kept)
-    finally:
-        PROCESS.program = False
-        gc.unfreeze()
-        gc.enable()
+    before the collector resumes; in another program's process (a test, a notebook)
+    nothing is."""
+    collector = _Collector(True)
+    monkeypatch.setattr(analyse_cmds, "gc", collector)
+    monkeypatch.setattr(analyse_cmds.PROCESS, "program", program)
+    with _no_cycle_collection():
+        assert collector.calls == ["disable"]
+    expected = ["disable", "freeze", "enable"] if program else ["disable", "enable"]
+    assert collector.calls == expected
 
 
 def _obs(**fields: Any) -> Obs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Callable
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
+from pydantic import ValidationError
 from run_helpers import DIGEST_A, DIGEST_B
 
 from prereg.runners import store as store_module
@@ -227,6 +229,26 @@ def test_record_invariants(make_record: Callable[..., RunRecord]) -> None:
         make_record(registration_digest="sha256:abc")
     # null parents are allowed (a stage the host does not report)
     make_record(funnel={"surfaced": None, "selected": True, "invoked": True})
+
+
+def test_a_record_time_without_a_utc_offset_is_refused_not_a_crash(
+    make_record: Callable[..., RunRecord],
+) -> None:
+    """An edit that drops one timestamp's offset (a byte flipped in an export: found by
+    the tamper property test) is a ValidationError, which readers turn into a refusal;
+    Python's own comparison would raise TypeError, which they do not catch."""
+    good = make_record().model_dump(mode="json")
+    assert good["finished_at"].endswith("Z")
+    for field in ("started_at", "finished_at"):
+        edited = {**good, field: good[field].removesuffix("Z")}
+        with pytest.raises(ValidationError, match="UTC offset"):
+            RunRecord.model_validate(edited)
+        with pytest.raises(ValidationError, match="UTC offset"):
+            RunRecord.model_validate_json(json.dumps(edited))
+    both = {k: good[k].removesuffix("Z") for k in ("started_at", "finished_at")}
+    with pytest.raises(ValidationError, match="UTC offset"):  # instants, or not a record
+        RunRecord.model_validate({**good, **both})
+    RunRecord.model_validate({**good, "started_at": good["started_at"][:-1] + "+02:00"})
 
 
 def test_two_writers_cannot_both_complete_a_unit(

@@ -35,8 +35,12 @@ from operator import attrgetter
 from sys import intern
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, create_model
+import msgspec
+from msgspec import to_builtins
+from msgspec.structs import asdict
+from pydantic import BaseModel
 
+from prereg.core.struct_view import struct_view
 from prereg.runners.record import RunRecord, TraceEvent
 from prereg.runners.run_store import indexed_columns
 
@@ -328,7 +332,7 @@ def _from_run_record(record: RunRecord) -> Obs:
         terminal_class=_interned(record.terminal_class),
         selection_rate=_float_or_none(record.selection_rate),
         cost_usd=_float_or_none(record.cost_usd),
-        tokens=record.tokens.model_dump(),
+        tokens=_tokens_data(record.tokens),
         batch=record.batch,
         terminal_flag=record.terminal_flag,
         offer=None if offer is None else _offer_data(offer),
@@ -374,53 +378,45 @@ READ_FIELDS: tuple[str, ...] = (
 READ_EVENT_FIELDS: tuple[str, ...] = ("kind", "tool", "arguments", "surfaced")
 
 
-def _view(name: str, model: type[BaseModel], fields: tuple[str, ...], **more: Any) -> Any:
-    """A model of ``fields`` of ``model``, each declared as there (type, constraints,
-    default), every other field of a body ignored (not built)."""
-    declared = model.model_fields
-    return create_model(  # type: ignore[call-overload]
-        name,
-        __config__=ConfigDict(extra="ignore", frozen=True),
-        **{f: (declared[f].annotation, declared[f]) for f in fields},
-        **more,
-    )
-
-
-_EventView = _view("TraceEventView", TraceEvent, READ_EVENT_FIELDS)
-#: A run record's body read for an observation: what :func:`_from_run_record` reads,
-#: validated exactly as :class:`RunRecord` validates those fields; the trace's other
-#: fields and the rest of the record (tool results, configuration...) are not built.
-RecordView: type[BaseModel] = _view(
-    "RunRecordView",
-    RunRecord,
-    READ_FIELDS,
-    trace=(cast(Any, list)[_EventView], RunRecord.model_fields["trace"]),  # list[_EventView]
-)
+#: A run record's body read for an observation: what :func:`_from_run_record` reads, each
+#: field decoded as :class:`RunRecord` declares it (type, constraints, default; nested
+#: models with their own checks), of the trace's events only what is read, every other
+#: member skipped, not decoded (:mod:`prereg.core.struct_view`: a sixth of the cost of
+#: pydantic's validation of the same fields, the largest part of reading a pinned link).
+PINNED_VIEW = struct_view(RunRecord, READ_FIELDS, trace=(TraceEvent, READ_EVENT_FIELDS))
 
 
 def pinned_observation(body: str) -> tuple[tuple[object, ...], Obs]:
-    """A pinned link's body read into (its indexed columns, its observation), validating
-    only what the observation reads (:class:`RecordView`); the chain check reads links
+    """A pinned link's body read into (its indexed columns, its observation), decoding
+    only what the observation reads (:data:`PINNED_VIEW`); the chain check reads links
     the registry's anchor pins this way (:data:`prereg.runners.verify_runs.PinnedRead`:
-    their bytes are the ones a full check accepted). The same observation as
-    :func:`from_record` of the validated record (a test compares them); ValueError (a
-    ValidationError) where the fields are not as the schema states them."""
-    view = cast(RunRecord, RecordView.model_validate_json(body))  # the fields read, typed so
+    their bytes are the ones a full check accepted, record-level rules included). The
+    same observation as :func:`from_record` of the validated record (a test compares
+    them); ValueError (msgspec's ValidationError) where a field read is not as the schema
+    declares it."""
+    view = cast(RunRecord, PINNED_VIEW.decode(body))  # the fields read, typed so
     return indexed_columns(view), _from_run_record(view)
 
 
 #: offer blocks as plain data by their JSON text (:func:`_offer_data`)
-_OFFERS: dict[str, Mapping[str, Any]] = {}
+_OFFERS: dict[bytes, Mapping[str, Any]] = {}
 
 
 def _offer_data(offer: Any) -> Mapping[str, Any]:
-    """A record's offer block as plain data, one object for every run whose block is the
-    same (a programme's runs share a handful: 4 at 27,000 runs; read-only, as all of an
-    observation): a tenth of an observation's memory and of what a forked child sends."""
-    key = offer.model_dump_json()
+    """A record's offer block (a model, or its :data:`PINNED_VIEW` Struct) as plain data,
+    one object for every run whose block is the same (a programme's runs share a handful:
+    4 at 27,000 runs; read-only, as all of an observation): a tenth of an observation's
+    memory and of what a forked child sends."""
+    model = isinstance(offer, BaseModel)
+    key = offer.__pydantic_serializer__.to_json(offer) if model else msgspec.json.encode(offer)
     shared = _OFFERS.get(key)
     if shared is None:
         if len(_OFFERS) >= 4096:  # a bound, never reached by one registration's offers
             _OFFERS.clear()
-        shared = _OFFERS[key] = offer.model_dump(mode="json")
+        shared = _OFFERS[key] = offer.model_dump(mode="json") if model else to_builtins(offer)
     return shared
+
+
+def _tokens_data(tokens: Any) -> dict[str, Any]:
+    """A record's token counts (a model, or its :data:`PINNED_VIEW` Struct) as a dict."""
+    return tokens.model_dump() if isinstance(tokens, BaseModel) else asdict(tokens)

@@ -203,6 +203,9 @@ def test_the_program_freezes_what_is_alive_as_it_exits(monkeypatch: pytest.Monke
     ends, so the exit's final collection has nothing to walk."""
     calls: list[str] = []
     monkeypatch.setattr(cli.gc, "freeze", lambda: calls.append("freeze"))
+    # run() marks the process as the prereg program: restored afterwards, so later tests
+    # on this worker are not taken for it (the analyse collector tests were, once)
+    monkeypatch.setattr(cli.PROCESS, "program", False)
 
     def main(argv: list[str] | None = None) -> None:
         calls.append("main")

@@ -129,6 +129,7 @@ def test_the_collector_is_paused_during_an_analysis_and_restored(
 ) -> None:
     collector = _Collector(before)
     monkeypatch.setattr(analyse_cmds, "gc", collector)
+    monkeypatch.setattr(analyse_cmds.PROCESS, "program", False)
     with _no_cycle_collection():
         assert not collector.enabled
     assert collector.enabled is before

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from prereg.core.files import write_atomic
 from prereg.core.output import dumps
@@ -31,22 +32,26 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def write_report(
-    ws: Workspace, report: Report, meanwhile: Callable[[], object] | None = None
+    ws: Workspace,
+    report: Report,
+    meanwhile: Callable[[dict[str, Any]], object] | None = None,
 ) -> Path:
     """Draw the figures, then write every file; returns the folder.
 
     The largest figure is drawn in a forked child (:class:`Drawing`) while this process
     draws the others, then makes report.json and report.md (they name the figures, and
-    hold no picture) and calls ``meanwhile`` (the caller's own work on the finished
-    report, such as its printed JSON); report.html, which embeds the pictures, is made
-    once all are in. Files are written last, each whole."""
+    hold no picture) and calls ``meanwhile`` with report.json's data (the caller's own
+    work on the finished report, such as its printed JSON, with no second dump of the
+    report); report.html, which embeds the pictures, is made once all are in. Files are
+    written last, each whole."""
     out = output_dir(ws, report)
     drawing = Drawing(report)
     report.figures = drawing.names
-    document = (dumps(report.to_json()) + "\n").encode()
+    data = report.to_json()
+    document = (dumps(data) + "\n").encode()
     markdown = render_md.render(report).encode()
     if meanwhile is not None:
-        meanwhile()
+        meanwhile(data)
     figures = drawing.result()
     for name, png in figures.items():
         _write(out / "figures" / f"{name}.png", png)

@@ -67,8 +67,8 @@ def analyse_and_write(ws: Workspace, reg_id: str, options: Options) -> Analysed:
     data: dict[str, Any] = {}
     document: list[str] = []
 
-    def printed() -> None:
-        data.update(report.to_json())
+    def printed(report_json: dict[str, Any]) -> None:
+        data.update(report_json)
         data["report_dir"] = str(out)
         data["files"] = {
             name: str(out / name) for name in ("report.json", "report.md", "report.html")

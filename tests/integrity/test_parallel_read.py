@@ -30,8 +30,9 @@ load.FORK_UNITS = 1
 """
 
 CHAINS = """
-from dataclasses import asdict, replace
+from dataclasses import replace
 import itertools
+from msgspec.structs import asdict
 from prereg.reports.observations import from_record, pinned_observation
 from prereg.runners.store import RunStore
 ws = sys.argv[1]

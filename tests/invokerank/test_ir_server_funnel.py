@@ -5,7 +5,6 @@ executed and completed only for the focal integration; counted by hand."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from prereg.experiments.loader import folder_reader, load_experiment
 from prereg.experiments.offers import ArmSpec, arm_offer
 from prereg.reports.invokerank import ArmMeta, invokerank_section
 from prereg.reports.model import Report
-from prereg.reports.observations import Obs, from_record
+from prereg.reports.observations import Obs, from_record, replaced
 from prereg.reports.text import invokerank_tables
 
 PODCAST = Path(__file__).resolve().parents[2] / "experiments" / "bundled" / "podcast-selection"
@@ -113,7 +112,7 @@ def test_no_offer_no_funnel_and_an_unmeasured_surfaced_stays_null() -> None:
     assert section is not None and section.arms[0].server_funnel == []
     experiment = load_experiment(folder_reader(PODCAST), "podcast-selection")
     offer = arm_offer(ArmSpec(id="a", surface="focal"), experiment, 1)
-    blind = [replace(o, funnel={**o.funnel, "surfaced": None}) for o in runs]
+    blind = [replaced(o, funnel={**o.funnel, "surfaced": None}) for o in runs]
     section = invokerank_section(blind, [ArmMeta("a", "focal", offer=offer)], seed=1)
     assert section is not None
     for row in section.arms[0].server_funnel:

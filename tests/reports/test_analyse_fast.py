@@ -9,7 +9,6 @@ definitions by hand (computed once, as an observation is built).
 from __future__ import annotations
 
 import pickle
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from prereg.commands import analyse_cmds
 from prereg.commands.analyse_cmds import _no_cycle_collection
 from prereg.experiments.surfaces import Tool
 from prereg.reports.invokerank import _Validity, first_choices
-from prereg.reports.observations import Obs
+from prereg.reports.observations import Obs, replaced
 from tests.reports import observation
 
 SCHEMA = {
@@ -165,7 +164,7 @@ def test_outcomes_are_computed_as_the_run_is_built_and_again_on_replace() -> Non
     """The outcomes kept on an observation are the module's definitions, by hand: a
     null stage after a false one is not reached; a negative task has no funnel or focal
     outcome; an infrastructure failure none; one counted as a failure (built by
-    ``replace``, as loading does) every outcome false, its funnel on positives only."""
+    ``replaced``, as loading does) every outcome false, its funnel on positives only."""
     run = _obs()
     assert [run.outcome(n) for n in ("success", "focal", "surfaced", "selected", "invoked")] == [
         True,
@@ -179,9 +178,9 @@ def test_outcomes_are_computed_as_the_run_is_built_and_again_on_replace() -> Non
     assert negative.outcome("success") is False and negative.outcome("focal") is None
     infra = _obs(status="infra_error", success=None)
     assert all(infra.outcome(n) is None for n in ("success", "focal", "completed", "no-such"))
-    counted = replace(infra, counted_failure=True)
+    counted = replaced(infra, counted_failure=True)
     assert all(counted.outcome(n) is False for n in ("success", "focal", "completed"))
-    assert replace(infra, counted_failure=True, polarity="negative").outcome("focal") is None
+    assert replaced(infra, counted_failure=True, polarity="negative").outcome("focal") is None
     with pytest.raises(ValueError, match="unknown outcome"):
         run.outcome("no-such")
     assert not hasattr(run, "__dict__")  # slotted: nothing written on it after it is built
@@ -190,9 +189,9 @@ def test_outcomes_are_computed_as_the_run_is_built_and_again_on_replace() -> Non
 def test_an_observation_crosses_a_pipe_whole() -> None:
     """Forked children send observations back pickled (their own state format): every
     field, the computed outcomes included, comes back equal."""
-    for run in (_obs(), replace(_obs(status="infra_error", success=None), counted_failure=True)):
+    for run in (_obs(), replaced(_obs(status="infra_error", success=None), counted_failure=True)):
         back = pickle.loads(pickle.dumps(run, protocol=pickle.HIGHEST_PROTOCOL))
         assert back == run and back.outcomes == run.outcomes
-        assert [getattr(back, n) for n in back.__slots__] == [
-            getattr(run, n) for n in run.__slots__
+        assert [getattr(back, n) for n in back.__struct_fields__] == [
+            getattr(run, n) for n in run.__struct_fields__
         ]

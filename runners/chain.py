@@ -29,6 +29,7 @@ from prereg.registry.digest import canonical_json
 from prereg.runners.record import ChainLink, RunRecord
 
 FORMAT = "prereg.run-chain/1"
+_FORMAT = FORMAT.encode("ascii")
 
 
 def genesis(registration_digest: str) -> str:
@@ -232,28 +233,22 @@ def _spelled(value: Any) -> bytes:
 def _head(index: int, prev: str) -> bytes:
     """The canonical JSON of a link's document up to its record: ``{"format":...,
     "index":...,"prev":...,"record":`` (the keys sort in this order, ``record`` last)."""
-    return (
-        b'{"format":"'
-        + FORMAT.encode("ascii")
-        + b'","index":'
-        + _spelled(index)
-        + b',"prev":'
-        + _spelled(prev)
-        + b',"record":'
-    )
+    return _spelled_head(_spelled(index), _spelled(prev))
+
+
+def _spelled_head(index: bytes, prev: bytes) -> bytes:
+    """:func:`_head` of a link's index and prev as :func:`_spelled` spells them."""
+    return b'{"format":"' + _FORMAT + b'","index":' + index + b',"prev":' + prev + b',"record":'
 
 
 def _suffix(index: int, prev: str, stated: str) -> bytes:
     """How a stored body in the content format ends: its chain link, the last member."""
-    return (
-        b',"chain":{"hash":'
-        + _spelled(stated)
-        + b',"index":'
-        + _spelled(index)
-        + b',"prev":'
-        + _spelled(prev)
-        + b"}}"
-    )
+    return _spelled_suffix(_spelled(index), _spelled(prev), _spelled(stated))
+
+
+def _spelled_suffix(index: bytes, prev: bytes, stated: bytes) -> bytes:
+    """:func:`_suffix` of a link's index, prev and hash as :func:`_spelled` spells them."""
+    return b',"chain":{"hash":' + stated + b',"index":' + index + b',"prev":' + prev + b"}}"
 
 
 def stored_body(record: RunRecord) -> str:
@@ -302,18 +297,23 @@ def linked_body(record: RunRecord, index: int, prev: str) -> tuple[RunRecord, st
     return linked, (encoded[:-1] + _suffix(index, prev, digest)).decode("utf-8")
 
 
-def _content_bytes(body: str, index: int, prev: str, stated: str) -> bytes | None:
-    """The record's content bytes of a body in the content format (None: another body)."""
+def _link_parts(body: str, index: int, prev: str, stated: str) -> tuple[bytes, int, bytes] | None:
+    """A body in the content format as (its bytes, where its chain link starts, the head
+    of the link's document): the record's content bytes are ``data[:end] + b"}"``, the
+    link's document ``head + content + b"}"``; None: another body. Each of the link's
+    fields is spelled once (the head and the suffix both hold the index and prev)."""
     if type(index) is not int or type(prev) is not str or type(stated) is not str:
         return None
     try:
         data = body.encode("utf-8")
-        suffix = _suffix(index, prev, stated)
+        spelled_index, spelled_prev = _spelled(index), _spelled(prev)
+        suffix = _spelled_suffix(spelled_index, spelled_prev, _spelled(stated))
     except (UnicodeEncodeError, TypeError, ValueError):
         return None
-    if len(data) <= len(suffix) + 1 or not data.endswith(suffix):
+    end = len(data) - len(suffix)
+    if end <= 1 or not data.endswith(suffix):
         return None
-    return data[: len(data) - len(suffix)] + b"}"
+    return data, end, _spelled_head(spelled_index, spelled_prev)
 
 
 def _parse_spelled(body: str) -> tuple[Any, list[str]] | None:
@@ -391,11 +391,17 @@ def content_link(body: str, index: int, prev: str, stated: str, *, trusted: bool
     since its hash is the anchored chain's); the caller must refuse a chain off its
     anchors.
     """
-    data = _content_bytes(body, index, prev, stated)
-    if data is None:
+    parts = _link_parts(body, index, prev, stated)
+    if parts is None:
         return None
-    recomputed = "sha256:" + hashlib.sha256(_head(index, prev) + data + b"}").hexdigest()
-    if recomputed != stated or not (trusted or is_canonical_content(data)):
+    data, end, head = parts
+    # hashed in place: head, then the content up to its closing brace, then that brace
+    # and the document's (no copy of a 4 KB body into one buffer, as a concatenation makes)
+    digest = hashlib.sha256(head)
+    digest.update(memoryview(data)[:end])
+    digest.update(b"}}")
+    recomputed = "sha256:" + digest.hexdigest()
+    if recomputed != stated or not (trusted or is_canonical_content(data[:end] + b"}")):
         return None
     return recomputed
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from prereg import stats
 from prereg.reports.model import Provenance
-from prereg.reports.observations import STAGES, Obs
+from prereg.reports.observations import STAGES, Obs, outcome_place
 from prereg.reports.pairs import runset
 
 
@@ -31,7 +31,8 @@ def funnel(observations: Sequence[Obs], arm: str) -> dict[str, Any] | None:
     names: list[str] = []
     contiguous = True
     for stage in STAGES:
-        measured = [v for v in (o.outcome(stage) for o in runs) if v is not None]
+        place = outcome_place(stage)
+        measured = [v for o in runs if (v := o.outcomes[place]) is not None]
         if not measured:
             stages[stage] = None
             if previous is not None:

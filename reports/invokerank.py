@@ -71,7 +71,7 @@ from prereg.reports.model import (
     StagePrior,
     TerminalRow,
 )
-from prereg.reports.observations import STAGES, Obs
+from prereg.reports.observations import STAGE_OUTCOMES, STAGES, Obs, outcome_place
 from prereg.reports.pairs import runset
 from prereg.stats.invokerank import (
     RATING_RESAMPLES,
@@ -165,8 +165,10 @@ def score_level(runs: Sequence[Obs]) -> tuple[str, tuple[str, ...], str]:
     """(level, stages, reason): the full score, IR_DS, or none (module docstring)."""
     if not runs:
         return "not_computed", (), "no positive run"
-    values = [[o.outcome(s) for s in STAGES] for o in runs]  # each run's, read once
-    broken = sum(not _nested_values(v) for v in values)
+    values = [o.outcomes[STAGE_OUTCOMES] for o in runs]  # each run's stages, read once
+    distinct = set(values)  # a handful of patterns: each checked once
+    unnested = {v for v in distinct if not _nested_values(v)}
+    broken = sum(v in unnested for v in values) if unnested else 0
     if broken:
         return (
             "not_computed",
@@ -174,7 +176,7 @@ def score_level(runs: Sequence[Obs]) -> tuple[str, tuple[str, ...], str]:
             f"{broken} positive run(s) reach a stage without its parent: a recording "
             "error (the funnel is nested), so no score",
         )
-    measured = {s: all(v[k] is not None for v in values) for k, s in enumerate(STAGES)}
+    measured = {s: all(v[k] is not None for v in distinct) for k, s in enumerate(STAGES)}
     if all(measured.values()):
         return "full", STAGES, "every stage measured on every positive run"
     if measured["surfaced"] and measured["selected"]:
@@ -195,12 +197,13 @@ def prompt_counts(runs: Sequence[Obs], stages: Sequence[str]) -> Prompts:
         by_task[o.task_id].append(o)
     intents = sorted({group[0].intent for group in by_task.values()})
     tasks = list(by_task)
+    places = [outcome_place(s) for s in stages]
     return Prompts(
         tasks=tasks,
         intents=intents,
         cell=[intents.index(by_task[t][0].intent) for t in tasks],
         runs=[len(by_task[t]) for t in tasks],
-        reached=[[sum(bool(o.outcome(s)) for o in by_task[t]) for s in stages] for t in tasks],
+        reached=[[sum(bool(o.outcomes[k]) for o in by_task[t]) for k in places] for t in tasks],
         units=[o.unit for o in runs],
     )
 
@@ -1220,8 +1223,9 @@ def _server_hits(
     """[surfaced, selected, invoked, executed, completed] of server ``key`` in run ``o``
     (None: not measured); ``tools``: the run's listed tools by name, for this server;
     ``valid``: :func:`_valid` or a remembering one."""
+    outcomes = o.outcomes
     surfaced: bool | None = None
-    if o.outcome("surfaced") is not None:
+    if outcomes[_SURFACED] is not None:
         surfaced = o.surfaced_tools is None or not o.surfaced_tools.isdisjoint(tools)
     selected = o.first_server == key
     call = o.first_call
@@ -1230,11 +1234,12 @@ def _server_hits(
     )
     later: list[bool | None] = [None, None]
     if role == "focal":
-        later = [
-            None if o.outcome(s) is None else bool(selected and o.outcome(s))
-            for s in ("executed", "completed")
-        ]
+        later = [None if (v := outcomes[k]) is None else bool(selected and v) for k in _LATER]
     return [surfaced, selected, invoked, *later]
+
+
+_SURFACED = outcome_place("surfaced")
+_LATER = (outcome_place("executed"), outcome_place("completed"))
 
 
 def _listed_name(o: Obs, key: str) -> str | None:

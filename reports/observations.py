@@ -29,7 +29,7 @@ Outcome definitions (fixed here, before any data, for every registration):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from sys import intern
 from typing import Any, cast
 
@@ -38,7 +38,7 @@ from msgspec import structs, to_builtins
 from msgspec.structs import asdict, force_setattr
 from pydantic import BaseModel
 
-from prereg.core.struct_view import struct_view
+from prereg.core.struct_view import field_decoder, struct_view
 from prereg.runners.record import RunRecord, TraceEvent
 from prereg.runners.run_store import indexed_columns
 
@@ -306,8 +306,16 @@ def _from_run_record(record: RunRecord) -> Obs:
     tens of thousands of runs share (digest, arm, task, status...) are interned: one
     object each instead of one per run, so the observations take less memory, and fewer
     pages for a forked child to copy and bytes to send back (:mod:`prereg.core.forked`)."""
-    funnel = record.funnel
     offer = record.offer
+    return _observation(
+        record, _funnel_data(record.funnel), None if offer is None else _offer_data(offer)
+    )
+
+
+def _observation(
+    record: RunRecord, funnel: Mapping[str, bool | None], offer: Mapping[str, Any] | None
+) -> Obs:
+    """:func:`_from_run_record` with the record's funnel and offer as plain data already."""
     surfaced: set[str] | None = None
     first_call: tuple[str, Any] | None = None
     for event in record.trace:
@@ -333,14 +341,14 @@ def _from_run_record(record: RunRecord) -> Obs:
         model_requested=_interned(record.model_requested),
         model_returned=_interned(record.model_returned),
         success=_bool_or_none(record.success),
-        funnel=_funnel_data(funnel),
+        funnel=funnel,
         terminal_class=_interned(record.terminal_class),
         selection_rate=_float_or_none(record.selection_rate),
         cost_usd=_float_or_none(record.cost_usd),
         tokens=_tokens_data(record.tokens),
         batch=record.batch,
         terminal_flag=record.terminal_flag,
-        offer=None if offer is None else _offer_data(offer),
+        offer=offer,
         surfaced_tools=None if surfaced is None else _shared_names(frozenset(surfaced)),
         first_call=first_call,
     )
@@ -388,7 +396,42 @@ READ_EVENT_FIELDS: tuple[str, ...] = ("kind", "tool", "arguments", "surfaced")
 #: models with their own checks), of the trace's events only what is read, every other
 #: member skipped, not decoded (:mod:`prereg.core.struct_view`: a sixth of the cost of
 #: pydantic's validation of the same fields, the largest part of reading a pinned link).
-PINNED_VIEW = struct_view(RunRecord, READ_FIELDS, trace=(TraceEvent, READ_EVENT_FIELDS))
+#: The funnel and the offer are kept as their JSON text and decoded once per distinct
+#: text (:data:`SHARED`): a programme's runs repeat a few dozen funnels and a handful
+#: of offers, whose decoding and checks were a fifth of a link's reading.
+PINNED_VIEW = struct_view(
+    RunRecord, READ_FIELDS, raw=("funnel", "offer"), trace=(TraceEvent, READ_EVENT_FIELDS)
+)
+
+
+class _Shared:
+    """One field's value as plain data by its JSON text: decoded as :class:`RunRecord`
+    declares the field (:func:`prereg.core.struct_view.field_decoder`), checks included,
+    the first time a text is seen; the same object for every later run with the same
+    text (read-only, as all of an observation)."""
+
+    def __init__(self, name: str, plain: Callable[[Any], Any]) -> None:
+        self._decoder = field_decoder(RunRecord, name)
+        self._plain = plain
+        self._seen: dict[bytes, Any] = {}
+
+    def __call__(self, text: msgspec.Raw) -> Any:
+        key = bytes(text)
+        value = self._seen.get(key, _UNSEEN)
+        if value is _UNSEEN:
+            decoded = self._decoder.decode(key)  # ValueError (ValidationError): not as declared
+            if len(self._seen) >= 4096:  # a bound, never reached by one registration's runs
+                self._seen.clear()
+            value = self._seen[key] = self._plain(decoded)
+        return value
+
+
+_UNSEEN = object()
+SHARED = {
+    "funnel": _Shared("funnel", lambda funnel: _funnel_data(funnel)),
+    "offer": _Shared("offer", lambda offer: None if offer is None else _offer_data(offer)),
+}
+_FUNNEL, _OFFER = SHARED["funnel"], SHARED["offer"]
 
 
 def pinned_observation(body: str) -> tuple[tuple[object, ...], Obs]:
@@ -400,7 +443,8 @@ def pinned_observation(body: str) -> tuple[tuple[object, ...], Obs]:
     them); ValueError (msgspec's ValidationError) where a field read is not as the schema
     declares it."""
     view = cast(RunRecord, PINNED_VIEW.decode(body))  # the fields read, typed so
-    return indexed_columns(view), _from_run_record(view)
+    funnel, offer = _FUNNEL(view.funnel), _OFFER(view.offer)  # type: ignore[arg-type]
+    return indexed_columns(view), _observation(view, funnel, offer)
 
 
 #: offer blocks as plain data by their JSON text (:func:`_offer_data`)

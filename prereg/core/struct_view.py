@@ -103,11 +103,16 @@ def _constrained(kind: Any, meta: dict[str, Any]) -> Any:
     return Annotated[kind, msgspec.Meta(**meta)]
 
 
-def _field(name: str, info: FieldInfo, owner: str, structs: dict[type, type]) -> tuple[Any, ...]:
+def _kind(name: str, info: FieldInfo, owner: str, structs: dict[type, type]) -> Any:
+    """The msgspec type of a field: its annotation under its constraints."""
     where = f"{owner}.{name}"
     if info.alias not in (None, name):
         raise TypeError(f"{where}: an aliased field has no view")
-    kind = _constrained(_type(info.annotation, where, structs), _meta(list(info.metadata), where))
+    return _constrained(_type(info.annotation, where, structs), _meta(list(info.metadata), where))
+
+
+def _field(name: str, info: FieldInfo, owner: str, structs: dict[type, type]) -> tuple[Any, ...]:
+    kind = _kind(name, info, owner, structs)
     if info.is_required():
         return (name, kind)
     factory = info.default_factory
@@ -159,19 +164,54 @@ def _struct(
     return made
 
 
+def _raw_field(name: str, info: FieldInfo) -> tuple[Any, ...]:
+    """A field read as its JSON text (:func:`struct_view`'s ``raw``); a missing one as its
+    default's JSON text (a nested model's default as its model dumps it)."""
+    if info.alias not in (None, name):
+        raise TypeError(f"{name}: an aliased field has no view")
+    if info.is_required():
+        return (name, msgspec.Raw)
+    factory = info.default_factory
+    default = factory() if factory is not None else info.default  # type: ignore[call-arg]
+    text = (
+        default.model_dump_json().encode()
+        if isinstance(default, BaseModel)
+        else msgspec.json.encode(default)
+    )
+    return (name, msgspec.Raw, msgspec.field(default_factory=lambda: msgspec.Raw(text)))
+
+
+def field_decoder(model: type[BaseModel], name: str) -> msgspec.json.Decoder[Any]:
+    """A JSON decoder of one field's value as ``model`` declares it (type, constraints,
+    nested models as :func:`struct_view` makes them): what reads a ``raw`` field's text."""
+    return msgspec.json.Decoder(_kind(name, model.model_fields[name], model.__name__, {}))
+
+
 def struct_view(
-    model: type[BaseModel], names: tuple[str, ...], **more: tuple[type[BaseModel], tuple[str, ...]]
+    model: type[BaseModel],
+    names: tuple[str, ...],
+    *,
+    raw: tuple[str, ...] = (),
+    **more: tuple[type[BaseModel], tuple[str, ...]],
 ) -> msgspec.json.Decoder[Any]:
     """A JSON decoder of ``names`` of ``model`` (each as the model declares it; any other
     member of the object skipped, not decoded), raising ``msgspec.ValidationError`` (a
     ValueError) where a value is not of its declared type or constraints.
 
-    ``more``: a list field read for some members of its items, ``name=(item model,
-    fields)``: a list of that model's ``fields`` only, unknown members skipped (a trace
-    whose events are read for a few of their members); empty where the field is not
-    required."""
+    ``raw``: fields among ``names`` read as their JSON text (``msgspec.Raw``), not
+    decoded here: a reader decodes them with :func:`field_decoder`, once per distinct
+    text where many documents repeat the same value (the offer a programme's runs
+    share). ``more``: a list field read for some members of its items, ``name=(item
+    model, fields)``: a list of that model's ``fields`` only, unknown members skipped (a
+    trace whose events are read for a few of their members); empty where the field is
+    not required."""
     structs: dict[type, type] = {}
-    fields = [_field(name, model.model_fields[name], model.__name__, structs) for name in names]
+    fields = [
+        _raw_field(name, model.model_fields[name])
+        if name in raw
+        else _field(name, model.model_fields[name], model.__name__, structs)
+        for name in names
+    ]
     for name, (item_model, item_names) in more.items():
         info = model.model_fields[name]
         item = _struct(item_model, item_names, structs, forbid=False)

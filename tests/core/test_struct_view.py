@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from prereg.core.struct_view import struct_view
+from prereg.core.struct_view import field_decoder, struct_view
 from prereg.runners.record import RunRecord, TraceEvent
 
 
@@ -64,6 +64,19 @@ def _reference(model: type[BaseModel], names: tuple[str, ...]) -> type[BaseModel
 
 OUTER_VIEW = struct_view(Outer, READ)
 OUTER_REFERENCE = _reference(Outer, READ)
+#: the same view with some fields kept as their JSON text, decoded apart afterwards
+RAW = ("inner", "maybe", "scores")
+RAW_VIEW = struct_view(Outer, READ, raw=RAW)
+FIELD_DECODERS = {name: field_decoder(Outer, name) for name in RAW}
+
+
+def _through_raw(body: str) -> dict[str, Any]:
+    """``body`` read by :data:`RAW_VIEW`, then each raw field's text by its field decoder."""
+    view = msgspec.structs.asdict(RAW_VIEW.decode(body))
+    for name in RAW:
+        view[name] = FIELD_DECODERS[name].decode(view[name])
+    return msgspec.to_builtins(view)  # type: ignore[no-any-return]
+
 
 VALID = {"name": "ab", "code": "abc"}
 
@@ -85,6 +98,17 @@ def _agree(body: str) -> None:
         pass  # stricter than pydantic's lax mode ("3" for an int): the reader falls back
     # what a store holds: the validated model's own dump, always read, to the same values
     assert msgspec.to_builtins(OUTER_VIEW.decode(validated.model_dump_json())) == expected
+
+
+def _agree_raw(body: str) -> None:
+    """Raw fields decoded apart give what the view gives, and refuse where it refuses."""
+    try:
+        direct = msgspec.to_builtins(OUTER_VIEW.decode(body))
+    except msgspec.ValidationError:
+        with pytest.raises(msgspec.ValidationError):
+            _through_raw(body)
+        return
+    assert _through_raw(body) == direct
 
 
 @pytest.mark.parametrize(
@@ -126,6 +150,18 @@ def _agree(body: str) -> None:
 )
 def test_the_view_agrees_with_pydantic(change: dict[str, Any]) -> None:
     _agree(json.dumps({**VALID, **change}))
+    _agree_raw(json.dumps({**VALID, **change}))
+
+
+def test_a_raw_field_is_its_json_text_or_its_defaults() -> None:
+    body = '{"name": "ab", "code": "abc", "inner": {"low":  1}, "scores": {}}'
+    view = RAW_VIEW.decode(body)
+    assert bytes(view.inner) == b'{"low":  1}' and bytes(view.scores) == b"{}"
+    missing = RAW_VIEW.decode(json.dumps(VALID))
+    assert json.loads(bytes(missing.inner)) == Inner().model_dump(mode="json")
+    assert bytes(missing.maybe) == b"null" and bytes(missing.scores) == b"{}"
+    with pytest.raises(msgspec.ValidationError):  # the nested model's own check, applied
+        FIELD_DECODERS["inner"].decode(b'{"low": 2, "high": 1}')
 
 
 def test_required_fields_and_defaults() -> None:
@@ -166,6 +202,7 @@ _JSON = st.recursive(
 )
 def test_the_view_never_accepts_what_pydantic_refuses(body: dict[str, Any]) -> None:
     _agree(json.dumps(body))
+    _agree_raw(json.dumps(body))
 
 
 def test_what_has_no_view_is_refused_when_the_view_is_made() -> None:

@@ -159,6 +159,12 @@ def test_pinned_observation_is_the_validated_one(ran_template: Path) -> None:
     with pytest.raises(ValueError):
         pinned_observation(json.dumps({**body, "funnel": {"surfaced": False, "selected": True}}))
     pinned_observation(json.dumps({**body, "calls": "many"}))  # not read, not validated
+    # the funnel and offer are decoded once per distinct text: the same object for every
+    # run with the same text, and a text never seen is checked even after a valid one
+    first, again = (pinned_observation(json.dumps({**body, "repeat": i}))[1] for i in (3, 4))
+    assert first.funnel is again.funnel and first.offer is again.offer
+    with pytest.raises(ValueError):
+        pinned_observation(json.dumps({**body, "funnel": {**body["funnel"], "surfaced": 0}}))
 
 
 def test_the_anchored_chain_is_read_without_validating_records_again(

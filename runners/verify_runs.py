@@ -617,9 +617,9 @@ def verified_as(
     # SQLite's integrity check of a large file takes as long as reading its chains: it
     # runs in a forked child (its own connection) meanwhile (:mod:`prereg.core.forked`)
     large = isinstance(store, RunStore) and store.path.stat().st_size >= PARALLEL_BYTES
-    checked = Forked(partial(_store_problems_at, runs), fork=large)
+    check_store = partial(Forked, partial(_store_problems_at, runs), fork=large)
     with held_gc():
-        return _verified(store, registry, entry, convert, own, checked, read_pinned, alongside)
+        return _verified(store, registry, entry, convert, own, check_store, read_pinned, alongside)
 
 
 #: SQLite stores from this size on are checked in parallel with reading their chains.
@@ -637,21 +637,25 @@ def _verified(
     entry: Entry,
     convert: Callable[[RunRecord], T],
     own: WrittenLinks | None,
-    checked: Forked[list[Problem]],
+    check_store: Callable[[], Forked[list[Problem]]],
     read_pinned: PinnedRead[T] | None = None,
     alongside: Callable[[], object] | None = None,
 ) -> tuple[list[T], dict[str, dict[str, Any]]]:
-    """:func:`verified_as` of an open store (closed here); ``checked``: the store's own
-    problems (:func:`store_problems`), being found."""
+    """:func:`verified_as` of an open store (closed here); ``check_store``: starts finding
+    the store's own problems (:func:`store_problems`)."""
     problems: list[Problem] = []
     heads: dict[str, dict[str, Any]] = {}
     by_id: list[tuple[int, tuple[str, T] | None]] = []
     foreign: list[tuple[int, tuple[str, T] | None]] = []
+    checked: Forked[list[Problem]] | None = None
     try:
         digests = {entry.digest, *store.digests(registration_id=entry.id)}
         alongside = _once(alongside)  # done by the first chain checked in parallel
         for digest in sorted(digests):
             rows = store.chain_rows(digest)
+            if checked is None:  # from now on, while the rows are checked, not while they
+                # are read: both scan the file (the reading took half as long again beside it)
+                checked = check_store()
             pinned = pinned_links(registry, digest)
             mine = None if own is None else own.of(digest)
             found, head, records = check_chain_records(
@@ -665,13 +669,16 @@ def _verified(
                     by_id.append((row.seq, record))
                 elif digest == entry.digest:
                     foreign.append((row.seq, record))
+        if checked is None:
+            checked = check_store()
         _refuse_if(entry, checked.result() + problems)
     except (sqlite3.DatabaseError, StoreUnreadable) as exc:
         raise IntegrityError(
             f"the run store cannot be read ({exc}); run `prereg verify`", file=store.where
         ) from None
     finally:
-        checked.cancel()
+        if checked is not None:
+            checked.cancel()
         store.close()
     seen: dict[str, T] = {}
     for _, record in sorted(by_id, key=_first) + sorted(foreign, key=_first):

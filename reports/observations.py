@@ -397,7 +397,7 @@ READ_EVENT_FIELDS: tuple[str, ...] = ("kind", "tool", "arguments", "surfaced")
 #: member skipped, not decoded (:mod:`prereg.core.struct_view`: a sixth of the cost of
 #: pydantic's validation of the same fields, the largest part of reading a pinned link).
 #: The funnel and the offer are kept as their JSON text and decoded once per distinct
-#: text (:data:`SHARED`): a programme's runs repeat a few dozen funnels and a handful
+#: text (:class:`_Shared`): a programme's runs repeat a few dozen funnels and a handful
 #: of offers, whose decoding and checks were a fifth of a link's reading.
 PINNED_VIEW = struct_view(
     RunRecord, READ_FIELDS, raw=("funnel", "offer"), trace=(TraceEvent, READ_EVENT_FIELDS)
@@ -427,11 +427,8 @@ class _Shared:
 
 
 _UNSEEN = object()
-SHARED = {
-    "funnel": _Shared("funnel", lambda funnel: _funnel_data(funnel)),
-    "offer": _Shared("offer", lambda offer: None if offer is None else _offer_data(offer)),
-}
-_FUNNEL, _OFFER = SHARED["funnel"], SHARED["offer"]
+_FUNNEL = _Shared("funnel", lambda funnel: _funnel_data(funnel))
+_OFFER = _Shared("offer", lambda offer: None if offer is None else _offer_data(offer))
 
 
 def pinned_observation(body: str) -> tuple[tuple[object, ...], Obs]:

@@ -116,7 +116,7 @@ def _field(name: str, info: FieldInfo, owner: str, structs: dict[type, type]) ->
     if info.is_required():
         return (name, kind)
     factory = info.default_factory
-    default = factory() if factory is not None else info.default  # type: ignore[call-arg]
+    default = _default(info)
     if isinstance(default, BaseModel):  # a nested model's default: its Struct
         plain = default.model_dump(mode="json")
         return (name, kind, msgspec.field(default_factory=lambda: msgspec.convert(plain, kind)))
@@ -164,6 +164,12 @@ def _struct(
     return made
 
 
+def _default(info: FieldInfo) -> Any:
+    """A field's default value (its default factory's, where it has one)."""
+    factory = info.default_factory
+    return factory() if factory is not None else info.default  # type: ignore[call-arg]
+
+
 def _raw_field(name: str, info: FieldInfo) -> tuple[Any, ...]:
     """A field read as its JSON text (:func:`struct_view`'s ``raw``); a missing one as its
     default's JSON text (a nested model's default as its model dumps it)."""
@@ -171,8 +177,7 @@ def _raw_field(name: str, info: FieldInfo) -> tuple[Any, ...]:
         raise TypeError(f"{name}: an aliased field has no view")
     if info.is_required():
         return (name, msgspec.Raw)
-    factory = info.default_factory
-    default = factory() if factory is not None else info.default  # type: ignore[call-arg]
+    default = _default(info)
     text = (
         default.model_dump_json().encode()
         if isinstance(default, BaseModel)

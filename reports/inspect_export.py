@@ -116,8 +116,7 @@ def build_sample(
     record: RunRecord, prompt: str, outcome: str, model: str, infra_attempts: int
 ) -> EvalSample:
     """The unit's Inspect sample (see the module docstring for the mapping)."""
-    from inspect_ai._util.error import EvalError  # lazy: optional extra prereg[inspect]
-    from inspect_ai.log import EvalSample  # lazy: optional extra prereg[inspect]
+    from inspect_ai.log import EvalError, EvalSample  # lazy: optional extra prereg[inspect]
     from inspect_ai.model import (  # lazy: optional extra prereg[inspect]
         ChatMessageAssistant,
         ChatMessageUser,

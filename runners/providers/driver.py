@@ -68,9 +68,7 @@ from prereg.runners.providers.spend import SpendMeter
 from prereg.runners.providers.transport import (
     chosen,
     http_client,
-    sdk_platform,
     tls_context,
-    with_platform,
 )
 
 #: Host parameters that change sampling (kept in step with the registry's list).
@@ -291,7 +289,6 @@ class ModelDriver(ABC):
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._loading: asyncio.Task[None] | None = None  # the SDK's load, shared by all units
-        self._platform: object | None = None  # what the SDK's clients report (_load_sdk)
         self._transcripts = _Transcripts()
         self._primed: dict[str, Parsed | InfraError] = {}
         self._specs: dict[tuple[object, ...], tuple[object, Encoded]] = {}
@@ -368,12 +365,9 @@ class ModelDriver(ABC):
         self._load_sdk()
 
     def _load_sdk(self) -> None:
-        """Import the SDK, find the platform its clients report (see
-        :func:`~prereg.runners.providers.transport.sdk_platform`), and build the TLS
-        context its aiohttp transport shares (:func:`~.transport.tls_context`)."""
-        sdk = self._import_sdk()
-        if isinstance(sdk, ModuleType):
-            self._platform = sdk_platform(sdk)
+        """Import the SDK and build the TLS context its aiohttp transport shares
+        (:func:`~prereg.runners.providers.transport.tls_context`)."""
+        self._import_sdk()
         if self._http_client_factory is None and chosen(self.settings) == "aiohttp":
             tls_context()
 
@@ -392,7 +386,7 @@ class ModelDriver(ABC):
     def _client_for_loop(self) -> Any:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            self._client = with_platform(self._make_client(), self._platform)
+            self._client = self._make_client()
             self._client_loop = loop
         return self._client
 

@@ -29,11 +29,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from prereg.runners.providers import prepared
 from prereg.runners.providers.plain import decode
 
 #: what the client sends with a ``body`` mapping (its default headers carry it too)
-_JSON = prepared.JSON_HEADERS
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ async def post(client: Any, route: Route, body: Mapping[str, Any]) -> Any:
         route.path,
         content=encoded(body),
         cast_to=route.cast_to,
-        options={**route.options, "headers": _JSON},
+        options={**route.options, "headers": JSON_HEADERS},
     )
 
 
@@ -119,52 +118,47 @@ async def post_plain(
 ) -> Any:
     """:func:`post`, the reply read as plain data by ``read`` (see :mod:`.plain`): ``read``
     returns the reply as the driver's parse takes it, or None when only the SDK's typed parse
-    can say what it is; then that parse is run on the same reply.
+    can say what it is; then the response type's own constructor reads the same reply.
 
-    The client still sends the request, authenticates, times out and maps every error status
-    to its exception: only the successful reply's parse changes hands. A client that validates
-    replies strictly keeps its typed parse."""
-    if getattr(client, "_strict_response_validation", True):
-        return await post(client, route, body)
-    made = prepared.template(client, route)
-    if made is not None:  # the client's request for the route, built once (see .prepared)
-        return reply(client, route, await prepared.send(client, made, encoded(body)), read)
+    The request goes through ``client.post`` with the public raw-response cast
+    (``cast_to=httpx2.Response``, the SDKs' documented way to post to a route and read the
+    reply yourself): the client sends, authenticates, times out, and turns every transport
+    failure, timeout and error status into its own exception, with its own message, in
+    whatever version is installed. Only a successful reply's parse changes hands."""
     import httpx2  # lazy: the SDKs' HTTP client, loaded with them at the first request
 
     response = await client.post(
         route.path,
         content=encoded(body),
         cast_to=httpx2.Response,
-        options={**route.options, "headers": _JSON},
+        options={**route.options, "headers": JSON_HEADERS},
     )
-    await prepared.remember(client, route)
-    return reply(client, route, response, read)
+    return reply(route, response, read)
 
 
-def reply(client: Any, route: Route, response: Any, read: Callable[[dict[str, Any]], Any]) -> Any:
-    """A successful reply as plain data when ``read`` is sure of it, else typed by the SDK."""
+def reply(route: Route, response: Any, read: Callable[[dict[str, Any]], Any]) -> Any:
+    """A successful reply as plain data when ``read`` is sure of it, else typed."""
     content_type = response.headers.get("content-type", "*").split(";")[0]
     if content_type.lower().endswith("json"):
         try:
             data = decode(response.content)
-        except ValueError:  # not JSON, or NaN / infinity: the SDK's parse decides
+        except ValueError:  # not JSON, or NaN / infinity: the typed parse decides
             data = None
         fast = read(data) if isinstance(data, dict) else None
         if fast is not None:
             return fast
-    return typed(client, route.cast_to, response)
+    return typed(route.cast_to, response)
 
 
-def typed(client: Any, cast_to: Any, response: Any) -> Any:
-    """The SDK's own parse of a successful reply into ``cast_to``, as its response object
-    does it for a model type (``APIResponse._parse``; the clients are not strict): JSON into
-    the typed model; a reply not labelled JSON is parsed if it is JSON, else its text."""
-    content_type = response.headers.get("content-type", "*").split(";")[0]
-    if content_type.lower().endswith("json"):
+def typed(cast_to: Any, response: Any) -> Any:
+    """A successful reply typed as ``cast_to`` by the response model's public constructor
+    (``model_construct``, which the SDK models override to build nested models loosely: what
+    the clients' own non-strict parse of a JSON object does); a reply that is not a JSON
+    object is handed on as its data, or its text when it is not JSON at all."""
+    try:
         data = response.json()
-    else:
-        try:
-            data = response.json()
-        except Exception:  # noqa: BLE001 - the SDK returns the text of a non-JSON reply
-            return response.text
-    return client._process_response_data(data=data, cast_to=cast_to, response=response)
+    except ValueError:  # not JSON: the text, as the SDK hands on a non-JSON reply
+        return response.text
+    if isinstance(data, dict):
+        return cast_to.model_construct(**data)
+    return data

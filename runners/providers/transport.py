@@ -13,8 +13,7 @@ error status to its exception, the response types.
 not follow, say); ``PREREG_HTTP=aiohttp`` without the package installed is refused.
 
 Every aiohttp client of a process shares one TLS context (:func:`tls_context`): the SDK's
-own default, built once instead of once per client; and every client of a driver the
-platform its SDK reports in its headers (:func:`sdk_platform`), resolved once.
+own default, built once instead of once per client.
 """
 
 from __future__ import annotations
@@ -78,24 +77,3 @@ def http_client(sdk: ModuleType, settings: ProviderSettings) -> Any:
     if chosen(settings) == "httpx":
         return None
     return sdk.DefaultAioHttpClient(timeout=settings.timeout_s, verify=tls_context())
-
-
-def sdk_platform(sdk: ModuleType) -> object | None:
-    """The platform ``sdk`` names in its ``X-Stainless-OS`` header, as its own function
-    finds it (None where this SDK version has none).
-
-    The SDK finds it at a client's first request, in a worker thread (it may read
-    ``/etc/os-release``), and so does every request that starts before the first has
-    found it: a run's first 32 requests start 32 threads for it, about 0.09 s of the
-    run's start on the bench machine (issue 15). A driver finds it once, in the thread
-    that loads the SDK, and gives it to its clients (:func:`with_platform`)."""
-    find = getattr(getattr(sdk, "_base_client", None), "get_platform", None)
-    return find() if callable(find) else None
-
-
-def with_platform(client: Any, platform: object | None) -> Any:
-    """``client``, told ``platform`` (:func:`sdk_platform`) where it has not found it yet,
-    so its requests send the header the SDK would, without finding it again."""
-    if platform is not None and getattr(client, "_platform", False) is None:
-        client._platform = platform
-    return client

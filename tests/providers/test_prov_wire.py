@@ -12,8 +12,6 @@ its signature.)
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import inspect
 import json
 import threading
@@ -145,36 +143,3 @@ def test_the_sdk_is_imported_off_the_event_loop(
     loop_thread = run(two_turns())
     assert len(threads) == 1 and threads[0] != loop_thread
     assert len(fake.seen) == 2
-
-
-SDK_MODULES = {"anthropic": "anthropic", "openai": "openai", "openai-chat": "openai"}
-
-
-@pytest.mark.parametrize("name", ["anthropic", "openai", "openai-chat"])
-def test_the_platform_header_is_found_once_not_per_first_request(
-    fake: FakeChat, name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A run's first requests start together, and the SDK finds the platform it reports
-    (``X-Stainless-OS``) in a worker thread for each request that starts before the first
-    has found it. The driver finds it once, with the SDK's own function, and every
-    request still sends what the SDK would."""
-    base = importlib.import_module(SDK_MODULES[name])._base_client
-    real = base.get_platform
-    calls: list[int] = []
-
-    def counting() -> Any:
-        calls.append(threading.get_ident())
-        return real()
-
-    monkeypatch.setattr(base, "get_platform", counting)
-    driver = _driver(name, False)
-
-    async def together() -> None:
-        labels = [f"arm/t{n:03d}/0" for n in range(8)]
-        await asyncio.gather(*(driver.next_turn(episode(label=label), []) for label in labels))
-        await driver.aclose()
-
-    run(together())
-    assert len(calls) == 1
-    sent = {request.headers.get("x-stainless-os") for request in fake.seen[-8:]}
-    assert len(fake.seen) == 8 and sent == {str(real())}

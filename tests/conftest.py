@@ -10,8 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from prereg.cli import main
+
+# No test depends on the machine's speed (issue 37): hypothesis neither times examples
+# (no deadline) nor gives up on slow data generation (the too_slow health check), which
+# a loaded 2-core machine trips. A test's own @settings keep these unless they set them.
+settings.register_profile("prereg", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("prereg")
 
 
 @dataclass

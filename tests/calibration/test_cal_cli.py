@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -140,13 +139,11 @@ def test_human_table(ws: Path, capsys) -> None:
     assert "per-intent" in result.stdout and "note:" in result.stdout
 
 
-def test_default_settings_are_fast(ws: Path, capsys) -> None:
-    """The bundled confirmatory draft at the default settings (timed: well under 30 s on two
-    cores; typically 2-5 s, the first call also importing scipy)."""
-    started = time.perf_counter()
+def test_default_settings_run_the_default_simulations(ws: Path, capsys) -> None:
+    """The bundled confirmatory draft at the default settings (how long it takes is
+    bench/stats_calibration.py's business, not a test's)."""
     result = run(capsys, "-w", ws, "calibrate", ws / CONFIRMATORY, "--json")
     assert result.code == 0 and result.json()["sims"] == DEFAULT_SIMS
-    assert time.perf_counter() - started < 30
 
 
 def test_from_runs_takes_the_pilots_figures(ws: Path, capsys, cli) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from prereg.runners.drivers.base import Episode, OfferedTool
 from prereg.runners.mcp.replay import ReplayServer
 from prereg.runners.mcp.serve_http import base_url, bind, build_app
 from tests.providers.fakes import FakeProviders, provider_env
+from tests.waiting import wait_until
 
 EXPERIMENT = """\
 name: podcast-connector
@@ -126,9 +126,7 @@ def replay(connector_ws: Path) -> Iterator[tuple[str, list[LoggingReplay]]]:
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: server.started, "the connector server started", poll_s=0.02)
     try:
         yield base_url(sock), servers
     finally:

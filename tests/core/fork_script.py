@@ -28,6 +28,15 @@ os.fork = _counted
 PARENT = os.getpid()
 def in_child():
     return os.getpid() != PARENT
+import tempfile
+_MARK = os.path.join(tempfile.mkdtemp(), "a-child-worked")
+def child_worked():
+    # called in a child: tells the parent a child has claimed and run a part
+    open(_MARK, "w").close()
+def until_a_child_worked():
+    # waits (on progress, not time) until a child has called child_worked()
+    while not os.path.exists(_MARK):
+        time.sleep(0.005)
 """
 
 

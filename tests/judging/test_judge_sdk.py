@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tests.providers.fakes import (
     openai_text,
     provider_env,
 )
+from tests.waiting import wait_until
 
 VERDICT = {"met": True, "need": "knowledge", "evidence": "it said so"}
 
@@ -172,11 +172,7 @@ def test_killed_judge_resumes_without_double_verdicts(cli, ws: Path, fake: FakeC
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 60
-        while _rows(db) < 3:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(lambda: _rows(db) >= 3, "three verdicts written", proc=proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:

@@ -21,10 +21,12 @@ from typing import Any
 
 import anyio
 
+from tests.waiting import HANG_S
+
 PY = sys.executable
 TIME_SERVER = [PY, "-m", "mcp_server_time", "--local-timezone", "UTC"]
 PREREG = [PY, "-m", "prereg"]
-STEP_TIMEOUT = 30.0
+STEP_TIMEOUT = HANG_S  # a hang guard (tests/waiting.py), never a speed expectation
 
 
 def handshake(request_id: int = 1) -> dict[str, Any]:

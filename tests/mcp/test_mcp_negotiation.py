@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +26,7 @@ from prereg.runners.mcp.replay import ReplayServer, encode
 from prereg.runners.mcp.serve_http import base_url, bind, build_app
 from tests.conftest import skip_unless_ci
 from tests.mcp import PREREG, TIME_SERVER, raw_stdio
+from tests.waiting import wait_until
 
 OLDER = "2025-06-18"
 NEWEST = "2025-11-25"
@@ -253,9 +253,7 @@ def guarded_replay(tmp_path: Path) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: server.started, "the guarded server started", poll_s=0.02)
     try:
         yield base_url(sock) + "/mcp"
     finally:

@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from tests.providers.fakes import (
     provider_env,
     server_error,
 )
+from tests.waiting import wait_until
 
 MODELS = {
     "anthropic": "claude-haiku-4-5",
@@ -339,11 +339,7 @@ def test_killed_provider_run_resumes_with_one_record_per_unit(
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        while ok_rows(db) < 6:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(lambda: ok_rows(db) >= 6, "six runs recorded", proc=proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:

@@ -9,13 +9,13 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from prereg.runners.store import RunStore
+from tests.waiting import wait_until
 
 SCRIPT = textwrap.dedent("""
     import asyncio, sys
@@ -54,12 +54,8 @@ def start_and_interrupt(ws: Path, reg_id: str, at_least: int, sig: int) -> int:
         stderr=subprocess.PIPE,
     )
     db = ws / "runs" / "runs.sqlite"
-    deadline = time.monotonic() + 30
     try:
-        while ok_rows(db) < at_least:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the run made no progress"
-            time.sleep(0.01)
+        wait_until(lambda: ok_rows(db) >= at_least, f"{at_least} runs recorded", proc=proc)
         proc.send_signal(sig)
         return proc.wait(timeout=30)
     finally:

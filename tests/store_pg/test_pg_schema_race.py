@@ -10,12 +10,12 @@ started alongside each other did in tests/store_pg/test_pg_workers.py.
 from __future__ import annotations
 
 import threading
-import time
 
 import psycopg
 
 from prereg.runners import store_pg
 from prereg.runners.store_pg import PgRunStore
+from tests.waiting import wait_until
 
 
 def _someone_waits_for_an_advisory_lock(url: str) -> bool:
@@ -42,10 +42,10 @@ def test_a_worker_that_waited_for_the_schema_lock_finds_the_tables(pg_url: str) 
         with creator.transaction():
             creator.execute("SELECT pg_advisory_xact_lock(%s)", (store_pg._SCHEMA_LOCK,))
             worker.start()
-            deadline = time.monotonic() + 30
-            while not _someone_waits_for_an_advisory_lock(pg_url):
-                assert time.monotonic() < deadline, "the worker never waited for the lock"
-                time.sleep(0.01)
+            wait_until(
+                lambda: _someone_waits_for_an_advisory_lock(pg_url),
+                "the worker waits for the lock",
+            )
             creator.execute(store_pg._SCHEMA)  # type: ignore[arg-type]
     worker.join(timeout=30)
     assert not worker.is_alive()

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from tests.providers.fakes import (
     provider_env,
 )
 from tests.store_pg.conftest import wait_for_session_end
+from tests.waiting import wait_until
 
 PER_M = 10.0  # $ per million output tokens
 HOLD_USD = 256 * PER_M / 1e6  # the worst case of one request: the completion cap
@@ -221,20 +221,17 @@ def test_a_killed_workers_holds_lapse_and_the_others_go_on(
 
 def _open_hold(url: str, proc: subprocess.Popen[bytes]) -> tuple[int, float, int]:
     """(hold id, amount, holder's server process) of ``proc``'s request in flight."""
-    deadline = time.monotonic() + 120
-    while True:
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-        assert time.monotonic() < deadline, "the worker never held a request in flight"
+
+    def held() -> list[Any]:
         try:
-            rows = sql(
+            return sql(
                 url,
                 "SELECT hold_id, amount, holder_pid FROM spend_holds"
                 " WHERE NOT settled AND worker LIKE %s",
                 f"%:{proc.pid}",
             )
         except psycopg.errors.UndefinedTable:  # the worker has not created the schema yet
-            rows = []
-        if rows:
-            hold_id, amount, pid = rows[0]
-            return int(hold_id), float(amount), int(pid)
-        time.sleep(0.02)
+            return []
+
+    hold_id, amount, pid = wait_until(held, "a request held in flight", proc=proc, poll_s=0.02)[0]
+    return int(hold_id), float(amount), int(pid)

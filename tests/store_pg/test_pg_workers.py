@@ -8,7 +8,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from prereg.reports.analysis import Options, analyse
 from prereg.runners.store_pg import PgRunStore
 from prereg.runners.verify_runs import verify_runs
 from tests.conftest import CliResult
+from tests.waiting import wait_until
 
 REG = "replay-pilot"
 
@@ -69,11 +69,8 @@ def _running_with_claims(
     return None
 
 
-def _wait(condition: Callable[[], bool], what: str, limit_s: float = 60) -> None:
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
+def _wait(condition: Callable[[], bool], what: str) -> None:
+    wait_until(condition, what)
 
 
 def _sessions_gone(url: str) -> bool:
@@ -93,11 +90,10 @@ def test_three_workers_one_killed_then_resumed(
     assert cli("-w", ws, "register", _draft(ws), "--json").code == 0
     workers = [_worker(ws, pg_url) for _ in range(3)]
     try:
-        deadline = time.monotonic() + 60
         # the victim: whichever worker is mid-run with 5 claims (workers start unevenly)
-        while (victim := _running_with_claims(pg_url, workers, 5)) is None:
-            assert time.monotonic() < deadline, "no worker claimed 5 units"
-            time.sleep(0.01)
+        victim = wait_until(
+            lambda: _running_with_claims(pg_url, workers, 5), "a worker claimed 5 units"
+        )
         victim.send_signal(signal.SIGKILL)
         workers.remove(victim)
         workers.insert(0, victim)

@@ -69,7 +69,7 @@ def inspect_model(driver: str, model: str | None) -> str:
 
 
 def _usage(tokens: Tokens, cost: float | None) -> ModelUsage | None:
-    from inspect_ai.model import ModelUsage  # lazy: optional extra prereg[inspect]
+    from inspect_ai.model import ModelUsage  # lazy: optional extra prereg-agents[inspect]
 
     if tokens.input is None and tokens.output is None and cost is None:
         return None  # not measured: no usage rather than zeros
@@ -116,13 +116,13 @@ def build_sample(
     record: RunRecord, prompt: str, outcome: str, model: str, infra_attempts: int
 ) -> EvalSample:
     """The unit's Inspect sample (see the module docstring for the mapping)."""
-    from inspect_ai.log import EvalError, EvalSample  # lazy: optional extra prereg[inspect]
-    from inspect_ai.model import (  # lazy: optional extra prereg[inspect]
+    from inspect_ai.log import EvalError, EvalSample  # lazy: optional extra prereg-agents[inspect]
+    from inspect_ai.model import (  # lazy: optional extra prereg-agents[inspect]
         ChatMessageAssistant,
         ChatMessageUser,
         ModelOutput,
     )
-    from inspect_ai.scorer import Score  # lazy: optional extra prereg[inspect]
+    from inspect_ai.scorer import Score  # lazy: optional extra prereg-agents[inspect]
 
     value = from_record(record).outcome(outcome)
     scores = (
@@ -181,7 +181,7 @@ def _sum_usage(samples: Sequence[EvalSample]) -> dict[str, ModelUsage]:
 
 def build_arm_log(source: ExportSource, arm: str, units: Sequence[RunUnit]) -> EvalLog:
     """One arm's EvalLog: its units with records, in plan order, scored by the outcome."""
-    from inspect_ai.log import (  # lazy: optional extra prereg[inspect]
+    from inspect_ai.log import (  # lazy: optional extra prereg-agents[inspect]
         EvalConfig,
         EvalDataset,
         EvalLog,
@@ -279,7 +279,7 @@ def export_inspect(
             field="--out",
         )
     try:
-        from inspect_ai.log import write_eval_log  # lazy: optional extra prereg[inspect]
+        from inspect_ai.log import write_eval_log  # lazy: optional extra prereg-agents[inspect]
     except ImportError as exc:
         raise missing_extra("inspect", "--format inspect", exc) from None
     folder = Path(out)

@@ -13,7 +13,7 @@ from prereg.core.errors import BadInput
 def missing_extra(extra: str, what: str, exc: ImportError) -> BadInput:
     """Exit 2 naming the optional extra to install (the format's library is missing)."""
     return BadInput(
-        f"{what} needs the optional extra prereg[{extra}] ({exc.name or exc} is not "
-        f"installed); install it with: pip install 'prereg[{extra}]'",
+        f"{what} needs the optional extra prereg-agents[{extra}] ({exc.name or exc} is not "
+        f"installed); install it with: pip install 'prereg-agents[{extra}]'",
         field="--format",
     )

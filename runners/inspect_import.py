@@ -83,7 +83,7 @@ def _refuse(message: str, path: Path, details: list[str]) -> IntegrityError:
 def read_log(path: Path) -> EvalLog:
     """The Inspect log at ``path`` (exit 2 if it is missing or not an Inspect log)."""
     try:
-        from inspect_ai.log import read_eval_log  # lazy: optional extra prereg[inspect]
+        from inspect_ai.log import read_eval_log  # lazy: optional extra prereg-agents[inspect]
     except ImportError as exc:
         raise missing_extra("inspect", "--from inspect", exc) from None
     if not Path(path).is_file():

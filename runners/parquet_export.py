@@ -1,4 +1,4 @@
-"""``prereg export --format parquet`` and its import (optional extra ``prereg[parquet]``).
+"""``prereg export --format parquet`` and its import (optional extra ``prereg-agents[parquet]``).
 
 The columns are the CSV export's (:data:`prereg.runners.record.EXPORT_COLUMNS`, nested
 values JSON-encoded), typed: booleans, 64-bit integers, doubles and strings, null where
@@ -33,8 +33,8 @@ FORMAT_VALUE = b"run-records/1"
 def require() -> tuple[Any, Any]:
     """(pyarrow, pyarrow.parquet), or exit 2 naming the extra."""
     try:
-        import pyarrow  # lazy: optional extra prereg[parquet]
-        import pyarrow.parquet  # lazy: optional extra prereg[parquet]
+        import pyarrow  # lazy: optional extra prereg-agents[parquet]
+        import pyarrow.parquet  # lazy: optional extra prereg-agents[parquet]
     except ImportError as exc:
         raise missing_extra("parquet", "the Parquet format", exc) from None
     return pyarrow, pyarrow.parquet

@@ -196,10 +196,10 @@ def redacted(url: str) -> str:
 def _psycopg() -> Any:
     """psycopg, imported where a PostgreSQL store is used (an optional dependency)."""
     try:
-        import psycopg  # lazy: optional dependency (prereg[postgres]), only for PostgreSQL stores
+        import psycopg  # lazy: optional dependency (prereg-agents[postgres]), only for PostgreSQL stores
     except ImportError:
         raise BadInput(
-            "a PostgreSQL run store needs psycopg: pip install 'prereg[postgres]'",
+            "a PostgreSQL run store needs psycopg: pip install 'prereg-agents[postgres]'",
             field="--store",
         ) from None
     return psycopg

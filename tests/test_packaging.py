@@ -79,8 +79,14 @@ def test_wheel_holds_real_files_for_every_subpackage(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
     )
-    (wheel,) = tmp_path.glob("prereg-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
+    # the distribution is prereg-agents (issue 37: `prereg` on PyPI is another project)
+    (wheel,) = tmp_path.glob("prereg_agents-*.whl")
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+    (metadata,) = (n for n in names if n.endswith(".dist-info/METADATA"))
+    assert "\nName: prereg-agents\n" in archive.read(metadata).decode()
+    (entry_points,) = (n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "prereg = prereg.cli:run" in archive.read(entry_points).decode()
     for required in (
         "prereg/py.typed",
         "prereg/core/errors.py",

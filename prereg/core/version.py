@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING
 
 #: The installed ``prereg`` package folder (its subpackages may be symlinks to the root).
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+#: The distribution's name on PyPI (pyproject.toml ``[project] name``). The import package
+#: and the command stay ``prereg``; the PyPI name ``prereg`` is an unrelated project (issue 37).
+DISTRIBUTION = "prereg-agents"
 _SKIPPED_DIRS = frozenset({"__pycache__"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
@@ -29,7 +32,7 @@ def package_version() -> str:
     from importlib import metadata  # lazy: ~50 ms (the metadata scan), only --version needs it
 
     try:
-        return metadata.version("prereg")
+        return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:  # running from a source tree never installed
         return "0+unknown"
 

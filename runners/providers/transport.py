@@ -40,7 +40,7 @@ def chosen(settings: ProviderSettings) -> HttpTransport:
     if settings.http == "aiohttp" and not aiohttp_installed():
         raise BadInput(
             "PREREG_HTTP=aiohttp needs the aiohttp package, which prereg installs through "
-            "the SDKs' aiohttp extra (reinstall prereg, or set PREREG_HTTP=httpx)",
+            "the SDKs' aiohttp extra (reinstall prereg-agents, or set PREREG_HTTP=httpx)",
             field="PREREG_HTTP",
         )
     return settings.http

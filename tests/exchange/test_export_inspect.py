@@ -27,7 +27,7 @@ import pytest
 from tests.conftest import skip_unless_ci, tree_digest
 from tests.exchange.conftest import REG_ID, prereg
 
-inspect_log = pytest.importorskip("inspect_ai.log", reason="needs prereg[inspect] (dev extra)")
+inspect_log = pytest.importorskip("inspect_ai.log", reason="needs prereg-agents[inspect] (dev extra)")
 
 STAGES = ("surfaced", "selected", "invoked", "executed", "completed")
 
@@ -131,7 +131,7 @@ def test_refusals_write_nothing(
     assert inside.code == 2 and not (ran / "runs" / "x").exists()
     monkeypatch.setitem(sys.modules, "inspect_ai.log", None)  # as if the extra were missing
     missing = cli("-w", ran, "export", REG_ID, "--format", "inspect", "--out", folder / "new")
-    assert missing.code == 2 and "prereg[inspect]" in missing.stderr
+    assert missing.code == 2 and "prereg-agents[inspect]" in missing.stderr
     assert not (folder / "new").exists()
     assert tree_digest(folder) == before
 
@@ -155,7 +155,7 @@ def test_inspect_view_serves_the_exported_logs(exported: dict[str, Any]) -> None
     """``inspect view`` (its server, which the viewer page reads) lists and opens them."""
     command = Path(sys.executable).with_name("inspect")
     if not command.exists():
-        skip_unless_ci("the inspect command (prereg[inspect]) is not installed beside this Python")
+        skip_unless_ci("the inspect command (prereg-agents[inspect]) is not installed beside this Python")
     port = _free_port()
     folder = exported["folder"]
     view = subprocess.Popen(

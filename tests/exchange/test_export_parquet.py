@@ -22,7 +22,7 @@ from prereg.runners.export_source import export_parquet
 from tests.conftest import tree_digest
 from tests.exchange.conftest import REG_ID, prereg
 
-pq = pytest.importorskip("pyarrow.parquet", reason="needs prereg[parquet] (dev extra)")
+pq = pytest.importorskip("pyarrow.parquet", reason="needs prereg-agents[parquet] (dev extra)")
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,7 @@ def test_without_pyarrow_the_extra_is_named(
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     out = tmp_path / "x.parquet"
     result = cli("-w", ran, "export", REG_ID, "--out", out, "--format", "parquet")
-    assert result.code == 2 and "prereg[parquet]" in result.stderr
+    assert result.code == 2 and "prereg-agents[parquet]" in result.stderr
     assert not out.exists()
 
 

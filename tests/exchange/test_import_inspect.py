@@ -24,7 +24,7 @@ from prereg.experiments.loader import folder_reader
 from tests.conftest import tree_digest
 from tests.exchange.conftest import jsonl_records, prereg
 
-inspect_ai = pytest.importorskip("inspect_ai", reason="needs prereg[inspect] (dev extra)")
+inspect_ai = pytest.importorskip("inspect_ai", reason="needs prereg-agents[inspect] (dev extra)")
 
 from inspect_ai.log import EvalLog, read_eval_log, write_eval_log  # noqa: E402
 
@@ -230,7 +230,7 @@ def test_bad_usage_is_exit_2(
     before = tree_digest(workspace / "runs")
     monkeypatch.setitem(sys.modules, "inspect_ai.log", None)  # as if the extra were missing
     missing = cli("-w", workspace, "import", "--from", "inspect", log_file, "--registration", REG)
-    assert missing.code == 2 and "prereg[inspect]" in missing.stderr
+    assert missing.code == 2 and "prereg-agents[inspect]" in missing.stderr
     assert tree_digest(workspace / "runs") == before
 
 

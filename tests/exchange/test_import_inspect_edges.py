@@ -23,7 +23,7 @@ from prereg.experiments.loader import folder_reader
 from tests.conftest import tree_digest
 from tests.exchange.conftest import jsonl_records, prereg
 
-pytest.importorskip("inspect_ai", reason="needs prereg[inspect] (dev extra)")
+pytest.importorskip("inspect_ai", reason="needs prereg-agents[inspect] (dev extra)")
 
 from inspect_ai._util.error import EvalError  # noqa: E402
 from inspect_ai.log import (  # noqa: E402

@@ -2,7 +2,8 @@
 
 Each command group lives in ``prereg/commands/<group>.py`` and exposes
 ``register(app)``. Errors derived from :class:`prereg.core.errors.PreregError` map to
-the exit codes of the CLI contract (2 bad input, 3 integrity, 4 refused).
+the exit codes of the CLI contract (2 bad input, 3 integrity, 4 refused; 5 the verdict gate of
+``analyse --fail-unless``; 141 a closed standard output).
 
 The root group is lazy: :data:`COMMANDS` names each command's module and its one-line
 summary, so ``prereg --help`` lists every command without importing any command module
@@ -24,13 +25,27 @@ from typing import Annotated, Any
 
 import typer
 import typer.main
-from typer._click import Command, Context  # the types typer's classes take
+from typer._click import Command, Context, Parameter  # the types typer's classes take
 from typer._click.shell_completion import CompletionItem
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperOption
 
-from prereg.commands._common import PROCESS, FlagHelpGroup, RootOptions, use_flag_help
+from prereg.commands._common import (
+    PROCESS,
+    WORKSPACE_HELP,
+    FlagHelpGroup,
+    RootOptions,
+    use_flag_help,
+)
 from prereg.core.errors import PreregError
-from prereg.core.output import dumps, err_console
+from prereg.core.output import (
+    StdoutClosed,
+    dumps,
+    err_console,
+    quiet_closed_output,
+    safe_streams,
+    stdout_guard,
+    write_document,
+)
 from prereg.core.untrusted import display_text
 from prereg.core.version import code_version
 
@@ -157,12 +172,96 @@ def _summary_command(name: str, summary: str) -> Command:
     return TyperCommand(name=name, help=summary)
 
 
+#: The shells ``--show-completion SHELL`` and ``--install-completion SHELL`` name.
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+#: the root completion options (typer's), and where the shell they named is kept
+COMPLETION_OPTIONS = ("--show-completion", "--install-completion")
+SHELL_META = "prereg.completion_shell"
+
+
+def _named_shell(ctx: Context, args: list[str]) -> list[str]:
+    """The root's ``args`` without the shell a completion option names (kept in
+    ``ctx.meta``).
+
+    typer's completion options are flags that detect the shell from the parent
+    processes: ``--show-completion zsh`` printed the script of the shell it ran from
+    (bash), taking ``zsh`` for a command. Here ``--show-completion zsh`` and
+    ``--show-completion=zsh`` name the shell; alone, the option still detects it. Only
+    the root's own options are looked at (up to the command's name)."""
+    out: list[str] = []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        name, eq, value = arg.partition("=")
+        if name not in COMPLETION_OPTIONS:
+            out.append(arg)
+            if arg in ("-w", "--workspace") and rest:
+                out.append(rest.pop(0))  # the folder, whatever it is called
+            elif arg == "--" or not arg.startswith("-"):
+                break  # the command: the rest is its own
+            continue
+        out.append(name)
+        if not eq and rest and not rest[0].startswith("-"):
+            value = rest.pop(0)
+        elif not eq:
+            continue
+        if value.lower() not in SHELLS:
+            raise typer.BadParameter(
+                f"unknown shell {value!r} (use {', '.join(SHELLS)})", ctx=ctx, param_hint=name
+            )
+        ctx.meta[SHELL_META] = value.lower()
+    return out + rest
+
+
+def _with_named_shell(callback: Any) -> Any:
+    """typer's completion callback, given the shell the option named (if it named one)."""
+
+    def named(ctx: Context, param: Any, value: Any) -> Any:
+        return callback(ctx, param, ctx.meta.get(SHELL_META) or value)
+
+    named.prereg_named_shell = True  # type: ignore[attr-defined]
+    return named
+
+
 class LazyGroup(FlagHelpGroup):
-    """The root group: lists commands from :data:`COMMANDS`, imports one only to run it."""
+    """The root group: lists commands from :data:`COMMANDS`, imports one only to run it.
+
+    EPIPE on a closed standard output, while a command runs or help is printed, leaves
+    as :class:`prereg.core.output.StdoutClosed`: click would take it for its own and
+    exit 1, where :func:`main` exits 141 like every other command of a pipe."""
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         self.commands = self.lazy = _LazyCommands()
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Context | None = None, **extra: Any
+    ) -> Context:
+        with stdout_guard():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: Context) -> Any:
+        with stdout_guard():
+            return super().invoke(ctx)
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        """The root's options, typer's completion options taking a shell's name."""
+        params = super().get_params(ctx)
+        for param in params:
+            if not isinstance(param, TyperOption) or not set(param.opts) & set(COMPLETION_OPTIONS):
+                continue
+            if param.callback is None or getattr(param.callback, "prereg_named_shell", False):
+                continue
+            param.callback = _with_named_shell(param.callback)
+            verb = "Install" if "--install-completion" in param.opts else "Show"
+            param.help = (
+                f"{verb} completion for the current shell, or for the shell named after it "
+                f"({', '.join(SHELLS)})."
+            )
+        return params
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _named_shell(ctx, args))
 
     def list_commands(self, ctx: Context) -> list[str]:
         return list(COMMANDS)
@@ -204,13 +303,7 @@ def _root(
     ctx: typer.Context,
     workspace: Annotated[
         Path | None,
-        typer.Option(
-            "--workspace",
-            "-w",
-            help="Workspace folder (default: $PREREG_WORKSPACE, else the nearest folder "
-            "holding a workspace from the current one upward, as git finds a repository).",
-            show_default=False,
-        ),
+        typer.Option("--workspace", "-w", help=WORKSPACE_HELP, show_default=False),
     ] = None,
     version: Annotated[
         bool,
@@ -229,26 +322,76 @@ def _is_click_exception(exc: BaseException) -> bool:
     )
 
 
+def usage_error_json(exc: Exception) -> dict[str, object]:
+    """A usage error from the option parser as the document a PreregError gives under
+    ``--json`` (:meth:`prereg.core.errors.PreregError.to_json`), exit code 2: ``field``
+    names the option or argument when the parser says which."""
+    field = getattr(exc, "option_name", None) or getattr(exc, "param_hint", None)
+    param = getattr(exc, "param", None)
+    if not isinstance(field, str) and param is not None:
+        opts = [o for o in getattr(param, "opts", []) if o.startswith("-")]
+        opts.sort(key=lambda o: not o.startswith("--"))  # the long name first
+        # an argument: its metavar (ID), else its name
+        field = opts[0] if opts else getattr(param, "display_name_raw", param.name)
+    format_message = getattr(exc, "format_message", None)
+    return {
+        "error": "UsageError",
+        "exit_code": 2,
+        "message": format_message() if callable(format_message) else str(exc),
+        "file": None,
+        "field": field if isinstance(field, str) else None,
+        "details": list(getattr(exc, "possibilities", None) or []),
+    }
+
+
 def run() -> None:
     """The ``prereg`` program (the console script and ``python -m prereg``): :func:`main`,
     then what is still alive is frozen (``gc.freeze``), so the collection the interpreter
     makes as it exits does not walk it: after an analysis of 27,000 runs that walk took
-    half a second, to free memory the operating system takes back at exit anyway."""
+    half a second, to free memory the operating system takes back at exit anyway.
+
+    The standard streams are made safe for it (:func:`prereg.core.output.safe_streams`:
+    any encoding, whole writes), for every command at once."""
     PROCESS.program = True
     try:
-        main()
+        with safe_streams():
+            main()
     finally:
         gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning PreregError into its exit code."""
+    """Entry point: run the app, turning PreregError into its exit code.
+
+    A closed standard output (``prereg show ID | head -1``) ends every command the same
+    way: quietly, no traceback, exit 141 (128 + SIGPIPE, as git's)."""
     as_json = "--json" in (argv if argv is not None else sys.argv[1:])
+    try:
+        with stdout_guard():
+            code = _run_app(argv, as_json)
+            sys.stdout.flush()  # a reader gone shows here, not at the interpreter's exit
+    except StdoutClosed:
+        code = quiet_closed_output()
+    sys.exit(code)
+
+
+def _error_document(data: dict[str, object]) -> None:
+    """An error's JSON document on stdout; where stdout's reader is gone, none: the
+    error still goes to stderr and exits with its own code, which says more than 141."""
+    try:
+        write_document(dumps(data))
+    except StdoutClosed:
+        quiet_closed_output()
+
+
+def _run_app(argv: list[str] | None, as_json: bool) -> int:
+    """The app's exit code; PreregError and usage errors reported (one JSON document on
+    stdout under ``--json``, the message on stderr)."""
     try:
         code = app(args=argv, standalone_mode=False)
     except PreregError as exc:
         if as_json:
-            sys.stdout.write(dumps(exc.to_json()) + "\n")
+            _error_document(exc.to_json())
         err_console.print(
             f"error: {display_text(exc.render(), multiline=True)}",
             style="red",
@@ -256,18 +399,20 @@ def main(argv: list[str] | None = None) -> None:
             markup=False,
             soft_wrap=True,
         )
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Abort:
         err_console.print("aborted", style="red")
-        sys.exit(130)
+        return 130
     except KeyboardInterrupt:
         err_console.print("interrupted", style="red")
-        sys.exit(130)
+        return 130
     except Exception as exc:  # usage errors from click (typer may bundle its own copy)
         if _is_click_exception(exc):
+            if as_json:
+                _error_document(usage_error_json(exc))
             exc.show()  # type: ignore[attr-defined]
-            sys.exit(2)
+            return 2
         raise
-    sys.exit(code if isinstance(code, int) else 0)
+    return code if isinstance(code, int) else 0

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from prereg import cli as prereg_cli
 from prereg.core.errors import BadInput
 from prereg.core.workspace import Workspace, is_workspace
 from tests.cli.helpers import PILOT, PILOT_ID
@@ -109,3 +110,46 @@ def test_the_nearest_workspace_wins(tmp_path: Path) -> None:
     (lone / "registry").mkdir(parents=True)
     with pytest.raises(BadInput, match="not inside a prereg workspace"):
         Workspace.discover(None, start=lone)
+
+
+# ---- -w/--workspace after the command (issue 37, item 4) -------------------------------
+
+
+def test_w_after_the_command(
+    ws: Path, cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cli("register", ws / PILOT, "-w", ws).code == 0
+    monkeypatch.chdir(tmp_path)  # no workspace here or upward: only -w names it
+    listed = cli("list", "-w", ws, "--json")
+    assert listed.code == 0, listed.stderr
+    assert [r["id"] for r in listed.json()["registrations"]] == [PILOT_ID]
+    for args in (["show", PILOT_ID, "-w", ws], ["show", "--workspace", ws, PILOT_ID]):
+        shown = cli(*args, "--json")
+        assert shown.code == 0, shown.stderr
+        assert shown.json()["id"] == PILOT_ID
+    assert PILOT_ID in cli("list", "-w", ws).stdout
+
+
+def test_w_after_the_command_wins_and_is_checked(ws: Path, cli: Any, tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent"
+    assert cli("-w", missing, "list", "-w", ws, "--json").code == 0  # the nearer one
+    refused = cli("list", "-w", missing, "--json")
+    assert refused.code == 2 and "does not exist" in refused.json()["message"]
+    assert cli("split", "show", "music-library", "-w", ws, "--json").code == 0
+
+
+def _commands() -> list[tuple[str, Any]]:
+    """Every command: (path, click command), subgroups' commands included."""
+    found = []
+    for name, (module, _) in prereg_cli.COMMANDS.items():
+        command = prereg_cli.module_commands(module)[name]
+        subs = getattr(command, "commands", None)
+        found += [(f"{name} {n}", c) for n, c in subs.items()] if subs else [(name, command)]
+    return found
+
+
+@pytest.mark.parametrize(("path", "command"), _commands(), ids=[p for p, _ in _commands()])
+def test_every_command_in_a_workspace_takes_w_after_its_name(path: str, command: Any) -> None:
+    names = {n for p in command.params for n in getattr(p, "opts", ())}
+    needs_none = path == "demo" or path.startswith("mcp ")  # demo has --dir; mcp no workspace
+    assert ({"-w", "--workspace"} <= names) != needs_none, (path, sorted(names))

@@ -5,18 +5,24 @@ Every string is printed as a ``rich.text.Text`` made by
 title or a tool description is printed, never interpreted, and escape sequences
 (clear-screen, colour, OSC 8 links) and other control characters in it are shown as
 escapes, never sent to the terminal.
+
+Tables go through :func:`prereg.reports.render_table.print_table`: on a narrow terminal
+(80 columns in every pipe and CI log) columns give way or rows become paragraphs, and
+no identifier or number is ever cut. The verdict and its reason print whole.
 """
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.table import Table
+from rich.rule import Rule
+from rich.text import Text
 
 from prereg.core.untrusted import display
 from prereg.reports.calibration_text import calibration_line
 from prereg.reports.judged_text import judged_lines
 from prereg.reports.model import Report
+from prereg.reports.render_table import longest_word, print_table
 from prereg.reports.text import (
     EXPLORATORY_BANNER,
     configuration_table,
@@ -43,14 +49,27 @@ def _invokerank(report: Report, console: Console) -> None:
     """The InvokeRank leaderboard (short; the full section is in report.md/html)."""
     if report.invokerank is None:
         return
+    arms = report.invokerank.arms
+    reasons = {a.reason for a in arms}
+    if arms and all(a.level == "not_computed" for a in arms) and len(reasons) == 1:
+        # one line, not a row per arm repeating it
+        console.print(display(f"InvokeRank: not computed for any arm: {reasons.pop()}"))
+        return
     header, rows = drop_columns(invokerank_leaderboard(report), {"95% interval", "evidence"})
-    table = Table(*header, title=display("InvokeRank score per arm (descriptive; points)"))
-    for row in rows:
-        table.add_row(*(display(str(cell)) for cell in row))
-    console.print(table)
+    print_table(
+        console,
+        "InvokeRank score per arm (descriptive; points)",
+        header,
+        [[str(cell) for cell in row] for row in rows],
+        prose={"score", TIED},
+        drop=(*(h for h in header if h.endswith(" 90%")), "runs", TIED),  # other method's first
+    )
     for line in invokerank_choice_lines(report):
         console.print(display(line))
 
+
+#: The InvokeRank column listing the arms an arm is tied with (names, wrapped between).
+TIED = "tied with (90% intervals overlap)"
 
 #: The study tables the terminal shows (the rest are in report.md and report.html).
 STUDY_TERMINAL = ("Contrasts by resampling unit", "Failure census", "Decision matrix")
@@ -64,12 +83,27 @@ def _toolbottleneck(report: Report, console: Console) -> None:
     for t in study.tables:
         if not t.columns or not t.title.startswith(STUDY_TERMINAL):
             continue
-        table = Table(title=display(t.title))
-        for column in t.columns:
-            table.add_column(display(column))
-        for row in t.rows:
-            table.add_row(*(display(cell) for cell in row))
-        console.print(table)
+        print_table(console, t.title, t.columns, t.rows)
+
+
+def _verdict(r: Report, console: Console) -> None:
+    """The verdict, what decided it and why, whole: in a panel when its longest word fits
+    inside one, else between two rules (a panel would fold a long id between borders)."""
+    label, text = headline(r)
+    style = "bold green" if r.mode == "confirmatory" and r.verdict == "supported" else "bold"
+    detail = r.verdict_detail
+    why = (
+        detail.reason
+        if label == "Exploratory reading"  # its headline names what decided it
+        else f"Decided by: {detail.decided_by}. {detail.reason}"
+    )
+    body = display(f"{label}: {text}").append("\n").append_text(display(why))
+    if longest_word(body.plain) <= console.width - 4:
+        console.print(Panel(body, style=style, expand=False))
+        return
+    console.print(Rule(style=style))
+    console.print(Text.assemble(body, style=style))
+    console.print(Rule(style=style))
 
 
 def render(report: Report, console: Console, where: str | None = None) -> None:
@@ -92,63 +126,66 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
             )
         )
     level = f" ({r.arms[0].interval.level:.0%})" if r.arms else ""
-    table = Table(
-        "arm",
-        "surface",
-        "ok",
-        "infra",
-        "successes",
-        "rate",
-        "interval",
-        "DEFF",
-        title=display(f"outcome: {r.outcome}; Jeffreys intervals{level} deflated by DEFF"),
+    print_table(
+        console,
+        f"outcome: {r.outcome}; Jeffreys intervals{level} deflated by DEFF",
+        ["arm", "surface", "ok", "infra", "successes", "rate", "interval", "DEFF"],
+        [
+            [
+                a.id,
+                a.surface,
+                str(a.runs_ok),
+                str(a.infra_errors),
+                f"{a.successes}/{a.measured}",
+                pct(a.rate),
+                _span(a.interval.low, a.interval.high),
+                f"{a.design_effect:.2f}",
+            ]
+            for a in r.arms
+        ],
+        drop=("infra", "ok", "surface", "DEFF"),
     )
-    for a in r.arms:
-        table.add_row(
-            display(a.id),
-            display(a.surface),
-            str(a.runs_ok),
-            str(a.infra_errors),
-            f"{a.successes}/{a.measured}",
-            pct(a.rate),
-            _span(a.interval.low, a.interval.high),
-            f"{a.design_effect:.2f}",
-        )
-    console.print(table)
     if configurations_differ(r):
         header, rows = drop_columns(configuration_table(r), {"configuration", "params"})
-        configs = Table(*header, title=display("configurations (the arms differ)"))
-        for row in rows:
-            configs.add_row(*(display(str(cell)) for cell in row))
-        console.print(configs)
+        print_table(
+            console,
+            "configurations (the arms differ)",
+            header,
+            [[str(cell) for cell in row] for row in rows],
+            prose={"budgets"},
+            drop=("system prompt", "driver"),
+        )
     console.print(display(primary_line(r)))
     if r.contrasts:
         header, rows = drop_columns(contrast_table(r), {"weights", "test"})
-        contrasts = Table(*header, title=display("registered contrasts"))
-        for row in rows:
-            contrasts.add_row(*(display(str(cell)) for cell in row))
-        console.print(contrasts)
-    if r.controls:
-        controls = Table(
-            "check",
-            "arm",
-            "estimate",
-            "interval",
-            "rule",
-            "verdict",
-            title=display("instrument controls (registered; never change the verdict)"),
+        print_table(
+            console,
+            "registered contrasts",
+            header,
+            [[str(cell) for cell in row] for row in rows],
+            drop=("unit (n)", "p"),
         )
-        for c in r.controls:
-            style = {"pass": "green", "fail": "bold red"}.get(c.verdict, "yellow")
-            controls.add_row(
-                display(c.check),
-                display(c.arm),
-                display(control_short(c)),
-                display(control_interval(c)),
-                display(c.rule),
-                display(c.verdict, style=style),
-            )
-        console.print(controls)
+    if r.controls:
+        print_table(
+            console,
+            "instrument controls (registered; never change the verdict)",
+            ["check", "arm", "estimate", "interval", "rule", "verdict"],
+            [
+                [
+                    c.check,
+                    c.arm,
+                    control_short(c),
+                    control_interval(c),
+                    c.rule,
+                    display(
+                        c.verdict,
+                        style={"pass": "green", "fail": "bold red"}.get(c.verdict, "yellow"),
+                    ),
+                ]
+                for c in r.controls
+            ],
+            prose={"estimate", "rule"},
+        )
     _toolbottleneck(r, console)
     _invokerank(r, console)
     for line in judged_lines(r):
@@ -165,14 +202,6 @@ def render(report: Report, console: Console, where: str | None = None) -> None:
             + ("null (not measured)" if r.runs.spend_usd is None else f"${r.runs.spend_usd:.4f}")
         )
     )
-    label, text = headline(r)
-    style = "bold green" if r.mode == "confirmatory" and r.verdict == "supported" else "bold"
-    console.print(
-        Panel(
-            display(f"{label}: {text}").append("\n").append_text(display(r.verdict_detail.reason)),
-            style=style,
-            expand=False,
-        )
-    )
+    _verdict(r, console)
     if where:
         console.print(display(f"report: {where}"))

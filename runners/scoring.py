@@ -232,7 +232,7 @@ def score(
     models = [t.model_returned for t in result.turns if t.model_returned]
     return RunRecord(
         **unit_identity(plan, unit, driver),
-        model_requested=plan.config(unit.arm).model,
+        model_requested=requested_model(plan, unit, driver),
         model_returned=models[-1] if models else None,
         started_at=started_at,
         finished_at=finished_at,
@@ -259,6 +259,18 @@ def score(
         config=configuration(plan, unit.arm),
         server=api_server(driver),
     )
+
+
+def requested_model(plan: RunPlan, unit: RunUnit, driver: Driver) -> str | None:
+    """What the unit asked for: the arm's registered ``host.model``, else the profile a
+    driver plays when none is named (the local host's ``local-default``, its
+    ``profile``). Configuration, not a measurement: ``model_returned`` stays what a host
+    reported (null for the local host)."""
+    model = plan.config(unit.arm).model
+    if model is not None:
+        return model
+    value = getattr(driver, "profile", None)
+    return value if isinstance(value, str) and value else None
 
 
 def api_server(driver: Driver) -> str | None:
@@ -308,7 +320,7 @@ def infra_record(
     trace.append(TraceEvent(kind="error", turn=len(result.turns) if result else 0, text=error))
     return RunRecord(
         **unit_identity(plan, unit, driver),
-        model_requested=plan.config(unit.arm).model,
+        model_requested=requested_model(plan, unit, driver),
         started_at=started_at,
         finished_at=finished_at,
         success=None,

@@ -196,7 +196,7 @@ def redacted(url: str) -> str:
 def _psycopg() -> Any:
     """psycopg, imported where a PostgreSQL store is used (an optional dependency)."""
     try:
-        import psycopg  # lazy: optional dependency (prereg-agents[postgres]), only for PostgreSQL stores
+        import psycopg  # lazy: optional extra prereg-agents[postgres], for PostgreSQL stores only
     except ImportError:
         raise BadInput(
             "a PostgreSQL run store needs psycopg: pip install 'prereg-agents[postgres]'",

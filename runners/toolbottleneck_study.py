@@ -34,7 +34,13 @@ from prereg.registry.resolve import study_player
 from prereg.registry.units import Budgets, RunPlan, RunUnit
 from prereg.runners.drivers.base import Driver
 from prereg.runners.record import RunRecord, Tokens, TraceEvent
-from prereg.runners.scoring import api_server, configuration, infra_record, unit_identity
+from prereg.runners.scoring import (
+    api_server,
+    configuration,
+    infra_record,
+    requested_model,
+    unit_identity,
+)
 from prereg.runners.toolbottleneck_harness import HostPlayed, HostUnit, play_host
 from prereg.runners.toolbottleneck_host import (
     PROFILES,
@@ -329,7 +335,7 @@ class StudyUnits:
         plan = self.plan
         return RunRecord(
             **unit_identity(plan, unit, driver),
-            model_requested=plan.config(unit.arm).model,
+            model_requested=requested_model(plan, unit, driver),
             model_returned=played.model_returned,
             started_at=started,
             finished_at=_now(),

@@ -293,11 +293,6 @@ def test_docs_install_prereg_agents_never_prereg(path: Path) -> None:
     assert not bad, "installs the unrelated PyPI project `prereg`:\n" + "\n".join(bad)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 37: runners/extras.py, runners/store_pg.py and prereg/commands/run_cmds.py "
-    "still name prereg[extra]; remove this mark when they say prereg-agents[extra]",
-)
 def test_code_messages_install_prereg_agents_never_prereg() -> None:
     bad = [
         f"{path.relative_to(ROOT)}:{number}: {text!r}"

@@ -11,20 +11,62 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 
-from prereg.commands._common import PROCESS, JsonOpt, workspace
+from prereg.commands._common import PROCESS, JsonOpt, complete_registration_id, workspace
 from prereg.commands.store_opt import StoreOpt
-from prereg.core.output import console, dumps, emit
-from prereg.core.untrusted import display
+from prereg.core.errors import BadInput
+from prereg.core.output import console, dumps, emit, err_console
+from prereg.core.untrusted import display, display_text
 from prereg.core.workspace import Workspace
 from prereg.reports import render_terminal
 from prereg.reports.analysis import Options, analyse
 from prereg.reports.compare import compare, describe
-from prereg.reports.model import Report
+from prereg.reports.model import Report, Verdict
 from prereg.reports.write import output_dir, write_report
+
+#: Exit code of ``analyse --fail-unless`` when the verdict is not one it accepts (the
+#: CLI contract's 0-4 mean other things: a CI step tells "the claim failed" from
+#: "the analysis could not run").
+VERDICT_GATE_EXIT = 5
+
+#: The verdicts a report can carry, as report.json spells them.
+VERDICTS: tuple[str, ...] = get_args(Verdict)
+
+
+def accepted_verdicts(names: list[str]) -> frozenset[str]:
+    """``--fail-unless`` values as report.json's verdicts: ``not supported``,
+    ``not-supported`` and ``NOT_SUPPORTED`` all mean ``not_supported``. An unknown
+    name is a usage error (exit 2) naming the valid ones, raised before any work."""
+    accepted = set()
+    for name in names:
+        verdict = "_".join(name.strip().lower().replace("-", " ").replace("_", " ").split())
+        if verdict not in VERDICTS:
+            raise BadInput(
+                f"unknown verdict {display_text(name, 80)!r}; choose from " + ", ".join(VERDICTS),
+                field="--fail-unless",
+            )
+        accepted.add(verdict)
+    return frozenset(accepted)
+
+
+def gate(verdict: str, accepted: frozenset[str]) -> None:
+    """Exit :data:`VERDICT_GATE_EXIT` when ``verdict`` is not accepted (the report is
+    already written and printed); the reason goes to stderr, so ``--json`` keeps its
+    one document on stdout."""
+    if not accepted or verdict in accepted:
+        return
+    err_console.print(
+        f"verdict gate not met: the verdict is {verdict!r}; --fail-unless accepts "
+        + ", ".join(sorted(accepted)),
+        style="red",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(VERDICT_GATE_EXIT)
 
 
 @contextmanager
@@ -86,7 +128,12 @@ def register(app: typer.Typer) -> None:
     @app.command("analyse")
     def analyse_cmd(
         ctx: typer.Context,
-        reg_id: Annotated[str, typer.Argument(metavar="ID", help="Registration id.")],
+        reg_id: Annotated[
+            str,
+            typer.Argument(
+                metavar="ID", help="Registration id.", autocompletion=complete_registration_id
+            ),
+        ],
         allow_incomplete: Annotated[
             bool,
             typer.Option(
@@ -103,6 +150,17 @@ def register(app: typer.Typer) -> None:
                 "computed exactly as without it; it is not a confirmatory claim.",
             ),
         ] = False,
+        fail_unless: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--fail-unless",
+                metavar="VERDICT",
+                help="Exit 5 unless the mechanical verdict is VERDICT (repeat to accept "
+                "several): " + ", ".join(VERDICTS) + ". The report is written and printed "
+                "either way.",
+                show_default=False,
+            ),
+        ] = None,
         as_json: JsonOpt = False,
         store: StoreOpt = None,
     ) -> None:
@@ -112,7 +170,13 @@ def register(app: typer.Typer) -> None:
         (exit 4) an incomplete run set unless --allow-incomplete. Writes report.json,
         report.md and report.html (with figures); an exploratory report of a
         confirmatory registration goes to reports/ID/exploratory/.
+
+        For CI: --fail-unless supported exits 5 when the verdict is anything else
+        (not_supported, inconclusive, not_runnable, incomplete), after the report is
+        written and printed (with --json, its one document). The verdict is the
+        report's verdict field, the same word in an exploratory report.
         """
+        accepted = accepted_verdicts(fail_unless or [])
         ws = workspace(ctx)
         flags = [
             f for f, on in (("--allow-incomplete", allow_incomplete), ("--explore", explore)) if on
@@ -132,12 +196,23 @@ def register(app: typer.Typer) -> None:
             ),
             document=done.document,
         )
+        gate(done.report.verdict, accepted)
 
     @app.command("compare")
     def compare_cmd(
         ctx: typer.Context,
-        a: Annotated[str, typer.Argument(metavar="A", help="First registration id.")],
-        b: Annotated[str, typer.Argument(metavar="B", help="Second registration id.")],
+        a: Annotated[
+            str,
+            typer.Argument(
+                metavar="A", help="First registration id.", autocompletion=complete_registration_id
+            ),
+        ],
+        b: Annotated[
+            str,
+            typer.Argument(
+                metavar="B", help="Second registration id.", autocompletion=complete_registration_id
+            ),
+        ],
         as_json: JsonOpt = False,
     ) -> None:
         """Compare two registrations' runs: each one's own result, and the paired change.

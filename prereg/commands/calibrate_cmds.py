@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
-from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Column, Table
 from rich.text import Text
 
-from prereg.commands._common import JsonOpt, workspace
+from prereg.commands._common import JsonOpt, complete_registration_id, workspace
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
@@ -36,6 +35,7 @@ from prereg.registry.calibration import (
 from prereg.registry.calibration_target import load_target
 from prereg.reports.calibration import pilot_figures
 from prereg.reports.calibration_store import store_calibration
+from prereg.reports.render_table import print_table
 from prereg.stats.calibration import Progress as ProgressCallback
 
 #: the largest --sims and --draws accepted (beyond them a run takes minutes)
@@ -173,44 +173,39 @@ def render(doc: dict[str, Any]) -> None:
             f"power target {design['power_target']:g}"
         )
     )
-    table = Table(
-        Column("test", overflow="fold", min_width=12),
-        Column("quantity", no_wrap=True),
-        Column("scenario", no_wrap=True),
-        Column("nominal", justify="right", no_wrap=True),
-        Column("estimate", justify="right", no_wrap=True),
-        Column("MC SE", justify="right", no_wrap=True),
-        Column("verdict", no_wrap=True),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        title_justify="left",
-        caption=(
-            f"{doc['sims']} simulated data sets per scenario, seed {doc['seed']}, "
-            f"{doc['bootstrap_draws']} bootstrap resamples; {doc['elapsed_s']:.1f} s"
-        ),
-        caption_justify="left",
-    )
+    header = ("test", "quantity", "scenario", "nominal", "estimate", "MC SE", "verdict")
+    rows: list[list[str | Text]] = []
     previous = None
+    sizes = Counter((row["label"], row["test"]) for row in doc["rows"])
     for row in doc["rows"]:
         group = (row["label"], row["test"])
         if group != previous:
-            if previous is not None:
-                table.add_section()
             names = [display(row["label"], "bold"), display(row["test"], "dim")]
             if row["label"] == PER_INTENT:
                 names = [display("per-intent", "bold"), display("intervals", "dim")]
+            if sizes[group] < len(names):  # a one-row group: its label and test together
+                names = [Text("\n").join(names)]
         previous = group
-        name = names.pop(0) if names else Text("")
-        table.add_row(
-            name,
-            _QUANTITY.get(row["quantity"], row["quantity"]),
-            _SCENARIO.get(row["scenario"], row["scenario"]),
-            _num(row["nominal"]),
-            _num(row["estimate"]),
-            _num(row["mc_se"]),
-            Text(row["verdict"], style=_STYLE.get(row["verdict"], "")),
+        rows.append(
+            [
+                names.pop(0) if names else Text(""),
+                _QUANTITY.get(row["quantity"], row["quantity"]),
+                _SCENARIO.get(row["scenario"], row["scenario"]),
+                _num(row["nominal"]),
+                _num(row["estimate"]),
+                _num(row["mc_se"]),
+                Text(row["verdict"], style=_STYLE.get(row["verdict"], "")),
+            ]
         )
-    console.print(table)
+    # every id and number whole at any width (issue 37): columns give way, then paragraphs
+    print_table(console, "", header, rows, drop=("MC SE", "nominal"), shown_in="--json")
+    console.print(
+        display(
+            f"{doc['sims']} simulated data sets per scenario, seed {doc['seed']}, "
+            f"{doc['bootstrap_draws']} bootstrap resamples; {doc['elapsed_s']:.1f} s",
+            "dim",
+        )
+    )
     for row in doc["rows"]:
         if row["note"] and row["label"] == PER_INTENT:
             console.print(display(f"per-intent ({row['scenario']}): {row['note']}", "dim"))
@@ -232,7 +227,11 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         target: Annotated[
             str,
-            typer.Argument(metavar="ID|DRAFT", help="A registered id or a draft YAML file."),
+            typer.Argument(
+                metavar="ID|DRAFT",
+                help="A registered id or a draft YAML file.",
+                autocompletion=complete_registration_id,
+            ),
         ],
         sims: Annotated[
             int, typer.Option("--sims", help="Simulated data sets per scenario.")

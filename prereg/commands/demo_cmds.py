@@ -16,6 +16,8 @@ import typer
 from prereg.commands._common import JsonOpt, bundled_sources
 from prereg.commands.analyse_cmds import analyse_and_write
 from prereg.commands.progress import RichProgress
+from prereg.commands.registry_cmds import PILOT_DRAFT
+from prereg.commands.run_cmds import summary_json
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
@@ -27,7 +29,7 @@ from prereg.runners.api import run_registration
 
 #: ``prereg demo --example NAME``: the bundled drafts it can run (all on the local host).
 DEMO_EXAMPLES = {
-    "pilot": "music-library-pilot.yaml",  # two surfaces, one host
+    "pilot": PILOT_DRAFT,  # two surfaces, one host (what init names first)
     "hosts": "music-library-hosts.yaml",  # one surface, two simulated hosts
     "factorial": "music-library-factorial.yaml",  # host profile x completion cap, contrasts
 }
@@ -112,4 +114,4 @@ def _run_local(ws: Workspace, reg_id: str, quiet: bool) -> dict[str, Any]:
     """Run (or resume) every unit of the registration with the runners' orchestration."""
     progress = None if quiet else RichProgress(reg_id)
     summary = run_registration(ws, reg_id, concurrency=8, progress=progress)
-    return dict(summary.to_json())
+    return summary_json(summary)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from prereg.commands._common import JsonOpt, workspace
+from prereg.commands._common import JsonOpt, complete_registration_id, workspace
 from prereg.commands.progress import JudgeProgress
 from prereg.commands.store_opt import StoreOpt
 from prereg.core.output import console, emit
@@ -22,7 +22,10 @@ from prereg.runners.verdict_exchange import export_verdicts, import_verdicts
 def judge(
     ctx: typer.Context,
     registration_id: Annotated[
-        str, typer.Argument(help="The registration to judge.", metavar="ID")
+        str,
+        typer.Argument(
+            help="The registration to judge.", metavar="ID", autocompletion=complete_registration_id
+        ),
     ],
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-c", min=1, help="Verdicts asked at once.")

@@ -24,6 +24,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from prereg.core.output import SafeConsole
 from prereg.core.untrusted import display_text
 from prereg.runners.judge_run import JudgeProgress as JudgeCallbacks
 from prereg.runners.orchestrate import Progress as ProgressCallbacks
@@ -45,7 +46,7 @@ class RichProgress(ProgressCallbacks):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.label = label
-        self.console = console or Console(stderr=True)
+        self.console = console or SafeConsole(stderr=True)  # a closed pipe: exit 141
         self.plain = not self.console.is_terminal
         self.clock = clock
         self.bar: Progress | None = None
@@ -55,6 +56,7 @@ class RichProgress(ProgressCallbacks):
         self.failed = 0
         self.total = 0
         self.spent = 0.0
+        self.measured = False  # a record carried a cost: the host prices its requests
         self.started = 0.0
         self.last_line = 0.0
         self.last_tenth = 0
@@ -79,7 +81,7 @@ class RichProgress(ProgressCallbacks):
             MofNCompleteColumn(),
             *(TextColumn(column) for column in self.counts),
             TextColumn("infra {task.fields[failed]}"),
-            TextColumn("${task.fields[spend]}"),
+            TextColumn("{task.fields[spend]}"),
             TextColumn("{task.fields[rate]}/s"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
@@ -89,7 +91,7 @@ class RichProgress(ProgressCallbacks):
         )
         self.bar.start()
         label = self._bar_label(already)
-        start = {**self.fields, "failed": 0, "spend": "0.00", "rate": "-"}
+        start = {**self.fields, "failed": 0, "spend": self._spend(), "rate": "-"}
         self.task = self.bar.add_task(label, total=total, **start)
 
     def _bar_label(self, already: int) -> str:
@@ -102,7 +104,13 @@ class RichProgress(ProgressCallbacks):
         else:
             self.failed += 1
         self.spent = spent
+        self.measured = self.measured or record.cost_usd is not None
         self._show(successes=self.successes, done=self.done)
+
+    def _spend(self) -> str:
+        """The spend so far, or "spend not measured" while no record carried a cost (the
+        local host and the replay price nothing: invariant 7, never shown as $0.00)."""
+        return f"${self.spent:.2f}" if self.measured else "spend not measured"
 
     def _show(self, **counts: int) -> None:
         """One finished unit: a plain line now and then, or the bar advanced with
@@ -117,7 +125,7 @@ class RichProgress(ProgressCallbacks):
         fields: dict[str, Any] = {
             **counts,
             "failed": self.failed,
-            "spend": f"{self.spent:.2f}",
+            "spend": self._spend(),
             "rate": rate,
         }
         self.bar.update(self.task, advance=1, **fields)
@@ -133,13 +141,14 @@ class RichProgress(ProgressCallbacks):
     # -- plain lines, when stderr is not a terminal -------------------------------------
 
     def _status(self) -> str:
-        """E.g. ``168/224 units, 150 succeeded, 12 infra, $0.00, 3.1/s, 54s``."""
+        """E.g. ``168/224 units, 150 succeeded, 12 infra, $0.42, 3.1/s, 54s`` (``spend not
+        measured`` for a host that prices nothing)."""
         finished = self.done + self.failed
         elapsed = self.clock() - self.started
         rate = f"{finished / elapsed:.1f}/s" if elapsed > 0 else "-/s"
         return (
             f"{finished}/{self.total} units, {self.successes} succeeded, "
-            f"{self.failed} infra, ${self.spent:.2f}, {rate}, {elapsed:.0f}s"
+            f"{self.failed} infra, {self._spend()}, {rate}, {elapsed:.0f}s"
         )
 
     def _maybe_line(self) -> None:
@@ -182,6 +191,9 @@ class JudgeProgress(RichProgress, JudgeCallbacks):
 
     def _bar_label(self, already: int) -> str:
         return self.label
+
+    def _spend(self) -> str:
+        return f"${self.spent:.2f}"  # the judges' spend, as before (issue 37 left it alone)
 
     def judged(self, verdict: Verdict | None, cost: float) -> None:
         """One verdict stored (``None``: an infra failure, nothing stored); ``cost`` is

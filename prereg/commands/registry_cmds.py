@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,25 +11,42 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from prereg.commands._common import JsonOpt, bundled_sources, target_root, workspace
+from prereg.commands._common import (
+    JsonOpt,
+    bundled_sources,
+    complete_registration_id,
+    target_root,
+    workspace,
+)
 from prereg.commands.store_opt import StoreOpt
-from prereg.core.errors import IntegrityError
+from prereg.core.errors import BadInput, IntegrityError, PreregError
 from prereg.core.output import console, emit, print_json, short_digests
+from prereg.core.safeio import MAX_REGISTRATION_BYTES, UnreadableFile, read_regular_file
 from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace
 from prereg.core.workspace import init_workspace as create_workspace
+from prereg.core.yamlio import load_yaml
+from prereg.experiments import Experiment, load_experiment
+from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registry import Entry, Registry
+from prereg.registry.units import expand_units, plan_from_registration
 from prereg.registry.verify import verify as verify_registry
-from prereg.runners.stores import resolve_store
+from prereg.runners.run_store import StoreUnavailable
+from prereg.runners.stores import open_store, resolve_store
 from prereg.runners.verify_runs import verify_runs
+
+#: The bundled draft a new workspace starts with (the README's loop, ``prereg demo``):
+#: exploratory, on the dev split, on the local host.
+PILOT_DRAFT = "music-library-pilot.yaml"
 
 REGISTER_HELP = """Freeze a registration under its digest in the append-only registry.
 
-FILE is a YAML registration (see README, "The registration format"). Every field is
-validated (unknown fields are rejected), the experiment it names is resolved from
-experiments/<name>/, every referenced file is stored in the registry's object store, and
-the digest (sha256 over the RFC 8785 canonical JSON of the resolved document) is
-printed. Registering identical content again is a no-op; different content under an
+FILE is a YAML registration (see README, "The registration format"), read relative to
+the current folder, else to the workspace (drafts/x.yaml works from anywhere in it).
+Every field is validated (unknown fields are rejected), the experiment it names is
+resolved from experiments/<name>/, every referenced file is stored in the registry's
+object store, and the digest (sha256 over the RFC 8785 canonical JSON of the resolved
+document) is printed. Registering identical content again is a no-op; different content under an
 existing id is refused (exit 4): supersede it with a new id instead.
 
 Example:
@@ -70,8 +89,32 @@ def _entry_json(ws: Workspace, entry: Entry) -> dict[str, Any]:
 
 
 def init_workspace(root: Path) -> dict[str, Any]:
-    """``prereg init``: the workspace at ``root``, with the bundled experiments and drafts."""
-    return create_workspace(root, bundled_sources())
+    """``prereg init``: the workspace at ``root``, with the bundled experiments and drafts,
+    the draft to start with (``next``) and the drafts that would spend a locked split."""
+    result = create_workspace(root, bundled_sources())
+    drafts = Path(result["workspace"]) / "drafts"
+    locked = [name for name in result["drafts"] if _spends_locked_split(drafts / name)]
+    others = [name for name in result["drafts"] if name not in locked]
+    first = PILOT_DRAFT if PILOT_DRAFT in others else next(iter(others), None)
+    result["next"] = None if first is None else f"drafts/{first}"
+    result["spend_locked_split"] = [f"drafts/{name}" for name in locked]
+    return result
+
+
+def _spends_locked_split(draft: Path) -> bool:
+    """Whether the draft is confirmatory or on the locked split, read from the draft
+    itself (its first run claims the split, once per experiment). A draft that cannot
+    be read is not judged here: ``register`` says what is wrong with it."""
+    try:
+        data = load_yaml(
+            read_regular_file(draft, limit=MAX_REGISTRATION_BYTES, what="a registration file"),
+            str(draft),
+        )
+    except (OSError, UnreadableFile, BadInput):
+        return False
+    if not isinstance(data, dict):
+        return False
+    return data.get("split") == LOCKED_SPLIT or data.get("kind") == "confirmatory"
 
 
 def init_cmd(
@@ -85,8 +128,9 @@ def init_cmd(
     """Create a workspace: experiments/, registry/, runs/, reports/, drafts/.
 
     The bundled example experiments are copied into experiments/ and ready-to-register
-    drafts (one exploratory, one confirmatory, both on hosts needing no API key) into
-    drafts/. Existing files are left untouched.
+    drafts into drafts/; existing files are left untouched. Start with the exploratory
+    pilot it names; the drafts it lists as spending the locked test split (confirmatory,
+    split test) claim that split on their first run, once per experiment.
     """
     root = directory if directory is not None else target_root(ctx)
     result = init_workspace(Path(root))
@@ -99,10 +143,34 @@ def init_cmd(
             f"  {len(result['written'])} file(s) written, "
             f"{len(result['skipped_existing'])} existing left untouched"
         )
-        first = result["drafts"][0] if result["drafts"] else "FILE.yaml"
-        console.print(display(f"next: prereg -w {result['workspace']} register drafts/{first}"))
+        for draft in result["spend_locked_split"]:
+            console.print(
+                display(
+                    f"  {draft} spends the locked {LOCKED_SPLIT} split on its first run "
+                    "(once per experiment): register it when the design is final"
+                )
+            )
+        first = result["next"] or "drafts/FILE.yaml"
+        console.print(display(f"next: prereg -w {result['workspace']} register {first}"))
 
     emit(result, as_json, human)
+
+
+def input_path(ctx: typer.Context, file: Path, ws: Workspace | None = None) -> Path:
+    """A file argument: relative to the current folder first, then to the workspace
+    (``ws``, else the one ``-w`` names or found upward), so a command names
+    ``drafts/x.yaml`` or ``experiments/...`` the same way from a workspace's root, a
+    folder inside it or outside it with ``-w``. As given when it is in neither place (the
+    reader then names it), or when there is no workspace to look in."""
+    if file.is_absolute() or file.exists():
+        return file
+    if ws is None:
+        try:
+            ws = workspace(ctx)
+        except BadInput:  # no workspace: only the current folder counts
+            return file
+    there = ws.root / file
+    return there if there.exists() else file
 
 
 def register_cmd(
@@ -111,9 +179,7 @@ def register_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     ws = workspace(ctx)
-    path = file if file.is_absolute() else Path.cwd() / file
-    if not path.exists() and (ws.root / file).exists():
-        path = ws.root / file
+    path = input_path(ctx, file, ws).absolute()
     registry = Registry(ws.registry)
     result = registry.register(path, ws.experiments, display=ws.relative(path))
     data = {**_entry_json(ws, result.entry), "created": result.created}
@@ -199,13 +265,121 @@ def verify_cmd(ctx: typer.Context, store: StoreOpt = None, as_json: JsonOpt = Fa
 #: (id, digest and status always stay; id and digest are never cut).
 LIST_COLUMNS = ("id", "kind", "experiment", "split", "digest", "registered", "status")
 LIST_DROPPED_FIRST = ("registered", "experiment", "split", "kind")
+#: the largest report.json ``list`` reads for a verdict (a report is prereg's own file)
+MAX_REPORT_BYTES = 256 * 1024 * 1024
 
 
-def _list_rows(entries: list[Entry]) -> list[dict[str, str]]:
+@dataclass(frozen=True)
+class RunState:
+    """What ``list`` and ``show`` say about a registration's runs, from what exists: the
+    run store (units with an ok record) and ``reports/<id>/report.json`` (its verdict).
+    ``planned`` is None where it could not be worked out; ``ok`` None where the store
+    could not be reached."""
+
+    ok: int | None
+    planned: int | None
+    verdict: str | None = None
+    analysed_ok: int | None = None  # units the report counted (its completeness)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "planned": self.planned,
+            "verdict": self.verdict,
+            "analysed_units": self.analysed_ok,
+        }
+
+    def text(self) -> str:
+        """``84/168 ok``, ``no runs``, ``168/168 ok, verdict supported``."""
+        if self.ok is None:
+            return "runs unknown (store unreachable)"
+        planned = "?" if self.planned is None else str(self.planned)
+        out = "no runs" if self.ok == 0 else f"{self.ok}/{planned} ok"
+        if self.verdict is not None:
+            out += f", verdict {self.verdict}"
+            if self.analysed_ok is not None and self.analysed_ok != self.ok:
+                out += f" (at {self.analysed_ok})"
+        return out
+
+
+def _report_facts(ws: Workspace, entry: Entry) -> dict[str, Any] | None:
+    """The verdict and unit counts of ``reports/<id>/report.json`` when it is this
+    registration's (same id and digest); None when there is none or it cannot be read
+    (``analyse`` rewrites it; nothing here depends on it)."""
+    path = ws.reports / entry.id / "report.json"
+    try:
+        data = json.loads(read_regular_file(path, limit=MAX_REPORT_BYTES, what="a report"))
+    except (OSError, UnreadableFile, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("digest") != entry.digest:
+        return None
+    completeness = data.get("completeness")
+    completeness = completeness if isinstance(completeness, dict) else {}
+    verdict, planned, done = (
+        data.get("verdict"),
+        completeness.get("planned"),
+        completeness.get("completed"),
+    )
+    return {
+        "verdict": verdict if isinstance(verdict, str) else None,
+        "planned": planned if type(planned) is int else None,
+        "completed": done if type(done) is int else None,
+    }
+
+
+class _Planned:
+    """Planned units per registration, each experiment loaded once (registrations of one
+    experiment share its frozen files); only for registrations with runs and no report."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.experiments: dict[frozenset[tuple[str, str]], Experiment | None] = {}
+
+    def units(self, entry: Entry) -> int | None:
+        key = frozenset(entry.files.items())
+        if key not in self.experiments:
+            try:
+                reader = self.registry.experiment_reader(entry)
+                self.experiments[key] = load_experiment(reader, entry.experiment)
+            except (PreregError, OSError):  # `verify` says what is wrong
+                self.experiments[key] = None
+        experiment = self.experiments[key]
+        if experiment is None:
+            return None
+        try:
+            plan = plan_from_registration(entry.registration, entry.digest)
+            return len(expand_units(plan, experiment))
+        except PreregError:
+            return None
+
+
+def run_states(
+    ws: Workspace, registry: Registry, entries: list[Entry], store: str | None
+) -> dict[str, RunState]:
+    """Each registration's :class:`RunState`, by id (cheap: one query per registration,
+    a report read where one exists, an experiment loaded only where neither says)."""
+    planned = _Planned(registry)
+    states: dict[str, RunState] = {}
+    try:
+        with open_store(resolve_store(ws.runs, store)) as runs:
+            ok = {e.id: len(runs.completed_keys(e.digest)) for e in entries}
+    except StoreUnavailable:
+        return {e.id: RunState(None, None) for e in entries}
+    for e in entries:
+        report = _report_facts(ws, e)
+        if report is not None:
+            units = report["planned"] if report["planned"] is not None else planned.units(e)
+            states[e.id] = RunState(ok[e.id], units, report["verdict"], report["completed"])
+        else:
+            states[e.id] = RunState(ok[e.id], planned.units(e) if ok[e.id] else None)
+    return states
+
+
+def _list_rows(entries: list[Entry], states: dict[str, RunState]) -> list[dict[str, str]]:
     short = short_digests(e.digest for e in entries)
     rows = []
     for e in entries:
-        status = []
+        status = [states[e.id].text()] if e.id in states else []
         if not e.runnable:
             status.append("not runnable")
         if e.superseded_by:
@@ -238,12 +412,12 @@ def _list_columns(rows: list[dict[str, str]], width: int) -> list[str]:
     return columns
 
 
-def _print_list(entries: list[Entry]) -> None:
+def _print_list(entries: list[Entry], states: dict[str, RunState]) -> None:
     """A table as wide as the terminal allows: full ids, digests abbreviated like git's."""
     if not entries:
         console.print("no registrations yet")
         return
-    rows = _list_rows(entries)
+    rows = _list_rows(entries, states)
     columns = _list_columns(rows, console.width)
     needed = sum(max(len(c), *(len(r[c]) for r in rows)) + 3 for c in ("id", "digest")) + 1
     if needed + 8 > console.width:  # too narrow for a table: the id, then the rest
@@ -263,29 +437,57 @@ def _print_list(entries: list[Entry]) -> None:
     console.print(table)
 
 
-def list_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def list_cmd(ctx: typer.Context, store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """List registrations in ledger order.
 
     Ids are shown whole; digests are abbreviated like git's (the shortest prefix no
     other listed digest shares, at least 12 hex characters; --json gives them whole).
-    On a narrow terminal the less needed columns are left out.
+    The status says how many planned units have an ok run ("no runs" before the first),
+    the verdict of the last `prereg analyse`, and whether a registration is not
+    runnable, superseded or holds its experiment's locked split. On a narrow terminal
+    the less needed columns are left out.
     """
     ws = workspace(ctx)
-    entries = Registry(ws.registry).entries()
-    data = {"registrations": [_entry_json(ws, e) for e in entries]}
-    emit(data, as_json, lambda: _print_list(entries))
+    registry = Registry(ws.registry)
+    entries = registry.entries()
+    states = run_states(ws, registry, entries, store)
+    data = {
+        "registrations": [{**_entry_json(ws, e), "runs": states[e.id].to_json()} for e in entries]
+    }
+    emit(data, as_json, lambda: _print_list(entries, states))
+
+
+def _word(value: object) -> str:
+    """A shown value in words: none for null, yes / no for a flag."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def show_cmd(
     ctx: typer.Context,
-    reg_id: Annotated[str, typer.Argument(metavar="ID", help="Registration id.")],
+    reg_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID", help="Registration id.", autocompletion=complete_registration_id
+        ),
+    ],
+    store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one registration: digest, time, supersession, frozen document."""
+    """Show one registration: digest, time, supersession, frozen document.
+
+    Also its runs (units with an ok record out of those planned) and the verdict of its
+    last `prereg analyse`.
+    """
     ws = workspace(ctx)
     registry = Registry(ws.registry)
     entry = registry.get(reg_id)
+    state = run_states(ws, registry, [entry], store)[entry.id]
     data = _entry_json(ws, entry)
+    data["runs"] = state.to_json()
     data["registration"] = entry.registration.model_dump(mode="json")
 
     def human() -> None:
@@ -304,7 +506,11 @@ def show_cmd(
             "supersedes",
             "runnable",
         ):
-            console.print(display(f"  {key:<14}{data[key]}"))
+            value = _word(data[key])
+            if key == "runnable" and not entry.runnable:
+                value += f" ({(entry.feasibility or {}).get('reason') or 'feasibility gate'})"
+            console.print(display(f"  {key:<14}{value}"))
+        console.print(display(f"  {'runs':<14}{state.text()}"))
         for label, text in (
             ("hypothesis", entry.registration.hypothesis),
             ("falsification", entry.registration.falsification),

@@ -11,7 +11,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from prereg.commands._common import PROCESS, FlagHelpGroup, JsonOpt, workspace
+from prereg.commands._common import (
+    PROCESS,
+    FlagHelpGroup,
+    JsonOpt,
+    complete_experiment,
+    complete_registration_id,
+    completes,
+    workspace,
+)
 from prereg.commands.progress import RichProgress
 from prereg.commands.store_opt import StoreOpt
 from prereg.core.errors import BadInput
@@ -25,8 +33,10 @@ from prereg.reports.inspect_export import export_inspect
 from prereg.runners.api import export_registration, import_file, is_stdout, run_registration
 from prereg.runners.export_source import export_parquet
 from prereg.runners.inspect_import import import_inspect
+from prereg.runners.orchestrate import RunSummary
 from prereg.runners.providers.batch import BatchStatus
 from prereg.runners.providers.credentials import redact, redact_obj
+from prereg.runners.providers.prices import load_prices, spend_measured
 from prereg.runners.providers.runs import estimate_run
 from prereg.runners.providers.summary import provider_run
 from prereg.runners.stores import ENV, is_postgres, resolve_store
@@ -42,7 +52,12 @@ split_app = typer.Typer(
 
 def run(
     ctx: typer.Context,
-    registration_id: Annotated[str, typer.Argument(help="The registration to run.", metavar="ID")],
+    registration_id: Annotated[
+        str,
+        typer.Argument(
+            help="The registration to run.", metavar="ID", autocompletion=complete_registration_id
+        ),
+    ],
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-c", min=1, help="Units run at once (asyncio).")
     ] = 4,
@@ -72,7 +87,11 @@ def run(
     ] = False,
     prices: Annotated[
         Path | None,
-        typer.Option("--prices", help="Price table file (YAML/JSON) overriding the packaged one."),
+        typer.Option(
+            "--prices",
+            help="Price table file (YAML/JSON) overriding the packaged one; read and "
+            "checked whatever the host (a missing file is exit 2).",
+        ),
     ] = None,
     store: StoreOpt = None,
     workers: Annotated[
@@ -97,6 +116,8 @@ def run(
     extra: dict[str, Any] = {}
     if workers > 1 and not dry_run:
         refuse_workers_with(batch=batch, prices=prices)
+    if prices is not None:  # checked for every host: the local one would never read it
+        load_prices(prices)
     if dry_run or batch or prices is not None:  # provider options (issue 7)
         if batch and not dry_run:
             refuse_batch_with_shared_store(store)
@@ -139,7 +160,7 @@ def run(
             exits_after=PROCESS.program,
         )
     extra = redact_obj(extra)  # batch ids and the like come from the provider
-    data = {**summary.to_json(), **extra}
+    data = {**summary_json(summary), **extra}
 
     def human() -> None:
         table = Table(title=display(f"run {summary.registration_id}"), show_header=False)
@@ -153,7 +174,7 @@ def run(
             ("completed this run", f"{summary.completed} ({summary.successes} succeeded)"),
             ("infra failures (retried next run)", str(summary.failed)),
             ("remaining", str(summary.remaining)),
-            ("spend (measured)", f"${summary.spend_usd:.4f}"),
+            spend_row(summary),
             ("rate", f"{summary.units_per_s} units/s in {summary.elapsed_s:.2f}s"),
         ]
         if summary.workers > 1:
@@ -170,19 +191,44 @@ def run(
     emit(data, as_json, human)
 
 
+def summary_json(summary: RunSummary) -> dict[str, Any]:
+    """``run --json``'s document: spend is null where the hosts price nothing (the
+    local and replay hosts; their records' cost is null), never a measured $0."""
+    data = summary.to_json()
+    data["spend_measured"] = spend_measured(summary.driver.split("+"))
+    if not data["spend_measured"]:
+        data["spend_usd"] = None
+    return data
+
+
+def spend_row(summary: RunSummary) -> tuple[str, str]:
+    """The summary's spend line: the measured dollars, or "not measured"."""
+    if spend_measured(summary.driver.split("+")):
+        return ("spend (measured)", f"${summary.spend_usd:.4f}")
+    return ("spend", f"not measured (the {summary.driver} host prices nothing)")
+
+
 def export(
     ctx: typer.Context,
-    registration_id: Annotated[str, typer.Argument(metavar="ID")],
+    registration_id: Annotated[
+        str, typer.Argument(metavar="ID", autocompletion=complete_registration_id)
+    ],
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="File to write; - writes to standard output.")
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="File to write; - writes to standard output.",
+        ),
     ],
     fmt: Annotated[
         str,
         typer.Option(
             "--format",
             "-f",
-            help="jsonl, csv, parquet (prereg[parquet]) or inspect (prereg[inspect]: one "
-            "Inspect AI log per arm in the folder --out).",
+            autocompletion=completes("jsonl", "csv", "parquet", "inspect"),
+            help="jsonl, csv, parquet (prereg-agents[parquet]) or inspect "
+            "(prereg-agents[inspect]: one Inspect AI log per arm in the folder --out).",
         ),
     ] = "jsonl",
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
@@ -249,7 +295,7 @@ def import_(
         typer.Option(
             "--from",
             help="prereg (an export of prereg's) or inspect (an Inspect AI .eval or .json "
-            "log; needs prereg[inspect] and --registration).",
+            "log; needs prereg-agents[inspect] and --registration).",
         ),
     ] = "prereg",
     registration_id: Annotated[
@@ -311,7 +357,9 @@ def import_(
 @split_app.command("show")
 def split_show(
     ctx: typer.Context,
-    experiment: Annotated[str, typer.Argument(help="Experiment folder name.")],
+    experiment: Annotated[
+        str, typer.Argument(help="Experiment folder name.", autocompletion=complete_experiment)
+    ],
     as_json: JsonOpt = False,
 ) -> None:
     """Counts per split, intent and polarity (whole clusters go to one split)."""
@@ -373,7 +421,12 @@ def _print_dry_run(data: dict[str, Any]) -> None:
             "spend cap (registered)",
             "none" if data["spend_cap_usd"] is None else f"${data['spend_cap_usd']:.4f}",
         ),
-        ("spent so far", f"${data['spent_usd']:.4f}"),
+        (
+            "spent so far",
+            f"${data['spent_usd']:.4f}"
+            if spend_measured(str(data["driver"]).split("+"))
+            else f"not measured (the {data['driver']} host prices nothing)",
+        ),
     ]
     if data["price_table"]:
         table_info = data["price_table"]

@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from prereg.commands._common import FlagHelpGroup, JsonOpt
+from prereg.commands.registry_cmds import input_path
 from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
 from prereg.core.output import console, dumps, emit, short_digests
@@ -40,8 +41,13 @@ the same digests. A family whose variants would differ in more than their pressu
 workflow the checker cannot certify, a shortlist larger than a catalog or an encoding
 that does not round-trip is refused (exit 2) and nothing is written.
 
-With --out DIR: one JSON file per variant under DIR/<family>/ and an index.json with
-the sets and digests. Without it, --json prints the whole compiled document."""
+FAMILY.yaml is read relative to the current folder, else to the workspace (as register
+reads its file): experiments/toolbottleneck/families/<name>.yaml works anywhere in a
+workspace. With --out DIR (relative to the current folder): one JSON file per variant
+under DIR/<family>/ and an index.json with the sets and digests. Without it, --json
+prints the whole compiled document.
+
+  prereg study compile experiments/toolbottleneck/families/overdue-case-escalation.yaml"""
 
 
 RUN_HELP = """Run a study's compiled variants offline on the SIMULATED policy and report.
@@ -52,21 +58,30 @@ under the seed's harness contract (call limit = certified minimum + 2, turn limi
 limit + 2, the infeasibility stop, the routed menu where the study asks for it). Writes
 OUT/records.jsonl and OUT/report.md (the capacity contrasts with Holm-adjusted p values,
 the failure census, repairs against switches). A bad study, family or --out is refused
-(exit 2) before anything runs.
+(exit 2) before anything runs. STUDY.yaml is read relative to the current folder, else
+to the workspace (as register reads its file); its families relative to it; --out is
+relative to the current folder.
 
   prereg study run experiments/toolbottleneck/study.yaml --out reports/toolbottleneck"""
 
 
 @app.command("run", help=RUN_HELP)
 def run_cmd(
+    ctx: typer.Context,
     study: Annotated[Path, typer.Argument(help="The study YAML file.", metavar="STUDY.yaml")],
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Folder for records.jsonl and report.md.")
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Folder for records.jsonl and report.md.",
+        ),
     ],
     draws: Annotated[int, typer.Option("--draws", min=100, help="Bootstrap draws.")] = 10_000,
     as_json: JsonOpt = False,
 ) -> None:
     check_out(out)
+    study = input_path(ctx, study)
     loaded = load_study(study)
     result = run_study(loaded, str(study))
     written = write_study(
@@ -183,16 +198,21 @@ def _show(summary: dict[str, Any]) -> None:
 
 @app.command("compile", help=COMPILE_HELP)
 def compile_cmd(
+    ctx: typer.Context,
     family: Annotated[Path, typer.Argument(help="The family YAML file.", metavar="FAMILY.yaml")],
     as_json: JsonOpt = False,
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", "-o", help="Write the variants under this folder.", show_default=False
+            "--out",
+            "-o",
+            help="Write the variants under this folder.",
+            show_default=False,
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of ids and orderings.", min=0)] = 0,
 ) -> None:
+    family = input_path(ctx, family)
     compiled = compile_family(load_family(family), seed=seed, filename=str(family))
     if out is None and as_json:
         emit(compiled.document(), True)

@@ -47,7 +47,9 @@ Profiles: ``host.model`` may name one of :data:`PROFILES` (``local-default``,
 ``local-careful``, ``local-hasty``), a set of the values above; ``host.params`` then
 override single values. These are simulated hosts, settings of this one mechanism, not
 models and not imitations of any provider's host: comparing two profiles compares two
-settings of the mechanism, offline. No ``host.model`` is ``local-default``'s values.
+settings of the mechanism, offline. No ``host.model`` is ``local-default``, and the
+records say so (``model_requested``: the profile asked for; ``model_returned`` stays
+null, as no model answers).
 
 Measured: wall-clock latency of each turn and token counts in the host's own
 word tokenizer (what it read and wrote); cost is None (nothing is priced). A
@@ -312,8 +314,11 @@ class LocalHost:
     sees_solution = False
     loads_all_tools = False
 
-    def __init__(self, params: LocalParams) -> None:
+    def __init__(self, params: LocalParams, profile: str | None = None) -> None:
         self.params = params
+        #: the profile it was built from (:func:`create`), which its records carry as
+        #: ``model_requested``; None for a host built from bare settings
+        self.profile = profile
         self.server_text = "name_and_description" if params.server_text else "none"
 
     async def next_turn(self, episode: Episode, history: Sequence[Exchange]) -> Turn:
@@ -707,10 +712,15 @@ def _is_id(name: str) -> bool:
     return name == "id" or name.endswith("_id")
 
 
+#: The profile a registration without ``host.model`` runs: what its records name as
+#: ``model_requested`` (the README: the records carry the profile).
+DEFAULT_PROFILE = "local-default"
+
+
 def profile(model: str | None) -> LocalParams:
     """The values of profile ``model`` (None: the defaults); ValueError for an unknown name."""
     if model is None:
-        return LocalParams()
+        return PROFILES[DEFAULT_PROFILE]
     if model not in PROFILES:
         raise ValueError(f"the local host has no profile '{model}' (known: {', '.join(PROFILES)})")
     return PROFILES[model]
@@ -723,4 +733,5 @@ def create(
     ``params`` overriding its values (see LocalParams); it takes no options."""
     if options:
         raise TypeError(f"the local host takes no options (got {sorted(options)})")
-    return LocalHost(LocalParams.from_params(params or {}, base=profile(model)))
+    base = profile(model)
+    return LocalHost(LocalParams.from_params(params or {}, base=base), model or DEFAULT_PROFILE)

@@ -14,12 +14,16 @@ imported lazily so that loading or replaying a snapshot never pays for it.
 from __future__ import annotations
 
 import copy
+import json
+import shutil
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,6 +31,7 @@ import anyio
 from pydantic import ValidationError
 
 from prereg.core.errors import BadInput, PreregError
+from prereg.core.untrusted import display_text
 from prereg.core.version import __version__
 from prereg.experiments.mcp_snapshot import (
     LIST_CAPABILITY,
@@ -41,6 +46,12 @@ from prereg.experiments.mcp_snapshot import (
 
 CLIENT_NAME = "prereg-snapshot"
 PAGE_LIMIT = 1000
+
+#: The script a stdio server's command runs under, to learn how the server ended
+#: (the SDK shows neither its exit code nor its stderr): :mod:`.server_end`.
+SERVER_END = Path(__file__).with_name("server_end.py")
+#: Lines of the end of a dead server's stderr shown in the error (at most 2 KB).
+TAIL_LINES = 20
 
 
 class CaptureError(PreregError):
@@ -94,8 +105,9 @@ def capture_snapshot(
     """Record ``target``'s identity, capabilities and complete listings (blocking).
 
     ``timeout`` bounds the whole capture, start-up and version negotiation included.
-    Raises :class:`BadInput` when the command cannot be started and
-    :class:`CaptureError` for anything the server does wrong.
+    Raises :class:`BadInput` when the command cannot be started or the server it starts
+    exits before answering (:class:`ServerExited`, with its exit code and the end of its
+    stderr), and :class:`CaptureError` for anything the server does wrong.
     """
     return anyio.run(_capture, target, timeout, errlog or sys.stderr, options or CaptureOptions())
 
@@ -195,11 +207,30 @@ async def _record(
     ``offer`` replaces the protocol revision the SDK offers in ``initialize`` (it
     always offers its newest), to ask the server whether it speaks an older one.
     """
+    tape = _Tape(offer=offer)
+    with _server_end(target) as end:
+        try:
+            return await _session(target, errlog, capabilities, end, tape)
+        except Exception as exc:
+            command = target.command if isinstance(target, StdioTarget) else []
+            ended = _ended(end, command, exc, answered=bool(tape.results), offer=offer)
+            if ended is None:
+                raise
+            raise ended from None
+
+
+async def _session(
+    target: Target,
+    errlog: TextIO,
+    capabilities: frozenset[str],
+    end: Path | None,
+    tape: _Tape,
+) -> tuple[ServedContent, dict[str, Any]]:
+    """The session of :func:`_record`, its raw messages kept on ``tape``."""
     from mcp import Client, Implementation  # lazy: the mcp SDK, only when capturing
     from mcp.shared.exceptions import MCPError  # lazy: the mcp SDK, only when capturing
 
-    tape = _Tape(offer=offer)
-    transport = _TapTransport(_transport(target, errlog), tape)
+    transport = _TapTransport(_transport(target, errlog, end), tape)
     client_info = Implementation(name=CLIENT_NAME, version=__version__)
     async with Client(
         transport,
@@ -217,6 +248,8 @@ async def _record(
             try:
                 lists[method] = ListRecording(pages=await _pages(client, method, tape))
             except MCPError as exc:
+                if _connection_closed(exc):  # no answer at all: the server is gone
+                    raise
                 if method == TOOLS_LIST:
                     raise CaptureError(
                         f"tools/list failed: {exc.error.code} {exc.error.message}", field=TOOLS_LIST
@@ -286,28 +319,53 @@ async def _pages(client: Any, method: str, tape: _Tape) -> list[dict[str, Any]]:
     raise CaptureError(f"{method} has more than {PAGE_LIMIT} pages", field=method)
 
 
-def _transport(target: Target, errlog: TextIO) -> Any:
+def _transport(target: Target, errlog: TextIO, end: Path | None) -> Any:
     if isinstance(target, HttpTarget):
         return _http_transport(target)
     from mcp import StdioServerParameters  # lazy: the mcp SDK, only when capturing
     from mcp.client.stdio import stdio_client  # lazy: the mcp SDK, only when capturing
 
+    command = list(target.command)
+    if end is not None:  # run under server_end.py, which notes how the server ended
+        command = [sys.executable, "-I", "-S", str(SERVER_END), str(end), "--", *command]
     params = StdioServerParameters(
-        command=target.command[0],
-        args=list(target.command[1:]),
+        command=command[0],
+        args=command[1:],
         env=dict(target.env) or None,
         cwd=target.cwd,
     )
     return stdio_client(params, errlog=_with_fileno(errlog))
 
 
+@contextmanager
+def _server_end(target: Target) -> Iterator[Path | None]:
+    """The file where :mod:`.server_end` notes how a stdio server ended (removed after)."""
+    if not isinstance(target, StdioTarget):
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="prereg-mcp-")
+    try:
+        yield Path(folder) / "end.json"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @asynccontextmanager
 async def _http_transport(target: HttpTarget) -> AsyncIterator[Any]:
-    """Streamable HTTP with the SDK's default timeouts, plus the user's headers."""
+    """Streamable HTTP through the SDK's transport: its own default client, or, where the
+    user gave headers, an HTTP client of the SDK's HTTP library carrying them (the
+    transport's documented way to set headers). That client has no timeouts of its own:
+    the capture's deadline (``timeout``) bounds every request, as it bounds the whole
+    capture, so no SDK default is copied here."""
     from mcp.client.streamable_http import streamable_http_client  # lazy: mcp SDK
-    from mcp.shared._httpx_utils import create_mcp_http_client  # lazy: mcp SDK
 
-    async with create_mcp_http_client(headers=dict(target.headers) or None) as http:
+    if not target.headers:
+        async with streamable_http_client(target.url) as streams:
+            yield streams
+        return
+    import httpx2  # lazy: the mcp SDK's HTTP client, loaded with it
+
+    async with httpx2.AsyncClient(headers=dict(target.headers), timeout=None) as http:
         async with streamable_http_client(target.url, http_client=http) as streams:
             yield streams
 
@@ -476,6 +534,72 @@ class _TapTransport:
 # errors
 
 
+class _TailShown(PreregError):
+    """An error whose details are the end of the server's stderr, shown as lines."""
+
+    def render(self) -> str:
+        head = PreregError(self.message, file=self.file, field=self.field).render()
+        return "\n".join([head, *(f"  | {line}" for line in self.details)])
+
+
+class ServerExited(_TailShown, BadInput):
+    """A stdio server that ended before answering ``initialize``: its command does not
+    start a working server (bad input, exit 2)."""
+
+
+class ServerDied(_TailShown, CaptureError):
+    """A stdio server that ended in the middle of the capture (exit 1, as any capture
+    error)."""
+
+
+def _ended(
+    end: Path | None, command: list[str], exc: BaseException, *, answered: bool, offer: str | None
+) -> PreregError | None:
+    """The error saying how a stdio server ended, when it ended on its own: it could not
+    be started, or it exited and the session saw its connection close. None otherwise
+    (``exc`` says more: the server is then stopped by the client, not of itself).
+
+    Exit 2 only when the first connection got no answer at all (the command starts no
+    working server); a server that answered once and died later failed the capture."""
+    if end is None or not end.is_file():
+        return None
+    try:
+        status = json.loads(end.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if "cannot_start" in status:  # as when the SDK itself cannot start the command
+        return BadInput(
+            f"cannot start {command[0]!r}: {display_text(status['cannot_start'], 200)}",
+            field="command",
+        )
+    if not _connection_closed(exc) or not isinstance(status.get("returncode"), int):
+        return None
+    code: int = status["returncode"]
+    how = f"exited with code {code}" if code >= 0 else f"was killed by signal {-code}"
+    when = "during the capture" if answered else "before answering initialize"
+    if offer is not None and not answered:
+        when += f" (offered revision {offer})"
+    lines = str(status.get("stderr") or "").splitlines()
+    if status.get("stderr_cut") and lines:
+        lines = lines[1:]  # the first line kept is only the end of one
+    lines = [display_text(line) for line in lines[-TAIL_LINES:]]
+    count = f"{len(lines)} line" + ("s" if len(lines) > 1 else "")
+    said = f"; the end of its stderr ({count}):" if lines else "; its stderr was empty"
+    error = ServerDied if answered or offer is not None else ServerExited
+    return error(f"the server {how} {when}{said}", field="command", details=lines)
+
+
+def _connection_closed(exc: BaseException) -> bool:
+    """Whether the session failed because the server's end of the connection closed."""
+    from mcp.shared.exceptions import MCPError  # lazy: the mcp SDK, only when capturing
+    from mcp_types import CONNECTION_CLOSED  # lazy: the mcp SDK, only when capturing
+
+    leaf = _first_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
+    if isinstance(leaf, MCPError):
+        return leaf.error.code == CONNECTION_CLOSED
+    return isinstance(leaf, (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError))
+
+
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     leaf: BaseException = group
     while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
@@ -493,6 +617,8 @@ def _translate(exc: BaseException, target: Target) -> PreregError:
         )
     from mcp.shared.exceptions import MCPError  # lazy: the mcp SDK, only when capturing
 
+    if _connection_closed(exc):  # how a stdio server ended is said by _ended
+        return CaptureError("the connection closed before the server answered", field=where)
     if isinstance(exc, MCPError):
         return CaptureError(
             f"the server answered with an error: {exc.error.code} {exc.error.message}", field=where

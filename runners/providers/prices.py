@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -26,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from prereg.core.errors import BadInput
+from prereg.registry.hosts import DRIVERS
 
 PRICES_ENV = "PREREG_PRICES"
 _SNAPSHOT_SUFFIX = re.compile(r"^-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
@@ -116,6 +118,14 @@ def cost_usd(
     return round(total * discount, 10)
 
 
+def spend_measured(drivers: Iterable[str]) -> bool:
+    """Whether a run on ``drivers`` (names) measured its spend: only provider drivers
+    price their requests from this table; the replay and local hosts price nothing, so
+    their spend is null, "not measured", never $0 (invariant 7)."""
+    names = set(drivers)
+    return any(spec.provider for name, spec in DRIVERS.items() if name in names)
+
+
 def worst_case_usd(
     price: ModelPrice, input_tokens: int, output_tokens: int, *, discount: float = 1.0
 ) -> float:
@@ -153,6 +163,8 @@ def load_prices(path: Path | str | None = None) -> PriceTable:
     if chosen is None:
         return packaged_prices()
     file = Path(chosen)
+    if file.is_dir():
+        raise BadInput("is a folder, not a price table file", file=str(file))
     if not file.is_file():
         raise BadInput("price table file not found", file=str(file))
     try:

@@ -174,3 +174,27 @@ def test_a_primary_contrast_and_the_registered_contrasts(ws: Path, capsys) -> No
     assert labels == {"primary", "contrasts[0] profile", "contrasts[1] cap"}
     primary = [r for r in doc["rows"] if r["label"] == "primary"]
     assert {r["quantity"] for r in primary} == {"type I error", "power", "coverage"}
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_the_table_cuts_no_name_or_number(
+    ws: Path, capsys, monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    """At a pipe's 80 columns and narrower, every test name, estimate and verdict prints
+    whole ("paired_bootstrap", "below target"), never cut or folded inside a word."""
+    from rich.console import Console
+
+    from prereg.commands import calibrate_cmds
+
+    result = run(capsys, "-w", ws, "calibrate", ws / CONFIRMATORY, "--sims", "40", "--json")
+    doc = result.json()
+    narrow = Console(width=width, record=True, force_terminal=False)
+    monkeypatch.setattr(calibrate_cmds, "console", narrow)
+    calibrate_cmds.render(doc)
+    text = narrow.export_text()
+    words = {word.rstrip(";") for word in text.split()}  # a paragraph separates by ";"
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
+    for row in doc["rows"]:
+        assert all(part in words for part in row["test"].split())
+        assert calibrate_cmds._num(row["estimate"]) in words
+        assert all(part in words for part in row["verdict"].split())

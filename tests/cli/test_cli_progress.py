@@ -16,7 +16,7 @@ from tests.cli.helpers import PILOT, PILOT_ID, prereg
 
 LINE = re.compile(
     r"^music-library-pilot: (done, )?\d+/\d+ units, \d+ succeeded, \d+ infra, "
-    r"\$\d+\.\d\d, [\d.-]+/s, \d+s$"
+    r"spend not measured, [\d.-]+/s, \d+s$"  # the local host prices nothing
 )
 
 
@@ -35,9 +35,10 @@ def test_run_into_a_pipe_prints_whole_plain_lines(ws: Path, cli: Any) -> None:
 class _Record:
     """What the progress reads of a record."""
 
-    def __init__(self, ok: bool = True) -> None:
+    def __init__(self, ok: bool = True, cost_usd: float | None = 0.25) -> None:
         self.status = "ok" if ok else "infra_error"
         self.success = ok
+        self.cost_usd = cost_usd
 
 
 def _plain(clock: list[float]) -> tuple[RichProgress, io.StringIO]:
@@ -71,5 +72,19 @@ def test_a_terminal_still_gets_the_bar() -> None:
     assert not RichProgress("reg", console).plain
 
 
-def _record(ok: bool = True) -> RunRecord:
-    return _Record(ok)  # type: ignore[return-value]
+def _record(ok: bool = True, cost_usd: float | None = 0.25) -> RunRecord:
+    return _Record(ok, cost_usd)  # type: ignore[return-value]
+
+
+def test_a_host_that_prices_nothing_shows_spend_not_measured() -> None:
+    """The local host and the replay record no cost: the plain lines say so, never $0.00
+    (invariant 7); a host whose records carry a cost shows it."""
+    clock = [100.0]
+    progress, out = _plain(clock)
+    progress.start(total=10, already=0)
+    for _ in range(10):
+        clock[0] += PLAIN_EVERY_S
+        progress.advance(_record(cost_usd=None), spent=0.0)
+    progress.stop()
+    lines = out.getvalue().splitlines()[1:]
+    assert lines and all("spend not measured" in line and "$" not in line for line in lines)

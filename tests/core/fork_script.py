@@ -37,6 +37,13 @@ def until_a_child_worked():
     # waits (on progress, not time) until a child has called child_worked()
     while not os.path.exists(_MARK):
         time.sleep(0.005)
+_WORKERS = tempfile.mkdtemp()
+def until_two_processes_work():
+    # each process that runs a part says so, then waits (on progress, not time) until a
+    # second one has: the parts are shared out however the processes are scheduled
+    open(os.path.join(_WORKERS, str(os.getpid())), "w").close()
+    while len(os.listdir(_WORKERS)) < 2:
+        time.sleep(0.005)
 """
 
 

@@ -27,7 +27,9 @@ import pytest
 from tests.conftest import skip_unless_ci, tree_digest
 from tests.exchange.conftest import REG_ID, prereg
 
-inspect_log = pytest.importorskip("inspect_ai.log", reason="needs prereg-agents[inspect] (dev extra)")
+inspect_log = pytest.importorskip(
+    "inspect_ai.log", reason="needs prereg-agents[inspect] (dev extra)"
+)
 
 STAGES = ("surfaced", "selected", "invoked", "executed", "completed")
 
@@ -155,7 +157,9 @@ def test_inspect_view_serves_the_exported_logs(exported: dict[str, Any]) -> None
     """``inspect view`` (its server, which the viewer page reads) lists and opens them."""
     command = Path(sys.executable).with_name("inspect")
     if not command.exists():
-        skip_unless_ci("the inspect command (prereg-agents[inspect]) is not installed beside this Python")
+        skip_unless_ci(
+            "the inspect command (prereg-agents[inspect]) is not installed beside this Python"
+        )
     port = _free_port()
     folder = exported["folder"]
     view = subprocess.Popen(

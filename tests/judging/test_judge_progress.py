@@ -57,7 +57,7 @@ def test_the_run_bar_keeps_its_words() -> None:
     progress, out = _plain(clock, RichProgress)
     progress.start(total=10, already=0)
     clock[0] += PLAIN_EVERY_S
-    progress.advance(SimpleNamespace(status="ok", success=True), 0.5)  # type: ignore[arg-type]
+    progress.advance(SimpleNamespace(status="ok", success=True, cost_usd=0.5), 0.5)  # type: ignore[arg-type]
     lines = out.getvalue().splitlines()
     assert lines == ["reg: 10 unit(s) to run", lines[1]]
     assert lines[1].startswith("reg: 1/10 units, 1 succeeded, 0 infra, $0.50")

@@ -92,7 +92,8 @@ def test_snapshot_usage_errors_write_nothing(cli: Cli, tmp_path: Path, good: Pat
     assert good.read_bytes() == before
 
 
-def test_snapshot_of_a_server_that_exits_is_a_capture_error(cli: Cli, tmp_path: Path) -> None:
+def test_snapshot_of_a_server_that_exits_at_start_is_bad_input(cli: Cli, tmp_path: Path) -> None:
+    """Its command starts no working server: exit 2, saying how it ended (issue 37)."""
     out = tmp_path / "out.json"
     result = cli(
         "mcp",
@@ -106,7 +107,8 @@ def test_snapshot_of_a_server_that_exits_is_a_capture_error(cli: Cli, tmp_path: 
         "-c",
         "import sys; sys.exit(0)",
     )
-    assert result.code == 1
+    assert result.code == 2
+    assert "exited with code 0 before answering initialize" in flat(result.stderr)
     assert not out.exists()
 
 

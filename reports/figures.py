@@ -93,7 +93,11 @@ def _png(fig: Figure) -> bytes:
     if x0 < 0 or y0 < 0 or x1 > int(fig.bbox.width) or y1 > height:
         fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight", metadata=_METADATA)
         return buf.getvalue()
-    pixels = np.asarray(canvas.buffer_rgba())[height - y1 : height - y0, x0:x1]
+    # a copy in C order: matplotlib < 3.9 hands the slice to Pillow as it is, which
+    # Pillow 12+ refuses ("ndarray is not C-contiguous"); the lower-bounds job found it
+    pixels = np.ascontiguousarray(
+        np.asarray(canvas.buffer_rgba())[height - y1 : height - y0, x0:x1]
+    )
     imsave(buf, pixels, format="png", origin="upper", dpi=_DPI, metadata=_METADATA)
     return buf.getvalue()
 

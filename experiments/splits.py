@@ -1,5 +1,5 @@
-"""Assigning whole clusters of paraphrases to dev / validation / test, and the counts
-per split that ``prereg split show`` reports (:func:`describe_splits`).
+"""Assigning whole clusters of paraphrases to dev / validation / test (the counts per
+split that ``prereg split show`` reports are :mod:`.split_counts`'s).
 
 Paraphrases of one request share a cluster, and a cluster goes to one split
 only, so a prompt seen in development never has a paraphrase in the locked test
@@ -12,14 +12,10 @@ cluster never changes across versions of numpy or Python.
 from __future__ import annotations
 
 import hashlib
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from prereg.experiments.models import SPLIT_NAMES
-
-if TYPE_CHECKING:  # the loader assigns splits with this module: a runtime import would cycle
-    from prereg.experiments.loader import Experiment
 
 
 def _rank(seed: int, cluster: str) -> str:
@@ -55,30 +51,3 @@ def assign_by_fractions(
                 (name for bound, name in bounds if position < bound), SPLIT_NAMES[-1]
             )
     return out
-
-
-def describe_splits(experiment: Experiment) -> dict[str, Any]:
-    """Counts per split, intent and polarity of an experiment (tasks and clusters)."""
-    splits: dict[str, Any] = {}
-    for split in experiment.split_names:
-        tasks = experiment.tasks_in_split(split)
-        by_intent: dict[str, Counter[str]] = defaultdict(Counter)
-        for task in tasks:
-            by_intent[task.intent][task.polarity] += 1
-        splits[split] = {
-            "tasks": len(tasks),
-            "clusters": len({t.cluster for t in tasks}),
-            "polarity": dict(Counter(t.polarity for t in tasks)),
-            "intents": {
-                intent: dict(by_intent[intent])
-                for intent in experiment.intents
-                if intent in by_intent
-            },
-        }
-    return {
-        "experiment": experiment.name,
-        "tasks": len(experiment.tasks),
-        "clusters": len({t.cluster for t in experiment.tasks}),
-        "intents": list(experiment.intents),
-        "splits": splits,
-    }

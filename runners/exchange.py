@@ -13,119 +13,19 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import BinaryIO, Literal
 
 from pydantic import ValidationError
 
 from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
-from prereg.core.yamlio import format_loc
-from prereg.runners import parquet_export  # a module import: the two modules use each other
+from prereg.runners import parquet_export
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
+from prereg.runners.rows import bad_row, from_row, to_row
 
 Format = Literal["jsonl", "csv"]
-
-_BOOL = {
-    "surfaced",
-    "selected",
-    "invoked",
-    "executed",
-    "completed",
-    "oracle_final_state",
-    "oracle_no_mutation",
-    "oracle_prohibited_operations",
-    "oracle_confirmation",
-    "oracle_answer",
-    "success",
-    "batch",
-}
-_INT = {
-    "repeat",
-    "rotation",
-    "tokens_input",
-    "tokens_output",
-    "tokens_reasoning",
-    "tokens_cached",
-    "unnecessary_calls",
-    "calls",
-    "turns",
-    "schema_version",
-    "retries",
-}
-_FLOAT = {"latency_ms", "cost_usd", "selection_rate"}
-_JSON = {"selected_operations", "trace"}
-_JSON_OBJECT = {"offer", "config", "obligations", "chain"}  # JSON-encoded, empty for null
-_NULLABLE_STR = {
-    "model_requested",
-    "model_returned",
-    "terminal_class",
-    "terminal_flag",
-    "first_unmet_obligation",
-    "error",
-}
-
-
-def to_row(record: RunRecord) -> dict[str, str]:
-    """One CSV row: flat columns, empty string for null."""
-    data = record.model_dump(mode="json")
-    flat: dict[str, Any] = {
-        k: v for k, v in data.items() if k not in ("tokens", "funnel", "oracles")
-    }
-    for key, value in data["tokens"].items():
-        flat[f"tokens_{key}"] = value
-    flat.update(data["funnel"])
-    for key, value in data["oracles"].items():
-        flat[f"oracle_{key}"] = value
-    row: dict[str, str] = {}
-    for column in EXPORT_COLUMNS:
-        value = flat.get(column)
-        if value is None:
-            row[column] = ""
-        elif column in _JSON or column in _JSON_OBJECT:
-            row[column] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        elif isinstance(value, bool):
-            row[column] = "true" if value else "false"
-        else:
-            row[column] = str(value)
-    return row
-
-
-def from_row(row: dict[str, str]) -> dict[str, Any]:
-    """The record fields of a CSV row (validation is the model's job)."""
-    unknown = sorted(set(row) - set(EXPORT_COLUMNS))
-    if unknown:
-        raise ValueError(f"unknown column(s) {unknown}")
-    out: dict[str, Any] = {"tokens": {}, "funnel": {}, "oracles": {}}
-    for column, text in row.items():
-        value: Any
-        if text == "" and column not in _JSON:
-            value = None
-        elif column in _BOOL:
-            if text not in ("true", "false"):
-                raise ValueError(f"{column}: expected true, false or empty, got {text!r}")
-            value = text == "true"
-        elif column in _INT:
-            value = int(text)
-        elif column in _FLOAT:
-            value = float(text)
-        elif column in _JSON:
-            value = json.loads(text) if text else []
-        elif column in _JSON_OBJECT:
-            value = json.loads(text)
-        else:
-            value = text
-        if column.startswith("tokens_"):
-            out["tokens"][column.removeprefix("tokens_")] = value
-        elif column in ("surfaced", "selected", "invoked", "executed", "completed"):
-            out["funnel"][column] = value
-        elif column.startswith("oracle_"):
-            out["oracles"][column.removeprefix("oracle_")] = value
-        elif value is not None or column in _NULLABLE_STR:
-            out[column] = value
-    return out
 
 
 def render_records(records: Iterable[RunRecord], fmt: Format) -> tuple[bytes, int]:
@@ -172,16 +72,6 @@ def detect_format(path: Path) -> Format:
     )
 
 
-def _bad(path: Path, line: int, exc: Exception) -> BadInput:
-    if isinstance(exc, ValidationError):
-        err = exc.errors()[0]
-        field = format_loc([p for p in err["loc"] if isinstance(p, (str, int))])
-        message = str(err["msg"]).removeprefix("Value error, ")
-        more = [f"{format_loc(e['loc'])}: {e['msg']}" for e in exc.errors()[1:]]
-        return BadInput(message, file=f"{path}:{line}", field=field, details=more)
-    return BadInput(str(exc), file=f"{path}:{line}")
-
-
 def read_records(path: Path) -> list[tuple[int, RunRecord]]:
     """(line number, record) for every record in the file; BadInput on the first bad one."""
     path = Path(path)
@@ -202,7 +92,7 @@ def read_records(path: Path) -> list[tuple[int, RunRecord]]:
             try:
                 out.append((number, RunRecord.model_validate_json(line)))
             except (ValidationError, ValueError) as exc:
-                raise _bad(path, number, exc) from None
+                raise bad_row(path, number, exc) from None
         return out
     reader = csv.DictReader(io.StringIO(text, newline=""))
     missing = [
@@ -222,5 +112,5 @@ def read_records(path: Path) -> list[tuple[int, RunRecord]]:
         try:
             out.append((number, RunRecord.model_validate(from_row(dict(row)))))
         except (ValidationError, ValueError) as exc:
-            raise _bad(path, number, exc) from None
+            raise bad_row(path, number, exc) from None
     return out

@@ -3,7 +3,7 @@
 The columns are the CSV export's (:data:`prereg.runners.record.EXPORT_COLUMNS`, nested
 values JSON-encoded), typed: booleans, 64-bit integers, doubles and strings, null where
 the record has null. A row is read back through the CSV reader's own conversion
-(:func:`prereg.runners.exchange.from_row`), so a Parquet export imports back to the very
+(:func:`prereg.runners.rows.from_row`), so a Parquet export imports back to the very
 records, chain links included, and an edited one is refused like an edited CSV.
 """
 
@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
-from prereg.runners import exchange  # a module import: exchange reads .parquet through here
+from prereg.runners import rows as record_rows
 from prereg.runners.extras import missing_extra
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
 
@@ -41,11 +41,11 @@ def require() -> tuple[Any, Any]:
 
 
 def _type(pa: Any, column: str) -> pa.DataType:
-    if column in exchange._BOOL:
+    if column in record_rows.BOOL_COLUMNS:
         return pa.bool_()
-    if column in exchange._INT:
+    if column in record_rows.INT_COLUMNS:
         return pa.int64()
-    if column in exchange._FLOAT:
+    if column in record_rows.FLOAT_COLUMNS:
         return pa.float64()
     return pa.string()
 
@@ -54,11 +54,11 @@ def _typed(column: str, text: str) -> object:
     """A CSV cell as its typed Parquet value (empty: null)."""
     if text == "":
         return None
-    if column in exchange._BOOL:
+    if column in record_rows.BOOL_COLUMNS:
         return text == "true"
-    if column in exchange._INT:
+    if column in record_rows.INT_COLUMNS:
         return int(text)
-    if column in exchange._FLOAT:
+    if column in record_rows.FLOAT_COLUMNS:
         return float(text)
     return text
 
@@ -75,7 +75,7 @@ def _text(value: object) -> str:
 def render_parquet(records: Iterable[RunRecord]) -> tuple[bytes, int]:
     """The Parquet file's bytes and the number of records in it."""
     pa, pq = require()
-    rows = [exchange.to_row(record) for record in records]
+    rows = [record_rows.to_row(record) for record in records]
     schema = pa.schema(
         [pa.field(c, _type(pa, c)) for c in EXPORT_COLUMNS], metadata={FORMAT_KEY: FORMAT_VALUE}
     )
@@ -124,8 +124,8 @@ def read_parquet(path: Path) -> list[tuple[int, RunRecord]]:
     out: list[tuple[int, RunRecord]] = []
     for number, row in enumerate(table.to_pylist(), start=1):
         try:
-            fields = exchange.from_row({c: _text(v) for c, v in row.items()})
+            fields = record_rows.from_row({c: _text(v) for c, v in row.items()})
             out.append((number, RunRecord.model_validate(fields)))
         except (ValidationError, ValueError) as exc:
-            raise exchange._bad(path, number, exc) from None
+            raise record_rows.bad_row(path, number, exc) from None
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,3 +194,91 @@ def test_layer_rule_itself(module: str, target: str, ok: bool) -> None:
     source, dest = layer_of(module), layer_of(target)
     assert source is not None and dest is not None
     assert (dest <= source) is ok
+
+
+# ---- no import circle between modules (issue 38) --------------------------------------
+
+MODULES = {module for module, _ in _modules()}
+
+
+def _edges(module: str, path: Path) -> Iterator[tuple[str, str]]:
+    """(importer, imported module) for every project import of ``module``, at any level
+    (module, function, ``TYPE_CHECKING``): ``from prereg.x import y`` is an edge to the
+    module ``prereg.x.y`` where ``y`` is one, else to ``prereg.x``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, path, node)
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            if target in MODULES and target != module:
+                yield module, target
+
+
+def circles(edges: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """The import circles of a graph: its strongly connected components of more than one
+    module (Tarjan's algorithm, iterative), each sorted."""
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+        graph.setdefault(target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_circle_between_modules() -> None:
+    edges = [edge for module, path in _modules() for edge in _edges(module, path)]
+    assert len(edges) > 200, "the scan sees too few imports: broken?"
+    found = circles(edges)
+    assert not found, "import circles (TYPE_CHECKING imports count):\n" + "\n".join(
+        " <-> ".join(circle) for circle in found
+    )
+
+
+def test_the_circle_finder_finds_a_planted_circle() -> None:
+    # a -> b -> c -> a is one circle; d -> a and c -> e hang off it; f <-> g is another
+    planted = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a"), ("c", "e"), ("f", "g"), ("g", "f")]
+    assert sorted(circles(planted)) == [["a", "b", "c"], ["f", "g"]]
+    assert circles([("a", "b"), ("b", "c"), ("a", "c")]) == []  # a diamond is no circle

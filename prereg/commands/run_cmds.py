@@ -28,7 +28,7 @@ from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
-from prereg.experiments.splits import describe_splits
+from prereg.experiments.split_counts import describe_splits
 from prereg.reports.inspect_export import export_inspect
 from prereg.runners.api import export_registration, import_file, is_stdout, run_registration
 from prereg.runners.export_source import export_parquet

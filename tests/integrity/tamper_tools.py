@@ -22,8 +22,8 @@ from typing import Any
 
 from prereg.cli import main
 from prereg.runners import chain
-from prereg.runners.exchange import from_row, to_row
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
+from prereg.runners.rows import from_row, to_row
 
 PILOT = "drafts/music-library-pilot.yaml"
 PILOT_ID = "music-library-pilot"

@@ -31,9 +31,9 @@ from prereg.registry.schema import Registration
 from prereg.reports.toolbottleneck_registered import Cells, per_configuration
 from prereg.runners import toolbottleneck_study
 from prereg.runners.chain import content
-from prereg.runners.exchange import from_row, to_row
 from prereg.runners.prepare import prepare
 from prereg.runners.record import RunRecord
+from prereg.runners.rows import from_row, to_row
 from prereg.runners.stores import open_store
 from prereg.runners.toolbottleneck_host import PROFILES
 from prereg.runners.toolbottleneck_study import StudyUnits

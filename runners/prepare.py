@@ -20,7 +20,6 @@ from prereg.registry.hosts import DRIVERS
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import RunPlan, plan_from_registration
 from prereg.registry.verify import verified_entry
-from prereg.runners import toolbottleneck_study
 
 
 def open_registry(ws: Workspace) -> Registry:
@@ -63,5 +62,4 @@ def prepare(ws: Workspace, registration_id: str) -> tuple[Registry, Entry, RunPl
     if experiment.toolbottleneck is not None:  # the registered variant digests (issue 19)
         document = json.loads(entry.frozen_path.read_bytes())["document"]
         plan = replace(plan, variants=dict(document["experiment"]["variants"]))
-        experiment = toolbottleneck_study.with_bounds(experiment, plan)  # dry-run bounds
     return registry, entry, plan, experiment

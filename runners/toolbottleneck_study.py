@@ -23,10 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.experiments import Experiment
-from prereg.experiments.models import Task
 from prereg.experiments.toolbottleneck.cells import ArmCell
 from prereg.experiments.toolbottleneck.compile import Cell
-from prereg.experiments.toolbottleneck.registrable import StudyTask, reference_length
 from prereg.experiments.toolbottleneck.sandbox import Sandbox, build_sandbox
 from prereg.experiments.toolbottleneck.study import Study, StudyArm, StudyPolicy
 from prereg.experiments.toolbottleneck.variants import compiled_cell, variant_key
@@ -392,24 +390,6 @@ class StudyUnits:
             obligations=dict(v.verdicts),
             variant_digest=sandbox.variant.digest,
         )
-
-
-def with_bounds(experiment: Experiment, plan: RunPlan) -> Experiment:
-    """The experiment whose tasks carry the largest certified minimum of their variants
-    over the plan's arms (:class:`StudyTask`): what the dry run's per-unit request and
-    spend bounds resolve the registered limit rules with. Running uses each variant's."""
-    study = experiment.toolbottleneck
-    assert study is not None
-    tasks = []
-    for task in experiment.tasks:
-        family, _ = study.task(task.id)
-        bound = max(
-            (reference_length(family, c.workflow, c.handoffs) for c in plan.study_cells.values()),
-            default=None,
-        )
-        fields = {name: getattr(task, name) for name in Task.model_fields}
-        tasks.append(StudyTask(**fields, bound=bound))
-    return replace(experiment, tasks=tuple(tasks), _by_id={t.id: t for t in tasks})
 
 
 def _now() -> datetime:

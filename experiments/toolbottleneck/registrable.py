@@ -101,20 +101,6 @@ class LoadedStudy:
     split_of_cluster: dict[str, str]
 
 
-class StudyTask(Task):
-    """A study's task with ``bound``: the largest certified minimum of its variants over
-    a registration's arms, so that a per-task limit rule (certified minimum + k) resolved
-    through the task (:func:`prereg.registry.units.unit_budgets`) bounds every unit of
-    the task. A unit's own limits are resolved from its compiled variant, both when it
-    runs and by ``prereg run --dry-run`` (reading 38), which do not read ``bound``."""
-
-    bound: int | None = Field(None, ge=0)
-
-    @property
-    def certified_minimum(self) -> int | None:
-        return self.bound if self.bound is not None else super().certified_minimum
-
-
 def reference_length(family: FamilyFile, workflow: WorkflowLevel, handoffs: int = 0) -> int:
     """The certified minimum of a family's variant at a workflow level and a number of
     handoffs (readings 2, 4, 5): a search and a read per record of the layout and per

@@ -53,9 +53,8 @@ from prereg.registry.registry import Registry
 from prereg.reports.analysis import Options, analyse
 from prereg.reports.load import frozen_experiment, load_runs, planned_units
 from prereg.reports.write import write_report
-from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore, chain
 
 PILOT = "music-library-pilot"
 REG = "analyse-scale"

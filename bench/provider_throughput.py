@@ -55,7 +55,7 @@ from host_speed import describe, python_loop_s  # bench/, this script's director
 from prereg.cli import main as cli_main
 from prereg.core.workspace import Workspace
 from prereg.runners.api import run_registration
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from prereg.runners.workers import run_workers
 
 ROOT = Path(__file__).resolve().parents[1]

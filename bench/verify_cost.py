@@ -40,10 +40,9 @@ from prereg.cli import main as cli_main
 from prereg.registry.digest import canonical_json
 from prereg.registry.registry import Registry
 from prereg.registry.verify import verify, verify_entry
-from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
-from prereg.runners.verify_runs import check_chain, verified_records
+from prereg.runners.store.sqlite import RunStore, chain
+from prereg.runners.store.verify import check_chain, verified_records
 
 PILOT_ID = "music-library-pilot"
 

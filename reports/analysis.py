@@ -56,9 +56,9 @@ from prereg.reports.registered import run_test
 from prereg.reports.toolbottleneck_model import StudyReport
 from prereg.reports.verdict import final_verdict
 from prereg.runners.record import RunRecord
-from prereg.runners.stores import resolve_store
+from prereg.runners.store.choose import resolve_store
+from prereg.runners.store.verify import verified_records
 from prereg.runners.verdicts import Verdict as JudgeVerdict
-from prereg.runners.verify_runs import verified_records
 
 #: Runs from which the report's sections are spread over processes (fewer: a fork costs
 #: more than it saves).

@@ -51,8 +51,8 @@ from prereg.reports.observations import (
     replaced,
     unit_label,
 )
-from prereg.runners.stores import resolve_store
-from prereg.runners.verify_runs import held_gc, verified_as
+from prereg.runners.store.choose import resolve_store
+from prereg.runners.store.verify import held_gc, verified_as
 
 Unit = tuple[str, str, int]
 MAX_NAMED = 20
@@ -266,7 +266,7 @@ def load_runs(
 
     ``store``: ``--store`` (else ``PREREG_STORE``, else the workspace's runs/ folder).
     ``alongside``: the caller's work for later, done while forked children verify a
-    long chain (:func:`prereg.runners.verify_runs.verified_as`). The garbage collector
+    long chain (:func:`prereg.runners.store.verify.verified_as`). The garbage collector
     is held meanwhile (:func:`held_gc`): tens of thousands of records and observations
     are built, none of them in a cycle."""
     with held_gc():

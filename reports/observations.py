@@ -40,7 +40,7 @@ from pydantic import BaseModel
 
 from prereg.core.struct_view import field_decoder, struct_view
 from prereg.runners.record import RunRecord, TraceEvent
-from prereg.runners.run_store import indexed_columns
+from prereg.runners.store.interface import indexed_columns
 
 #: A run record as stored, or the same fields as a mapping (an imported or test record).
 RecordLike = RunRecord | Mapping[str, Any]
@@ -434,7 +434,7 @@ _OFFER = _Shared("offer", lambda offer: None if offer is None else _offer_data(o
 def pinned_observation(body: str) -> tuple[tuple[object, ...], Obs]:
     """A pinned link's body read into (its indexed columns, its observation), decoding
     only what the observation reads (:data:`PINNED_VIEW`); the chain check reads links
-    the registry's anchor pins this way (:data:`prereg.runners.verify_runs.PinnedRead`:
+    the registry's anchor pins this way (:data:`prereg.runners.store.verify.PinnedRead`:
     their bytes are the ones a full check accepted, record-level rules included). The
     same observation as :func:`from_record` of the validated record (a test compares
     them); ValueError (msgspec's ValidationError) where a field read is not as the schema

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.reports.observations import from_record
-from prereg.runners.stores import StoreLocation, open_store
+from prereg.runners.store.choose import StoreLocation, open_store
 from prereg.stats import design_effect, icc_binary
 
 FloatArray = NDArray[np.float64]

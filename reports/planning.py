@@ -24,7 +24,7 @@ from prereg.registry.verify import verified_entry
 from prereg.reports import plan_core
 from prereg.reports.pilot import PilotData, PilotEstimate, estimate_pilot, load_pilot
 from prereg.reports.plan_core import Inputs, PlanOptions
-from prereg.runners.stores import resolve_store
+from prereg.runners.store.choose import resolve_store
 from prereg.stats.invokerank import REPLICATE_PERMUTATIONS, replicate_variance
 
 __all__ = ["PlanOptions", "build_plan", "pilot_estimates", "replicate_entries"]

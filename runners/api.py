@@ -32,17 +32,17 @@ from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute, s
 from prereg.runners.prepare import open_registry, prepare
 from prereg.runners.providers.factory import create_run_drivers
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import WrittenLinks
 from prereg.runners.share import WorkerShare
-from prereg.runners.store import store_path, writable
-from prereg.runners.stores import (
+from prereg.runners.store.choose import (
     StoreLocation,
     is_postgres,
     open_store,
     ready_to_write,
     resolve_store,
 )
-from prereg.runners.verify_runs import anchor_runs, verified_records
+from prereg.runners.store.interface import WrittenLinks
+from prereg.runners.store.sqlite import store_path, writable
+from prereg.runners.store.verify import anchor_runs, verified_records
 
 
 @dataclass
@@ -101,7 +101,7 @@ def run_registration(
 ) -> RunSummary:
     """Run (or resume) a registration; ``driver`` overrides the registered drivers: one
     driver for every arm, or one per arm id (benches, tests). ``store``: the run store
-    (``--store``; :func:`prereg.runners.stores.resolve_store`). ``share`` and ``anchor``:
+    (``--store``; :func:`prereg.runners.store.choose.resolve_store`). ``share`` and ``anchor``:
     for a worker process of ``prereg run --workers N`` (:mod:`prereg.runners.workers`),
     which runs its share and leaves the anchor to the parent, once all have ended.
     ``exits_after``: this process exits when the run ends (the ``prereg`` program, a

@@ -30,10 +30,10 @@ from prereg.registry.hosts import DRIVERS
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import expand_units, plan_from_registration
 from prereg.registry.verify import verified_entry
-from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import ChainRow, RecordStore
-from prereg.runners.verify_runs import check_anchors, check_chain, store_problems
+from prereg.runners.store import chain
+from prereg.runners.store.interface import ChainRow, RecordStore
+from prereg.runners.store.verify import check_anchors, check_chain, store_problems
 
 MAX_LISTED = 20
 

@@ -43,8 +43,8 @@ from prereg.runners.prepare import open_registry
 from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.record import RunRecord, TerminalFlag, Tokens, TraceEvent
 from prereg.runners.scoring import configuration
-from prereg.runners.stores import open_store, resolve_store
-from prereg.runners.verify_runs import anchor_runs, verified_records
+from prereg.runners.store.choose import open_store, resolve_store
+from prereg.runners.store.verify import anchor_runs, verified_records
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample

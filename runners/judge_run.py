@@ -58,10 +58,10 @@ from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendCapReached, SpendMeter
 from prereg.runners.record import RunRecord
-from prereg.runners.stores import StoreLocation, open_store
+from prereg.runners.store.choose import StoreLocation, open_store
+from prereg.runners.store.verify import verified_records
 from prereg.runners.verdict_anchors import anchor_judgements, verified_judgements
 from prereg.runners.verdicts import DuplicateVerdict, Verdict, VerdictStore
-from prereg.runners.verify_runs import verified_records
 
 #: The output cap of one judge request (a verdict is one short JSON object).
 JUDGE_COMPLETION_CAP = 1024

@@ -57,9 +57,9 @@ from prereg.runners.providers.spend import (
     shared_spend,
 )
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import DuplicateRecord, RecordStore, UnitClaims, WrittenLinks
 from prereg.runners.scoring import infra_record, score
 from prereg.runners.share import WorkerShare
+from prereg.runners.store.interface import DuplicateRecord, RecordStore, UnitClaims, WrittenLinks
 from prereg.runners.toolbottleneck_study import StudyUnits
 
 

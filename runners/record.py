@@ -221,7 +221,7 @@ class Offer(Strict):
 
 
 class ChainLink(Strict):
-    """A record's place in its registration's hash chain (see :mod:`prereg.runners.chain`)."""
+    """A record's place in its registration's hash chain (see :mod:`prereg.runners.store.chain`)."""
 
     index: int = Field(ge=0)
     prev: str = Field(pattern=DIGEST_PATTERN)

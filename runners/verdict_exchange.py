@@ -41,10 +41,10 @@ from prereg.runners.api import check_export_target, is_stdout
 from prereg.runners.exchange import read_records
 from prereg.runners.gold import GoldLabel
 from prereg.runners.prepare import open_registry
-from prereg.runners.stores import StoreLocation
+from prereg.runners.store.choose import StoreLocation
+from prereg.runners.store.verify import verified_records
 from prereg.runners.verdict_anchors import anchor_judgements, verified_judgements
 from prereg.runners.verdicts import DuplicateVerdict, Verdict, VerdictStore, chain_breaks
-from prereg.runners.verify_runs import verified_records
 
 MAX_LISTED = 20
 #: ``prereg export --out FILE`` writes the registration's verdicts to FILE + this.

@@ -8,7 +8,7 @@ store in the workspace's ``runs/`` folder. Like the run store:
 - one verdict per (run record id, judge digest), by a unique index, so a judge that is
   killed and run again never judges a run twice, whatever process writes;
 - every verdict is a link of its registration digest's hash chain (the run chain's
-  construction, :mod:`prereg.runners.chain`, with its own format string), computed
+  construction, :mod:`prereg.runners.store.chain`, with its own format string), computed
   inside the appending transaction; reading checks it (exit 3 when broken), and
   :meth:`VerdictStore.problems` (``prereg verify``) lists every broken link and every
   dropped, altered or added trigger or index.
@@ -34,10 +34,10 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 
 from prereg.core.errors import IntegrityError
-from prereg.runners.chain import canonical_bytes
 from prereg.runners.gold import GOLD_FORMAT, GoldLabel
 from prereg.runners.record import DIGEST_PATTERN, ChainLink
-from prereg.runners.store import create_schema, wal_mode
+from prereg.runners.store.chain import canonical_bytes
+from prereg.runners.store.sqlite import create_schema, wal_mode
 
 VERDICTS_FILENAME = "verdicts.sqlite"
 FORMAT = "prereg.verdict-chain/1"

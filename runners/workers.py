@@ -54,8 +54,8 @@ from prereg.runners.providers.factory import create_run_drivers
 from prereg.runners.providers.ratelimit import RateLimiter
 from prereg.runners.record import RunRecord
 from prereg.runners.share import WorkerShare, rate_part, split
-from prereg.runners.stores import is_postgres, open_store
-from prereg.runners.verify_runs import anchor_runs
+from prereg.runners.store.choose import is_postgres, open_store
+from prereg.runners.store.verify import anchor_runs
 
 #: how often the parent looks for a worker that ended without a word (killed)
 _POLL_S = 0.2

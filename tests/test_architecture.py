@@ -183,7 +183,7 @@ def test_architecture_doc_lists_these_layers() -> None:
 @pytest.mark.parametrize(
     ("module", "target", "ok"),
     [
-        ("prereg.reports.load", "prereg.runners.store", True),
+        ("prereg.reports.load", "prereg.runners.store.sqlite", True),
         ("prereg.registry.units", "prereg.runners.offer", False),
         ("prereg.core.errors", "prereg.stats", False),
         ("prereg.commands.plan_cmds", "prereg.reports.planning", True),

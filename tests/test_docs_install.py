@@ -185,7 +185,7 @@ OLD_LINES = [
     "    pip install 'prereg[parquet]'    # export --format parquet, import of .parquet",
     "Install the driver with `pip install 'prereg[postgres]'` (psycopg 3).",
     "      - run: pip install 'prereg[postgres]'",
-    # runners/extras.py, runners/store_pg.py (as the AST gives the f-string)
+    # runners/extras.py, runners/store/postgres.py (as the AST gives the f-string)
     "installed); install it with: pip install 'prereg[{...}]'",
     "a PostgreSQL run store needs psycopg: pip install 'prereg[postgres]'",
 ]

@@ -15,7 +15,7 @@ from prereg.core.output import console, emit
 from prereg.core.untrusted import display
 from prereg.runners.judge_run import estimate, judge_registration, load_gold
 from prereg.runners.judge_run import gold_template as make_template
-from prereg.runners.stores import resolve_store
+from prereg.runners.store.choose import resolve_store
 from prereg.runners.verdict_exchange import export_verdicts, import_verdicts
 
 

@@ -31,9 +31,9 @@ from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registry import Entry, Registry
 from prereg.registry.units import expand_units, plan_from_registration
 from prereg.registry.verify import verify as verify_registry
-from prereg.runners.run_store import StoreUnavailable
-from prereg.runners.stores import open_store, resolve_store
-from prereg.runners.verify_runs import verify_runs
+from prereg.runners.store.choose import open_store, resolve_store
+from prereg.runners.store.interface import StoreUnavailable
+from prereg.runners.store.verify import verify_runs
 
 #: The bundled draft a new workspace starts with (the README's loop, ``prereg demo``):
 #: exploratory, on the dev split, on the local host.

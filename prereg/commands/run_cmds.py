@@ -39,7 +39,7 @@ from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.providers.prices import load_prices, spend_measured
 from prereg.runners.providers.runs import estimate_run
 from prereg.runners.providers.summary import provider_run
-from prereg.runners.stores import ENV, is_postgres, resolve_store
+from prereg.runners.store.choose import ENV, is_postgres, resolve_store
 from prereg.runners.verdict_exchange import export_with_verdicts, import_with_verdicts
 from prereg.runners.workers import run_workers
 

@@ -6,7 +6,7 @@ a closed laptop) resumes by polling the same batch on the next
 ``prereg run --batch`` instead of paying for the requests twice.
 
 This is a separate table (``provider_batches``) in the same SQLite file as the
-run records, owned by this module; :mod:`prereg.runners.store` is not changed
+run records, owned by this module; :mod:`prereg.runners.store.sqlite` is not changed
 and its append-only ``records`` table is not touched. Rows here do change state
 (``submitted`` -> ``collected``) because a batch's life has states; the records
 a batch produced are still written only through the append-only store.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from prereg.runners.store import Database, connect_wal
+from prereg.runners.store.sqlite import Database, connect_wal
 
 BatchState = Literal["submitted", "collected"]
 

@@ -28,7 +28,7 @@ from prereg.runners.providers.prices import PriceTable, load_prices
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
 from prereg.runners.share import WorkerShare
-from prereg.runners.stores import StoreLocation, open_store, resolve_store
+from prereg.runners.store.choose import StoreLocation, open_store, resolve_store
 
 
 def spent_so_far(runs: StoreLocation, digest: str) -> float:

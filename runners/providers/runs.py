@@ -58,10 +58,10 @@ from prereg.runners.providers.driver import ModelDriver
 from prereg.runners.providers.factory import create_run_drivers, spent_so_far
 from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
-from prereg.runners.store import RunStore
-from prereg.runners.stores import StoreLocation, open_store, resolve_store
+from prereg.runners.store.choose import StoreLocation, open_store, resolve_store
+from prereg.runners.store.sqlite import RunStore
+from prereg.runners.store.verify import anchor_runs, verified_records
 from prereg.runners.toolbottleneck_study import StudyUnits
-from prereg.runners.verify_runs import anchor_runs, verified_records
 
 ASSUMPTION = (
     "no single request's prompt is longer than the episode token budget (budgets.episode_tokens)"

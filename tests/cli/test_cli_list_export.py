@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from prereg.core.output import short_digests
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.cli.helpers import PILOT, PILOT_ID, prereg
 
 LONG_ID = "music-library-pilot-with-a-rather-long-registration-identifier-2026"

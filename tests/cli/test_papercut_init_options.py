@@ -11,7 +11,7 @@ import pytest
 
 from prereg.cli import module_commands
 from prereg.commands._common import option_as_value
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.cli.helpers import PILOT, PILOT_ID
 
 CONFIRMATORY = "drafts/music-library-confirmatory.yaml"

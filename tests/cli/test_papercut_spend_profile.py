@@ -12,7 +12,7 @@ from prereg.commands.run_cmds import spend_row, summary_json
 from prereg.runners.drivers.local import DEFAULT_PROFILE, PROFILES, create
 from prereg.runners.orchestrate import RunSummary
 from prereg.runners.providers.prices import spend_measured
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.cli.helpers import PILOT, PILOT_ID
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from prereg import stats
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.statsmodels_holm import multipletests_holm
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.providers.fakes import Brain, FakeProviders, provider_env
 
 DRAFT = """\

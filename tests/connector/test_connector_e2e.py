@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from prereg.runners.mcp.replay import REFUSAL_TEXT
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.connector.conftest import DRAFT, LoggingReplay, register, served_tools
 from tests.providers.fakes import ANTHROPIC_KEY, OPENAI_KEY, FakeProviders
 

@@ -14,7 +14,7 @@ from prereg.registry.digest import document_digest
 from prereg.registry.resolve import build_document
 from prereg.registry.schema import Registration
 from prereg.registry.units import arm_config
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.conftest import tree_digest
 from tests.connector.conftest import DRAFT, LoggingReplay, register
 from tests.providers.fakes import FakeProviders

@@ -13,7 +13,7 @@ import pytest
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.registry.units import LiveSpec
 from prereg.runners.orchestrate import run_plan
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.controls.helpers import SERVERS, plan, podcast, single
 from tests.controls.test_ctl_snapshots import CallFirst
 

@@ -15,7 +15,7 @@ from prereg.experiments.loader import folder_reader
 from prereg.registry.schema import Registration
 from prereg.registry.units import Budgets, plan_from_registration, unit_budgets
 from prereg.runners.drivers.base import Malformed, ToolCall
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.conftest import tree_digest
 from tests.harness_rules.helpers import PILOT, certified_copy, draft
 from tests.runners.run_helpers import ScriptedDriver, experiment, play

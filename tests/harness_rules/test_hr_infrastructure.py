@@ -17,7 +17,7 @@ import pytest
 
 from prereg.runners.drivers.base import Episode, Exchange, InfraError, Turn
 from prereg.runners.drivers.local import LocalHost
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.harness_rules.helpers import draft
 
 FAILING = ("t003", "t004", "t010")  # dev tasks of music-library

@@ -1,7 +1,7 @@
 """The attacker's tools for the run-store and export tamper tests (issue 12, items 2 and 4).
 
 An attacker here can write ``runs/runs.sqlite`` with a plain sqlite3 connection (dropping
-the triggers that keep it append-only) and holds :mod:`prereg.runners.chain`, so a forged
+the triggers that keep it append-only) and holds :mod:`prereg.runners.store.chain`, so a forged
 chain is internally consistent: only what pins it from outside (the registry's anchors,
 the stored records an import is compared with, the registration's plan) can catch it.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from prereg.cli import main
-from prereg.runners import chain
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
 from prereg.runners.rows import from_row, to_row
+from prereg.runners.store import chain
 
 PILOT = "drafts/music-library-pilot.yaml"
 PILOT_ID = "music-library-pilot"
@@ -87,7 +87,7 @@ def reader_records(ws: Path, reg_id: str) -> list[RunRecord]:
     """The records of ``reg_id`` as the store's own reader gives them, the reference for
     verified loading: those filed under the id in write order, then its digest's records
     filed under another id."""
-    from prereg.runners.store import RunStore  # the store under test, not the attacker's
+    from prereg.runners.store.sqlite import RunStore  # the store under test, not the attacker's
 
     digest = digest_of(ws, reg_id)
     with RunStore(ws / "runs") as store:
@@ -100,7 +100,7 @@ def move_records(ws: Path) -> None:
     """File a pilot record under the pilot's id with the other digest (read by id) and
     one with the pilot's digest under the other id (read by digest): ``moved-0000`` and
     ``moved-0001``, appended through the store (the chain stays sound)."""
-    from prereg.runners.store import RunStore  # as in reader_records
+    from prereg.runners.store.sqlite import RunStore  # as in reader_records
 
     pilot, other = digest_of(ws, PILOT_ID), digest_of(ws, OTHER_ID)
     with RunStore(ws / "runs") as store:

@@ -1,5 +1,5 @@
 """The anchor at the end of ``prereg run`` checks the links the run wrote by their hashes
-(issue 15: :class:`prereg.runners.run_store.WrittenLinks`).
+(issue 15: :class:`prereg.runners.store.interface.WrittenLinks`).
 
 A link this process appended, whose row still holds the hash and columns written and
 whose body still hashes to that hash, is not validated again; anything else about the
@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from prereg.runners import chain
-from prereg.runners import verify_runs as vr
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import ChainRow, WrittenLinks
-from prereg.runners.store import RunStore
+from prereg.runners.store import verify as vr
+from prereg.runners.store.interface import ChainRow, WrittenLinks
+from prereg.runners.store.sqlite import RunStore, chain
 from tests.integrity.tamper_tools import PILOT_ID, digest_of, reader_records
 
 

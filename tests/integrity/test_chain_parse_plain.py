@@ -19,8 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prereg.registry.digest import canonical_json
-from prereg.runners import chain
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore, chain
 from tests.integrity.tamper_tools import db_path
 from tests.integrity.test_chain_canonical import documents
 

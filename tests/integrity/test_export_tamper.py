@@ -9,7 +9,7 @@ the format matters), imports it into a copy of a workspace that holds the same
 registration (fresh: never run; or the workspace the export came from) and asserts the
 exit code and that runs/ and registry/ are byte for byte unchanged. Where the edit must
 get past the chain check to test what comes after it, the attacker recomputes the chain
-with prereg.runners.chain (tamper_tools.forge_records).
+with prereg.runners.store.chain (tamper_tools.forge_records).
 """
 
 from __future__ import annotations

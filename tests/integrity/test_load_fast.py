@@ -31,9 +31,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from prereg.registry.digest import canonical_json
-from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore, chain
 from tests.integrity.test_chain_canonical import documents
 
 EXAMPLES = int(os.environ.get("LOAD_FAST_EXAMPLES", "200"))

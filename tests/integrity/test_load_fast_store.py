@@ -22,10 +22,9 @@ import pytest
 
 from prereg.core.errors import IntegrityError
 from prereg.registry.registry import Registry
-from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
-from prereg.runners.verify_runs import verified_records
+from prereg.runners.store.sqlite import RunStore, chain
+from prereg.runners.store.verify import verified_records
 from tests.integrity.tamper_tools import (
     OTHER_ID,
     PILOT_ID,

@@ -28,9 +28,9 @@ from prereg.registry.verify import Problem
 from prereg.reports.load import load_runs
 from prereg.reports.observations import Obs, from_record
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import INDEXED_COLUMNS, ChainRow, indexed_columns
-from prereg.runners.store import RunStore
-from prereg.runners.verify_runs import _row_problems, anchor_runs, verified_as
+from prereg.runners.store.interface import INDEXED_COLUMNS, ChainRow, indexed_columns
+from prereg.runners.store.sqlite import RunStore
+from prereg.runners.store.verify import _row_problems, anchor_runs, verified_as
 from tests.integrity.tamper_tools import (
     OTHER_ID,
     PILOT_ID,

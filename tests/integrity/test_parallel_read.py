@@ -21,7 +21,7 @@ from tests.integrity.tamper_tools import PILOT_ID
 
 LOWERED = """
 import prereg.reports.analysis as analysis
-import prereg.runners.verify_runs as verify_runs
+import prereg.runners.store.verify as verify_runs
 analysis.FORK_FROM = 1
 verify_runs.RANGE_LINKS = 20
 verify_runs.PARALLEL_BYTES = 0
@@ -34,7 +34,7 @@ from dataclasses import replace
 import itertools
 from msgspec.structs import asdict
 from prereg.reports.observations import from_record, pinned_observation
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 ws = sys.argv[1]
 with RunStore(os.path.join(ws, "runs")) as store:
     digest = [d for d in store.digests(registration_id=sys.argv[2])][0]

@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 
 from prereg.cli import main
-from prereg.runners import store as store_module
-from prereg.runners.store import RunStore
+from prereg.runners.store import sqlite as store_module
+from prereg.runners.store.sqlite import RunStore
 from tests.conftest import skip_unless_ci, tree_digest
 from tests.integrity.tamper_tools import OTHER_ID, PILOT_ID, copy_workspace, db_path
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from prereg.runners import chain
+from prereg.runners.store import chain
 from tests.conftest import tree_digest
 from tests.integrity.tamper_tools import (
     OTHER_ID,

@@ -20,11 +20,11 @@ from pydantic import ValidationError
 
 from prereg.registry.registry import Registry
 from prereg.reports.observations import _from_any, from_record, pinned_observation
-from prereg.runners import verify_runs
 from prereg.runners.record import Offer, OfferedServer, RunRecord, TraceEvent
-from prereg.runners.run_store import indexed_columns
-from prereg.runners.store import RunStore
-from prereg.runners.verify_runs import verified_as, verified_records
+from prereg.runners.store import verify as verify_runs
+from prereg.runners.store.interface import indexed_columns
+from prereg.runners.store.sqlite import RunStore
+from prereg.runners.store.verify import verified_as, verified_records
 from tests.integrity.tamper_tools import (
     OTHER_ID,
     PILOT_ID,

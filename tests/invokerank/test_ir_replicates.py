@@ -13,7 +13,7 @@ import pytest
 
 from prereg.reports.pilot import between_run
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from prereg.stats.invokerank import replicate_variance
 from tests.conftest import tree_digest
 

@@ -221,7 +221,7 @@ def _records(entry: dict[str, Any], outcomes: dict[str, np.ndarray]) -> list[Any
 
 def test_from_runs_estimates_then_plans(ws: Path, cli) -> None:
     from prereg.reports.pilot import PilotData, estimate_pilot
-    from prereg.runners.store import RunStore
+    from prereg.runners.store.sqlite import RunStore
 
     entry = cli("-w", ws, "register", ws / PILOT, "--json").json()
     rng = np.random.default_rng(11)

@@ -22,7 +22,7 @@ from prereg.runners.providers.batch import (
 )
 from prereg.runners.providers.batch_store import BatchStore
 from prereg.runners.providers.settings import ProviderSettings
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.providers.fakes import FakeProviders, episode, provider_env
 from tests.providers.test_prov_e2e import register
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from prereg.runners.providers.batch_store import BatchStore
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.conftest import tree_digest
 from tests.providers.fake_chat import ChatBrain, FakeChat
 from tests.providers.fakes import (

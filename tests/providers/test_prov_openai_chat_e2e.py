@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from prereg.runners.providers.credentials import REDACTED
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.conftest import tree_digest
 from tests.providers.fake_chat import ChatBrain, FakeChat
 from tests.providers.fakes import Reply, provider_env, server_error

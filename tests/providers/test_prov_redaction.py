@@ -18,7 +18,7 @@ from prereg.runners.drivers.anthropic import create as anthropic_driver
 from prereg.runners.drivers.base import InfraError, ToolCall
 from prereg.runners.drivers.openai import create as openai_driver
 from prereg.runners.providers.credentials import REDACTED
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.providers.fakes import ANTHROPIC_KEY, OPENAI_KEY, FakeProviders, echo_key, episode, play
 from tests.providers.fakes import run as run_async
 from tests.providers.test_prov_e2e import assert_no_key_anywhere, register

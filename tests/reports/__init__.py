@@ -19,7 +19,7 @@ from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registry import Registry
 from prereg.reports.observations import Obs
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 
 
 def _dump(path: Path, data: Any) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from prereg.experiments import load_experiment
 from prereg.experiments.loader import folder_reader
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 
 PILOT = "drafts/music-library-pilot.yaml"
 CONFIRM = "drafts/music-library-confirmatory.yaml"

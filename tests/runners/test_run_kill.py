@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.waiting import wait_until
 
 SCRIPT = textwrap.dedent("""

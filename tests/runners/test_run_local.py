@@ -14,7 +14,7 @@ from run_helpers import experiment, plan
 from prereg.runners.drivers.local import BM25, LocalParams, create, numbers, phrases
 from prereg.runners.orchestrate import run_plan
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 
 
 def run_all(

@@ -22,7 +22,7 @@ from prereg.registry.hosts import DRIVERS, model_problem, params_problem
 from prereg.runners.drivers.local import BM25, PROFILES, LocalHost, LocalParams, create
 from prereg.runners.orchestrate import run_plan
 from prereg.runners.record import RunRecord
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from tests.conftest import CliResult, tree_digest
 
 MUSIC_ARMS = (("baseline", "baseline"), ("semantic", "semantic"))

@@ -13,7 +13,7 @@ from prereg.registry.units import Budgets
 from prereg.runners.drivers.base import Episode, Exchange, FinalAnswer, InfraError, Turn
 from prereg.runners.drivers.local import create as local
 from prereg.runners.orchestrate import run_plan
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 
 
 def go(p: Any, store: RunStore, driver: Any, **kw: Any) -> Any:

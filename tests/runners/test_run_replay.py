@@ -11,7 +11,7 @@ from run_helpers import experiment, plan, play
 from prereg.experiments.models import Task
 from prereg.runners.drivers.replay import create
 from prereg.runners.orchestrate import run_plan
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 
 CASES = [
     ("music-library", ("baseline", "semantic")),

@@ -13,9 +13,9 @@ import pytest
 from pydantic import ValidationError
 from run_helpers import DIGEST_A, DIGEST_B
 
-from prereg.runners import store as store_module
 from prereg.runners.record import RunRecord
-from prereg.runners.store import MMAP_BYTES, DuplicateRecord, RunStore, connect_readonly
+from prereg.runners.store import sqlite as store_module
+from prereg.runners.store.sqlite import MMAP_BYTES, DuplicateRecord, RunStore, connect_readonly
 
 
 def test_append_and_read_back(tmp_path: Path, make_record: Callable[..., RunRecord]) -> None:

@@ -16,7 +16,7 @@ from prereg.runners.api import run_registration
 from prereg.runners.drivers.local import LocalHost, create
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.share import WorkerShare, rate_part, split
-from prereg.runners.store import RunStore
+from prereg.runners.store.sqlite import RunStore
 from prereg.runners.workers import split_rate_limits
 from tests.conftest import CliResult
 

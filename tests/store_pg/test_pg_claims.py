@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prereg.runners.store_pg import PgRunStore
+from prereg.runners.store.postgres import PgRunStore
 from tests.runners.run_helpers import DIGEST_A, record
 from tests.store_pg.conftest import wait_for_session_end
 

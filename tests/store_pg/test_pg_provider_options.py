@@ -17,7 +17,7 @@ from prereg.core.workspace import Workspace
 from prereg.runners.prepare import prepare
 from prereg.runners.providers.factory import create_run_drivers
 from prereg.runners.providers.runs import estimate_run
-from prereg.runners.store_pg import PgRunStore
+from prereg.runners.store.postgres import PgRunStore
 from tests.conftest import CliResult, tree_digest
 
 PILOT = "music-library-pilot"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from prereg.registry.registry import Registry
-from prereg.runners.store_pg import PgRunStore
+from prereg.runners.store.postgres import PgRunStore
 from tests.conftest import CliResult
 
 PILOT = "music-library-pilot"

@@ -13,8 +13,8 @@ import threading
 
 import psycopg
 
-from prereg.runners import store_pg
-from prereg.runners.store_pg import PgRunStore
+from prereg.runners.store import postgres as store_pg
+from prereg.runners.store.postgres import PgRunStore
 from tests.waiting import wait_until
 
 

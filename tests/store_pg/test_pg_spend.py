@@ -16,8 +16,8 @@ import pytest
 
 from prereg.runners.providers.spend import SpendCapReached, SpendMeter, shared_spend
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import DuplicateRecord
-from prereg.runners.store_pg import LEASE_S, PgRunStore, PgSpendLedger
+from prereg.runners.store.interface import DuplicateRecord
+from prereg.runners.store.postgres import LEASE_S, PgRunStore, PgSpendLedger
 from tests.runners.run_helpers import DIGEST_A, DIGEST_B, record
 from tests.store_pg.test_pg_claims import end
 

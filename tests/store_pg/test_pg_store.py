@@ -10,10 +10,10 @@ import pytest
 
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.registry.registry import Registry
-from prereg.runners.run_store import DuplicateRecord, StoreUnavailable
-from prereg.runners.store_pg import PgRunStore, redacted
-from prereg.runners.stores import open_store, resolve_store
-from prereg.runners.verify_runs import verify_runs
+from prereg.runners.store.choose import open_store, resolve_store
+from prereg.runners.store.interface import DuplicateRecord, StoreUnavailable
+from prereg.runners.store.postgres import PgRunStore, redacted
+from prereg.runners.store.verify import verify_runs
 from tests.runners.run_helpers import DIGEST_A, DIGEST_B, record
 
 

@@ -19,8 +19,8 @@ import pytest
 from prereg.core.workspace import Workspace
 from prereg.registry.registry import Registry
 from prereg.reports.analysis import Options, analyse
-from prereg.runners.store_pg import PgRunStore
-from prereg.runners.verify_runs import verify_runs
+from prereg.runners.store.postgres import PgRunStore
+from prereg.runners.store.verify import verify_runs
 from tests.conftest import CliResult
 from tests.waiting import wait_until
 

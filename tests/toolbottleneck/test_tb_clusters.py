@@ -30,7 +30,7 @@ from prereg.experiments.loader import folder_reader, load_experiment
 from prereg.experiments.toolbottleneck.compile import Cell, compile_cell
 from prereg.experiments.toolbottleneck.registrable import required_tools, tool_clusters
 from prereg.experiments.toolbottleneck.study import load_study
-from prereg.runners.stores import open_store
+from prereg.runners.store.choose import open_store
 from tests.conftest import tree_digest
 from tests.toolbottleneck.helpers import BUNDLED, SMALL_SIZES, as_yaml, family
 

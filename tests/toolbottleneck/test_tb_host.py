@@ -22,7 +22,7 @@ import yaml
 
 from prereg.experiments.toolbottleneck.verify import OBLIGATIONS
 from prereg.runners.record import RunRecord
-from prereg.runners.stores import open_store
+from prereg.runners.store.choose import open_store
 from tests.providers.fake_chat import FakeChat
 from tests.providers.fakes import ANTHROPIC_KEY, FakeProviders, provider_env, server_error
 from tests.toolbottleneck.helpers import BUNDLED

@@ -23,7 +23,7 @@ from prereg.experiments.toolbottleneck.sandbox import Sandbox, build_sandbox
 from prereg.experiments.toolbottleneck.verify import Episode, EpisodeCall, Limit, verify
 from prereg.experiments.toolbottleneck.world import Returned
 from prereg.runners.record import RunRecord, TraceEvent
-from prereg.runners.stores import open_store
+from prereg.runners.store.choose import open_store
 from tests.conftest import tree_digest
 from tests.toolbottleneck.helpers import BUNDLED
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from prereg.runners.stores import open_store
+from prereg.runners.store.choose import open_store
 from tests.conftest import tree_digest
 from tests.providers.fakes import FakeProviders, provider_env
 from tests.toolbottleneck.helpers import BUNDLED

@@ -30,11 +30,11 @@ from prereg.registry.resolve import build_document
 from prereg.registry.schema import Registration
 from prereg.reports.toolbottleneck_registered import Cells, per_configuration
 from prereg.runners import toolbottleneck_study
-from prereg.runners.chain import content
 from prereg.runners.prepare import prepare
 from prereg.runners.record import RunRecord
 from prereg.runners.rows import from_row, to_row
-from prereg.runners.stores import open_store
+from prereg.runners.store.chain import content
+from prereg.runners.store.choose import open_store
 from prereg.runners.toolbottleneck_host import PROFILES
 from prereg.runners.toolbottleneck_study import StudyUnits
 from tests.conftest import tree_digest

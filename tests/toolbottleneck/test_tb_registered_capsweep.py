@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from prereg.runners.stores import open_store
+from prereg.runners.store.choose import open_store
 from tests.toolbottleneck.helpers import as_yaml, family_doc
 
 STUDY = "cap-study"

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TypeGuard
 
 from prereg.core.errors import BadInput
-from prereg.runners.run_store import RecordStore
-from prereg.runners.store import RunStore
-from prereg.runners.store_pg import PgRunStore, is_postgres_url
+from prereg.runners.store.interface import RecordStore
+from prereg.runners.store.postgres import PgRunStore, is_postgres_url
+from prereg.runners.store.sqlite import RunStore
 
 #: A run store's location: an SQLite path, or a PostgreSQL URL.
 StoreLocation = Path | str

@@ -2,16 +2,17 @@
 
 Two implementations keep the same guarantees, each enforced by its database:
 
-- :class:`prereg.runners.store.RunStore`: SQLite in the workspace's ``runs/`` (one
+- :class:`prereg.runners.store.sqlite.RunStore`: SQLite in the workspace's ``runs/`` (one
   machine; the default);
-- :class:`prereg.runners.store_pg.PgRunStore`: PostgreSQL (``--store postgresql://...``
+- :class:`prereg.runners.store.postgres.PgRunStore`: PostgreSQL (``--store postgresql://...``
   or ``PREREG_STORE``), shared by workers on any number of machines, which also claims
   units (:class:`UnitClaims`) so each is run once.
 
 Records are append-only (the database refuses UPDATE and DELETE), one ok record per
 unit (a partial unique index), infrastructure errors kept, every record carrying its
 registration digest and linked into that digest's hash chain inside the appending
-transaction (:mod:`prereg.runners.chain`). Choosing a store: :mod:`prereg.runners.stores`.
+transaction (:mod:`prereg.runners.store.chain`). Choosing a store:
+:mod:`prereg.runners.store.choose`.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ class WrittenLinks:
     """The links this process appended in a run, by digest and chain index.
 
     ``prereg run`` verifies the registration's chains before it anchors their head. A link
-    it wrote itself was made from a validated record by :func:`prereg.runners.chain.linked_body`;
+    it wrote itself was made from a validated record by
+    :func:`prereg.runners.store.chain.linked_body`;
     when its stored hash and columns are the ones written and its stored body still hashes
     to that hash, the body is the very bytes written (SHA-256), so validating and
     canonicalising it again would prove nothing new (about 0.16 ms a record, 2% of the

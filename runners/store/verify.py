@@ -35,9 +35,9 @@ from prereg.core.forked import Forked
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registry import VERDICT_CHAINS, Entry, Registry
 from prereg.registry.verify import Problem
-from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import (
+from prereg.runners.store.choose import StoreLocation, is_postgres, open_store
+from prereg.runners.store.interface import (
     INDEXED_COLUMNS,
     ChainRow,
     RecordStore,
@@ -46,8 +46,7 @@ from prereg.runners.run_store import (
     WrittenLinks,
     indexed_columns,
 )
-from prereg.runners.store import RunStore, not_a_file, store_path
-from prereg.runners.stores import StoreLocation, is_postgres, open_store
+from prereg.runners.store.sqlite import RunStore, chain, not_a_file, store_path
 from prereg.runners.verdict_anchors import anchor_problems
 from prereg.runners.verdicts import VerdictStore
 
@@ -210,7 +209,7 @@ def check_chain_records(
 
     ``pinned``: how many links the registry's newest anchor pins. Their bodies in the
     content format are hashed without the canonical-form check (see
-    :func:`prereg.runners.chain.content_link`); only a caller that then refuses a chain
+    :func:`prereg.runners.store.chain.content_link`); only a caller that then refuses a chain
     off its anchors (:func:`check_anchors`) may pass it. ``verify`` checks every link
     in full.
 

@@ -1,6 +1,6 @@
 """The run store in PostgreSQL: one store shared by workers on any number of machines.
 
-The same records, chains and guarantees as the SQLite store (:mod:`prereg.runners.store`),
+The same records, chains and guarantees as the SQLite store (:mod:`prereg.runners.store.sqlite`),
 each enforced by the database, whoever connects:
 
 - triggers refuse ``UPDATE``, ``DELETE`` and ``TRUNCATE`` on ``records``;
@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any, Self, TypeGuard
 from urllib.parse import urlsplit, urlunsplit
 
 from prereg.core.errors import BadInput, IntegrityError
-from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import (
+from prereg.runners.store import chain
+from prereg.runners.store.interface import (
     ChainConflict,
     ChainRow,
     DuplicateRecord,

@@ -17,9 +17,9 @@ Design:
   concurrency.
 - Reading a store that does not exist yet returns nothing and creates nothing.
 - Tamper evidence: every record is a link of its registration digest's hash chain
-  (:mod:`prereg.runners.chain`), computed inside the appending transaction, so
+  (:mod:`prereg.runners.store.chain`), computed inside the appending transaction, so
   concurrent writers serialise on the chain's head; a unique index keeps one record
-  per chain position. :mod:`prereg.runners.verify_runs` checks the chains, the
+  per chain position. :mod:`prereg.runners.store.verify` checks the chains, the
   schema (triggers and indexes present and unaltered), SQLite's integrity check and
   the registry's anchors. The schema is applied only to a new store: reading an
   existing one never re-creates a dropped trigger or index (that would erase the
@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Self
 
 from prereg.core.errors import BadInput, IntegrityError, WriteFailure
-from prereg.runners import chain
 from prereg.runners.record import RunRecord
-from prereg.runners.run_store import (
+from prereg.runners.store import chain
+from prereg.runners.store.interface import (
     INDEXED_COLUMNS,
     ChainConflict,
     ChainRow,
@@ -336,7 +336,7 @@ class Database:
 class RunStore(Database):
     """Append-only store of :class:`RunRecord`. ``RunStore(workspace.runs)`` works.
 
-    The SQLite implementation of :class:`prereg.runners.run_store.RecordStore`.
+    The SQLite implementation of :class:`prereg.runners.store.interface.RecordStore`.
     """
 
     @property

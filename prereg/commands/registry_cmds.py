@@ -265,6 +265,9 @@ def verify_cmd(ctx: typer.Context, store: StoreOpt = None, as_json: JsonOpt = Fa
 #: (id, digest and status always stay; id and digest are never cut).
 LIST_COLUMNS = ("id", "kind", "experiment", "split", "digest", "registered", "status")
 LIST_DROPPED_FIRST = ("registered", "experiment", "split", "kind")
+#: what ``list`` and ``show`` print under their run status (see :class:`RunState`)
+UNVERIFIED = "status as the run store and reports/ hold it, unchecked here: prereg verify"
+
 #: the largest report.json ``list`` reads for a verdict (a report is prereg's own file)
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 
@@ -274,7 +277,12 @@ class RunState:
     """What ``list`` and ``show`` say about a registration's runs, from what exists: the
     run store (units with an ok record) and ``reports/<id>/report.json`` (its verdict).
     ``planned`` is None where it could not be worked out; ``ok`` None where the store
-    could not be reached."""
+    could not be reached.
+
+    A status line, not a result: the counts and the verdict are read as they stand, not
+    checked against the run chains (that is ``verify``'s work, and every command that
+    uses runs does it first: invariant 11), and say so (``verified: false``,
+    :data:`UNVERIFIED`)."""
 
     ok: int | None
     planned: int | None
@@ -287,6 +295,7 @@ class RunState:
             "planned": self.planned,
             "verdict": self.verdict,
             "analysed_units": self.analysed_ok,
+            "verified": False,  # as the store and the report stand (see the docstring)
         }
 
     def text(self) -> str:
@@ -425,8 +434,9 @@ def _print_list(entries: list[Entry], states: dict[str, RunState]) -> None:
             console.print(display(row["id"], "bold"), soft_wrap=True)
             rest = "  ".join(row[c] for c in ("digest", "kind", "status") if row[c])
             console.print(display(f"  {rest}"), soft_wrap=True)
+        console.print(display(UNVERIFIED, "dim"))
         return
-    table = Table()
+    table = Table(caption=display(UNVERIFIED, "dim"), caption_justify="left")
     for column in columns:
         if column in ("id", "digest"):
             table.add_column(column, no_wrap=True, min_width=max(len(r[column]) for r in rows))
@@ -510,7 +520,8 @@ def show_cmd(
             if key == "runnable" and not entry.runnable:
                 value += f" ({(entry.feasibility or {}).get('reason') or 'feasibility gate'})"
             console.print(display(f"  {key:<14}{value}"))
-        console.print(display(f"  {'runs':<14}{state.text()}"))
+        unchecked = f" ({UNVERIFIED})" if state.ok else ""
+        console.print(display(f"  {'runs':<14}{state.text()}{unchecked}"))
         for label, text in (
             ("hypothesis", entry.registration.hypothesis),
             ("falsification", entry.registration.falsification),

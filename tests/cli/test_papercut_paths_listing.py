@@ -92,7 +92,13 @@ def test_show_prints_words_not_python_values(ws: Path, cli: Any) -> None:
     assert "None" not in head and "True" not in head and "False" not in head
     data = cli("-w", ws, "show", PILOT_ID, "--json").json()
     assert data["supersedes"] is None and data["runnable"] is True  # JSON keeps JSON values
-    assert data["runs"] == {"ok": 0, "planned": None, "verdict": None, "analysed_units": None}
+    assert data["runs"] == {
+        "ok": 0,
+        "planned": None,
+        "verdict": None,
+        "analysed_units": None,
+        "verified": False,
+    }
 
 
 def _listing(ws: Path) -> str:
@@ -110,7 +116,14 @@ def test_list_shows_runs_and_the_verdict(ws: Path, cli: Any) -> None:
     assert "10/168 ok" in _listing(ws)
     listed = cli("-w", ws, "list", "--json")
     (entry,) = json.loads(listed.stdout)["registrations"]  # one document
-    assert entry["runs"] == {"ok": 10, "planned": 168, "verdict": None, "analysed_units": None}
+    assert entry["runs"] == {
+        "ok": 10,
+        "planned": 168,
+        "verdict": None,
+        "analysed_units": None,
+        "verified": False,  # a status read as it stands (invariant 11: verify checks it)
+    }
+    assert "unchecked here: prereg verify" in _listing(ws)
 
     report = ws / "reports" / PILOT_ID / "report.json"
     report.parent.mkdir(parents=True)
@@ -118,9 +131,15 @@ def test_list_shows_runs_and_the_verdict(ws: Path, cli: Any) -> None:
     report.write_text(json.dumps({"digest": entry["digest"], **facts}))
     assert "10/168 ok, verdict supported" in _listing(ws)
     runs = cli("-w", ws, "list", "--json").json()["registrations"][0]["runs"]
-    assert runs == {"ok": 10, "planned": 168, "verdict": "supported", "analysed_units": 10}
+    assert runs == {
+        "ok": 10,
+        "planned": 168,
+        "verdict": "supported",
+        "analysed_units": 10,
+        "verified": False,
+    }
     shown = cli("-w", ws, "show", PILOT_ID)
-    assert "runs          10/168 ok, verdict supported" in shown.stdout
+    assert "runs          10/168 ok, verdict supported (status as" in shown.stdout
 
     report.write_text(json.dumps({"digest": "sha256:" + "0" * 64, **facts}))  # not this one
     assert "verdict" not in _listing(ws)

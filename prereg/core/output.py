@@ -9,7 +9,7 @@ here, once for every command:
 
 - **an encoding that cannot hold the text** (``PYTHONIOENCODING=ascii``, a latin-1
   terminal): :func:`safe_streams` makes the streams write what they cannot encode as
-  ``\\uXXXX`` escapes instead of raising, and a JSON document goes out ASCII-only
+  ``\\u`` escapes (four hex digits) instead of raising, and a JSON document goes out ASCII-only
   (:func:`ascii_json`: the same data, still valid JSON) wherever standard output is not
   UTF-8;
 - **a reader that went away** (``prereg show ID | head -1``): the write fails with EPIPE,
@@ -81,7 +81,7 @@ def _u_escape(char: str) -> str:
 
 
 def _escape_unencodable(error: UnicodeError) -> tuple[str, int]:
-    """A codec error handler: what the stream cannot encode as ``\\uXXXX`` escapes,
+    """A codec error handler: what the stream cannot encode as ``\\u`` escapes (four hex digits),
     the form JSON reads back as the same character (a surrogate pair above U+FFFF), so a
     document keeps its data and text keeps every character visible."""
     if not isinstance(error, UnicodeEncodeError):

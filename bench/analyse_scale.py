@@ -49,10 +49,10 @@ from host_speed import describe, memory_walk_s, python_loop_s  # bench/, this sc
 
 from prereg.cli import main as cli_main
 from prereg.core.workspace import Workspace
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.reports.analysis import Options, analyse
 from prereg.reports.load import frozen_experiment, load_runs, planned_units
-from prereg.reports.write import write_report
+from prereg.reports.render.write import write_report
 from prereg.runners.record import RunRecord
 from prereg.runners.store.sqlite import RunStore, chain
 

@@ -4,7 +4,7 @@
 
 Registers and runs ``drafts/podcast-selection-controls.yaml`` (local host, offline) in a
 fresh workspace (or reuses ``--workspace`` if it already holds the runs), then times the
-pieces of :func:`prereg.reports.invokerank.arm_invokerank` per arm: the published path,
+pieces of :func:`prereg.reports.invokerank.section.arm_invokerank` per arm: the published path,
 the calibrated bootstrap, the Invoke Rating (fit and 200-resample prompt bootstrap) and
 the Selection Share bootstrap, plus the whole section. Median of ``--repeats``; figures
 only, no assertions.
@@ -25,9 +25,9 @@ from typer.testing import CliRunner
 
 from prereg.cli import app
 from prereg.core.workspace import Workspace
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.registry.verify import verified_entry
-from prereg.reports import invokerank as rir
+from prereg.reports.invokerank import section as rir
 from prereg.reports.load import load_runs
 
 REG = "podcast-selection-controls"

@@ -38,7 +38,7 @@ from typing import Any
 
 from prereg.cli import main as cli_main
 from prereg.registry.digest import canonical_json
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.registry.verify import verify, verify_entry
 from prereg.runners.record import RunRecord
 from prereg.runners.store.sqlite import RunStore, chain

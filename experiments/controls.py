@@ -52,7 +52,8 @@ from prereg.experiments.surfaces import Surface, Tool
 ControlName = Literal["placebo", "blinded", "decoy", "clone_swap"]
 
 #: What each control does to its reference arm's offer (applied in
-#: :func:`prereg.experiments.offers.arm_offer`; judged in :mod:`prereg.reports.controls`).
+#: :func:`prereg.experiments.offers.arm_offer`; judged in
+#: :mod:`prereg.reports.invokerank.controls`).
 CONTROLS: Mapping[ControlName, str] = {
     "placebo": "offers exactly the reference's pool (an A/A comparison)",
     "blinded": "replaces names, titles, descriptions, schema and server text by placeholders",

@@ -351,7 +351,7 @@ def _intent_members(
     reg: Registration, split: SplitTasks, primary: PlannedTest
 ) -> list[PlannedTest] | str:
     """One member per intent (the primary test on the intent's tasks; for e-BH the
-    beta-mixture e-value of its discordant pairs), as :mod:`prereg.reports.family`."""
+    beta-mixture e-value of its discordant pairs), as :mod:`prereg.reports.registered.family`."""
     if split.intents is None:
         return "the split's intents are not known here"
     indices = np.arange(len(split.ids)) if primary.subset is None else primary.subset

@@ -13,7 +13,7 @@ from pathlib import Path
 from prereg.core.workspace import Workspace
 from prereg.experiments import load_experiment
 from prereg.registry.calibration import SplitTasks
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.registry.resolve import resolve
 from prereg.registry.schema import Registration
 from prereg.registry.verify import verified_entry

@@ -21,7 +21,7 @@ from typing import Any
 from prereg.core.errors import IntegrityError
 from prereg.registry.digest import canonical_json, document_digest, file_digest
 from prereg.registry.ledger import GENESIS
-from prereg.registry.registry import (
+from prereg.registry.registrations import (
     ANCHOR_EVENT,
     PENDING_SUFFIX,
     VERDICTS_ANCHOR_EVENT,

@@ -3,14 +3,14 @@
 Order of work: load with refusal (:mod:`.load`), judge completeness (the planned
 units, or with a stopping rule the prompts up to its crossing), refuse an
 incomplete set unless ``allow_incomplete``, then compute exactly what the
-registration asked for, compute the verdict (:mod:`.verdict`), and add the
+registration asked for, compute the verdict (:mod:`.registered.verdict`), and add the
 exploratory block.
 
 The labelling rule: a report is *confirmatory* only when the registration is
 confirmatory, its run set is complete (or it is not runnable, which is itself
 the pre-committed confirmatory outcome) and ``--explore`` was not given.
 Otherwise it is *exploratory*, with the reasons listed. The ``verdict`` field is
-computed by :func:`prereg.reports.verdict.final_verdict` from the registration
+computed by :func:`prereg.reports.registered.verdict.final_verdict` from the registration
 and the runs only: ``explore`` is not an input to it, and ``allow_incomplete``
 only decides whether an incomplete set is refused (exit 4) or reported with
 the verdict ``incomplete``.
@@ -30,13 +30,15 @@ from prereg.core.errors import ProtocolRefusal, WriteFailure
 from prereg.core.forked import fork_map
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
-from prereg.registry.registry import Entry, Registry
+from prereg.registry.registrations import Entry, Registry
 from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
-from prereg.reports import contrasts, controls, exploratory, family, figures, judged, stopping
+from prereg.reports import exploratory
 from prereg.reports.arms import arm_report, denominators, pooled_icc
-from prereg.reports.calibration_store import stored_calibration
-from prereg.reports.invokerank import invokerank_parts
+from prereg.reports.calibration.stored import stored_calibration
+from prereg.reports.invokerank import controls
+from prereg.reports.invokerank.section import invokerank_parts
+from prereg.reports.judged import section as judged
 from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, require_claim
 from prereg.reports.model import (
     Completeness,
@@ -52,13 +54,15 @@ from prereg.reports.model import (
 from prereg.reports.observations import Obs, unit_label
 from prereg.reports.pairs import ArmOutcomes, PairData, arm_outcomes, pair_outcomes
 from prereg.reports.pairwise import pairwise_changes
-from prereg.reports.registered import run_test
-from prereg.reports.toolbottleneck_model import StudyReport
-from prereg.reports.verdict import final_verdict
+from prereg.reports.registered import contrasts, family, stopping
+from prereg.reports.registered.apply import run_test
+from prereg.reports.registered.verdict import final_verdict
+from prereg.reports.render import figures
+from prereg.reports.toolbottleneck.model import StudyReport
+from prereg.runners.judging.verdicts import Verdict as JudgeVerdict
 from prereg.runners.record import RunRecord
 from prereg.runners.store.choose import resolve_store
 from prereg.runners.store.verify import verified_records
-from prereg.runners.verdicts import Verdict as JudgeVerdict
 
 #: Runs from which the report's sections are spread over processes (fewer: a fork costs
 #: more than it saves).
@@ -285,7 +289,7 @@ def build_report(
     verdicts: Sequence[JudgeVerdict] = (),
 ) -> Report:
     """Everything after loading: completeness, the registered analysis, the verdict;
-    ``verdicts``: the registered judges' (:mod:`prereg.reports.judged`).
+    ``verdicts``: the registered judges' (:mod:`prereg.reports.judged.section`).
 
     The sections are independent pure computations of the loaded runs: at a
     programme's size they are spread over processes (:mod:`prereg.core.forked`, the
@@ -518,12 +522,12 @@ def analyse(
 #: The ToolBottleneckBench study's tables (issue 19), imported by name where a
 #: registration has study arms: with what they import (the study's harness and host),
 #: 50 ms of every other analysis's start.
-STUDY_TABLES = "prereg.reports.toolbottleneck_registered"
+STUDY_TABLES = "prereg.reports.toolbottleneck.registered"
 StudyTables = Callable[[Registration, list[RunRecord]], StudyReport | None]
 
 
 def _study_report(registration: Registration, records: list[RunRecord]) -> StudyReport | None:
-    """:func:`prereg.reports.toolbottleneck_registered.study_report`, imported here."""
+    """:func:`prereg.reports.toolbottleneck.registered.study_report`, imported here."""
     tables: StudyTables = importlib.import_module(STUDY_TABLES).study_report
     return tables(registration, records)
 

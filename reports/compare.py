@@ -36,7 +36,7 @@ from prereg.core.errors import BadInput, ProtocolRefusal
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
 from prereg.registry.hosts import DRIVERS
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.registry.schema import Registration
 from prereg.registry.units import arm_config
 from prereg.registry.verify import verified_entry
@@ -44,7 +44,7 @@ from prereg.reports.analysis import Options, build_report
 from prereg.reports.load import LoadedRuns, load_runs
 from prereg.reports.model import Discordant, Interval, Provenance
 from prereg.reports.pairs import runset
-from prereg.reports.text import num
+from prereg.reports.render.text import num
 
 
 class Model(BaseModel):

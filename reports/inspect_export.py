@@ -31,8 +31,12 @@ from prereg.core.errors import BadInput
 from prereg.core.workspace import Workspace
 from prereg.registry.units import RunUnit
 from prereg.reports.observations import from_record
-from prereg.runners.api import check_export_target, is_stdout
-from prereg.runners.export_source import ExportSource, verified_source
+from prereg.runners.exchange.export import (
+    ExportSource,
+    check_export_target,
+    is_stdout,
+    verified_source,
+)
 from prereg.runners.extras import missing_extra
 from prereg.runners.record import RunRecord, Tokens
 

@@ -35,7 +35,7 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.experiments.offers import ArmOffer
-from prereg.registry.registry import Entry, Registry
+from prereg.registry.registrations import Entry, Registry
 from prereg.registry.units import (
     HarnessPolicy,
     build_offers,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from prereg.reports.toolbottleneck_model import StudyReport
+from prereg.reports.toolbottleneck.model import StudyReport
 
 SCHEMA = "prereg.report/1"
 
@@ -262,7 +262,7 @@ class ControlReport(Model):
     """One registered control arm judged by its fixed rule (InvokeRank, Figure 6).
 
     Controls check the instrument; their verdicts never change the registration's
-    verdict. Rules, fixed before any data (:mod:`prereg.reports.controls`).
+    verdict. Rules, fixed before any data (:mod:`prereg.reports.invokerank.controls`).
     """
 
     arm: str

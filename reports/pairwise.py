@@ -17,7 +17,7 @@ from collections.abc import Callable
 from prereg.registry.schema import Registration, TestSpec
 from prereg.reports.model import PairwiseChange
 from prereg.reports.pairs import PairData
-from prereg.reports.registered import paired_difference
+from prereg.reports.registered.apply import paired_difference
 
 #: Bootstrap draws per pair (descriptive intervals; the registered tests keep theirs).
 DRAWS = 2_000

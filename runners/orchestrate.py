@@ -60,7 +60,7 @@ from prereg.runners.record import RunRecord
 from prereg.runners.scoring import infra_record, score
 from prereg.runners.share import WorkerShare
 from prereg.runners.store.interface import DuplicateRecord, RecordStore, UnitClaims, WrittenLinks
-from prereg.runners.toolbottleneck_study import StudyUnits
+from prereg.runners.toolbottleneck.study import StudyUnits
 
 
 @dataclass

@@ -17,7 +17,7 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.hosts import DRIVERS
-from prereg.registry.registry import Entry, Registry
+from prereg.registry.registrations import Entry, Registry
 from prereg.registry.units import RunPlan, plan_from_registration
 from prereg.registry.verify import verified_entry
 

@@ -94,7 +94,7 @@ def _work(job: _Job, channel: Any, checked: Preflight | None) -> None:
         if checked is None:
             ready = preflight(ws, job.registration_id, store=job.store, share=job.share)
         else:
-            drivers = create_run_drivers(checked.plan, ws, store=job.store, share=job.share)
+            drivers = create_run_drivers(checked.plan, ws, runs=checked.runs, share=job.share)
             ready = replace(checked, driver=drivers)
         split_rate_limits(distinct(drivers_by_arm(ready.plan, ready.driver)), job.count, job.index)
         summary = run_ready(

@@ -23,7 +23,7 @@ gate count it):
   the planned sigma_d: sigma_d^2 = 2 mu (1 - mu) [rho (1 - lambda) + (1 - rho) / R]
   (tau^2 + omega^2 / R, with tau^2 the spread of the true per-prompt differences and
   omega^2 the within-prompt binomial variance, the decomposition of
-  :class:`prereg.reports.pilot.SigmaD`). Without a treatment effect the two arms are
+  :class:`prereg.reports.planning.pilot.SigmaD`). Without a treatment effect the two arms are
   exchangeable on every prompt, so every registrable test's null hypothesis holds.
 * ``rho`` defaults to 0.5, raised to the smallest value at which sigma_d can arise at
   all: the binomial variance of R repeats alone must not exceed sigma_d^2, and with

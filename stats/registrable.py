@@ -2,7 +2,7 @@
 
 The registry's schema validates ``primary.test`` / ``secondary[].test`` against
 :data:`REGISTRABLE_TESTS` (and asks for a margin where the table says so); the report
-(:mod:`prereg.reports.registered`) has one adapter per name that chooses the inputs the
+(:mod:`prereg.reports.registered.apply`) has one adapter per name that chooses the inputs the
 registration names and calls the function listed here. tests/test_architecture.py checks
 that the adapters and this table name the same tests. Adding a test: docs/extending.md.
 """

@@ -186,7 +186,7 @@ def test_architecture_doc_lists_these_layers() -> None:
         ("prereg.reports.load", "prereg.runners.store.sqlite", True),
         ("prereg.registry.units", "prereg.runners.offer", False),
         ("prereg.core.errors", "prereg.stats", False),
-        ("prereg.commands.plan_cmds", "prereg.reports.planning", True),
+        ("prereg.commands.plan_cmds", "prereg.reports.planning.from_runs", True),
         ("prereg.stats.paired", "prereg.core.errors", True),
     ],
 )
@@ -282,3 +282,105 @@ def test_the_circle_finder_finds_a_planted_circle() -> None:
     planted = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a"), ("c", "e"), ("f", "g"), ("g", "f")]
     assert sorted(circles(planted)) == [["a", "b", "c"], ["f", "g"]]
     assert circles([("a", "b"), ("b", "c"), ("a", "c")]) == []  # a diamond is no circle
+
+
+# ---- each subpackage imports only what its __init__ declares (issue 38) ---------------
+
+
+def declared_imports() -> dict[str, tuple[str, ...]]:
+    """Each subpackage's ``MAY_IMPORT`` (read from its ``__init__.py`` without importing it)."""
+    declared: dict[str, tuple[str, ...]] = {}
+    for module, path in _modules():
+        if path.name != "__init__.py" or module.count(".") < 2:
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == "MAY_IMPORT"
+                and node.value is not None
+            ):
+                declared[module] = tuple(ast.literal_eval(node.value))
+    return declared
+
+
+def undeclared(edges: Iterable[tuple[str, str]], declared: dict[str, tuple[str, ...]]) -> list[str]:
+    """``importer -> imported`` for every import leaving a subpackage to a module its
+    declaration does not cover (a prefix covers itself and everything below it)."""
+
+    def inside(module: str, package: str) -> bool:
+        return module == package or module.startswith(package + ".")
+
+    wrong = []
+    for source, target in edges:
+        for package, allowed in declared.items():
+            if inside(source, package) and not inside(target, package):
+                if not any(inside(target, prefix) for prefix in allowed):
+                    wrong.append(f"{source} -> {target}  (not in {package}.MAY_IMPORT)")
+    return sorted(wrong)
+
+
+SUBPACKAGES = (
+    "prereg.runners.store",
+    "prereg.runners.judging",
+    "prereg.runners.exchange",
+    "prereg.runners.toolbottleneck",
+    "prereg.runners.providers",
+    "prereg.runners.drivers",
+    "prereg.runners.mcp",
+    "prereg.reports.invokerank",
+    "prereg.reports.judged",
+    "prereg.reports.toolbottleneck",
+    "prereg.reports.calibration",
+    "prereg.reports.render",
+    "prereg.reports.planning",
+    "prereg.reports.registered",
+)
+
+
+def test_every_subpackage_declares_what_it_owns_and_may_import() -> None:
+    declared = declared_imports()
+    missing = [p for p in SUBPACKAGES if p not in declared]
+    assert not missing, f"add MAY_IMPORT to these subpackages' __init__.py: {missing}"
+    for package in SUBPACKAGES:
+        init = ROOT.joinpath(*package.split(".")[1:], "__init__.py")
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "May import" in doc, f"{init}: the docstring says what it may import"
+
+
+def test_subpackages_import_only_what_they_declare() -> None:
+    edges = [edge for module, path in _modules() for edge in _edges(module, path)]
+    wrong = undeclared(edges, declared_imports())
+    assert not wrong, "imports their subpackage does not declare:\n" + "\n".join(wrong)
+
+
+def test_the_declaration_check_catches_an_undeclared_import() -> None:
+    declared = {"prereg.runners.store": ("prereg.core", "prereg.runners.record")}
+    edges = [
+        ("prereg.runners.store.sqlite", "prereg.core.errors"),  # declared (a prefix)
+        ("prereg.runners.store.sqlite", "prereg.runners.store.chain"),  # inside
+        ("prereg.runners.store.sqlite", "prereg.runners.recorder"),  # a longer name: not covered
+        ("prereg.runners.store.verify", "prereg.runners.harness"),  # undeclared
+        ("prereg.runners.api", "prereg.runners.harness"),  # outside every subpackage
+    ]
+    assert undeclared(edges, declared) == [
+        "prereg.runners.store.sqlite -> prereg.runners.recorder  (not in "
+        "prereg.runners.store.MAY_IMPORT)",
+        "prereg.runners.store.verify -> prereg.runners.harness  (not in "
+        "prereg.runners.store.MAY_IMPORT)",
+    ]
+
+
+def test_runners_and_reports_keep_at_most_twelve_top_level_modules() -> None:
+    for folder in ("runners", "reports"):
+        top = sorted(p.name for p in (ROOT / folder).glob("*.py"))
+        assert len(top) <= 12, f"{folder}/ has {len(top)} modules at its top level: {top}"
+
+
+def test_no_module_name_repeats_its_folder_name() -> None:
+    wrong = []
+    for _, path in _modules():
+        folder = path.parent.name
+        if path.stem != "__init__" and path.stem.startswith(folder):
+            wrong.append(str(path.relative_to(ROOT)))
+    assert not wrong, "rename (the folder already says it):\n" + "\n".join(wrong)

@@ -19,8 +19,8 @@ from prereg.experiments import controls as experiment_controls
 from prereg.experiments.models import LOCKED_SPLIT, SPLIT_NAMES, SplitName
 from prereg.registry import hosts, schema
 from prereg.registry.schema import Arm, Host, Multiplicity, Registration
-from prereg.reports import controls as report_controls
-from prereg.reports.registered import ADAPTERS
+from prereg.reports.invokerank import controls as report_controls
+from prereg.reports.registered.apply import ADAPTERS
 from prereg.runners import record
 from prereg.runners.drivers import local
 from prereg.runners.drivers.table import FACTORIES

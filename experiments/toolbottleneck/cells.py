@@ -19,7 +19,7 @@ WorkflowLevel = Literal["low", "medium", "high"]
 RetrieverName = Literal["flat-lexical", "connector-first"]
 EncodingName = Literal["raw", "compact", "typed", "linked"]
 MenuMode = Literal["routed", "fixed"]
-#: The simulated policy profiles (prereg.runners.toolbottleneck_host.PROFILES, checked
+#: The simulated policy profiles (prereg.runners.toolbottleneck.host.PROFILES, checked
 #: there by a test): named settings of a mechanism, never models.
 PolicyName = Literal["sim-steady", "sim-truncating", "sim-exact"]
 POLICIES: tuple[str, ...] = ("sim-steady", "sim-truncating", "sim-exact")

@@ -1,6 +1,6 @@
 """A ToolBottleneckBench study file: families x seeds as tasks, cells as arms.
 
-A study runs compiled variants offline (``prereg.runners.toolbottleneck_study``): each
+A study runs compiled variants offline (``prereg.runners.toolbottleneck.study``): each
 task is a family compiled under one seed (other seeds, other opaque ids: another task of
 the same family), each arm a capacity cell (menu size, workflow level, encoding) with its
 menu mode (routed or fixed) and, optionally, its own policy profile (a configuration

@@ -21,11 +21,11 @@ from prereg.core.errors import BadInput
 from prereg.core.output import console, dumps, emit, err_console
 from prereg.core.untrusted import display, display_text
 from prereg.core.workspace import Workspace
-from prereg.reports import render_terminal
 from prereg.reports.analysis import Options, analyse
 from prereg.reports.compare import compare, describe
 from prereg.reports.model import Report, Verdict
-from prereg.reports.write import output_dir, write_report
+from prereg.reports.render import terminal as render_terminal
+from prereg.reports.render.write import output_dir, write_report
 
 #: Exit code of ``analyse --fail-unless`` when the verdict is not one it accepts (the
 #: CLI contract's 0-4 mean other things: a CI step tells "the claim failed" from
@@ -105,7 +105,7 @@ class Analysed:
 
 def analyse_and_write(ws: Workspace, reg_id: str, options: Options) -> Analysed:
     """Analyse, write the report, and make the printed document while the largest
-    figure is drawn (:func:`prereg.reports.write.write_report`'s ``meanwhile``)."""
+    figure is drawn (:func:`prereg.reports.render.write.write_report`'s ``meanwhile``)."""
     data: dict[str, Any] = {}
     document: list[str] = []
 

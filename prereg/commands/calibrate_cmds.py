@@ -33,9 +33,9 @@ from prereg.registry.calibration import (
     calibrate_registration,
 )
 from prereg.registry.calibration_target import load_target
-from prereg.reports.calibration import pilot_figures
-from prereg.reports.calibration_store import store_calibration
-from prereg.reports.render_table import print_table
+from prereg.reports.calibration.from_runs import pilot_figures
+from prereg.reports.calibration.stored import store_calibration
+from prereg.reports.render.table import print_table
 from prereg.stats.calibration import Progress as ProgressCallback
 
 #: the largest --sims and --draws accepted (beyond them a run takes minutes)

@@ -22,9 +22,9 @@ from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace, init_workspace
-from prereg.registry.registry import Registry
-from prereg.reports import render_terminal
+from prereg.registry.registrations import Registry
 from prereg.reports.analysis import Options
+from prereg.reports.render import terminal as render_terminal
 from prereg.runners.api import run_registration
 
 #: ``prereg demo --example NAME``: the bundled drafts it can run (all on the local host).

@@ -1,4 +1,4 @@
-"""``prereg judge``: the registered judges' verdicts (wiring only; see runners.judge_run)."""
+"""``prereg judge``: the registered judges' verdicts (wiring only; see runners.judging)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from prereg.commands.progress import JudgeProgress
 from prereg.commands.store_opt import StoreOpt
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
-from prereg.runners.judge_run import estimate, judge_registration, load_gold
-from prereg.runners.judge_run import gold_template as make_template
+from prereg.runners.judging.exchange import export_verdicts, import_verdicts
+from prereg.runners.judging.judge_runs import estimate, judge_registration, load_gold
+from prereg.runners.judging.judge_runs import gold_template as make_template
 from prereg.runners.store.choose import resolve_store
-from prereg.runners.verdict_exchange import export_verdicts, import_verdicts
 
 
 def judge(

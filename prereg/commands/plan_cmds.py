@@ -1,12 +1,13 @@
 """``plan``: what a paired design can detect, before a token is spent.
 
-Wiring only: the plan is computed by :func:`prereg.reports.plan_core.build_plan` (from
-:mod:`prereg.stats`) and, for ``--from-runs``, by :func:`prereg.reports.planning.build_plan`
-(the pilot estimators of :mod:`prereg.reports.pilot` over the verified registry and run
-store). That module is imported only for ``--from-runs`` (:data:`FROM_RUNS`), so a plan
-from options starts without the registry, pydantic's models or the run store. This module
-validates the options (exit 2 naming the option), calls it and renders the plan document
-as rich tables (rich's tables imported only to draw them: ``--json`` needs none).
+Wiring only: the plan is computed by :func:`prereg.reports.planning.design.build_plan` (from
+:mod:`prereg.stats`) and, for ``--from-runs``, by
+:func:`prereg.reports.planning.from_runs.build_plan` (the pilot estimators of
+:mod:`prereg.reports.planning.pilot` over the verified registry and run store). That module
+is imported only for ``--from-runs`` (:data:`FROM_RUNS`), so a plan from options starts
+without the registry, pydantic's models or the run store. This module validates the options
+(exit 2 naming the option), calls it and renders the plan document as rich tables (rich's
+tables imported only to draw them: ``--json`` needs none).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace
-from prereg.reports.plan_core import PlanOptions, build_plan
+from prereg.reports.planning.design import PlanOptions, build_plan
 
 #: The module that plans from a registration's runs (``--from-runs``): imported by name
 #: when the option is given, so a plan from options never loads it. Its layer is checked
 #: like any import (tests/cli/test_lazy_cli.py).
-FROM_RUNS = "prereg.reports.planning"
+FROM_RUNS = "prereg.reports.planning.from_runs"
 #: its ``build_plan(opts, ws, store=None)``
 PlanFromRuns = Callable[..., dict[str, Any]]
 

@@ -26,10 +26,10 @@ from rich.progress import (
 
 from prereg.core.output import SafeConsole
 from prereg.core.untrusted import display_text
-from prereg.runners.judge_run import JudgeProgress as JudgeCallbacks
+from prereg.runners.judging.judge_runs import JudgeProgress as JudgeCallbacks
+from prereg.runners.judging.verdicts import Verdict
 from prereg.runners.orchestrate import Progress as ProgressCallbacks
 from prereg.runners.record import RunRecord
-from prereg.runners.verdicts import Verdict
 
 #: Seconds between two plain progress lines (at most; each tenth of the units prints too).
 PLAIN_EVERY_S = 5.0

@@ -28,7 +28,7 @@ from prereg.core.workspace import init_workspace as create_workspace
 from prereg.core.yamlio import load_yaml
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.models import LOCKED_SPLIT
-from prereg.registry.registry import Entry, Registry
+from prereg.registry.registrations import Entry, Registry
 from prereg.registry.units import expand_units, plan_from_registration
 from prereg.registry.verify import verify as verify_registry
 from prereg.runners.store.choose import open_store, resolve_store

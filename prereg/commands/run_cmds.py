@@ -30,9 +30,11 @@ from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.split_counts import describe_splits
 from prereg.reports.inspect_export import export_inspect
-from prereg.runners.api import export_registration, import_file, is_stdout, run_registration
-from prereg.runners.export_source import export_parquet
-from prereg.runners.inspect_import import import_inspect
+from prereg.runners.api import run_registration
+from prereg.runners.exchange.export import export_parquet, export_registration, is_stdout
+from prereg.runners.exchange.importing import import_file
+from prereg.runners.exchange.inspect_log import import_inspect
+from prereg.runners.judging.exchange import export_with_verdicts, import_with_verdicts
 from prereg.runners.orchestrate import RunSummary
 from prereg.runners.providers.batch import BatchStatus
 from prereg.runners.providers.credentials import redact, redact_obj
@@ -40,7 +42,6 @@ from prereg.runners.providers.prices import load_prices, spend_measured
 from prereg.runners.providers.runs import estimate_run
 from prereg.runners.providers.summary import provider_run
 from prereg.runners.store.choose import ENV, is_postgres, resolve_store
-from prereg.runners.verdict_exchange import export_with_verdicts, import_with_verdicts
 from prereg.runners.workers import run_workers
 
 split_app = typer.Typer(

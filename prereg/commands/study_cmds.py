@@ -23,8 +23,8 @@ from prereg.core.untrusted import display
 from prereg.experiments.toolbottleneck.compile import CompiledFamily, compile_family
 from prereg.experiments.toolbottleneck.family import load_family
 from prereg.experiments.toolbottleneck.study import load_study
-from prereg.reports.toolbottleneck_study import check_out, write_study
-from prereg.runners.toolbottleneck_study import run_study
+from prereg.reports.toolbottleneck.study import check_out, write_study
+from prereg.runners.toolbottleneck.study import run_study
 
 app = typer.Typer(
     help="ToolBottleneckBench studies: compile task families into matched pressure variants.",
@@ -52,7 +52,7 @@ prints the whole compiled document.
 
 RUN_HELP = """Run a study's compiled variants offline on the SIMULATED policy and report.
 
-The policy (prereg.runners.toolbottleneck_host) is seeded and pressure-sensitive, not a
+The policy (prereg.runners.toolbottleneck.host) is seeded and pressure-sensitive, not a
 model: it shows what the study computes, not how any agent behaves. Every episode runs
 under the seed's harness contract (call limit = certified minimum + 2, turn limit = call
 limit + 2, the infeasibility stop, the routed menu where the study asks for it). Writes

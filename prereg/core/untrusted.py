@@ -33,7 +33,7 @@ neutralises such text:
   ``\\u`` escapes (four hex digits), which decode to the same string, so ``--json``
   stays exact data.
 
-HTML is escaped by ``html.escape`` in :mod:`prereg.reports.render_html`.
+HTML is escaped by ``html.escape`` in :mod:`prereg.reports.render.html`.
 """
 
 from __future__ import annotations

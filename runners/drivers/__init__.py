@@ -5,4 +5,16 @@
 provider drivers (``anthropic``, ``openai``) carry evidence class ``api``.
 
 The table from a driver's name to its factory is :data:`prereg.runners.drivers.table.FACTORIES`.
+
+May import: the lower layers and the provider plumbing (:mod:`prereg.runners.providers`).
 """
+
+#: What modules here may import from the rest of the project (module prefixes); checked
+#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+MAY_IMPORT: tuple[str, ...] = (
+    "prereg.core",
+    "prereg.stats",
+    "prereg.experiments",
+    "prereg.registry",
+    "prereg.runners.providers",
+)

@@ -2,7 +2,7 @@
 
 A registration names ``host: {driver: inspect, model: <provider/model>}`` when its runs
 come from Inspect AI eval logs (``prereg import --from inspect``,
-:mod:`prereg.runners.inspect_import`). Its runs carry their own evidence class,
+:mod:`prereg.runners.exchange.inspect_log`). Its runs carry their own evidence class,
 ``inspect``, so they are never pooled with runs prereg made (invariant 8).
 ``prereg run`` refuses such a registration before anything is written
 (:func:`prereg.runners.prepare.prepare`, exit 4); this driver exists so the driver table

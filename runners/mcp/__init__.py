@@ -9,6 +9,8 @@
 Recorded metadata is untrusted third-party data throughout: it is stored, hashed and
 served as opaque JSON, never executed or interpreted; :mod:`.untrusted` makes it safe
 to show on a terminal.
+
+May import: the kernel and the experiment's snapshot model, nothing else.
 """
 
 from prereg.experiments.mcp_snapshot import (
@@ -19,6 +21,13 @@ from prereg.experiments.mcp_snapshot import (
     snapshot_digest,
 )
 from prereg.runners.mcp.replay import ReplayServer, is_refusal
+
+#: What modules here may import from the rest of the project (module prefixes); checked
+#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+MAY_IMPORT: tuple[str, ...] = (
+    "prereg.core",
+    "prereg.experiments",
+)
 
 __all__ = [
     "FORMAT",

@@ -28,7 +28,7 @@ from prereg.runners.providers.prices import PriceTable, load_prices
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
 from prereg.runners.share import WorkerShare
-from prereg.runners.store.choose import StoreLocation, open_store, resolve_store
+from prereg.runners.store.choose import StoreLocation, open_store
 
 
 def spent_so_far(runs: StoreLocation, digest: str) -> float:
@@ -42,12 +42,12 @@ def spent_so_far(runs: StoreLocation, digest: str) -> float:
 
 
 def _meter(
-    plan: RunPlan, ws: Workspace, store: str | None, share: WorkerShare | None
+    plan: RunPlan, ws: Workspace, runs: StoreLocation | None, share: WorkerShare | None
 ) -> SpendMeter:
     """The spend meter every provider driver of the run shares."""
     if share is not None:
         return SpendMeter(share.cap(plan.budgets.spend_usd), share.spent_before)
-    spent = spent_so_far(resolve_store(ws.runs, store), plan.digest)
+    spent = spent_so_far(ws.runs if runs is None else runs, plan.digest)
     return SpendMeter(plan.budgets.spend_usd, spent)
 
 
@@ -58,7 +58,7 @@ def create_run_drivers(
     prices: Path | str | None = None,
     settings: dict[str, Any] | None = None,
     for_batch: bool = False,
-    store: str | None = None,
+    runs: StoreLocation | None = None,
     share: WorkerShare | None = None,
 ) -> dict[str, Driver]:
     """Each arm's driver; arms with the same host (driver, model, params, tool search,
@@ -87,7 +87,7 @@ def create_run_drivers(
     for arm, config in configs.items():
         if config.host_key not in built:
             if config.driver in PROVIDER_DRIVERS and spend is None:
-                spend = _meter(plan, ws, store, share)
+                spend = _meter(plan, ws, runs, share)
             built[config.host_key] = _build(config, plan, spend, prices, settings, for_batch)
         out[arm] = built[config.host_key]
     return out

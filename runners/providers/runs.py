@@ -61,7 +61,7 @@ from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.store.choose import StoreLocation, open_store, resolve_store
 from prereg.runners.store.sqlite import RunStore
 from prereg.runners.store.verify import anchor_runs, verified_records
-from prereg.runners.toolbottleneck_study import StudyUnits
+from prereg.runners.toolbottleneck.study import StudyUnits
 
 ASSUMPTION = (
     "no single request's prompt is longer than the episode token budget (budgets.episode_tokens)"

@@ -13,9 +13,7 @@ from typing import Any
 from prereg.core.workspace import Workspace
 from prereg.runners.api import run_registration
 from prereg.runners.orchestrate import Progress, RunSummary
-from prereg.runners.prepare import prepare
 from prereg.runners.providers.batch import BatchStatus
-from prereg.runners.providers.factory import create_run_drivers
 from prereg.runners.providers.runs import run_batched
 
 
@@ -46,15 +44,13 @@ def provider_run(
             prices=prices,
         )
         return summary, {"batch": report.to_json()}
-    _, _, plan, _ = prepare(ws, registration_id)
-    drivers = create_run_drivers(plan, ws, prices=prices, store=store)
     summary = run_registration(
         ws,
         registration_id,
         concurrency=concurrency,
         max_units=max_units,
         progress=progress,
-        driver=drivers,
         store=store,
+        prices=prices,
     )
     return summary, {"prices": str(prices)}

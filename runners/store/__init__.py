@@ -6,7 +6,20 @@ many machines with unit claims (:mod:`.postgres`), choosing one from ``--store``
 ``PREREG_STORE`` (:mod:`.choose`), the per-digest hash chain of the records
 (:mod:`.chain`) and the verification of every chain, schema and anchor (:mod:`.verify`).
 
-May import: the kernel (``prereg.core``), ``prereg.registry`` and the run record
-(``prereg.runners.record``); nothing of the drivers, the harness or the orchestration,
-which sit above the store.
+May import: the lower layers, the run record (``prereg.runners.record``) and the
+verdict and gold records whose chains ``prereg verify`` checks beside the runs'
+(:mod:`prereg.runners.judging.verdicts`, :mod:`prereg.runners.judging.anchors`); nothing
+of the drivers, the harness or the orchestration, which sit above the store.
 """
+
+#: What modules here may import from the rest of the project (module prefixes); checked
+#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+MAY_IMPORT: tuple[str, ...] = (
+    "prereg.core",
+    "prereg.stats",
+    "prereg.experiments",
+    "prereg.registry",
+    "prereg.runners.record",
+    "prereg.runners.judging.anchors",
+    "prereg.runners.judging.verdicts",
+)

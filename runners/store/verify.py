@@ -11,7 +11,7 @@ disagrees with its table), and a store file SQLite cannot read. The verdict stor
 (judges' verdicts and gold labels, always in the workspace's ``runs/verdicts.sqlite``)
 is checked too: its schema, SQLite's integrity check, every chain of both tables, that
 each chain is of a registered digest, and that every verdicts-anchor of the ledger sits on
-its chains (:mod:`prereg.runners.verdict_anchors`: the newest verdicts or labels removed).
+its chains (:mod:`prereg.runners.judging.anchors`: the newest verdicts or labels removed).
 """
 
 from __future__ import annotations
@@ -33,8 +33,10 @@ from prereg.core import forked
 from prereg.core.errors import IntegrityError
 from prereg.core.forked import Forked
 from prereg.experiments.models import LOCKED_SPLIT
-from prereg.registry.registry import VERDICT_CHAINS, Entry, Registry
+from prereg.registry.registrations import VERDICT_CHAINS, Entry, Registry
 from prereg.registry.verify import Problem
+from prereg.runners.judging.anchors import anchor_problems
+from prereg.runners.judging.verdicts import VerdictStore
 from prereg.runners.record import RunRecord
 from prereg.runners.store.choose import StoreLocation, is_postgres, open_store
 from prereg.runners.store.interface import (
@@ -47,8 +49,6 @@ from prereg.runners.store.interface import (
     indexed_columns,
 )
 from prereg.runners.store.sqlite import RunStore, chain, not_a_file, store_path
-from prereg.runners.verdict_anchors import anchor_problems
-from prereg.runners.verdicts import VerdictStore
 
 #: Problems named in a refusal (``prereg verify`` lists them all).
 MAX_LISTED = 20

@@ -16,7 +16,7 @@ import random
 from prereg.registry.schema import Registration
 from prereg.registry.stream_order import stream_order
 from prereg.reports.pairs import PairData
-from prereg.reports.stopping import stopping_cut, stopping_report
+from prereg.reports.registered.stopping import stopping_cut, stopping_report
 from tests.reports import registration
 
 TASKS = tuple(f"t{k:02d}" for k in range(30))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from prereg.runners.exchange import read_records
+from prereg.runners.exchange.text_formats import read_records
 
 DRAFT = "podcast-selection-controls"
 

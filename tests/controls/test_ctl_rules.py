@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from prereg.experiments.controls import clone_labels
-from prereg.reports.controls import Context, control_reports
+from prereg.reports.invokerank.controls import Context, control_reports
 from prereg.reports.observations import from_record
 from tests.controls.helpers import ARMS, record, registration
 

@@ -18,7 +18,7 @@ import pytest
 
 from prereg.core.errors import BadInput
 from prereg.core.workspace import Workspace
-from prereg.runners.export_source import export_parquet
+from prereg.runners.exchange.export import export_parquet
 from tests.conftest import tree_digest
 from tests.exchange.conftest import REG_ID, prereg
 

@@ -24,7 +24,7 @@ from prereg.cli import main
 from prereg.core.errors import BadInput
 from prereg.core.safeio import UnreadableFile, read_regular_file
 from prereg.experiments import Experiment, load_experiment
-from prereg.experiments import loader as loader_module
+from prereg.experiments.loader import files as loader_module
 from prereg.experiments.loader import folder_reader
 from tests.conftest import CliResult, tree_digest
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from prereg.cli import main
+from prereg.runners.exchange.rows import from_row, to_row
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
-from prereg.runners.rows import from_row, to_row
 from prereg.runners.store import chain
 
 PILOT = "drafts/music-library-pilot.yaml"

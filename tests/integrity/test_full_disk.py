@@ -13,7 +13,7 @@ import pytest
 
 from prereg.core import files
 from prereg.core.errors import WriteFailure
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.runners.store.sqlite import RunStore
 
 PILOT = "drafts/music-library-pilot.yaml"

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from prereg.core.errors import IntegrityError
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.runners.record import RunRecord
 from prereg.runners.store.sqlite import RunStore, chain
 from prereg.runners.store.verify import verified_records

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from prereg.core.errors import IntegrityError
 from prereg.core.workspace import Workspace
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.registry.verify import Problem
 from prereg.reports.load import load_runs
 from prereg.reports.observations import Obs, from_record

@@ -127,7 +127,8 @@ def test_analyse_in_parallel_writes_the_same_report(ran_template: Path, tmp_path
 FIRST_USE = """
 import sys
 from prereg.cli import main
-from prereg.reports import analysis, figures
+from prereg.reports import analysis
+from prereg.reports.render import figures
 analysis.import_ahead()
 figures.prepare()
 libraries = ("scipy", "numpy", "matplotlib")
@@ -147,7 +148,7 @@ def test_the_libraries_imported_ahead_are_all_the_analysis_imports(
     """``analyse`` imports scipy and numpy's random generators ahead, while children
     verify the chain (:func:`prereg.reports.analysis.import_ahead`), so the sections'
     children inherit them, and matplotlib while they start on the sections
-    (:func:`prereg.reports.figures.prepare`): after both an analysis imports no more."""
+    (:func:`prereg.reports.render.figures.prepare`): after both an analysis imports no more."""
     ws = tmp_path / "ws"
     shutil.copytree(ran_template, ws)
     found = _run(FIRST_USE, 1, ws, PILOT_ID)

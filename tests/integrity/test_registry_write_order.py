@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from prereg.registry import registry as registry_module
+from prereg.registry import registrations as registry_module
 
 PILOT = "drafts/music-library-pilot.yaml"
 OTHER = "drafts/other.yaml"

@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prereg.core.errors import BadInput
-from prereg.runners.exchange import read_records
+from prereg.runners.exchange.text_formats import read_records
 from tests.conftest import tree_digest
 from tests.integrity.tamper_tools import PILOT_ID, db_path, logical_content
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.reports.observations import _from_any, from_record, pinned_observation
 from prereg.runners.record import Offer, OfferedServer, RunRecord, TraceEvent
 from prereg.runners.store import verify as verify_runs

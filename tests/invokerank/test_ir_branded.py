@@ -16,10 +16,10 @@ from statsmodels.discrete.conditional_models import ConditionalLogit
 
 from prereg.experiments.fingerprints import task_fingerprint
 from prereg.experiments.models import CorpusFile, Task
-from prereg.reports.invokerank import ArmMeta, invokerank_section
+from prereg.reports.invokerank.section import ArmMeta, invokerank_section
 from prereg.reports.model import Report
 from prereg.reports.observations import Obs, from_record
-from prereg.reports.text import invokerank_tables
+from prereg.reports.render.text import invokerank_tables
 
 ir = importlib.import_module("prereg.stats.invokerank")
 POOL = [("focal", "focal"), ("rival", "competitor"), ("decoy", "decoy")]

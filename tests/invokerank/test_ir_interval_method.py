@@ -13,10 +13,10 @@ import pytest
 from prereg.registry.digest import document_digest
 from prereg.registry.resolve import build_document
 from prereg.registry.schema import Registration
-from prereg.reports.invokerank import ArmMeta, invokerank_report, invokerank_section
+from prereg.reports.invokerank.section import ArmMeta, invokerank_report, invokerank_section
 from prereg.reports.model import Report
 from prereg.reports.observations import from_record
-from prereg.reports.text import invokerank_tables, points_interval
+from prereg.reports.render.text import invokerank_tables, points_interval
 from tests.conftest import tree_digest
 from tests.invokerank.test_ir_weights import DIGEST_BEFORE, FILES, REGISTRATION
 

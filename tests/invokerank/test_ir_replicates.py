@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from prereg.reports.pilot import between_run
+from prereg.reports.planning.pilot import between_run
 from prereg.runners.record import RunRecord
 from prereg.runners.store.sqlite import RunStore
 from prereg.stats.invokerank import replicate_variance

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from statsmodels.discrete.conditional_models import ConditionalLogit
 
-from prereg.reports.figures import terminal_breakdown
-from prereg.reports.invokerank import ArmMeta, invokerank_section
+from prereg.reports.invokerank.section import ArmMeta, invokerank_section
 from prereg.reports.model import InvokeRankReport
 from prereg.reports.observations import Obs, from_record
+from prereg.reports.render.figures import terminal_breakdown
 
 POOL = [("focal", "focal"), ("rival", "competitor"), ("decoy", "decoy")]
 

@@ -12,10 +12,10 @@ import pytest
 
 from prereg.experiments.loader import folder_reader, load_experiment
 from prereg.experiments.offers import ArmSpec, arm_offer
-from prereg.reports.invokerank import ArmMeta, invokerank_section
+from prereg.reports.invokerank.section import ArmMeta, invokerank_section
 from prereg.reports.model import Report
 from prereg.reports.observations import Obs, from_record, replaced
-from prereg.reports.text import invokerank_tables
+from prereg.reports.render.text import invokerank_tables
 
 PODCAST = Path(__file__).resolve().parents[2] / "experiments" / "bundled" / "podcast-selection"
 SERVERS = [

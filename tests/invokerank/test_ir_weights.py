@@ -12,7 +12,7 @@ import pytest
 from prereg.registry.digest import document_digest
 from prereg.registry.resolve import build_document
 from prereg.registry.schema import Registration
-from prereg.reports.invokerank import ArmMeta, invokerank_section
+from prereg.reports.invokerank.section import ArmMeta, invokerank_section
 from prereg.reports.observations import from_record
 from tests.conftest import tree_digest
 

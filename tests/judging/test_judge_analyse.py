@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 from prereg.registry.judges import judge_digest
 from prereg.registry.schema import Registration
-from prereg.reports.judged import judged_report, with_completed
-from prereg.reports.judged_text import judged_lines
+from prereg.reports.judged.section import judged_report, with_completed
+from prereg.reports.judged.text import judged_lines
 from prereg.reports.observations import Obs
-from prereg.runners.verdicts import Verdict, VerdictStore
+from prereg.runners.judging.verdicts import Verdict, VerdictStore
 from tests.judging.helpers import local_judges, registration, write
 from tests.reports import observation
 

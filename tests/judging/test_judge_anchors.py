@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 
 from prereg.cli import main
-from prereg.registry.registry import Registry
-from prereg.reports.judged import load_verdicts
-from prereg.runners import judge_run
+from prereg.registry.registrations import Registry
+from prereg.reports.judged.section import load_verdicts
+from prereg.runners.judging import judge_runs as judge_run
 from tests.judging.gold_helpers import stored_verdicts
 from tests.judging.helpers import local_judges, registration, write
 

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from prereg.core.workspace import Workspace
-from prereg.runners.api import export_registration
+from prereg.runners.exchange.export import export_registration
 from tests.conftest import tree_digest
 from tests.judging.gold_helpers import gold_count, stored_verdicts
 from tests.judging.helpers import local_judges, registration, write

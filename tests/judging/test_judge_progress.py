@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from prereg.commands.progress import PLAIN_EVERY_S, JudgeProgress, RichProgress
-from prereg.runners.verdicts import Verdict
+from prereg.runners.judging.verdicts import Verdict
 from tests.judging.gold_helpers import stored_verdicts
 from tests.judging.helpers import local_judges, registration, write
 

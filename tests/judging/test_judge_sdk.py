@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from prereg.runners.verdicts import VerdictStore
+from prereg.runners.judging.verdicts import VerdictStore
 from tests.judging.helpers import RUBRIC, registration, write
 from tests.providers.fake_chat import ChatBrain, FakeChat, chat_text
 from tests.providers.fakes import (

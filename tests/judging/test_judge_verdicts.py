@@ -10,8 +10,8 @@ import pytest
 
 from prereg.core.errors import IntegrityError
 from prereg.registry.judges import Judge
-from prereg.runners.judging import enforce, parse_answer, sampled
-from prereg.runners.verdicts import DuplicateVerdict, VerdictStore
+from prereg.runners.judging.ask import enforce, parse_answer, sampled
+from prereg.runners.judging.verdicts import DuplicateVerdict, VerdictStore
 from tests.judging.helpers import local_judges, registration, write
 
 

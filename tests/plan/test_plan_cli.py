@@ -220,7 +220,7 @@ def _records(entry: dict[str, Any], outcomes: dict[str, np.ndarray]) -> list[Any
 
 
 def test_from_runs_estimates_then_plans(ws: Path, cli) -> None:
-    from prereg.reports.pilot import PilotData, estimate_pilot
+    from prereg.reports.planning.pilot import PilotData, estimate_pilot
     from prereg.runners.store.sqlite import RunStore
 
     entry = cli("-w", ws, "register", ws / PILOT, "--json").json()

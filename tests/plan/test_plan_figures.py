@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from scipy import stats as sps
 
-from prereg.reports.planning import PlanOptions, build_plan
+from prereg.reports.planning.from_runs import PlanOptions, build_plan
 
 CLAUDE_SD = 0.281
 CHATGPT_SD = 0.2268

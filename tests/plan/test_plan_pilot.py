@@ -1,4 +1,4 @@
-"""Pilot estimators of `reports/pilot.py` on constructed outcome matrices and records."""
+"""Pilot estimators of `reports/planning/pilot.py` on constructed outcome matrices and records."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from prereg.core.errors import IntegrityError
-from prereg.reports.pilot import (
+from prereg.reports.planning.pilot import (
     PilotData,
     RepeatICC,
     between_run,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from prereg.reports.planning import PlanOptions, build_plan
+from prereg.reports.planning.from_runs import PlanOptions, build_plan
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None)
 

@@ -150,7 +150,7 @@ def test_workspace_from_environment(ws: Path, cli, monkeypatch: pytest.MonkeyPat
 
 
 def test_runs_read_frozen_content_not_workspace(ws: Path, cli) -> None:
-    from prereg.registry.registry import Registry
+    from prereg.registry.registrations import Registry
 
     cli("-w", ws, "register", ws / PILOT)
     corpus_files = sorted((ws / "experiments" / "music-library").rglob("*.yaml"))

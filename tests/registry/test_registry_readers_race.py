@@ -20,7 +20,7 @@ import pytest
 
 from prereg.commands.registry_cmds import init_workspace
 from prereg.registry.ledger import Ledger, LedgerLine
-from prereg.registry.registry import PENDING_SUFFIX, Registry
+from prereg.registry.registrations import PENDING_SUFFIX, Registry
 from prereg.registry.verify import verify
 
 _READ_BYTES = Path.read_bytes

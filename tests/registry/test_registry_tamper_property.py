@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prereg.commands.registry_cmds import init_workspace
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.registry.verify import verify
 
 _TEMPLATE: dict[str, Path] = {}

@@ -171,7 +171,7 @@ def test_workspace_change_is_information_not_a_problem(three: Path, cli) -> None
 
 
 def test_claim_line_edit_detected(three: Path, cli) -> None:
-    from prereg.registry.registry import Registry
+    from prereg.registry.registrations import Registry
 
     registry = Registry(three / "registry")
     registry.claim_locked_split(registry.get("music-library-confirmatory"))

@@ -16,7 +16,7 @@ from typing import Any
 
 from prereg.core.errors import ProtocolRefusal
 from prereg.experiments.models import LOCKED_SPLIT
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.reports.observations import Obs
 from prereg.runners.record import RunRecord
 from prereg.runners.store.sqlite import RunStore

@@ -1,6 +1,6 @@
 """The terminal's tables and verdict on a narrow terminal cut nothing (issue 37).
 
-:func:`prereg.reports.render_table.print_table` keeps identifier and number columns
+:func:`prereg.reports.render.table.print_table` keeps identifier and number columns
 whole, wraps prose columns between words, leaves out the columns named to give way
 (saying so), drops the outer frame when that is enough, and prints rows as paragraphs
 when no table fits. The verdict prints whole, with what decided it.
@@ -17,9 +17,9 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from prereg.reports import render_terminal
 from prereg.reports.model import Report
-from prereg.reports.render_table import fit, overhead, print_table
+from prereg.reports.render import terminal as render_terminal
+from prereg.reports.render.table import fit, overhead, print_table
 from tests.reports import append, make_lab, paired_records, register, registration, seed002_outcomes
 from tests.reports.test_narrow_terminal import flat, in_order, verdict_box
 

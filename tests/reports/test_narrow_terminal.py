@@ -25,9 +25,9 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from prereg.cli import main
-from prereg.reports import render_terminal
 from prereg.reports.model import Report
-from prereg.reports.text import control_interval, interval, points_interval, primary_line
+from prereg.reports.render import terminal as render_terminal
+from prereg.reports.render.text import control_interval, interval, points_interval, primary_line
 from tests.waiting import HANG_S
 
 WIDTHS = (40, 60, 80, 100, 120)

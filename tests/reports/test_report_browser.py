@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from prereg.reports.figures import _pooled_rows
 from prereg.reports.model import Report
+from prereg.reports.render.figures import _pooled_rows
 from tests.conftest import skip_unless_ci
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

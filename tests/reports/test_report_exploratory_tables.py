@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prereg.reports.text import exploratory_tables
+from prereg.reports.render.text import exploratory_tables
 
 
 def test_exploratory_block_is_tabulated(ws: Path, cli) -> None:

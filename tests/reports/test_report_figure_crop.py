@@ -1,5 +1,5 @@
 """Figures are drawn once and cropped to what ``savefig(bbox_inches="tight")`` would save
-(:func:`prereg.reports.figures._png`): the same picture as matplotlib's own tight save,
+(:func:`prereg.reports.render.figures._png`): the same picture as matplotlib's own tight save,
 the reference here, and that save itself when a label reaches past the drawn room."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import io
 import numpy as np
 import pytest
 
-from prereg.reports import figures
+from prereg.reports.render import figures
 
 pytest.importorskip("matplotlib")
 

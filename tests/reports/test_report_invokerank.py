@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from prereg.reports.invokerank import ArmMeta, invokerank_section
+from prereg.reports.invokerank.section import ArmMeta, invokerank_section
 from prereg.reports.observations import Obs, from_record
 
 INTENTS = ("check-mtd", "record-transaction", "estimate-tax")

@@ -205,7 +205,7 @@ def _second_confirmatory(ws: Path, new_id: str) -> Path:
 
 
 def test_locked_split_is_claimed_once(ws: Path, cli: Any) -> None:
-    from prereg.registry.registry import Registry
+    from prereg.registry.registrations import Registry
 
     register(cli, ws, CONFIRM)
     register(cli, ws, _second_confirmatory(ws, "music-library-confirmatory-b"))

@@ -263,7 +263,7 @@ def test_two_writers_cannot_both_complete_a_unit(
 
 
 def test_csv_round_trip_of_every_field_kind(make_record: Callable[..., RunRecord]) -> None:
-    from prereg.runners.rows import from_row, to_row
+    from prereg.runners.exchange.rows import from_row, to_row
 
     rec = make_record(
         driver="anthropic",

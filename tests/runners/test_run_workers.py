@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from prereg.core.workspace import Workspace
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.runners.api import run_registration
 from prereg.runners.drivers.local import LocalHost, create
 from prereg.runners.providers.settings import ProviderSettings

@@ -83,7 +83,9 @@ def test_moments_when_the_optimiser_does_not_converge(monkeypatch: pytest.Monkey
         def minimize(*args: object, **kwargs: object) -> Failed:
             return Failed()
 
-    monkeypatch.setattr(ir, "optimize", Optimiser)
+    monkeypatch.setattr(
+        importlib.import_module("prereg.stats.invokerank.prior"), "optimize", Optimiser
+    )
     prior = stats.fit_beta_prior([2, 5, 9], [10, 10, 12])
     assert prior.method.startswith("method of moments") and not prior.converged
     assert (prior.mu, prior.kappa) == pytest.approx(

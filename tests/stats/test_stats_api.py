@@ -62,7 +62,7 @@ def test_every_issue_name_is_exported() -> None:
 
 
 def test_stats_imports_only_numpy_scipy_and_itself() -> None:
-    for path in STATS_DIR.glob("*.py"):
+    for path in STATS_DIR.rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

@@ -132,7 +132,7 @@ def test_the_spend_meter_starts_from_the_spend_the_store_holds(
         pg_url, "SELECT sum(cost_usd) FROM records WHERE registration_digest = %s", plan.digest
     )
     assert spent == [(1.75,)]
-    drivers = create_run_drivers(plan, workspace, store=pg_url)
+    drivers = create_run_drivers(plan, workspace, runs=pg_url)
     meters = {id(d.spend): d.spend for d in drivers.values()}  # type: ignore[attr-defined]
     assert [m.spent_usd for m in meters.values()] == [1.75]
     assert create_run_drivers(plan, workspace)["descriptive"].spend.spent_usd == 0.0  # type: ignore[attr-defined]

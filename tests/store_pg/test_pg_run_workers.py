@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.runners.store.postgres import PgRunStore
 from tests.conftest import CliResult
 

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from prereg.core.errors import BadInput, IntegrityError
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.runners.store.choose import open_store, resolve_store
 from prereg.runners.store.interface import DuplicateRecord, StoreUnavailable
 from prereg.runners.store.postgres import PgRunStore, redacted

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from prereg.core.workspace import Workspace
-from prereg.registry.registry import Registry
+from prereg.registry.registrations import Registry
 from prereg.reports.analysis import Options, analyse
 from prereg.runners.store.postgres import PgRunStore
 from prereg.runners.store.verify import verify_runs

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from prereg.reports.toolbottleneck_study import cap_sweep, study_markdown
-from prereg.runners.toolbottleneck_study import StudyRecord
+from prereg.reports.toolbottleneck.study import cap_sweep, study_markdown
+from prereg.runners.toolbottleneck.study import StudyRecord
 from tests.toolbottleneck.test_tb_decoder import _rec
 
 SMALL = {"V": 8, "W": "low", "D": "raw"}

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from prereg.reports.failure_census import (
+from prereg.reports.toolbottleneck.census import (
     census,
     census_markdown,
     census_tables,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prereg.reports.toolbottleneck_decoder import (
+from prereg.reports.toolbottleneck.decoder import (
     FEATURES,
     Packet,
     balanced_accuracy,
@@ -13,7 +13,7 @@ from prereg.reports.toolbottleneck_decoder import (
     loio_predictions,
     packets,
 )
-from prereg.runners.toolbottleneck_study import StudyRecord
+from prereg.runners.toolbottleneck.study import StudyRecord
 
 
 def _rec(

@@ -20,9 +20,9 @@ import yaml
 from prereg.experiments.models import Solution, Task
 from prereg.experiments.toolbottleneck.compile import Cell, compile_cell
 from prereg.registry.units import ArmConfig, Budgets, RunUnit
-from prereg.runners import toolbottleneck_study
 from prereg.runners.providers.runs import _arm_estimate
 from prereg.runners.store.choose import open_store
+from prereg.runners.toolbottleneck import study as toolbottleneck_study
 from tests.conftest import tree_digest
 from tests.toolbottleneck.helpers import as_yaml, family, family_doc
 

@@ -1,4 +1,4 @@
-"""The model-host loop (:func:`prereg.runners.toolbottleneck_harness.play_host`) with an
+"""The model-host loop (:func:`prereg.runners.toolbottleneck.harness.play_host`) with an
 in-process scripted driver: the contract's stops the provider tests do not reach.
 
 Expectations from the seed's contract (3.3) on the bundled overdue-case family's low
@@ -29,8 +29,8 @@ from prereg.runners.drivers.base import (
     Turn,
     Usage,
 )
-from prereg.runners.toolbottleneck_harness import HostUnit, play_host
-from prereg.runners.toolbottleneck_host import Contract
+from prereg.runners.toolbottleneck.harness import HostUnit, play_host
+from prereg.runners.toolbottleneck.host import Contract
 from tests.toolbottleneck.helpers import BUNDLED, SMALL_SIZES, family, family_doc
 from tests.toolbottleneck.tb_agent import ROUTE
 

@@ -24,11 +24,11 @@ from prereg.experiments.toolbottleneck.compile import Cell
 from prereg.experiments.toolbottleneck.family import load_family
 from prereg.experiments.toolbottleneck.sandbox import Sandbox, build_sandbox
 from prereg.experiments.toolbottleneck.verify import verify
-from prereg.runners import toolbottleneck_harness
 from prereg.runners.drivers.base import Episode
 from prereg.runners.drivers.local import create, terms
-from prereg.runners.toolbottleneck_harness import HostPlayed, HostUnit, offered, play_host
-from prereg.runners.toolbottleneck_host import Contract
+from prereg.runners.toolbottleneck import harness as toolbottleneck_harness
+from prereg.runners.toolbottleneck.harness import HostPlayed, HostUnit, offered, play_host
+from prereg.runners.toolbottleneck.host import Contract
 from tests.toolbottleneck.helpers import BUNDLED
 
 #: The documented profile values the hand computation uses (local.py, PROFILES).

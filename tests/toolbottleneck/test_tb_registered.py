@@ -28,15 +28,15 @@ from prereg.experiments.toolbottleneck.verify import OBLIGATIONS
 from prereg.registry.factorial import expand
 from prereg.registry.resolve import build_document
 from prereg.registry.schema import Registration
-from prereg.reports.toolbottleneck_registered import Cells, per_configuration
-from prereg.runners import toolbottleneck_study
+from prereg.reports.toolbottleneck.registered import Cells, per_configuration
+from prereg.runners.exchange.rows import from_row, to_row
 from prereg.runners.prepare import prepare
 from prereg.runners.record import RunRecord
-from prereg.runners.rows import from_row, to_row
 from prereg.runners.store.chain import content
 from prereg.runners.store.choose import open_store
-from prereg.runners.toolbottleneck_host import PROFILES
-from prereg.runners.toolbottleneck_study import StudyUnits
+from prereg.runners.toolbottleneck import study as toolbottleneck_study
+from prereg.runners.toolbottleneck.host import PROFILES
+from prereg.runners.toolbottleneck.study import StudyUnits
 from tests.conftest import tree_digest
 from tests.toolbottleneck.helpers import as_yaml, family, family_doc
 

@@ -23,8 +23,8 @@ import pytest
 from rich.console import Console
 
 from prereg.cli import main
-from prereg.reports import render_terminal
 from prereg.reports.model import Report
+from prereg.reports.render import terminal as render_terminal
 
 REG = "toolbottleneck-capacity"
 FACTORS = ("menu", "workflow", "encoding", "policy")

@@ -23,14 +23,14 @@ import pytest
 from prereg.core.errors import BadInput
 from prereg.core.yamlio import load_model
 from prereg.experiments.toolbottleneck.study import StudyFile, StudyRepair
-from prereg.reports.toolbottleneck_repairs import (
+from prereg.reports.toolbottleneck.repairs import (
     NOT_MEASURED,
     RepairRow,
     repair_result,
     repair_tables,
     repairs_markdown,
 )
-from prereg.runners.toolbottleneck_study import StudyRecord
+from prereg.runners.toolbottleneck.study import StudyRecord
 
 CELLS = {
     "c0": (1.0, 1.0),

@@ -21,9 +21,9 @@ from prereg.core.errors import BadInput
 from prereg.experiments.toolbottleneck.compile import Cell
 from prereg.experiments.toolbottleneck.sandbox import build_sandbox
 from prereg.experiments.toolbottleneck.study import load_study
-from prereg.reports.toolbottleneck_study import capacity_contrasts, study_markdown, write_study
-from prereg.runners.toolbottleneck_host import PROFILES, Contract, SimParams, play, unit_rng
-from prereg.runners.toolbottleneck_study import StudyRun, run_study
+from prereg.reports.toolbottleneck.study import capacity_contrasts, study_markdown, write_study
+from prereg.runners.toolbottleneck.host import PROFILES, Contract, SimParams, play, unit_rng
+from prereg.runners.toolbottleneck.study import StudyRun, run_study
 from tests.toolbottleneck.helpers import BUNDLED, as_yaml, family, family_doc
 
 EXACT = PROFILES["sim-exact"]

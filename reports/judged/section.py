@@ -1,0 +1,534 @@
+"""Judged outcomes in the report (issue 18): the verdicts, checked, and what consumes them.
+
+``analyse`` reads the verdicts of the registration's digest (their hash chain verified by
+the store) and refuses, exit 3, any verdict of a judge or rubric the registration does
+not name: a verdict under a rubric revised after the fact is never mixed in (InvokeRank
+5.5, 7.6). Then:
+
+- the Completed stage: a run whose record leaves Completed null (no oracle decided it)
+  takes the first registered completion judge's parsed verdict, for the InvokeRank
+  section only; a recorded Completed (an oracle's) is never replaced;
+- the Agent Resolution Split: no-tool runs take the first registered native judge's
+  parsed verdict; runs without one stay "unjudged", counted first, and the class
+  shares that would drop them are not shown (:mod:`prereg.reports.invokerank.section`);
+- the judged-outcome section: per judge and arm, the judge's rate over parsed verdicts
+  with the unparseable and unjudged counts, always labelled "uncalibrated judge"; beside
+  it, when gold labels exist (``prereg judge ID --gold FILE``, :mod:`prereg.runners.judging.gold`),
+  ``corrected``: the agreement of the annotators with each other and of the judge with
+  the gold (Cohen's kappa with its interval, the judge's TPR and FPR with Jeffreys
+  intervals) and, from ``PPI_MIN_GOLD`` gold tasks up, the prediction-powered rate
+  (:func:`prereg.stats.ppi_mean`, PPI++, on per-task means) and, on the treatment arm of the
+  primary comparison, the paired prediction-powered difference
+  (:func:`prereg.stats.ppi_difference` on tasks paired across the two arms).
+
+Per-task means: repeats of a task are not independent, so the unit of the correction is
+the task. A task with at least one gold-labelled run whose verdict parsed is a gold
+unit: Y the mean gold label and f the mean verdict over those runs (a run's gold label is
+the mean of its annotators' labels: 1/2 when two disagree); every other task with a
+parsed verdict is unlabelled, f~ the mean of its verdicts. The correction assumes the
+gold runs were drawn at random before verdicts were read (docs/judging.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from prereg import stats
+from prereg.core.errors import IntegrityError, WriteFailure
+from prereg.registry.judges import Judge, judge_digest
+from prereg.registry.registrations import VERDICT_CHAINS, Entry, Registry
+from prereg.registry.schema import Registration
+from prereg.reports.model import JudgedRate, JudgedReport, JudgeInfo, Provenance
+from prereg.reports.observations import Obs, replaced
+from prereg.reports.pairs import runset
+from prereg.runners.judging.anchors import heads_of, verified_judgements
+from prereg.runners.judging.gold import GoldLabel, annotator_pairs, consensus
+from prereg.runners.judging.verdicts import Verdict, VerdictStore
+
+UNCALIBRATED = "uncalibrated judge"
+NOTE = (
+    "Verdicts of the registered judges, kept apart from the run records. A judge's rate "
+    "is its own outcome, always labelled 'uncalibrated judge' and never a finding by "
+    "itself; where gold labels exist, the agreement of annotators and judge with them and, "
+    "from 100 gold tasks, the prediction-powered rate (PPI on per-task means) stand beside "
+    "it. Unparseable answers count as unjudged, never guessed."
+)
+_NO_CALL = frozenset({"answered_without_search", "searched_then_declined"})
+#: PPI++ (power-tuned): in a small study the gold set can be most of the judged tasks,
+#: where plain PPI (lambda = 1) is wider than the gold labels alone; PPI++ tunes lambda
+#: with the (1 + n / N) factor and is asymptotically never wider (docs/judging.md).
+PPI_METHOD = "ppi++"
+
+
+def registered_digests(entry: Entry) -> dict[str, tuple[Judge, str]]:
+    """judge digest -> (judge, rubric digest) of every registered judge."""
+    out = {}
+    for judge in entry.registration.judge or []:
+        rubric = entry.files[judge.rubric]
+        out[judge_digest(judge, rubric)] = (judge, rubric)
+    return out
+
+
+class Judgements(list[Verdict]):
+    """The verdicts ``analyse`` reads, with the registration's gold labels beside them
+    (a list of verdicts, so every consumer of verdicts takes it unchanged)."""
+
+    def __init__(
+        self,
+        verdicts: Sequence[Verdict],
+        gold: Sequence[GoldLabel] = (),
+        anchor: int | None = None,
+    ) -> None:
+        super().__init__(verdicts)
+        self.gold: tuple[GoldLabel, ...] = tuple(gold)
+        #: the ledger seq of the verdicts-anchor that pins both heads (None: unpinned)
+        self.anchor = anchor
+
+    def heads(self) -> dict[str, dict[str, Any]]:
+        """The verdict and gold chains read, as (count, head hash) and the ledger seq
+        that anchors them: a report that carries them pins what it analysed."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, items in (("verdicts", list(self)), ("gold", list(self.gold))):
+            last = items[-1].chain if items else None
+            out[name] = {
+                "count": len(items),
+                "head": None if last is None else last.hash,
+                "anchor": self.anchor,
+            }
+        return out
+
+
+def _anchored(
+    registry: Registry, entry: Entry, verdicts: Sequence[Verdict], gold: Sequence[GoldLabel]
+) -> int | None:
+    """Pin the verified verdict and gold heads in the ledger (best effort: a read-only
+    workspace can still be analysed, its report then says unpinned); the anchoring seq."""
+    heads = heads_of(verdicts, gold, entry.digest)
+    try:
+        registry.anchor_verdicts(entry, heads)
+    except (OSError, WriteFailure):
+        pass
+    pinned = [
+        a["seq"]
+        for a in registry.verdict_anchors(entry.digest)
+        if all(a.get(n) == heads[n] for n in VERDICT_CHAINS)
+    ]
+    return pinned[-1] if pinned else None
+
+
+def load_verdicts(runs: Path, entry: Entry, registry: Registry | None = None) -> Judgements:
+    """The digest's verdicts, each of a registered judge and rubric, and its gold labels,
+    both chains verified (with ``registry``: against the ledger's anchors too, and their
+    heads then anchored); else exit 3."""
+    if not entry.registration.judge:
+        return Judgements([])
+    anchor = None
+    if registry is None:
+        with VerdictStore(runs) as store:
+            verdicts = store.verdicts(entry.digest)
+            gold = store.gold(entry.digest)
+    else:
+        verdicts, gold = verified_judgements(registry, entry, runs)
+    known = registered_digests(entry)
+    for v in verdicts:
+        judge = known.get(v.judge_digest)
+        if judge is None or v.rubric_digest != judge[1]:
+            expected = ", ".join(f"{j.key}: {r}" for j, r in known.values()) or "none"
+            raise IntegrityError(
+                f"verdict {v.verdict_id} on run {v.record_id} (judge '{v.judge}', rubric "
+                f"{v.rubric} {v.rubric_version}, digest {v.rubric_digest}) is not of a "
+                f"registered judge and rubric of '{entry.id}' (registered: {expected}); a "
+                "rubric revised after registration needs a new registration",
+                file=str(runs),
+                field="judge",
+            )
+    if registry is not None and (verdicts or gold):
+        anchor = _anchored(registry, entry, verdicts, gold)
+    return Judgements(verdicts, gold, anchor)
+
+
+def _first(reg: Registration, outcome: str) -> Judge | None:
+    return next((j for j in reg.judge or [] if j.outcome == outcome), None)
+
+
+def verdict_map(reg: Registration, verdicts: Sequence[Verdict], outcome: str) -> dict[str, bool]:
+    """record id -> the first registered ``outcome`` judge's parsed verdict."""
+    judge = _first(reg, outcome)
+    if judge is None:
+        return {}
+    return {
+        v.record_id: v.met
+        for v in verdicts
+        if v.judge == judge.key and v.parse == "ok" and v.met is not None
+    }
+
+
+def with_completed(
+    reg: Registration, observations: Sequence[Obs], verdicts: Sequence[Verdict]
+) -> tuple[Obs, ...]:
+    """Observations whose null Completed takes the completion judge's verdict."""
+    judged = verdict_map(reg, verdicts, "completed")
+    if not judged:
+        return tuple(observations)
+    out = []
+    for o in observations:
+        met = judged.get(o.record_id)
+        if met is not None and o.funnel.get("completed") is None:
+            o = replaced(o, funnel={**o.funnel, "completed": met})
+        out.append(o)
+    return tuple(out)
+
+
+def _needs(judge: Judge, o: Obs) -> bool:
+    if not o.ok:
+        return False
+    if judge.outcome == "completed":
+        return o.funnel.get("executed") is True
+    return o.polarity == "positive" and o.terminal_class in _NO_CALL
+
+
+def _rate(
+    judge: Judge,
+    arm: str,
+    runs: list[Obs],
+    mine: Mapping[str, Verdict],
+    gold: Sequence[GoldLabel] = (),
+    consumed: bool = False,
+    chains: dict[str, dict[str, Any]] | None = None,
+) -> JudgedRate:
+    parsed = [mine[o.record_id] for o in runs if o.record_id in mine]
+    ok = [v for v in parsed if v.parse == "ok" and v.met is not None]
+    met = sum(1 for v in ok if v.met)
+    agreement = _oracle_agreement(judge, runs, mine) if judge.outcome == "completed" else None
+    corrected = gold_section(judge, runs, mine, gold)
+    parameters: dict[str, Any] = {"rubric": judge.rubric, "rubric_version": judge.rubric_version}
+    if chains is not None:
+        parameters["chains"] = chains
+    if consumed:
+        # what the InvokeRank section takes from this judge: labelled where it is shown
+        key = "fills_invokerank_completed" if judge.outcome == "completed" else "fills_native_class"
+        parameters[key] = sum(
+            1
+            for o in runs
+            if _parsed(mine, o.record_id) is not None
+            and (judge.outcome != "completed" or o.funnel.get("completed") is None)
+        )
+    return JudgedRate(
+        arm=arm,
+        judge=judge.key,
+        outcome=judge.outcome,
+        needed=len(runs),
+        judged=len(ok),
+        unparseable=len(parsed) - len(ok),
+        unjudged=len(runs) - len(ok),
+        met=met,
+        rate=met / len(ok) if ok else None,
+        label=_label(corrected),
+        corrected=corrected,
+        oracle_agreement=agreement,
+        provenance=Provenance(
+            function="prereg.reports.judged.section.judged_report",
+            parameters=parameters,
+            registration_field="judge",
+            runs=runset([o.unit for o in runs], f"arm {arm}; runs needing {judge.outcome}"),
+        ),
+    )
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def _oracle_agreement(
+    judge: Judge, runs: list[Obs], mine: Mapping[str, Verdict]
+) -> dict[str, Any] | None:
+    """The judge against an oracle's Completed on the runs where both decided."""
+    pairs = [
+        (int(bool(o.funnel.get("completed"))), int(bool(mine[o.record_id].met)))
+        for o in runs
+        if o.funnel.get("completed") is not None
+        and o.record_id in mine
+        and mine[o.record_id].parse == "ok"
+        and mine[o.record_id].met is not None
+    ]
+    if not pairs:
+        return None
+    oracle, verdict = zip(*pairs, strict=True)
+    kappa = stats.cohens_kappa(list(oracle), list(verdict), categories=[0, 1], level=0.95)
+    return {
+        "runs": len(pairs),
+        "agree": sum(1 for a, b in pairs if a == b),
+        "kappa": _finite(kappa.estimate),
+        "kappa_low": _finite(kappa.low),
+        "kappa_high": _finite(kappa.high),
+        "level": 0.95,
+        "function": "prereg.stats.cohens_kappa",
+        "note": kappa.note or None,
+    }
+
+
+def judged_report(
+    entry: Entry, observations: Sequence[Obs], verdicts: Sequence[Verdict]
+) -> JudgedReport | None:
+    """The judged-outcome section (None when the registration registers no judge)."""
+    reg = entry.registration
+    if not reg.judge:
+        return None
+    infos: list[JudgeInfo] = []
+    rates: list[JudgedRate] = []
+    chains = verdicts.heads() if isinstance(verdicts, Judgements) else None
+    for digest, (judge, rubric) in registered_digests(entry).items():
+        mine = {v.record_id: v for v in verdicts if v.judge_digest == digest}
+        infos.append(
+            JudgeInfo(
+                judge=judge.key,
+                outcome=judge.outcome,
+                driver=judge.driver,
+                model=judge.model_name,
+                rubric=judge.rubric,
+                rubric_version=judge.rubric_version,
+                rubric_digest=rubric,
+                judge_digest=digest,
+                confound_declared=judge.confound_declared,
+                models_returned=sorted({v.model_returned or "" for v in mine.values()}),
+            )
+        )
+        gold = [g for g in (getattr(verdicts, "gold", None) or ()) if g.outcome == judge.outcome]
+        arm_runs = {
+            arm.id: [o for o in observations if o.arm == arm.id and _needs(judge, o)]
+            for arm in reg.arms
+        }
+        consumed = _first(reg, judge.outcome) == judge
+        mine_rates = {
+            arm: _rate(judge, arm, runs, mine, gold, consumed, chains)
+            for arm, runs in arm_runs.items()
+        }
+        if gold and len(reg.arms) >= 2:
+            control, treatment = reg.compared_arms()
+            diff = paired_difference(arm_runs[control], arm_runs[treatment], mine, gold, judge)
+            target = mine_rates[treatment]
+            if target.corrected is not None:
+                target.corrected["difference"] = {"control": control, **diff}
+        rates += mine_rates.values()
+    return JudgedReport(note=NOTE, judges=infos, rates=rates)
+
+
+def _label(corrected: dict[str, Any] | None) -> str:
+    if corrected is None:
+        return f"{UNCALIBRATED} (no gold labels)"
+    if corrected.get("estimate") is None:
+        return f"{UNCALIBRATED} (gold labels, no correction: {corrected['reason']})"
+    return f"{UNCALIBRATED}; prediction-powered rate beside it ({corrected['n_gold']} gold tasks)"
+
+
+def _kappa_dict(a: Sequence[int], b: Sequence[int]) -> dict[str, Any]:
+    k = stats.cohens_kappa(list(a), list(b), categories=[0, 1], level=0.95)
+    return {
+        "runs": len(a),
+        "agree": sum(1 for x, y in zip(a, b, strict=True) if x == y),
+        "kappa": _finite(k.estimate),
+        "kappa_low": _finite(k.low),
+        "kappa_high": _finite(k.high),
+        "level": 0.95,
+        "function": "prereg.stats.cohens_kappa",
+        "note": k.note or None,
+    }
+
+
+def _parsed(mine: Mapping[str, Verdict], record_id: str) -> bool | None:
+    v = mine.get(record_id)
+    return v.met if v is not None and v.parse == "ok" else None
+
+
+def _judge_vs_gold(
+    values: Mapping[str, float], mine: Mapping[str, Verdict]
+) -> dict[str, Any] | None:
+    """The judge against unanimous gold labels: kappa, TPR and FPR (runs whose
+    annotators disagree are left out and counted by the caller)."""
+    pairs = [
+        (int(y), int(met))
+        for rid, y in sorted(values.items())
+        if y in (0.0, 1.0) and (met := _parsed(mine, rid)) is not None
+    ]
+    if not pairs:
+        return None
+    gold, judge = ([p[0] for p in pairs], [p[1] for p in pairs])
+    out = _kappa_dict(gold, judge)
+    r = stats.judge_rates(gold, judge, level=0.95)
+    out.update(
+        tp=r.true_positives,
+        fp=r.false_positives,
+        fn=r.false_negatives,
+        tn=r.true_negatives,
+        tpr=_finite(float(r.tpr.estimate)),
+        tpr_low=float(r.tpr.low),
+        tpr_high=float(r.tpr.high),
+        fpr=_finite(float(r.fpr.estimate)),
+        fpr_low=float(r.fpr.low),
+        fpr_high=float(r.fpr.high),
+        rates_function="prereg.stats.judge_rates",
+    )
+    return out
+
+
+def task_units(
+    runs: Sequence[Obs], mine: Mapping[str, Verdict], values: Mapping[str, float]
+) -> tuple[dict[str, tuple[float, float]], dict[str, float]]:
+    """(gold tasks: task -> (mean gold label, mean verdict) over its gold runs with a
+    parsed verdict; unlabelled tasks: task -> mean verdict), see the module docstring."""
+    by_task: dict[str, list[str]] = {}
+    for o in runs:
+        by_task.setdefault(o.task_id, []).append(o.record_id)
+    gold: dict[str, tuple[float, float]] = {}
+    unlabelled: dict[str, float] = {}
+    for task, ids in sorted(by_task.items()):
+        verdicts = {rid: met for rid in ids if (met := _parsed(mine, rid)) is not None}
+        labelled = [rid for rid in verdicts if rid in values]
+        if labelled:
+            y = sum(values[rid] for rid in labelled) / len(labelled)
+            f = sum(verdicts[rid] for rid in labelled) / len(labelled)
+            gold[task] = (y, f)
+        elif verdicts:
+            unlabelled[task] = sum(verdicts.values()) / len(verdicts)
+    return gold, unlabelled
+
+
+def _ppi_fields(res: stats.PPIResult, n_gold: int, n_unlabelled: int) -> dict[str, Any]:
+    return {
+        "estimate": res.estimate,
+        "low": res.low,
+        "high": res.high,
+        "level": res.level,
+        "se": res.se,
+        "judge_rate": res.judge_rate,
+        "gold_rate": res.gold_rate,
+        "gold_low": res.gold_low,
+        "gold_high": res.gold_high,
+        "rectifier": res.rectifier,
+        "n_gold": n_gold,
+        "n_unlabelled": n_unlabelled,
+        "unit": "task",
+        "lambda": list(res.lam),
+        "method": res.method,
+        "reason": None,
+    }
+
+
+def _too_few(n_gold: int, n_unlabelled: int, what: str) -> str | None:
+    if n_gold < stats.PPI_MIN_GOLD:
+        return (
+            f"{n_gold} gold {what}, fewer than {stats.PPI_MIN_GOLD} (PPI_MIN_GOLD): the "
+            "interval is asymptotic in the gold set and under-covers below it"
+        )
+    if n_unlabelled < 2:
+        return f"{n_unlabelled} {what} without gold labels: nothing for the judge to add"
+    return None
+
+
+def _drawn(
+    judge: Judge, runs: Sequence[Obs], labels: Sequence[GoldLabel]
+) -> tuple[list[GoldLabel], int]:
+    """The labels the correction may use (of the registered draw's tasks, or all when no
+    draw is registered) and the number of runs labelled outside the draw."""
+    sample = judge.gold_sample
+    if sample is None:
+        return list(labels), 0
+    task_of = {o.record_id: o.task_id for o in runs}
+    inside = [g for g in labels if sample.drawn(task_of[g.record_id])]
+    return inside, len({g.record_id for g in labels} - {g.record_id for g in inside})
+
+
+def gold_section(
+    judge: Judge, runs: Sequence[Obs], mine: Mapping[str, Verdict], gold: Sequence[GoldLabel]
+) -> dict[str, Any] | None:
+    """Agreement and the prediction-powered rate of one judge on one arm (None without
+    gold labels on its runs). With a registered draw, only its tasks' labels correct."""
+    ids = {o.record_id for o in runs}
+    labels = [g for g in gold if g.record_id in ids]
+    if not labels:
+        return None
+    values = consensus(labels)
+    inside, off_sample = _drawn(judge, runs, labels)
+    gold_units, unlabelled = task_units(runs, mine, consensus(inside))
+    reason = _too_few(len(gold_units), len(unlabelled), "tasks")
+    out: dict[str, Any] = {
+        "estimate": None,
+        "low": None,
+        "high": None,
+        "n_gold": len(gold_units),
+        "n_unlabelled": len(unlabelled),
+        "unit": "task",
+        "reason": reason,
+    }
+    if reason is None:
+        y, f = zip(*gold_units.values(), strict=True)
+        res = stats.ppi_mean(
+            list(y), list(f), list(unlabelled.values()), level=0.95, method=PPI_METHOD
+        )
+        out = _ppi_fields(res, len(gold_units), len(unlabelled))
+    out["function"] = "prereg.stats.ppi_mean"
+    sample = judge.gold_sample
+    out["gold"] = {
+        "runs": len(values),
+        "labels": len(labels),
+        "annotators": sorted({g.annotator for g in labels}),
+        "disputed": sum(1 for v in values.values() if v not in (0.0, 1.0)),
+        "sample": None if sample is None else sample.model_dump(mode="json"),
+        "off_sample": off_sample,
+        "judge_vs_gold": _judge_vs_gold(values, mine),
+        "annotator_agreement": [
+            {"a": a, "b": b, **_kappa_dict(la, lb)} for a, b, la, lb in annotator_pairs(labels)
+        ],
+    }
+    return out
+
+
+def paired_difference(
+    control: Sequence[Obs],
+    treatment: Sequence[Obs],
+    mine: Mapping[str, Verdict],
+    gold: Sequence[GoldLabel],
+    judge: Judge | None = None,
+) -> dict[str, Any]:
+    """treatment - control, prediction-powered, on tasks paired across the two arms: a
+    task gold in both arms is a paired gold unit, unlabelled in both an unlabelled one;
+    a task gold in one arm only is left out (counted)."""
+    both = [*control, *treatment]
+    ids = {o.record_id for o in both}
+    labels = [g for g in gold if g.record_id in ids]
+    values = consensus(labels if judge is None else _drawn(judge, both, labels)[0])
+    c_gold, c_unl = task_units(control, mine, values)
+    t_gold, t_unl = task_units(treatment, mine, values)
+    paired_gold = sorted(c_gold.keys() & t_gold.keys())
+    paired_unl = sorted(c_unl.keys() & t_unl.keys())
+    mixed = len((c_gold.keys() & t_unl.keys()) | (t_gold.keys() & c_unl.keys()))
+    reason = _too_few(len(paired_gold), len(paired_unl), "tasks paired across the arms")
+    out: dict[str, Any] = {
+        "estimate": None,
+        "low": None,
+        "high": None,
+        "n_gold": len(paired_gold),
+        "n_unlabelled": len(paired_unl),
+        "left_out": mixed,
+        "unit": "task",
+        "reason": reason,
+        "function": "prereg.stats.ppi_difference",
+    }
+    if reason is None:
+        res = stats.ppi_difference(
+            [c_gold[t][0] for t in paired_gold],
+            [c_gold[t][1] for t in paired_gold],
+            [c_unl[t] for t in paired_unl],
+            [t_gold[t][0] for t in paired_gold],
+            [t_gold[t][1] for t in paired_gold],
+            [t_unl[t] for t in paired_unl],
+            paired=True,
+            level=0.95,
+            method=PPI_METHOD,
+        )
+        out.update(_ppi_fields(res, len(paired_gold), len(paired_unl)), left_out=mixed)
+        out["function"] = "prereg.stats.ppi_difference"
+    return out

@@ -1,0 +1,20 @@
+"""Rendering a report: from the report model to the terminal, report.md, report.html, figures.
+
+Owns: wording every renderer shares (:mod:`.text`), the terminal summary (:mod:`.terminal`)
+and its width-fitting tables (:mod:`.table`), Markdown (:mod:`.markdown`), self-contained
+HTML (:mod:`.html`), the figures (:mod:`.figures`, matplotlib's Agg backend) and writing
+them all to ``reports/<id>/`` (:mod:`.write`). Rendering computes nothing: every figure
+comes from the model.
+
+May import: the kernel, the report model and the plain-text forms of the judged and
+calibration sections.
+"""
+
+#: What modules here may import from the rest of the project (module prefixes); checked
+#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+MAY_IMPORT: tuple[str, ...] = (
+    "prereg.core",
+    "prereg.reports.model",
+    "prereg.reports.judged.text",
+    "prereg.reports.calibration.text",
+)

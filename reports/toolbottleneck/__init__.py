@@ -1,0 +1,22 @@
+"""The ToolBottleneckBench report (seed 001): capacity contrasts, census, decoder, repairs.
+
+Owns: the section as data (:mod:`.model`), the report of a study run (:mod:`.study`) and of
+a registered study (:mod:`.registered`), the failure census and first unmet obligation
+(:mod:`.census`), the decoder that asks whether the failure record reveals the pressure
+(:mod:`.decoder`) and repairs against switches (:mod:`.repairs`).
+
+May import: the lower layers, the run record, the study's offline run and the Markdown
+table writer its text sections share.
+"""
+
+#: What modules here may import from the rest of the project (module prefixes); checked
+#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+MAY_IMPORT: tuple[str, ...] = (
+    "prereg.core",
+    "prereg.stats",
+    "prereg.experiments",
+    "prereg.registry",
+    "prereg.runners.record",
+    "prereg.runners.toolbottleneck.study",
+    "prereg.reports.render.markdown",
+)

@@ -1,0 +1,509 @@
+"""The ToolBottleneckBench section of a registered study's report (issue 19).
+
+A registration on an experiment of kind toolbottleneck gets, beside the registered
+analysis (whose ``contrasts:`` give the eight contrasts with the registered unit and
+Holm), the seed's other tables, computed from the verified run records:
+
+- **Contrasts by resampling unit** (seed 4.2 and appendix D, "Resampling units"): every
+  registered contrast again with families, intents and configurations as the resampling
+  unit, each set of p values Holm-corrected on its own, and the exact sign-flip test over
+  intents (:func:`prereg.stats.contrast_sign_flip`), Holm-corrected. A configuration is
+  an arm's simulated policy (or local host profile, or model host: driver and model),
+  menu mode and completion cap: its contrast is the registered
+  weights restricted to its arms (times the number of configurations, so that their mean
+  is the registered contrast), cell means weighting families equally; a contrast whose
+  restricted weights do not sum to zero in every configuration is not separable and is
+  said so.
+- **Failure census** (:mod:`prereg.reports.toolbottleneck.census`): flags, obligation x flag,
+  truncation, sentinel repeats and the truncation stratum of each arm one pressure from
+  the baseline cell (the first arm) within its configuration.
+- **Repairs against switches** (:mod:`prereg.reports.toolbottleneck.repairs`) for each
+  registered ``repairs:`` entry, with wall time and cost in the decision matrix when the
+  records measured them and "not measured" otherwise (invariant 7).
+- **The completion-cap sweep** (appendix E.1) when arms give both menu ends under two caps.
+- **The decoder** (:mod:`prereg.reports.toolbottleneck.decoder`, appendix H) over the
+  single-failure packets of the first arm's configuration, when it has packets from two
+  intents or more.
+
+On the simulated policy every number describes the mechanism, never a model: the
+section's label says SIMULATED POLICY first, in every rendering. On a model host
+(:mod:`prereg.runners.toolbottleneck.harness`) the label says MODEL HOST and names the
+drivers and models; on the local host's profiles (the same harness, the offline
+:mod:`prereg.runners.drivers.local`) it says LOCAL HOST and names the profiles.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from prereg import stats
+from prereg.experiments.toolbottleneck.registrable import family_of_task
+from prereg.registry.resolve import study_player
+from prereg.registry.schema import Registration
+from prereg.reports.toolbottleneck.census import census_tables, truncation, truncation_stratum
+from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_table, packets
+from prereg.reports.toolbottleneck.model import StudyReport, StudyTable
+from prereg.reports.toolbottleneck.repairs import (
+    MATRIX_NOTE,
+    RepairRow,
+    repair_result,
+    repair_tables,
+)
+from prereg.runners.record import RunRecord
+from prereg.stats.bootstrap import FEW_CLUSTERS
+
+LABEL = (
+    "SIMULATED POLICY. Every arm of this study ran prereg's simulated pressure-sensitive "
+    "policy (prereg.runners.toolbottleneck.host, profiles {profiles}), not a model: its "
+    "numbers describe a documented mechanism with seeded error rates and show what the "
+    "design computes, never what any model does. Tokens are the mechanism's own counts; "
+    "wall time and cost are not measured (null)."
+)
+MODEL_LABEL = (
+    "MODEL HOST. Every arm of this study ran a model through its provider ({hosts}), "
+    "evidence class api, never pooled with a simulated run. Tokens, wall time and cost "
+    "are the provider's as reported (null where it reported none)."
+)
+LOCAL_LABEL = (
+    "LOCAL HOST ({profiles}). Every arm of this study ran prereg's offline local host "
+    "(prereg.runners.drivers.local: BM25 search over the shown menu, a seeded choice, "
+    "arguments filled from the request and earlier results) under these profiles, "
+    "through the same harness and grader as a model host. The profiles are simulated "
+    "settings of one documented offline mechanism, not models and not imitations of any "
+    "provider's host: its numbers describe that mechanism on the compiled variants, never "
+    "what any model does. Tokens are counted in the host's own word tokenizer and wall "
+    "time is measured on this machine; cost is not measured (null)."
+)
+UNITS = ("family", "intent", "configuration")
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Task x arm means over repeats, for the tasks measured in every weighted arm."""
+
+    tasks: list[str]
+    family: list[str]
+    intent: list[str]
+    arms: list[str]
+    values: np.ndarray
+
+
+def _cells(records: Sequence[RunRecord], arms: Sequence[str]) -> Cells:
+    runs: dict[tuple[str, str], list[float]] = defaultdict(list)
+    family: dict[str, str] = {}
+    intent: dict[str, str] = {}
+    for r in records:
+        if r.arm in arms and r.success is not None:
+            runs[(r.task_id, r.arm)].append(float(r.success))
+            family[r.task_id], intent[r.task_id] = family_of_task(r.task_id), r.intent
+    tasks = [t for t in sorted(family) if all((t, a) in runs for a in arms)]
+    values = np.array([[np.mean(runs[(t, a)]) for a in arms] for t in tasks], dtype=float).reshape(
+        len(tasks), len(arms)
+    )
+    return Cells(tasks, [family[t] for t in tasks], [intent[t] for t in tasks], list(arms), values)
+
+
+def host_of(registration: Registration, arm_id: str) -> str:
+    """What plays an arm (:func:`~prereg.registry.resolve.study_player`): the simulated
+    policy's profile, the local host's profile (with its ``host.params`` overrides), or
+    the model host (driver and model) the arm registered."""
+    arm = next(a for a in registration.arms if a.id == arm_id)
+    host = registration.config_of(arm_id).host
+    player = study_player(host.driver, host.model)
+    if player == "simulated" and arm.toolbottleneck is not None:
+        return arm.toolbottleneck.policy
+    if player == "local":
+        overrides = " ".join(f"{k}={v}" for k, v in sorted(host.params.items()))
+        return f"{host.model} {overrides}".strip()
+    return f"{host.driver} {host.model or ''}".strip()
+
+
+def on_model_host(registration: Registration) -> bool:
+    """Whether the study's arms ran on a model host (never pooled with the simulation)."""
+    return any(registration.config_of(a.id).host.driver != "local" for a in registration.arms)
+
+
+def on_local_host(registration: Registration) -> bool:
+    """Whether the study's arms ran on the local host's profiles (register refuses a
+    study that mixes them with the simulated policy)."""
+    return any(
+        study_player(c.host.driver, c.host.model) == "local"
+        for c in (registration.config_of(a.id) for a in registration.arms)
+    )
+
+
+def configuration_of(registration: Registration, arm_id: str) -> str:
+    """An arm's configuration: its simulated policy or model host, menu mode and
+    completion cap."""
+    arm = next(a for a in registration.arms if a.id == arm_id)
+    cell = arm.toolbottleneck
+    cap = registration.config_of(arm_id).budgets.completion_cap
+    if cell is None:
+        return f"cap {cap}"
+    return f"{host_of(registration, arm_id)} / {cell.menu_mode} / cap {cap}"
+
+
+def per_configuration(
+    cells: Cells, weights: Mapping[str, float], config: Mapping[str, str]
+) -> dict[str, float] | None:
+    """Each configuration's contrast (None: not separable by configuration). Cell means
+    weight families equally (a family's tasks averaged first)."""
+    by_family: dict[str, list[int]] = defaultdict(list)
+    for i, f in enumerate(cells.family):
+        by_family[f].append(i)
+    means = np.mean([cells.values[rows].mean(axis=0) for rows in by_family.values()], axis=0)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for j, arm in enumerate(cells.arms):
+        groups[config[arm]].append(j)
+    out: dict[str, float] = {}
+    for name, cols in groups.items():
+        w = np.array([weights.get(cells.arms[j], 0.0) for j in cols])
+        if abs(float(w.sum())) > 1e-9:
+            return None
+        out[name] = float(len(groups) * np.dot(w, means[cols]))
+    return out
+
+
+@dataclass(frozen=True)
+class Row:
+    contrast: str
+    unit: str
+    units: int
+    estimate: float | None
+    low: float | None
+    high: float | None
+    p: float | None
+    note: str = ""
+
+
+def _bootstrap(
+    name: str,
+    unit: str,
+    values: np.ndarray,
+    weights: np.ndarray,
+    labels: list[str],
+    draws: tuple[int, int],
+) -> Row:
+    n = len(set(labels))
+    if n < 2:
+        return Row(name, unit, n, None, None, None, None, f"{n} {unit}: cannot resample")
+    res = stats.contrast_bootstrap(values, weights, units=labels, draws=draws[0], seed=draws[1])
+    note = f"fewer than {FEW_CLUSTERS} units: anti-conservative" if n < FEW_CLUSTERS else ""
+    return Row(name, unit, n, res.estimate, res.low, res.high, res.pvalue, note)
+
+
+def contrast_rows(
+    registration: Registration, records: Sequence[RunRecord]
+) -> tuple[list[Row], list[Row]]:
+    """(bootstrap rows by unit, exact sign-flip rows over intents) of every contrast."""
+    config = {a.id: configuration_of(registration, a.id) for a in registration.arms}
+    seed = registration.design.seed  # the registered contrasts' seed: the family rows agree
+    boot: list[Row] = []
+    flips: list[Row] = []
+    for contrast in registration.contrasts:
+        weights = registration.contrast_weights(contrast.id)
+        arms = list(weights)
+        cells = _cells(records, arms)
+        w = np.array([weights[a] for a in arms])
+        if not cells.tasks:
+            boot.append(Row(contrast.id, "family", 0, None, None, None, None, "no task"))
+            continue
+        boot.append(
+            _bootstrap(contrast.id, "family", cells.values, w, cells.family, (contrast.draws, seed))
+        )
+        boot.append(
+            _bootstrap(contrast.id, "intent", cells.values, w, cells.intent, (contrast.draws, seed))
+        )
+        by_config = per_configuration(cells, weights, config)
+        if by_config is None:
+            n = len({config[a] for a in arms})
+            boot.append(
+                Row(contrast.id, "configuration", n, None, None, None, None, "not separable")
+            )
+        else:
+            d = np.array([[v, 0.0] for v in by_config.values()]).reshape(-1, 2)
+            labels = list(by_config)
+            boot.append(
+                _bootstrap(
+                    contrast.id,
+                    "configuration",
+                    d,
+                    np.array([1.0, -1.0]),
+                    labels,
+                    (contrast.draws, seed),
+                )
+            )
+        flip = stats.contrast_sign_flip(cells.values, w, "two-sided", units=cells.intent, seed=seed)
+        n = len(set(cells.intent))
+        flips.append(Row(contrast.id, "intent", n, flip.estimate, None, None, flip.pvalue))
+    return boot, flips
+
+
+def _holm(rows: Sequence[Row]) -> list[float | None]:
+    """Holm-adjusted p of each row, within the rows of its unit (None: not computed)."""
+    out: list[float | None] = [None] * len(rows)
+    for unit in UNITS:
+        index = [i for i, r in enumerate(rows) if r.unit == unit and r.p is not None]
+        if index:
+            adjusted = stats.holm([rows[i].p for i in index]).adjusted
+            for i, a in zip(index, adjusted, strict=True):
+                out[i] = float(a)
+    return out
+
+
+def _pp(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}"
+
+
+def _p(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def _contrast_tables(registration: Registration, records: Sequence[RunRecord]) -> list[StudyTable]:
+    boot, flips = contrast_rows(registration, records)
+    if not boot:
+        return []
+    holm = _holm(boot)
+    ordered = sorted(zip(boot, holm, strict=True), key=lambda rh: UNITS.index(rh[0].unit))
+    rows = [
+        [
+            r.contrast,
+            f"{r.unit} ({r.units})",
+            _pp(r.estimate),
+            r.note if r.low is None else f"[{_pp(r.low)}, {_pp(r.high)}]",
+            _p(r.p),
+            _p(h),
+        ]
+        for r, h in ordered
+    ]
+    few = sorted(
+        {f"{r.unit} ({r.units})" for r in boot if r.p is not None and r.units < FEW_CLUSTERS}
+    )
+    flip_holm: list[float] = (
+        [float(a) for a in stats.holm([r.p for r in flips]).adjusted] if flips else []
+    )
+    flip_rows = [
+        [r.contrast, str(r.units), _pp(r.estimate), _p(r.p), _p(h)]
+        for r, h in zip(flips, flip_holm, strict=True)
+    ]
+    note = (
+        "Estimates and intervals in percentage points. A family is the task's family (its "
+        "tool cluster may hold several); a "
+        "configuration is a simulated policy, menu mode and completion cap (its contrast "
+        "uses its own arms' weights). A centred bootstrap p cannot fall below "
+        "1 / (draws + 1)."
+    )
+    if few:
+        note += (
+            f" Fewer than {FEW_CLUSTERS} units ({', '.join(few)}): a percentile bootstrap is "
+            "anti-conservative there; read its p values as a demonstration."
+        )
+    return [
+        StudyTable(
+            title="Contrasts by resampling unit (seed 4.2; 95% percentile cluster bootstrap, "
+            "each unit's set Holm-corrected)",
+            columns=["contrast", "unit (n)", "estimate", "95% interval", "p", "Holm p"],
+            rows=rows,
+            note=note,
+        ),
+        StudyTable(
+            title="Exact sign-flip test over intents (two-sided, Holm-corrected)",
+            columns=["contrast", "intents", "estimate", "p (exact)", "Holm p"],
+            rows=flip_rows,
+            note="With U intents the smallest two-sided p is 2 / 2^U (seed: 12 intents, "
+            "p = .0098).",
+        ),
+    ]
+
+
+def stress_pairs(registration: Registration) -> list[tuple[str, str]]:
+    """(arm at the baseline cell, arm one pressure from it) within each configuration; the
+    baseline cell is the first arm's (menu, workflow, encoding)."""
+    arms = [a for a in registration.arms if a.toolbottleneck is not None]
+    if not arms:
+        return []
+    base = arms[0].toolbottleneck
+    assert base is not None
+
+    def levels(arm_id: str) -> tuple[object, ...]:
+        c = next(a for a in arms if a.id == arm_id).toolbottleneck
+        assert c is not None
+        return (c.menu, c.workflow, c.encoding, c.catalog, c.handoffs)
+
+    target = (base.menu, base.workflow, base.encoding, base.catalog, base.handoffs)
+    config = {a.id: configuration_of(registration, a.id) for a in arms}
+    at_base = {config[a.id]: a.id for a in reversed(arms) if levels(a.id) == target}
+    pairs = []
+    for a in arms:
+        apart = sum(x != y for x, y in zip(levels(a.id), target, strict=True))
+        partner = at_base.get(config[a.id])
+        if partner is not None and apart == 1 and a.toolbottleneck and not a.toolbottleneck.catalog:
+            pairs.append((partner, a.id))
+    return pairs
+
+
+@dataclass(frozen=True)
+class StudyRow:
+    """A run record with its arm's cell, as the decoder reads an episode."""
+
+    arm: str
+    cell: Mapping[str, object]
+    menu_mode: str
+    profile: str
+    completion_cap: int
+    task_id: str
+    repeat: int
+    intent: str
+    success: bool
+    first_unmet_obligation: str | None
+    terminal_flag: str | None
+    calls: int
+
+
+def study_rows(registration: Registration, records: Sequence[RunRecord]) -> list[StudyRow]:
+    cells = {a.id: a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None}
+    out = []
+    for r in records:
+        cell = cells.get(r.arm)
+        if cell is None:
+            continue
+        cap = registration.config_of(r.arm).budgets.completion_cap
+        out.append(
+            StudyRow(
+                r.arm,
+                cell.levels(),
+                cell.menu_mode,
+                host_of(registration, r.arm),
+                cap,
+                r.task_id,
+                r.repeat,
+                r.intent,
+                bool(r.success),
+                r.first_unmet_obligation,
+                r.terminal_flag,
+                r.calls,
+            )
+        )
+    return out
+
+
+def _decoder(registration: Registration, records: Sequence[RunRecord]) -> list[StudyTable]:
+    first = registration.arms[0]
+    if first.toolbottleneck is None or first.toolbottleneck.catalog is not None:
+        return []
+    result = decode_pressure(packets(study_rows(registration, records), first.id))
+    if result is None:
+        return []
+    title, header, rows, note = decoder_table(result)
+    return [StudyTable(title=title, columns=header, rows=rows, note=note)]
+
+
+def _repair_rows(records: Sequence[RunRecord]) -> list[RepairRow]:
+    return [
+        RepairRow(
+            r.arm,
+            r.task_id,
+            family_of_task(r.task_id),
+            bool(r.success),
+            float(r.tokens.total or 0),
+            None if r.latency_ms is None else r.latency_ms / 1000.0,
+            r.cost_usd,
+        )
+        for r in records
+    ]
+
+
+def cap_sweep_table(registration: Registration, records: Sequence[RunRecord]) -> list[StudyTable]:
+    """The completion-cap sweep (seed appendix E.1; reading 33): at each registered cap,
+    the menu contrast (largest minus smallest menu, paired on task and repeat) at the first
+    arm's workflow, encoding, host and menu mode, with the large menu's truncation rate
+    and the interaction (largest cap minus smallest); nothing unless two caps have both
+    menu ends."""
+    first = registration.arms[0]
+    base = first.toolbottleneck
+    if base is None:
+        return []
+    home = (host_of(registration, first.id), base.menu_mode, base.workflow, base.encoding)
+    arms: dict[tuple[int, int], str] = {}
+    for arm in registration.arms:
+        cell = arm.toolbottleneck
+        if cell is None or cell.menu is None or cell.catalog is not None or cell.handoffs:
+            continue
+        if (host_of(registration, arm.id), cell.menu_mode, cell.workflow, cell.encoding) != home:
+            continue
+        cap = registration.config_of(arm.id).budgets.completion_cap
+        if cap is not None:
+            arms.setdefault((cap, cell.menu), arm.id)
+    menus = sorted({v for _, v in arms})
+    rows: list[tuple[int, str, str, float | None, float | None]] = []
+    for cap in sorted({c for c, _ in arms}):
+        small, large = arms.get((cap, menus[0])), arms.get((cap, menus[-1]))
+        if small is None or large is None or small == large:
+            continue
+        effect = truncation_stratum(records, small, large).effect
+        cut = truncation([r for r in records if r.arm == large]).rate
+        rows.append((cap, small, large, effect, cut))
+    if len(rows) < 2:
+        return []
+    body = [
+        [
+            str(cap),
+            f"{large} - {small}",
+            "-" if effect is None else f"{100 * effect:+.1f} pp",
+            "-" if cut is None else f"{100 * cut:.1f}%",
+        ]
+        for cap, small, large, effect, cut in rows
+    ]
+    low, high = rows[0][3], rows[-1][3]
+    note = None
+    if low is not None and high is not None:
+        note = f"Interaction (largest cap minus smallest): {100 * (high - low):+.1f} pp."
+    return [
+        StudyTable(
+            title="Completion-cap sweep: the menu contrast at each cap (paired on task and repeat)",
+            columns=["cap", "contrast", "menu effect", "large-menu truncation"],
+            rows=body,
+            note=note,
+        )
+    ]
+
+
+def study_report(registration: Registration, records: Sequence[RunRecord]) -> StudyReport | None:
+    """The section, or None for a registration that is not a study's."""
+    cells = [a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None]
+    if not cells:
+        return None
+    ok = [r for r in records if r.status == "ok" and r.success is not None]
+    tables = _contrast_tables(registration, ok)
+    tables += cap_sweep_table(registration, ok)
+    for title, header, body in census_tables(ok, stress_pairs(registration)):
+        tables.append(
+            StudyTable(title=title, columns=header, rows=[[str(c) for c in b] for b in body])
+        )
+    results = []
+    for repair in registration.repairs or []:
+        try:
+            results.append(repair_result(_repair_rows(ok), repair))
+        except ValueError as exc:  # fewer than two families measured
+            tables.append(
+                StudyTable(title=f"Repair {repair.id}", columns=[], rows=[], note=str(exc))
+            )
+    for i, (title, header, body) in enumerate(repair_tables(results)):
+        tables.append(
+            StudyTable(title=title, columns=header, rows=body, note=MATRIX_NOTE if i else None)
+        )
+    tables += _decoder(registration, ok)
+    if on_model_host(registration):
+        hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
+        return StudyReport(label=MODEL_LABEL.format(hosts=hosts), tables=tables)
+    if on_local_host(registration):
+        hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
+        return StudyReport(label=LOCAL_LABEL.format(profiles=hosts), tables=tables)
+    profiles = ", ".join(sorted({c.policy for c in cells}))
+    return StudyReport(label=LABEL.format(profiles=profiles), tables=tables)

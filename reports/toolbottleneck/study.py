@@ -1,0 +1,390 @@
+"""The report of a ToolBottleneckBench study run: arms, the capacity contrasts, the census.
+
+- **Arms**: success, calls and tokens per arm (cell, menu mode, policy profile).
+- **Capacity contrasts** (seed 4.2, appendix D): when the study holds the eight endpoint
+  cells {V low, high} x {W low, high} x {raw, linked} of one menu mode and profile, the
+  main effects of V, W and linked encoding (seed E_a), their pairwise interactions (E_ab),
+  and, with the checkpoint cells, compact minus raw and typed minus raw at the baseline
+  cell. Each is a paired within-task contrast of cell means (a task's mean over repeats),
+  with a 95% percentile cluster bootstrap resampling families (``draws``, seeded) and
+  its centred p value; the eight p values are Holm-corrected together
+  (:mod:`prereg.stats.contrasts`, :func:`prereg.stats.multiplicity.holm`).
+- **Failure census** (:mod:`prereg.reports.toolbottleneck.census`), with the truncation stratum
+  of each arm that differs from the baseline in one pressure.
+
+The numbers of a simulated study describe the simulated policy, never a model; the
+report says so in its first line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from prereg.core.errors import BadInput
+from prereg.core.files import write_atomic
+from prereg.experiments.toolbottleneck.study import StudyRepair
+from prereg.reports.render.markdown import table
+from prereg.reports.toolbottleneck.census import (
+    census_markdown,
+    census_tables,
+    truncation,
+    truncation_stratum,
+)
+from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_markdown, packets
+from prereg.reports.toolbottleneck.repairs import repair_result, repairs_markdown
+from prereg.runners.toolbottleneck.study import StudyRecord, StudyRun
+from prereg.stats.contrasts import contrast_bootstrap, factorial_weights
+from prereg.stats.multiplicity import holm
+
+ResamplingUnit = Literal["family", "intent"]
+
+EFFECTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("V (largest - smallest menu)", ("V",)),
+    ("W (high - low)", ("W",)),
+    ("D (linked - raw)", ("D",)),
+    ("V x W", ("V", "W")),
+    ("V x D", ("V", "D")),
+    ("W x D", ("W", "D")),
+)
+CHECKPOINTS = (
+    ("compact - raw (baseline cell)", "compact"),
+    ("typed - raw (baseline cell)", "typed"),
+)
+
+
+@dataclass(frozen=True)
+class ContrastRow:
+    name: str
+    weights: dict[str, float]  # arm -> weight
+    estimate: float
+    low: float
+    high: float
+    pvalue: float
+    holm: float
+    units: int
+
+
+def cell_matrix(
+    records: Sequence[StudyRecord], arms: Sequence[str], unit: ResamplingUnit = "family"
+) -> tuple[list[str], list[str], np.ndarray[Any, np.dtype[np.float64]]]:
+    """(tasks, their resampling units (family or intent), the tasks x arms matrix of mean
+    success over repeats)."""
+    sums: dict[tuple[str, str], list[int]] = defaultdict(list)
+    family: dict[str, str] = {}
+    for r in records:
+        if r.arm in arms:
+            sums[(r.task_id, r.arm)].append(int(r.success))
+            family[r.task_id] = r.family if unit == "family" else r.intent
+    tasks = sorted(family)
+    m = np.full((len(tasks), len(arms)), np.nan)
+    for i, task in enumerate(tasks):
+        for j, arm in enumerate(arms):
+            got = sums.get((task, arm))
+            if got:
+                m[i, j] = sum(got) / len(got)
+    return tasks, [family[t] for t in tasks], m
+
+
+def capacity_cell(cell: Mapping[str, Any]) -> bool:
+    """A capacity cell: neither Discovery (a catalog) nor the handoff frontier."""
+    return "R" not in cell and "handoffs" not in cell
+
+
+def _same_configuration(a: StudyRecord, b: StudyRecord) -> bool:
+    """Same menu mode, policy profile and completion cap: one configuration."""
+    return (a.menu_mode, a.profile, a.completion_cap) == (b.menu_mode, b.profile, b.completion_cap)
+
+
+def _design_arms(records: Sequence[StudyRecord], baseline: str) -> dict[tuple[Any, ...], str]:
+    """Cell (V, W, D) -> arm, over the arms sharing the baseline's menu mode and profile."""
+    base = next(r for r in records if r.arm == baseline)
+    out: dict[tuple[Any, ...], str] = {}
+    for r in records:
+        if _same_configuration(r, base) and capacity_cell(r.cell):
+            out.setdefault((r.cell["V"], r.cell["W"], r.cell["D"]), r.arm)
+    return out
+
+
+def design_levels(by_cell: Mapping[tuple[Any, ...], str]) -> dict[str, tuple[object, object]]:
+    """The two levels of each factor: the smallest and largest menu of the design arms,
+    low and high workflow, raw and linked encoding (seed 3.2's endpoints)."""
+    menus = sorted({v for v, _, _ in by_cell})
+    return {"V": (menus[0], menus[-1]), "W": ("low", "high"), "D": ("raw", "linked")}
+
+
+def capacity_contrasts(
+    records: Sequence[StudyRecord],
+    baseline: str,
+    *,
+    draws: int = 10_000,
+    seed: int = 0,
+    unit: ResamplingUnit = "family",
+) -> list[ContrastRow]:
+    """The eight contrasts (fewer when checkpoint cells are missing); [] without the
+    eight endpoint cells. ``unit``: what the bootstrap resamples (families, the primary
+    intervals; or intents, seed 4.2's repeat), Holm over the set."""
+    by_cell = _design_arms(records, baseline)
+    levels = design_levels(by_cell)
+    corners = [(v, w, d) for v in levels["V"] for w in levels["W"] for d in levels["D"]]
+    if levels["V"][0] == levels["V"][1] or any(c not in by_cell for c in corners):
+        return []
+    arms = [by_cell[c] for c in corners]
+    cells = [{"V": v, "W": w, "D": d} for v, w, d in corners]
+    specs: list[tuple[str, list[str], tuple[float, ...]]] = [
+        (name, arms, factorial_weights(cells, list(effect), levels)) for name, effect in EFFECTS
+    ]
+    low_v, low_w, raw = levels["V"][0], levels["W"][0], levels["D"][0]
+    for name, encoding in CHECKPOINTS:
+        arm = by_cell.get((low_v, low_w, encoding))
+        if arm is not None:
+            specs.append((name, [by_cell[(low_v, low_w, raw)], arm], (-1.0, 1.0)))
+    results = []
+    for name, columns, weights in specs:
+        _, families, m = cell_matrix(records, columns, unit)
+        results.append(
+            (
+                name,
+                columns,
+                weights,
+                contrast_bootstrap(m, weights, units=families, draws=draws, seed=seed),
+            )
+        )
+    adjusted = holm([r.pvalue for *_, r in results]).adjusted
+    return [
+        ContrastRow(
+            name=name,
+            weights={a: w for a, w in zip(columns, weights, strict=True) if w},
+            estimate=res.estimate,
+            low=res.low,
+            high=res.high,
+            pvalue=res.pvalue,
+            holm=float(adj),
+            units=res.n,
+        )
+        for (name, columns, weights, res), adj in zip(results, adjusted, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class CapRow:
+    cap: int
+    small: str  # arm at the smallest menu
+    large: str  # arm at the largest menu
+    effect: float | None  # paired menu contrast (large - small)
+    truncated: float | None  # share of the large-menu episodes cut at the cap
+
+
+def cap_sweep(records: Sequence[StudyRecord], baseline: str) -> list[CapRow]:
+    """The menu contrast at each completion cap (seed appendix E.1), at the baseline's
+    workflow and encoding, mode and profile; [] unless two caps have both menu ends."""
+    base = next(r for r in records if r.arm == baseline)
+    arms: dict[tuple[int, int], str] = {}
+    for r in records:
+        same = (r.menu_mode, r.profile) == (base.menu_mode, base.profile)
+        if (
+            same
+            and capacity_cell(r.cell)
+            and (r.cell["W"], r.cell["D"])
+            == (
+                base.cell["W"],
+                base.cell["D"],
+            )
+        ):
+            arms.setdefault((r.completion_cap, r.cell["V"]), r.arm)
+    menus = sorted({v for _, v in arms})
+    rows = []
+    for cap in sorted({c for c, _ in arms}):
+        small, large = arms.get((cap, menus[0])), arms.get((cap, menus[-1]))
+        if small is None or large is None or small == large:
+            continue
+        stratum = truncation_stratum(records, small, large)
+        cut = truncation([r for r in records if r.arm == large])
+        rows.append(CapRow(cap, small, large, stratum.effect, cut.rate))
+    return rows if len(rows) >= 2 else []
+
+
+def _cap_section(records: Sequence[StudyRecord], baseline: str) -> list[str]:
+    rows = cap_sweep(records, baseline)
+    if not rows:
+        return []
+    body = [
+        [
+            r.cap,
+            f"{r.large} - {r.small}",
+            "-" if r.effect is None else f"{100 * r.effect:+.1f} pp",
+            "-" if r.truncated is None else f"{100 * r.truncated:.1f}%",
+        ]
+        for r in rows
+    ]
+    first, last = rows[0].effect, rows[-1].effect
+    note = []
+    if first is not None and last is not None:
+        note = [f"Interaction (largest cap minus smallest): {100 * (last - first):+.1f} pp.", ""]
+    return [
+        "## Completion-cap sweep: the menu contrast at each cap (paired on task and repeat)",
+        "",
+        *table(["cap", "contrast", "menu effect", "large-menu truncation"], body),
+        "",
+        *note,
+    ]
+
+
+def _pressures_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
+    return sum(a[k] != b[k] for k in ("V", "W", "D"))
+
+
+def arm_rows(records: Sequence[StudyRecord]) -> list[list[Any]]:
+    groups: dict[str, list[StudyRecord]] = defaultdict(list)
+    for r in records:
+        groups[r.arm].append(r)
+    rows = []
+    for arm, rs in groups.items():
+        c = rs[0].cell
+        n = len(rs)
+        menu = f"R={c['R']} {c['retriever']} shortlist" if "R" in c else f"V={c['V']}"
+        if "handoffs" in c:
+            menu += f" H={c['handoffs']}"
+        rows.append(
+            [
+                arm,
+                f"{menu} W={c['W']} D={c['D']}",
+                rs[0].menu_mode,
+                rs[0].profile,
+                rs[0].completion_cap,
+                n,
+                f"{100 * sum(r.success for r in rs) / n:.1f}%",
+                f"{sum(r.calls for r in rs) / n:.2f}",
+                f"{sum(r.tokens_input + r.tokens_output for r in rs) / n:.0f}",
+            ]
+        )
+    return rows
+
+
+def _pp(x: float) -> str:
+    return f"{100 * x:+.1f} pp"
+
+
+def _contrast_section(
+    records: Sequence[StudyRecord], baseline: str, draws: int, unit: ResamplingUnit
+) -> list[str]:
+    contrasts = capacity_contrasts(records, baseline, draws=draws, unit=unit)
+    if not contrasts:
+        return []
+    rows = [
+        [
+            c.name,
+            _pp(c.estimate),
+            f"[{_pp(c.low)}, {_pp(c.high)}]",
+            f"{c.pvalue:.4f}",
+            f"{c.holm:.4f}",
+            c.units,
+        ]
+        for c in contrasts
+    ]
+    header = ["contrast", "estimate", "95% interval", "p", "Holm p", f"{unit} clusters"]
+    return [
+        f"## Capacity contrasts, resampling {unit} clusters (paired within task, Holm)",
+        "",
+        *table(header, rows),
+        "",
+    ]
+
+
+def study_markdown(
+    records: Sequence[StudyRecord],
+    baseline: str,
+    *,
+    digest: str,
+    draws: int = 10_000,
+    repairs: Sequence[StudyRepair] = (),
+) -> str:
+    """The whole report as Markdown (every cell escaped)."""
+    lines = [
+        f"# Study {records[0].study if records else ''}",
+        "",
+        "Simulated policy (prereg.runners.toolbottleneck.host): these numbers describe a "
+        "documented mechanism with seeded error rates, not a model.",
+        "",
+        f"Study digest: `{digest}`; {len(records)} episodes.",
+        "",
+        "## Arms",
+        "",
+        *table(
+            ["arm", "cell", "menu", "policy", "cap", "episodes", "success", "calls", "tokens"],
+            arm_rows(records),
+        ),
+        "",
+    ]
+    units: tuple[ResamplingUnit, ...] = ("family", "intent")
+    for unit in units:
+        lines += _contrast_section(records, baseline, draws, unit)
+    lines += _cap_section(records, baseline)
+    lines += repairs_markdown([repair_result(records, r, draws=draws) for r in repairs])
+    lines += decoder_markdown(decode_pressure(packets(records, baseline)))
+    lines += [
+        "## Failure census",
+        "",
+        census_markdown(census_tables(records, stress_pairs(records, baseline))),
+    ]
+    return "\n".join(lines)
+
+
+def stress_pairs(records: Sequence[StudyRecord], baseline: str) -> list[tuple[str, str]]:
+    """(arm at the baseline cell, arm one pressure away) within each configuration (menu
+    mode, profile, cap): the pairs of the census's truncation-stratum table."""
+    base_cell = next((r.cell for r in records if r.arm == baseline), None)
+    if base_cell is None:
+        return []
+    at_base: dict[tuple[str, str, int], str] = {}
+    for r in records:
+        if r.cell == base_cell:
+            at_base.setdefault((r.menu_mode, r.profile, r.completion_cap), r.arm)
+    pairs: list[tuple[str, str]] = []
+    for r in records:
+        partner = at_base.get((r.menu_mode, r.profile, r.completion_cap))
+        if (
+            partner is not None
+            and capacity_cell(r.cell)
+            and _pressures_apart(r.cell, base_cell) == 1
+            and (partner, r.arm) not in pairs
+        ):
+            pairs.append((partner, r.arm))
+    return pairs
+
+
+def check_out(out: Path) -> None:
+    """BadInput (exit 2) when ``out`` exists and is not a folder: call it before running."""
+    if out.exists() and not out.is_dir():
+        raise BadInput("exists and is not a folder", file=str(out), field="--out")
+
+
+def write_study(
+    out: Path,
+    run: StudyRun,
+    baseline: str,
+    *,
+    draws: int = 10_000,
+    repairs: Sequence[StudyRepair] = (),
+) -> list[Path]:
+    """``out/records.jsonl`` (one record a line) and ``out/report.md``; returns the paths.
+
+    Refused (BadInput, exit 2) when ``out`` exists and is not a folder."""
+    check_out(out)
+    records = out / "records.jsonl"
+    report = out / "report.md"
+    lines = "".join(
+        json.dumps(r.model_dump(mode="json"), sort_keys=True) + "\n" for r in run.records
+    )
+    write_atomic(records, lines.encode(), what="the study records")
+    text = study_markdown(
+        list(run.records), baseline, digest=run.digest, draws=draws, repairs=repairs
+    )
+    write_atomic(report, (text + "\n").encode(), what="the study report")
+    return [records, report]

@@ -1,0 +1,116 @@
+"""Export and import of run records: JSON Lines (one record per line) or CSV.
+
+JSONL is the lossless form (the record as stored). CSV flattens tokens, funnel
+stages and oracle verdicts into columns and JSON-encodes the lists (selected
+operations, trace), so a CSV export imports back to the same records.
+
+Import validates every record before writing any: a malformed line is bad input
+(exit 2, naming the line and field); the digest check against the registry is
+done by the caller (exit 3), so this module stays free of the registry.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+from pydantic import ValidationError
+
+from prereg.core.errors import BadInput
+from prereg.core.files import write_atomic
+from prereg.runners.exchange import parquet as parquet_export
+from prereg.runners.exchange.rows import bad_row, from_row, to_row
+from prereg.runners.record import EXPORT_COLUMNS, RunRecord
+
+Format = Literal["jsonl", "csv"]
+
+
+def render_records(records: Iterable[RunRecord], fmt: Format) -> tuple[bytes, int]:
+    """The export file's bytes (UTF-8) and the number of records in it."""
+    buffer = io.StringIO(newline="")
+    n = 0
+    if fmt == "jsonl":
+        for record in records:
+            buffer.write(record.model_dump_json() + "\n")
+            n += 1
+    else:
+        writer = csv.DictWriter(buffer, fieldnames=list(EXPORT_COLUMNS))
+        writer.writeheader()
+        for record in records:
+            writer.writerow(to_row(record))
+            n += 1
+    return buffer.getvalue().encode("utf-8"), n
+
+
+def write_records(records: Iterable[RunRecord], path: Path, fmt: Format) -> int:
+    """Write records to ``path`` atomically (temporary file, then rename); returns count."""
+    data, n = render_records(records, fmt)
+    write_atomic(Path(path), data, what="the export")
+    return n
+
+
+def write_records_to(records: Iterable[RunRecord], stream: BinaryIO, fmt: Format) -> int:
+    """Write records to an open binary stream (``--out -``: standard output); returns count."""
+    data, n = render_records(records, fmt)
+    stream.write(data)
+    stream.flush()
+    return n
+
+
+def detect_format(path: Path) -> Format:
+    suffix = Path(path).suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    if suffix == ".csv":
+        return "csv"
+    raise BadInput(
+        f"cannot tell the format from the extension '{suffix}' (use .jsonl, .csv or .parquet)",
+        file=str(path),
+    )
+
+
+def read_records(path: Path) -> list[tuple[int, RunRecord]]:
+    """(line number, record) for every record in the file; BadInput on the first bad one."""
+    path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        return parquet_export.read_parquet(path)
+    fmt = detect_format(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput("file not found", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"not UTF-8 text ({exc})", file=str(path)) from None
+    out: list[tuple[int, RunRecord]] = []
+    if fmt == "jsonl":
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                out.append((number, RunRecord.model_validate_json(line)))
+            except (ValidationError, ValueError) as exc:
+                raise bad_row(path, number, exc) from None
+        return out
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [
+        c
+        for c in ("record_id", "registration_id", "registration_digest")
+        if c not in (reader.fieldnames or [])
+    ]
+    if missing:
+        raise BadInput(f"missing column(s) {missing}", file=f"{path}:1")
+    for row in reader:
+        number = reader.line_num
+        # csv.DictReader files fields beyond the header under None and pads short rows with None
+        if None in row or any(value is None for value in row.values()):
+            raise BadInput(
+                "the row has more or fewer fields than the header", file=f"{path}:{number}"
+            )
+        try:
+            out.append((number, RunRecord.model_validate(from_row(dict(row)))))
+        except (ValidationError, ValueError) as exc:
+            raise bad_row(path, number, exc) from None
+    return out

@@ -23,12 +23,17 @@ from typing import Any
 
 from typer.testing import CliRunner
 
+from prereg import stats
 from prereg.cli import app
 from prereg.core.workspace import Workspace
 from prereg.registry.registrations import Registry
 from prereg.registry.verify import verified_entry
 from prereg.reports.invokerank import section as rir
+from prereg.reports.invokerank.choices import first_choices
+from prereg.reports.invokerank.counts import _positive, prompt_counts, score_level
+from prereg.reports.invokerank.rating import invoke_rating_block, shares_block
 from prereg.reports.load import load_runs
+from prereg.stats.invokerank import bootstrap_score
 
 REG = "podcast-selection-controls"
 
@@ -55,24 +60,24 @@ def _time(fn: Callable[[], Any], repeats: int) -> float:
 
 
 def _arm_times(obs: list[Any], meta: rir.ArmMeta, seed: int | None, repeats: int) -> list[float]:
-    positive = rir._positive(obs, meta.id)
-    _, stages, _ = rir.score_level(positive)
-    prompts = rir.prompt_counts(positive, stages)
-    ch = rir.first_choices(positive)
+    positive = _positive(obs, meta.id)
+    _, stages, _ = score_level(positive)
+    prompts = prompt_counts(positive, stages)
+    ch = first_choices(positive)
     assert ch is not None
     last = [r[-1] for r in prompts.reached]
     jobs: list[Callable[[], Any]] = [
         partial(
-            rir.stats.invokerank,
+            stats.invokerank,
             prompts.runs,
             prompts.reached,
             prompts.cell,
             stages=stages,
             seed=seed,
         ),
-        partial(rir.bootstrap_score, prompts.runs, last, prompts.cell, seed=seed),
-        partial(rir.invoke_rating_block, ch, meta.id, seed),
-        partial(rir.shares_block, ch, meta.id, seed),
+        partial(bootstrap_score, prompts.runs, last, prompts.cell, seed=seed),
+        partial(invoke_rating_block, ch, meta.id, seed),
+        partial(shares_block, ch, meta.id, seed),
         partial(rir.arm_invokerank, obs, meta, seed),
     ]
     return [_time(job, repeats) for job in jobs]

@@ -1,9 +1,14 @@
 """The InvokeRank section of a report (seed 000): scores, Lever, funnels, controls.
 
-Owns: the published score per arm and intent and everything the section shows beside it
-(:mod:`.section`), and the registered control arms judged by their fixed rules
-(:mod:`.controls`). The estimator itself is :mod:`prereg.stats.invokerank`; this package
-turns analysed runs into its inputs and its results into the report model.
+Owns: the section assembled per arm (:mod:`.section`) from its blocks: runs gathered into
+per-intent counts (:mod:`.counts`), the published score and its intervals per arm and
+intent (:mod:`.scores`, bounds as the model's intervals in :mod:`.intervals`), false
+invokes on negative prompts (:mod:`.negatives`), first choices (:mod:`.choices`), the
+rating, Selection Shares and competitor Levers (:mod:`.rating`), terminal classes and the
+resolution split (:mod:`.terminal`) and the per-server funnel (:mod:`.servers`); and the
+registered control arms judged by their fixed rules (:mod:`.controls`). The estimator
+itself is :mod:`prereg.stats.invokerank`; this package turns analysed runs into its inputs
+and its results into the report model.
 
 May import: the lower layers and the report's own data (the model, observations, pairs).
 """

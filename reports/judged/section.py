@@ -10,7 +10,7 @@ not name: a verdict under a rubric revised after the fact is never mixed in (Inv
   section only; a recorded Completed (an oracle's) is never replaced;
 - the Agent Resolution Split: no-tool runs take the first registered native judge's
   parsed verdict; runs without one stay "unjudged", counted first, and the class
-  shares that would drop them are not shown (:mod:`prereg.reports.invokerank.section`);
+  shares that would drop them are not shown (:mod:`prereg.reports.invokerank.terminal`);
 - the judged-outcome section: per judge and arm, the judge's rate over parsed verdicts
   with the unparseable and unjudged counts, always labelled "uncalibrated judge"; beside
   it, when gold labels exist (``prereg judge ID --gold FILE``, :mod:`prereg.runners.judging.gold`),

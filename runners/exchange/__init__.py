@@ -4,12 +4,12 @@ Owns: ``prereg export``, the target checked and the records verified before any 
 writes them (:mod:`.export`); JSON Lines and CSV (:mod:`.text_formats`), the flat row both
 CSV and Parquet use (:mod:`.rows`), Parquet (:mod:`.parquet`, optional extra), ``prereg
 import``, which accepts only whole, intact chains of planned units (:mod:`.importing`),
-and Inspect AI eval logs read as run records (:mod:`.inspect_log`). Writing an Inspect log needs the report and lives in
-:mod:`prereg.reports.inspect_export`.
+and Inspect AI eval logs read as run records (:mod:`.inspect_log`). Writing an Inspect log
+needs the report and lives in :mod:`prereg.reports.inspect_export`.
 
 May import: the lower layers; the run record, scoring (an imported Inspect sample is
-scored as a run is), the run store and the run's preparation (the registry opened as
-a run opens it).
+scored as a run is), the run store and the run's preparation (the registry opened as a run
+opens it).
 """
 
 #: What modules here may import from the rest of the project (module prefixes); checked

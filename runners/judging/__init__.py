@@ -8,9 +8,9 @@ their export and import (:mod:`.exchange`).
 
 May import: the lower layers; the run record, the run store, the drivers and provider
 plumbing a judge is called through, the run's preparation (a judge runs on a
-registration's frozen experiment) and the export's target check and record formats. The run store's verification reads
-:mod:`.verdicts` and :mod:`.anchors` (``prereg verify`` checks every chain), so those two
-import nothing of the store's verification.
+registration's frozen experiment) and the export's target check and record formats. The
+run store's verification reads :mod:`.verdicts` and :mod:`.anchors` (``prereg verify``
+checks every chain), so those two import nothing of the store's verification.
 """
 
 #: What modules here may import from the rest of the project (module prefixes); checked

@@ -17,7 +17,8 @@ from jsonschema import Draft202012Validator
 from prereg.commands import analyse_cmds
 from prereg.commands.analyse_cmds import _no_cycle_collection
 from prereg.experiments.surfaces import Tool
-from prereg.reports.invokerank.section import _Validity, first_choices
+from prereg.reports.invokerank.choices import first_choices
+from prereg.reports.invokerank.servers import _Validity
 from prereg.reports.observations import Obs, replaced
 from tests.reports import observation
 

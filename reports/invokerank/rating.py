@@ -1,0 +1,230 @@
+"""The first-choice blocks of an arm: the Invoke Rating of its listed servers, the
+Selection Share per contested intent, and the Lever against each intent's best
+competitor, from :class:`~prereg.reports.invokerank.choices.Choices`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from prereg import stats
+from prereg.reports.invokerank.choices import Choices
+from prereg.reports.invokerank.counts import Prompts
+from prereg.reports.invokerank.intervals import LEVELS, _iv, _none
+from prereg.reports.model import (
+    ChoiceShares,
+    CompetitorLever,
+    InvokeRating,
+    Provenance,
+    RatingRow,
+    ShareRow,
+)
+from prereg.reports.pairs import runset
+from prereg.stats.invokerank import (
+    RATING_RESAMPLES,
+    InvokeRatingResult,
+    choice_shares,
+    competitor_lever,
+    invoke_rating,
+)
+
+#: Gaussian prior SD of the Invoke Rating's intent effects (logit scale; the seed gives none)
+RATING_PRIOR_SD = 1.0
+
+# The eligible set of an intent is every server listed to its runs with role focal or
+# competitor (decoys never count): the registration has no eligibility field, so this
+# is the owner-approved pool of the seed's 5.1, not a neutral eligibility (3.4).
+ELIGIBLE_ROLES = frozenset({"focal", "competitor"})
+ELIGIBLE_NOTE = (
+    "the servers listed to the intent's runs with role focal or competitor (the pool as "
+    "registered; decoys excluded); not a neutral eligibility (InvokeRank 3.4)"
+)
+
+
+def _rating_rows(ch: Choices, fit: InvokeRatingResult) -> list[RatingRow]:
+    avail = np.asarray(ch.available)
+    rows = []
+    for j, key in enumerate(ch.keys):
+        beta = float(fit.beta[j])
+        rows.append(
+            RatingRow(
+                integration=key,
+                role=ch.roles[j],
+                listed=int(avail[:, j].sum()),
+                chosen=int(fit.chosen[j + 1]),
+                beta=_none(beta),
+                se=_none(float(fit.se[j])),
+                rating=_none(float(fit.rating[j])),
+                intervals=[
+                    _iv(
+                        fit.rating_low[lv][j],
+                        fit.rating_high[lv][j],
+                        lv,
+                        f"prompt bootstrap percentile ({fit.resamples} resamples, within intents)",
+                    )
+                    for lv in LEVELS
+                ],
+            )
+        )
+    return rows
+
+
+def invoke_rating_block(ch: Choices, arm: str, seed: int | None) -> InvokeRating:
+    """The Invoke Rating of an arm's listed servers (:func:`prereg.stats.invoke_rating`)."""
+    fit = invoke_rating(
+        ch.chosen,
+        ch.available,
+        intent=ch.cell,
+        prompt=ch.prompt,
+        position=ch.position,
+        branded=ch.branded,
+        prior_sd=RATING_PRIOR_SD,
+        resamples=RATING_RESAMPLES,
+        seed=seed,
+        levels=LEVELS,
+    )
+    never = [k for k, c in zip(ch.keys, fit.chosen[1:], strict=True) if c == 0]
+    reason = "fitted"
+    if fit.chosen[0] == 0:
+        reason = "no run chose no tool: the ratings are not identified against the outside option"
+    elif not fit.converged:
+        reason = (
+            "the likelihood has no finite maximum (choices separated by position or intent): "
+            "not identified"
+        )
+    elif never:
+        reason = f"never chosen first (rating unbounded below, shown null): {', '.join(never)}"
+    if fit.converged and fit.resamples and np.all(np.isnan(fit.rating_low[LEVELS[0]])):
+        reason += (
+            f"; {fit.unidentified_resamples} of {fit.resamples} bootstrap resamples not "
+            "identified: no interval"
+        )
+    return InvokeRating(
+        method=fit.method,
+        reason=reason,
+        runs=fit.runs,
+        prompts=fit.prompts,
+        no_tool=int(fit.chosen[0]),
+        dropped=ch.dropped,
+        position=fit.position,
+        position_se=fit.position_se,
+        branded=fit.branded,
+        branded_se=fit.branded_se,
+        prior_sd=fit.prior_sd,
+        resamples=fit.resamples,
+        unidentified_resamples=fit.unidentified_resamples,
+        rows=_rating_rows(ch, fit),
+        provenance=Provenance(
+            function="prereg.stats.invokerank.invoke_rating",
+            parameters={
+                "prior_sd": RATING_PRIOR_SD,
+                "resamples": RATING_RESAMPLES,
+                "seed": seed,
+                "levels": list(LEVELS),
+                "position": "listing position in the run's offer (0 = first)",
+                "branded": "1 for the focal servers of runs whose task is branded"
+                if ch.branded is not None
+                else "no run's task is branded: term not fitted",
+            },
+            registration_field=None,
+            runs=runset(ch.units, f"arm {arm}; positive tasks; status ok; offer recorded"),
+        ),
+    )
+
+
+def _eligible(ch: Choices) -> Any:
+    avail = np.asarray(ch.available)
+    cell = np.asarray(ch.cell)
+    roles = np.array([r in ELIGIBLE_ROLES for r in ch.roles])
+    listed = np.stack([avail[cell == c].any(axis=0) for c in range(len(ch.intents))])
+    return listed & roles[None, :]
+
+
+def shares_block(ch: Choices, arm: str, seed: int | None) -> ChoiceShares:
+    """Selection Share per contested intent and its roll-up (the Invoke Share needs every
+    eligible integration's Executed and Completed, which replayed competitors never have)."""
+    eligible = _eligible(ch)
+    chosen = np.asarray(ch.chosen)
+    hits = np.zeros((chosen.size, len(ch.keys)))
+    picked = chosen >= 0
+    hits[np.flatnonzero(picked), chosen[picked]] = 1.0
+    hits = hits * eligible[np.asarray(ch.cell)]
+    got = choice_shares(hits, ch.cell, eligible, prompt=ch.prompt, seed=seed, levels=LEVELS)
+    method = f"prompt bootstrap percentile ({got.resamples} resamples, within intents)"
+    rows = []
+    for c, intent in enumerate(ch.intents):
+        if not got.contested[c]:
+            continue
+        for j in np.flatnonzero(eligible[c]):
+            rows.append(
+                ShareRow(
+                    intent=intent,
+                    integration=ch.keys[j],
+                    hits=int(got.hits[c, j]),
+                    share=_none(float(got.share[c, j])),
+                    intervals=[
+                        _iv(got.low[lv][c, j], got.high[lv][c, j], lv, method) for lv in LEVELS
+                    ],
+                )
+            )
+    for j in np.flatnonzero(eligible[got.contested].any(axis=0)) if got.contested.any() else []:
+        rows.append(
+            ShareRow(
+                intent="roll-up",
+                integration=ch.keys[j],
+                hits=int(got.hits[got.contested, j].sum()),
+                share=_none(float(got.rollup[j])),
+                intervals=[
+                    _iv(got.rollup_low[lv][j], got.rollup_high[lv][j], lv, method) for lv in LEVELS
+                ],
+            )
+        )
+    return ChoiceShares(
+        label="Selection Share",
+        reason="competitors are replayed, so no eligible competitor has Executed or "
+        "Completed: every intent is computed at Surfaced x Selected (first choice) and "
+        "labelled Selection Share (4.2)",
+        eligible=ELIGIBLE_NOTE,
+        contested_intents=[i for i, c in zip(ch.intents, got.contested, strict=True) if c],
+        rows=rows,
+        provenance=Provenance(
+            function="prereg.stats.invokerank.choice_shares",
+            parameters={"resamples": got.resamples, "seed": seed, "weights": "equal"},
+            registration_field=None,
+            runs=runset(ch.units, f"arm {arm}; positive tasks; status ok; offer recorded"),
+        ),
+    )
+
+
+def competitor_levers(
+    result: stats.InvokeRankResult, prompts: Prompts, ch: Choices
+) -> list[CompetitorLever]:
+    """Lever at Surfaced x Selected against each intent's best competitor: the focal
+    posterior r_D r_S against the competitor's first-choice share (its only observed
+    stage), scaled to the focal Q: Q (r_best / r_focal - 1)^+ (4.2)."""
+    comp = [j for j, role in enumerate(ch.roles) if role == "competitor"]
+    cell = np.asarray(ch.cell)
+    chosen = np.asarray(ch.chosen)
+    out = []
+    for c, intent in enumerate(prompts.intents):
+        focal = float(result.posterior_means[c, 0] * result.posterior_means[c, 1])
+        mine = cell == ch.intents.index(intent) if intent in ch.intents else np.zeros(0, bool)
+        rates = [float(np.mean(chosen[mine] == j)) if mine.any() else math.nan for j in comp]
+        lever, best = competitor_lever(
+            [[focal]], np.asarray(rates, dtype=float).reshape(len(comp), 1, 1)
+        )
+        b = int(best[0])
+        scale = float(result.q_exact[c]) / focal if focal > 0 else math.nan
+        out.append(
+            CompetitorLever(
+                intent=intent,
+                best_competitor=None if b < 0 else ch.keys[comp[b]],
+                focal_rate=focal,
+                competitor_rate=None if b < 0 else rates[b],
+                lever=None if b < 0 else _none(float(lever[0, 0]) * scale),
+            )
+        )
+    return out

@@ -9,8 +9,7 @@ May import: the lower layers, the run record, the study's offline run and the Ma
 table writer its text sections share.
 """
 
-#: What modules here may import from the rest of the project (module prefixes); checked
-#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+#: the project prefixes this subpackage may import (tests/test_architecture.py)
 MAY_IMPORT: tuple[str, ...] = (
     "prereg.core",
     "prereg.stats",

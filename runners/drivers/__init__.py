@@ -9,8 +9,7 @@ The table from a driver's name to its factory is :data:`prereg.runners.drivers.t
 May import: the lower layers and the provider plumbing (:mod:`prereg.runners.providers`).
 """
 
-#: What modules here may import from the rest of the project (module prefixes); checked
-#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+#: the project prefixes this subpackage may import (tests/test_architecture.py)
 MAY_IMPORT: tuple[str, ...] = (
     "prereg.core",
     "prereg.stats",

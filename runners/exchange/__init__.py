@@ -12,8 +12,7 @@ scored as a run is), the run store and the run's preparation (the registry opene
 opens it).
 """
 
-#: What modules here may import from the rest of the project (module prefixes); checked
-#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+#: the project prefixes this subpackage may import (tests/test_architecture.py)
 MAY_IMPORT: tuple[str, ...] = (
     "prereg.core",
     "prereg.stats",

@@ -13,8 +13,7 @@ run store's verification reads :mod:`.verdicts` and :mod:`.anchors` (``prereg ve
 checks every chain), so those two import nothing of the store's verification.
 """
 
-#: What modules here may import from the rest of the project (module prefixes); checked
-#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+#: the project prefixes this subpackage may import (tests/test_architecture.py)
 MAY_IMPORT: tuple[str, ...] = (
     "prereg.core",
     "prereg.stats",

@@ -22,8 +22,7 @@ from prereg.experiments.mcp_snapshot import (
 )
 from prereg.runners.mcp.replay import ReplayServer, is_refusal
 
-#: What modules here may import from the rest of the project (module prefixes); checked
-#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+#: the project prefixes this subpackage may import (tests/test_architecture.py)
 MAY_IMPORT: tuple[str, ...] = (
     "prereg.core",
     "prereg.experiments",

@@ -12,8 +12,7 @@ verdict and gold records whose chains ``prereg verify`` checks beside the runs'
 of the drivers, the harness or the orchestration, which sit above the store.
 """
 
-#: What modules here may import from the rest of the project (module prefixes); checked
-#: by tests/test_architecture.py. Lower layers are listed whole, siblings one by one.
+#: the project prefixes this subpackage may import (tests/test_architecture.py)
 MAY_IMPORT: tuple[str, ...] = (
     "prereg.core",
     "prereg.stats",

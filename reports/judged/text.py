@@ -36,7 +36,7 @@ def judged_lines(report: Report) -> list[str]:
         out.append(
             f"  {r.arm} / {r.judge}: unjudged {r.unjudged} of {r.needed} "
             f"({r.unparseable} unparseable); judge rate {rate} [{r.label}]{corrected}{oracle}"
-            f"{_consumed(r.provenance.parameters)}"
+            f"{_consumed(r.provenance.parameters)}{_left_out(r.provenance.parameters)}"
         )
     return out
 
@@ -55,6 +55,9 @@ def _interval(c: dict[str, Any], what: str, sign: bool = False) -> str:
 def _kappa(k: dict[str, Any]) -> str:
     if k["kappa"] is None:
         return f"{k['agree']}/{k['runs']} agree, kappa undefined"
+    if k["kappa_low"] is None or k["kappa_high"] is None:
+        # a table no resample can vary (all agree, one cell, one rater constant)
+        return f"{k['agree']}/{k['runs']} agree, kappa {k['kappa']:.2f} (no interval: {k['note']})"
     return (
         f"{k['agree']}/{k['runs']} agree, kappa {k['kappa']:.2f} "
         f"({k['kappa_low']:.2f} to {k['kappa_high']:.2f})"
@@ -106,3 +109,14 @@ def _consumed(parameters: dict[str, Any]) -> str:
             "these verdicts: uncalibrated judge"
         )
     return ""
+
+
+def _left_out(parameters: dict[str, Any]) -> str:
+    """The negative-prompt runs the judge was asked about, which its rate leaves out."""
+    n = parameters.get("negative_prompts_left_out")
+    if not n:
+        return ""
+    return (
+        f"; {n} run(s) on negative prompts judged and left out (a judged rate is on "
+        "positive prompts)"
+    )

@@ -37,6 +37,17 @@ if TYPE_CHECKING:
         contrast_sign_flip,
         factorial_weights,
     )
+    from prereg.stats.enumeration import (
+        MAX_ENUMERATED,
+        MC_SE_TARGET,
+        ResampledContrast,
+        bootstrap_multiset_count,
+        bootstrap_multisets,
+        draws_for_mc_se,
+        holm_mc_se,
+        mc_standard_error,
+        resampled_contrast,
+    )
     from prereg.stats.funnel import loss_shares, pass_hat_k
     from prereg.stats.intervals import jeffreys_interval
     from prereg.stats.invokerank import (
@@ -157,6 +168,17 @@ SOURCES: dict[str, tuple[str, ...]] = {
         "ProportionInterval",
         "TOSTResult",
     ),
+    "enumeration": (
+        "MAX_ENUMERATED",
+        "MC_SE_TARGET",
+        "ResampledContrast",
+        "bootstrap_multiset_count",
+        "bootstrap_multisets",
+        "draws_for_mc_se",
+        "holm_mc_se",
+        "mc_standard_error",
+        "resampled_contrast",
+    ),
     "sequential": ("beta_mixture_evalue", "sequential_monitor"),
     "sizing": ("mde_paired", "min_discordant", "prompts_for_mde"),
 }
@@ -195,6 +217,15 @@ __all__ = [
     "sequential_monitor",
     # resampling
     "paired_bootstrap",
+    "MAX_ENUMERATED",
+    "MC_SE_TARGET",
+    "ResampledContrast",
+    "bootstrap_multiset_count",
+    "bootstrap_multisets",
+    "draws_for_mc_se",
+    "holm_mc_se",
+    "mc_standard_error",
+    "resampled_contrast",
     "exact_permutation_test",
     "sign_flip_test",
     # registered contrasts over design cells

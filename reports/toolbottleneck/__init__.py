@@ -3,7 +3,8 @@
 Owns: the section as data (:mod:`.model`), the report of a study run (:mod:`.study`) and of
 a registered study (:mod:`.registered`), the failure census and first unmet obligation
 (:mod:`.census`), the decoder that asks whether the failure record reveals the pressure
-(:mod:`.decoder`) and repairs against switches (:mod:`.repairs`).
+(:mod:`.decoder`), repairs against switches (:mod:`.repairs`), and which episodes a
+registered study's tables count under its infrastructure policy (:mod:`.episodes`).
 
 May import: the lower layers, the run record, the study's offline run and the Markdown
 table writer its text sections share.

@@ -16,7 +16,11 @@ a :class:`prereg.runners.record.RunRecord`, or a ToolBottleneckBench episode row
   independently; or, with both arms truncated, alike).
 
 Reading (documented in docs/toolbottleneck.md): the census counts graded episodes
-(status ``ok``); infrastructure failures are counted apart and never given a flag.
+(status ``ok``) and the units the registered policy counts as failures (a row with
+``counted_failure`` set: ``harness: {infrastructure: count_as_failure}``, built by
+:mod:`prereg.reports.toolbottleneck.episodes`), the latter as failures of their own class
+``infrastructure`` (never a harness limit, never truncated); every other infrastructure
+failure is counted apart (``infra``) and never given a flag.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ FLAGS: tuple[str, ...] = (
     "contract_break",
 )
 HARNESS_LIMITS = frozenset(FLAGS[:5])
+#: The failure class (terminal flag and first unmet obligation) of a unit counted as a
+#: failure under count_as_failure (:mod:`prereg.reports.toolbottleneck.episodes`).
+INFRASTRUCTURE = "infrastructure"
 TableData = tuple[str, list[str], list[list[Any]]]
 
 
@@ -63,15 +70,26 @@ class CensusRow(Protocol):
     def calls(self) -> int: ...
 
 
+def scored(r: CensusRow) -> bool:
+    """Whether the census counts the row: a graded episode (status ok) or a unit the
+    registered policy counts as a failure (``counted_failure``)."""
+    return r.status == "ok" or bool(getattr(r, "counted_failure", False))
+
+
 @dataclass(frozen=True)
 class Census:
-    episodes: int  # graded (status ok)
-    failures: int
-    infra: int  # infrastructure failures, apart
+    episodes: int  # graded (status ok) and counted as failures (count_as_failure)
+    failures: int  # including the counted infrastructure failures
+    infra: int  # infrastructure failures left out, apart
     flags: Mapping[str, int]  # every flag of FLAGS, in order (0 when absent)
+    counted: int = 0  # units counted as failures of class "infrastructure"
 
     def share(self, flag: str) -> float | None:
-        return None if not self.failures else self.flags.get(flag, 0) / self.failures
+        if not self.failures:
+            return None
+        if flag == INFRASTRUCTURE:
+            return self.counted / self.failures
+        return self.flags.get(flag, 0) / self.failures
 
     @property
     def harness_limit_share(self) -> float | None:
@@ -88,18 +106,21 @@ class Census:
 
 
 def census(rows: Iterable[CensusRow]) -> Census:
-    graded = failures = infra = 0
+    graded = failures = infra = counted = 0
     flags: Counter[str] = Counter()
     for r in rows:
-        if r.status != "ok":
+        if not scored(r):
             infra += 1
             continue
         graded += 1
-        if r.success is False:
+        if r.status != "ok":  # counted as a failure: its own class, no terminal flag
+            failures += 1
+            counted += 1
+        elif r.success is False:
             failures += 1
             flags[r.terminal_flag or "contract_break"] += 1
     ordered = {f: flags.get(f, 0) for f in FLAGS}
-    return Census(graded, failures, infra, ordered)
+    return Census(graded, failures, infra, ordered, counted)
 
 
 def census_by_arm(rows: Iterable[CensusRow]) -> dict[str, Census]:
@@ -113,7 +134,7 @@ def obligation_by_flag(rows: Iterable[CensusRow]) -> dict[tuple[str, str], int]:
     """(first unmet obligation, terminal flag) -> failed graded episodes."""
     out: Counter[tuple[str, str]] = Counter()
     for r in rows:
-        if r.status == "ok" and r.success is False:
+        if scored(r) and r.success is False:
             out[(r.first_unmet_obligation or "?", r.terminal_flag or "contract_break")] += 1
     return dict(out)
 
@@ -130,7 +151,7 @@ class Truncation:
 
 
 def truncation(rows: Iterable[CensusRow]) -> Truncation:
-    graded = [r for r in rows if r.status == "ok"]
+    graded = [r for r in rows if scored(r)]
     cut = [r for r in graded if r.terminal_flag == "completion_cap"]
     return Truncation(len(graded), len(cut), sum(1 for r in cut if r.calls == 0))
 
@@ -156,7 +177,7 @@ def sentinel_repeats(rows: Iterable[CensusRow]) -> Repeats:
     """Over (arm, task) units with at least two graded runs."""
     groups: dict[tuple[str, str], list[bool]] = defaultdict(list)
     for r in rows:
-        if r.status == "ok" and r.success is not None:
+        if scored(r) and r.success is not None:
             groups[(r.arm, r.task_id)].append(bool(r.success))
     units = [g for g in groups.values() if len(g) >= 2]
     if not units:
@@ -193,7 +214,7 @@ def _pairs(
 ) -> list[tuple[CensusRow, CensusRow]]:
     by: dict[tuple[str, str, int], CensusRow] = {}
     for r in rows:
-        if r.arm in (base, stressed) and r.status == "ok" and r.success is not None:
+        if r.arm in (base, stressed) and scored(r) and r.success is not None:
             by[(r.arm, r.task_id, r.repeat)] = r
     keys = sorted(
         {(t, k) for a, t, k in by if a == base} & {(t, k) for a, t, k in by if a == stressed}
@@ -251,22 +272,47 @@ def _pp(value: float | None) -> str:
 
 
 def census_tables(
-    rows: Sequence[CensusRow], pairs: Sequence[tuple[str, str]] = ()
+    rows: Sequence[CensusRow],
+    pairs: Sequence[tuple[str, str]] = (),
+    *,
+    infrastructure: str | None = None,
 ) -> list[TableData]:
     """The census as (title, header, rows) tables; ``pairs`` are (base, stressed) arms for
-    the truncation stratum table."""
+    the truncation stratum table.
+
+    ``infrastructure``: the registered policy (``harness.infrastructure``) the rows were
+    built under, or None (a study run, which has no infrastructure failures: the tables as
+    before). ``count_as_failure`` adds the failure class ``infrastructure`` (the units
+    counted as failures, in ``episodes`` and ``failures``) to the census and to the
+    obligation x flag table; either policy adds the infra_error records left out
+    (``infra``), so the table says what it did not count."""
     out: list[TableData] = []
     arms = census_by_arm(rows)
     arms["(all)"] = census(rows)
-    header = ["arm", "episodes", "failures", *FLAGS, "harness limit", "limit w/o infeasible"]
+    counting = infrastructure == "count_as_failure"
+    classes = [*FLAGS, INFRASTRUCTURE] if counting else list(FLAGS)
+    left_out = ["infra_error left out"] if infrastructure is not None else []
+    header = [
+        "arm",
+        "episodes",
+        "failures",
+        *classes,
+        "harness limit",
+        "limit w/o infeasible",
+        *left_out,
+    ]
     body = [
         [
             arm,
             c.episodes,
             c.failures,
-            *[f"{c.flags[f]} ({_pct(c.share(f))})" for f in FLAGS],
+            *[
+                f"{c.counted if f == INFRASTRUCTURE else c.flags[f]} ({_pct(c.share(f))})"
+                for f in classes
+            ],
             _pct(c.harness_limit_share),
             _pct(c.harness_limit_share_without_infeasible),
+            *([c.infra] if left_out else []),
         ]
         for arm, c in arms.items()
     ]
@@ -276,8 +322,8 @@ def census_tables(
     out.append(
         (
             "First unmet obligation x terminal flag (failed episodes)",
-            ["obligation", *FLAGS],
-            [[o, *[crossed.get((o, f), 0) for f in FLAGS]] for o in obligations],
+            ["obligation", *classes],
+            [[o, *[crossed.get((o, f), 0) for f in classes]] for o in obligations],
         )
     )
     by_arm: dict[str, list[CensusRow]] = defaultdict(list)

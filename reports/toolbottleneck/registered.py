@@ -13,7 +13,16 @@ Holm), the seed's other tables, computed from the verified run records:
   weights restricted to its arms (times the number of configurations, so that their mean
   is the registered contrast), cell means weighting families equally; a contrast whose
   restricted weights do not sum to zero in every configuration is not separable and is
-  said so.
+  said so. With few units the bootstrap distribution is enumerated exactly
+  (:func:`prereg.stats.enumeration.resampled_contrast`: every multiset of the units with
+  its multinomial probability, up to 11 units), so no p depends on a seed; with more it
+  is drawn, with enough draws that the Monte Carlo standard error of a Holm p at the
+  decision threshold is below 0.002, and every p shows its MC SE.
+- **Infrastructure failures** count as the registration says
+  (:mod:`prereg.reports.toolbottleneck.episodes`, applied once for every table):
+  ``count_as_failure`` counts a settled unit as a failure (class ``infrastructure``) in
+  every table and denominator, ``retry`` leaves infra_error records out; a table of
+  them, and a note under every table, say which.
 - **Failure census** (:mod:`prereg.reports.toolbottleneck.census`): flags, obligation x flag,
   truncation, sentinel repeats and the truncation stratum of each arm one pressure from
   the baseline cell (the first arm) within its configuration.
@@ -46,6 +55,7 @@ from prereg.registry.resolve import study_player
 from prereg.registry.schema import Registration
 from prereg.reports.toolbottleneck.census import census_tables, truncation, truncation_stratum
 from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_table, packets
+from prereg.reports.toolbottleneck.episodes import Episode, Episodes, episodes
 from prereg.reports.toolbottleneck.model import StudyReport, StudyTable
 from prereg.reports.toolbottleneck.repairs import (
     MATRIX_NOTE,
@@ -55,6 +65,14 @@ from prereg.reports.toolbottleneck.repairs import (
 )
 from prereg.runners.record import RunRecord
 from prereg.stats.bootstrap import FEW_CLUSTERS
+from prereg.stats.enumeration import (
+    MC_SE_TARGET,
+    draws_for_mc_se,
+    holm_mc_se,
+    mc_standard_error,
+    resampled_contrast,
+)
+from prereg.stats.permutation import DEFAULT_DRAWS
 
 LABEL = (
     "SIMULATED POLICY. Every arm of this study ran prereg's simulated pressure-sensitive "
@@ -92,7 +110,7 @@ class Cells:
     values: np.ndarray
 
 
-def _cells(records: Sequence[RunRecord], arms: Sequence[str]) -> Cells:
+def _cells(records: Sequence[Episode], arms: Sequence[str]) -> Cells:
     runs: dict[tuple[str, str], list[float]] = defaultdict(list)
     family: dict[str, str] = {}
     intent: dict[str, str] = {}
@@ -178,6 +196,12 @@ class Row:
     high: float | None
     p: float | None
     note: str = ""
+    #: the p's distribution was enumerated (True) or drawn (False); None: no p
+    exact: bool | None = None
+    #: the Monte Carlo standard error of ``p`` (0 when exact)
+    mc_se: float | None = None
+    #: multisets or sign patterns enumerated, or random draws
+    resamples: int | None = None
 
 
 def _bootstrap(
@@ -191,17 +215,44 @@ def _bootstrap(
     n = len(set(labels))
     if n < 2:
         return Row(name, unit, n, None, None, None, None, f"{n} {unit}: cannot resample")
-    res = stats.contrast_bootstrap(values, weights, units=labels, draws=draws[0], seed=draws[1])
+    res = resampled_contrast(values, weights, units=labels, draws=draws[0], seed=draws[1])
     note = f"fewer than {FEW_CLUSTERS} units: anti-conservative" if n < FEW_CLUSTERS else ""
-    return Row(name, unit, n, res.estimate, res.low, res.high, res.pvalue, note)
+    return Row(
+        name,
+        unit,
+        n,
+        res.estimate,
+        res.low,
+        res.high,
+        res.pvalue,
+        note,
+        exact=res.exact,
+        mc_se=res.mc_se,
+        resamples=res.resamples,
+    )
+
+
+def resampling_draws(registration: Registration) -> int:
+    """Random draws of a contrast whose distribution is not enumerated: the registered
+    draws, raised so that the MC standard error of a Holm p over the registered contrasts
+    is below :data:`~prereg.stats.enumeration.MC_SE_TARGET` at the largest registered
+    alpha (:func:`~prereg.stats.enumeration.draws_for_mc_se`)."""
+    contrasts = registration.contrasts
+    if not contrasts:
+        return 0
+    alpha = max(c.alpha for c in contrasts)
+    need = draws_for_mc_se(alpha, len(contrasts), MC_SE_TARGET)
+    return max(need, *(c.draws for c in contrasts))
 
 
 def contrast_rows(
-    registration: Registration, records: Sequence[RunRecord]
+    registration: Registration, records: Sequence[Episode]
 ) -> tuple[list[Row], list[Row]]:
-    """(bootstrap rows by unit, exact sign-flip rows over intents) of every contrast."""
+    """(bootstrap rows by unit, exact sign-flip rows over intents) of every contrast, over
+    the episodes the registered infrastructure policy counts (:func:`episodes`)."""
     config = {a.id: configuration_of(registration, a.id) for a in registration.arms}
     seed = registration.design.seed  # the registered contrasts' seed: the family rows agree
+    draws = resampling_draws(registration)
     boot: list[Row] = []
     flips: list[Row] = []
     for contrast in registration.contrasts:
@@ -212,12 +263,8 @@ def contrast_rows(
         if not cells.tasks:
             boot.append(Row(contrast.id, "family", 0, None, None, None, None, "no task"))
             continue
-        boot.append(
-            _bootstrap(contrast.id, "family", cells.values, w, cells.family, (contrast.draws, seed))
-        )
-        boot.append(
-            _bootstrap(contrast.id, "intent", cells.values, w, cells.intent, (contrast.draws, seed))
-        )
+        boot.append(_bootstrap(contrast.id, "family", cells.values, w, cells.family, (draws, seed)))
+        boot.append(_bootstrap(contrast.id, "intent", cells.values, w, cells.intent, (draws, seed)))
         by_config = per_configuration(cells, weights, config)
         if by_config is None:
             n = len({config[a] for a in arms})
@@ -229,29 +276,48 @@ def contrast_rows(
             labels = list(by_config)
             boot.append(
                 _bootstrap(
-                    contrast.id,
-                    "configuration",
-                    d,
-                    np.array([1.0, -1.0]),
-                    labels,
-                    (contrast.draws, seed),
+                    contrast.id, "configuration", d, np.array([1.0, -1.0]), labels, (draws, seed)
                 )
             )
-        flip = stats.contrast_sign_flip(cells.values, w, "two-sided", units=cells.intent, seed=seed)
+        flip = stats.contrast_sign_flip(
+            cells.values,
+            w,
+            "two-sided",
+            units=cells.intent,
+            draws=max(DEFAULT_DRAWS, draws),
+            seed=seed,
+        )
         n = len(set(cells.intent))
-        flips.append(Row(contrast.id, "intent", n, flip.estimate, None, None, flip.pvalue))
+        se = 0.0 if flip.exact else mc_standard_error(flip.pvalue, flip.n_resamples)
+        flips.append(
+            Row(
+                contrast.id,
+                "intent",
+                n,
+                flip.estimate,
+                None,
+                None,
+                flip.pvalue,
+                exact=flip.exact,
+                mc_se=se,
+                resamples=flip.n_resamples,
+            )
+        )
     return boot, flips
 
 
-def _holm(rows: Sequence[Row]) -> list[float | None]:
-    """Holm-adjusted p of each row, within the rows of its unit (None: not computed)."""
-    out: list[float | None] = [None] * len(rows)
+def _holm(rows: Sequence[Row]) -> list[tuple[float, float] | None]:
+    """(Holm-adjusted p, its MC standard error) of each row, within the rows of its unit
+    (None: not computed)."""
+    out: list[tuple[float, float] | None] = [None] * len(rows)
     for unit in UNITS:
         index = [i for i, r in enumerate(rows) if r.unit == unit and r.p is not None]
         if index:
-            adjusted = stats.holm([rows[i].p for i in index]).adjusted
-            for i, a in zip(index, adjusted, strict=True):
-                out[i] = float(a)
+            ps = [float(rows[i].p or 0.0) for i in index]
+            adjusted = stats.holm(ps).adjusted
+            errors = holm_mc_se(ps, [rows[i].mc_se or 0.0 for i in index])
+            for i, a, e in zip(index, adjusted, errors, strict=True):
+                out[i] = (float(a), e)
     return out
 
 
@@ -265,59 +331,122 @@ def _p(x: float | None) -> str:
     return "<0.001" if x < 0.001 else f"{x:.3f}"
 
 
-def _contrast_tables(registration: Registration, records: Sequence[RunRecord]) -> list[StudyTable]:
+def _interval(low: float, high: float) -> str:
+    """A percentile interval as printed; one that prints without width says why (every
+    resample gives the same contrast: the units' contrasts are equal)."""
+    text = f"[{_pp(low)}, {_pp(high)}]"
+    if _pp(low) == _pp(high):
+        text += " (no width: every resample gives the same contrast)"
+    return text
+
+
+def _se(x: float | None, exact: bool | None) -> str:
+    """An MC standard error as shown: "0 (exact)" for an enumerated p."""
+    if x is None:
+        return "-"
+    if exact:
+        return "0 (exact)"
+    return f"{x:.4f}"
+
+
+def _contrast_tables(registration: Registration, records: Sequence[Episode]) -> list[StudyTable]:
     boot, flips = contrast_rows(registration, records)
     if not boot:
         return []
     holm = _holm(boot)
     ordered = sorted(zip(boot, holm, strict=True), key=lambda rh: UNITS.index(rh[0].unit))
+    # a Holm p is exact when every p of its unit's set is
+    set_exact = {u: all(r.exact for r in boot if r.unit == u and r.p is not None) for u in UNITS}
     rows = [
         [
             r.contrast,
             f"{r.unit} ({r.units})",
             _pp(r.estimate),
-            r.note if r.low is None else f"[{_pp(r.low)}, {_pp(r.high)}]",
+            r.note if r.low is None or r.high is None else _interval(r.low, r.high),
             _p(r.p),
-            _p(h),
+            _p(None if h is None else h[0]),
+            _se(r.mc_se, r.exact),
+            _se(None if h is None else h[1], set_exact[r.unit]),
         ]
         for r, h in ordered
     ]
     few = sorted(
         {f"{r.unit} ({r.units})" for r in boot if r.p is not None and r.units < FEW_CLUSTERS}
     )
-    flip_holm: list[float] = (
-        [float(a) for a in stats.holm([r.p for r in flips]).adjusted] if flips else []
+    flip_holm = (
+        [float(a) for a in stats.holm([float(r.p or 0.0) for r in flips]).adjusted] if flips else []
     )
+    flip_se = holm_mc_se([float(r.p or 0.0) for r in flips], [r.mc_se or 0.0 for r in flips])
+    every_flip_exact = all(r.exact for r in flips)
     flip_rows = [
-        [r.contrast, str(r.units), _pp(r.estimate), _p(r.p), _p(h)]
-        for r, h in zip(flips, flip_holm, strict=True)
+        [
+            r.contrast,
+            str(r.units),
+            _pp(r.estimate),
+            _p(r.p),
+            _p(h),
+            _se(r.mc_se, r.exact),
+            _se(e, every_flip_exact),
+        ]
+        for r, h, e in zip(flips, flip_holm, flip_se, strict=True)
     ]
+    drawn = sorted({r.resamples or 0 for r in boot if r.exact is False})
     note = (
         "Estimates and intervals in percentage points. A family is the task's family (its "
         "tool cluster may hold several); a "
         "configuration is a simulated policy, menu mode and completion cap (its contrast "
-        "uses its own arms' weights). A centred bootstrap p cannot fall below "
-        "1 / (draws + 1)."
+        "uses its own arms' weights). Up to 11 units the bootstrap distribution is "
+        "enumerated exactly (every multiset of the units with its multinomial "
+        "probability): its p and interval do not depend on a seed, its MC SE is 0, and "
+        "its p may be 0."
     )
+    if drawn:
+        note += (
+            f" Rows with more units draw {', '.join(f'{d:,}' for d in drawn)} resamples "
+            f"(seed {registration.design.seed}): p >= 1 / (draws + 1), MC SE = "
+            "sqrt(p (1 - p) / draws), and the draws keep the MC SE of a Holm p near alpha "
+            f"below {MC_SE_TARGET}."
+        )
     if few:
         note += (
             f" Fewer than {FEW_CLUSTERS} units ({', '.join(few)}): a percentile bootstrap is "
             "anti-conservative there; read its p values as a demonstration."
         )
+    flip_note = (
+        "With U intents the smallest two-sided p is 2 / 2^U (seed: 12 intents, p = .0098). "
+        "Exact: all 2^U sign patterns (MC SE 0) up to 40 intents with a non-zero contrast; "
+        "beyond, random sign patterns with their MC SE."
+    )
     return [
         StudyTable(
             title="Contrasts by resampling unit (seed 4.2; 95% percentile cluster bootstrap, "
             "each unit's set Holm-corrected)",
-            columns=["contrast", "unit (n)", "estimate", "95% interval", "p", "Holm p"],
+            columns=[
+                "contrast",
+                "unit (n)",
+                "estimate",
+                "95% interval",
+                "p",
+                "Holm p",
+                "MC SE",
+                "Holm MC SE",
+            ],
             rows=rows,
             note=note,
         ),
         StudyTable(
             title="Exact sign-flip test over intents (two-sided, Holm-corrected)",
-            columns=["contrast", "intents", "estimate", "p (exact)", "Holm p"],
+            columns=[
+                "contrast",
+                "intents",
+                "estimate",
+                "p (exact)" if every_flip_exact else "p",
+                "Holm p",
+                "MC SE",
+                "Holm MC SE",
+            ],
             rows=flip_rows,
-            note="With U intents the smallest two-sided p is 2 / 2^U (seed: 12 intents, "
-            "p = .0098).",
+            note=flip_note,
         ),
     ]
 
@@ -366,7 +495,9 @@ class StudyRow:
     calls: int
 
 
-def study_rows(registration: Registration, records: Sequence[RunRecord]) -> list[StudyRow]:
+def study_rows(registration: Registration, records: Sequence[Episode]) -> list[StudyRow]:
+    """The scored episodes with their arms' cells (a unit counted as a failure fails,
+    with the failure record ``infrastructure``)."""
     cells = {a.id: a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None}
     out = []
     for r in records:
@@ -393,7 +524,7 @@ def study_rows(registration: Registration, records: Sequence[RunRecord]) -> list
     return out
 
 
-def _decoder(registration: Registration, records: Sequence[RunRecord]) -> list[StudyTable]:
+def _decoder(registration: Registration, records: Sequence[Episode]) -> list[StudyTable]:
     first = registration.arms[0]
     if first.toolbottleneck is None or first.toolbottleneck.catalog is not None:
         return []
@@ -404,14 +535,14 @@ def _decoder(registration: Registration, records: Sequence[RunRecord]) -> list[S
     return [StudyTable(title=title, columns=header, rows=rows, note=note)]
 
 
-def _repair_rows(records: Sequence[RunRecord]) -> list[RepairRow]:
+def _repair_rows(records: Sequence[Episode]) -> list[RepairRow]:
     return [
         RepairRow(
             r.arm,
             r.task_id,
             family_of_task(r.task_id),
             bool(r.success),
-            float(r.tokens.total or 0),
+            r.tokens,
             None if r.latency_ms is None else r.latency_ms / 1000.0,
             r.cost_usd,
         )
@@ -419,7 +550,7 @@ def _repair_rows(records: Sequence[RunRecord]) -> list[RepairRow]:
     ]
 
 
-def cap_sweep_table(registration: Registration, records: Sequence[RunRecord]) -> list[StudyTable]:
+def cap_sweep_table(registration: Registration, records: Sequence[Episode]) -> list[StudyTable]:
     """The completion-cap sweep (seed appendix E.1; reading 33): at each registered cap,
     the menu contrast (largest minus smallest menu, paired on task and repeat) at the first
     arm's workflow, encoding, host and menu mode, with the large menu's truncation rate
@@ -474,22 +605,43 @@ def cap_sweep_table(registration: Registration, records: Sequence[RunRecord]) ->
     ]
 
 
+def _say_how_infrastructure_counted(
+    counted: Episodes, tables: list[StudyTable]
+) -> list[StudyTable]:
+    """Under count_as_failure, or when any infra_error record was made: the table of
+    infrastructure failures first, and under every other table the sentence saying how
+    they were counted (:meth:`Episodes.note`)."""
+    if counted.policy.infrastructure != "count_as_failure" and not counted.infra_records:
+        return tables
+    note = counted.note()
+    return [counted.table()] + [
+        t.model_copy(update={"note": f"{t.note} {note}" if t.note else note}) for t in tables
+    ]
+
+
 def study_report(registration: Registration, records: Sequence[RunRecord]) -> StudyReport | None:
-    """The section, or None for a registration that is not a study's."""
+    """The section, or None for a registration that is not a study's. Every table counts
+    the episodes the registered infrastructure policy counts (:func:`episodes`)."""
     cells = [a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None]
     if not cells:
         return None
-    ok = [r for r in records if r.status == "ok" and r.success is not None]
-    tables = _contrast_tables(registration, ok)
-    tables += cap_sweep_table(registration, ok)
-    for title, header, body in census_tables(ok, stress_pairs(registration)):
+    counted = episodes(registration, records)  # the registered infrastructure policy, once
+    scored = list(counted.scored)
+    tables = _contrast_tables(registration, scored)
+    tables += cap_sweep_table(registration, scored)
+    census = census_tables(
+        counted.census_rows,
+        stress_pairs(registration),
+        infrastructure=counted.policy.infrastructure,
+    )
+    for title, header, body in census:
         tables.append(
             StudyTable(title=title, columns=header, rows=[[str(c) for c in b] for b in body])
         )
     results = []
     for repair in registration.repairs or []:
         try:
-            results.append(repair_result(_repair_rows(ok), repair))
+            results.append(repair_result(_repair_rows(scored), repair))
         except ValueError as exc:  # fewer than two families measured
             tables.append(
                 StudyTable(title=f"Repair {repair.id}", columns=[], rows=[], note=str(exc))
@@ -498,7 +650,8 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
         tables.append(
             StudyTable(title=title, columns=header, rows=body, note=MATRIX_NOTE if i else None)
         )
-    tables += _decoder(registration, ok)
+    tables += _decoder(registration, scored)
+    tables = _say_how_infrastructure_counted(counted, tables)
     if on_model_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
         return StudyReport(label=MODEL_LABEL.format(hosts=hosts), tables=tables)

@@ -6,9 +6,12 @@
   main effects of V, W and linked encoding (seed E_a), their pairwise interactions (E_ab),
   and, with the checkpoint cells, compact minus raw and typed minus raw at the baseline
   cell. Each is a paired within-task contrast of cell means (a task's mean over repeats),
-  with a 95% percentile cluster bootstrap resampling families (``draws``, seeded) and
-  its centred p value; the eight p values are Holm-corrected together
-  (:mod:`prereg.stats.contrasts`, :func:`prereg.stats.multiplicity.holm`).
+  with a 95% percentile cluster bootstrap resampling families and its centred p value;
+  the eight p values are Holm-corrected together (:mod:`prereg.stats.contrasts`,
+  :func:`prereg.stats.multiplicity.holm`). Up to 11 families the bootstrap distribution
+  is enumerated exactly (:func:`prereg.stats.enumeration.resampled_contrast`: no seed,
+  MC SE 0); with more it is drawn, at least ``draws`` times and enough that the Monte
+  Carlo standard error of a Holm p near .05 is below 0.002, and each p shows its MC SE.
 - **Failure census** (:mod:`prereg.reports.toolbottleneck.census`), with the truncation stratum
   of each arm that differs from the baseline in one pressure.
 
@@ -40,7 +43,12 @@ from prereg.reports.toolbottleneck.census import (
 from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_markdown, packets
 from prereg.reports.toolbottleneck.repairs import repair_result, repairs_markdown
 from prereg.runners.toolbottleneck.study import StudyRecord, StudyRun
-from prereg.stats.contrasts import contrast_bootstrap, factorial_weights
+from prereg.stats.contrasts import factorial_weights
+from prereg.stats.enumeration import (
+    draws_for_mc_se,
+    holm_mc_se,
+    resampled_contrast,
+)
 from prereg.stats.multiplicity import holm
 
 ResamplingUnit = Literal["family", "intent"]
@@ -69,6 +77,13 @@ class ContrastRow:
     pvalue: float
     holm: float
     units: int
+    #: the p's bootstrap distribution was enumerated (no seed, MC SE 0), else drawn
+    exact: bool = True
+    #: the Monte Carlo standard errors of ``pvalue`` and ``holm`` (0 when exact)
+    mc_se: float = 0.0
+    holm_mc_se: float = 0.0
+    #: multisets enumerated, or random draws
+    resamples: int = 0
 
 
 def cell_matrix(
@@ -145,6 +160,7 @@ def capacity_contrasts(
         arm = by_cell.get((low_v, low_w, encoding))
         if arm is not None:
             specs.append((name, [by_cell[(low_v, low_w, raw)], arm], (-1.0, 1.0)))
+    draws = max(draws, draws_for_mc_se(0.05, len(specs)))  # used only where not enumerated
     results = []
     for name, columns, weights in specs:
         _, families, m = cell_matrix(records, columns, unit)
@@ -153,10 +169,12 @@ def capacity_contrasts(
                 name,
                 columns,
                 weights,
-                contrast_bootstrap(m, weights, units=families, draws=draws, seed=seed),
+                resampled_contrast(m, weights, units=families, draws=draws, seed=seed),
             )
         )
-    adjusted = holm([r.pvalue for *_, r in results]).adjusted
+    ps = [r.pvalue for *_, r in results]
+    adjusted = holm(ps).adjusted
+    errors = holm_mc_se(ps, [r.mc_se for *_, r in results])
     return [
         ContrastRow(
             name=name,
@@ -167,8 +185,12 @@ def capacity_contrasts(
             pvalue=res.pvalue,
             holm=float(adj),
             units=res.n,
+            exact=res.exact,
+            mc_se=res.mc_se,
+            holm_mc_se=err,
+            resamples=res.resamples,
         )
-        for (name, columns, weights, res), adj in zip(results, adjusted, strict=True)
+        for (name, columns, weights, res), adj, err in zip(results, adjusted, errors, strict=True)
     ]
 
 
@@ -277,6 +299,7 @@ def _contrast_section(
     contrasts = capacity_contrasts(records, baseline, draws=draws, unit=unit)
     if not contrasts:
         return []
+    every_exact = all(c.exact for c in contrasts)
     rows = [
         [
             c.name,
@@ -284,15 +307,39 @@ def _contrast_section(
             f"[{_pp(c.low)}, {_pp(c.high)}]",
             f"{c.pvalue:.4f}",
             f"{c.holm:.4f}",
+            "0 (exact)" if c.exact else f"{c.mc_se:.4f}",
+            "0 (exact)" if every_exact else f"{c.holm_mc_se:.4f}",
             c.units,
         ]
         for c in contrasts
     ]
-    header = ["contrast", "estimate", "95% interval", "p", "Holm p", f"{unit} clusters"]
+    header = [
+        "contrast",
+        "estimate",
+        "95% interval",
+        "p",
+        "Holm p",
+        "MC SE",
+        "Holm MC SE",
+        f"{unit} clusters",
+    ]
+    drawn = sorted({c.resamples for c in contrasts if not c.exact})
+    how = (
+        "Up to 11 clusters the bootstrap distribution is enumerated exactly (every multiset "
+        "of the clusters with its multinomial probability): p and interval do not depend "
+        "on a seed and MC SE is 0."
+    )
+    if drawn:
+        how += (
+            f" Drawn here: {', '.join(f'{d:,}' for d in drawn)} resamples; MC SE = "
+            "sqrt(p (1 - p) / draws), below 0.002 for a Holm p near .05."
+        )
     return [
         f"## Capacity contrasts, resampling {unit} clusters (paired within task, Holm)",
         "",
         *table(header, rows),
+        "",
+        how,
         "",
     ]
 

@@ -31,6 +31,15 @@ rules below were fixed before any data and are applied mechanically:
 
 A control whose statistic has no data (no completed run, or runs recorded
 without the offer block) is ``not_measured``, never passed.
+
+**Minimums.** Placebo and blinded rest on the paired bootstrap the primary analysis
+uses, and are read with its minimum: over fewer than
+:data:`prereg.stats.bootstrap.FEW_CLUSTERS` prompts (the clusters it resamples) the
+primary test's decision "cannot be read" (:mod:`prereg.reports.registered.apply`: the
+interval under-covers), and so the control reads "too few prompts": its
+figures are shown, its verdict is ``not_measured`` with that reason, never pass or fail.
+From the minimum up the rules above apply unchanged. (Decoy and clone swap read Jeffreys
+intervals deflated by the design effect, not a bootstrap, and have no such minimum.)
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from prereg.registry.schema import Registration
 from prereg.reports.model import ControlReport, Interval, Provenance
 from prereg.reports.observations import Obs
 from prereg.reports.pairs import PairData, build_pairs, runset
+from prereg.stats.bootstrap import FEW_CLUSTERS
 
 PLACEBO_LEVEL = 0.95
 BLINDED_LEVEL = 0.95
@@ -153,9 +163,23 @@ def _paired(
         "level": level,
         "rows": int(yc.size),
         "prompts": pairs.n,
+        "min_prompts": FEW_CLUSTERS,
         "runs": "repeat index of each arm",
     }
     return res, pairs, params
+
+
+def too_few_prompts(prompts: int) -> str | None:
+    """Why a bootstrap control over ``prompts`` prompts cannot be read, or None: the
+    primary test's minimum (:data:`prereg.stats.bootstrap.FEW_CLUSTERS` clusters, as
+    :mod:`prereg.reports.registered.apply` reads it), the same for the controls."""
+    if prompts >= FEW_CLUSTERS:
+        return None
+    return (
+        f"too few prompts: {prompts} prompts, fewer than {FEW_CLUSTERS}, the fewest the "
+        "primary test reads a paired bootstrap over (over fewer clusters its interval "
+        "under-covers), so the control can neither pass nor fail"
+    )
 
 
 def _empty(
@@ -204,8 +228,11 @@ def _placebo(ctx: Context, arm: str, reference: str) -> ControlReport:
         )
     res, pairs, params = got
     low, high = _f(res.low), _f(res.high)
+    few = too_few_prompts(pairs.n)
     if low is None or high is None:
         verdict, reason = "not_measured", "the bootstrap interval is undefined"
+    elif few is not None:
+        verdict, reason = "not_measured", few
     elif low <= 0.0 <= high:
         verdict, reason = (
             "pass",
@@ -232,7 +259,7 @@ def _placebo(ctx: Context, arm: str, reference: str) -> ControlReport:
         rule=JUDGES["placebo"].rule,
         verdict=verdict,
         reason=reason,
-        details={"prompts": pairs.n, "rows": params["rows"]},
+        details={"prompts": pairs.n, "rows": params["rows"], "min_prompts": FEW_CLUSTERS},
         provenance=Provenance(
             function="prereg.stats.paired_bootstrap",
             parameters=params,
@@ -271,8 +298,11 @@ def _blinded(ctx: Context, arm: str, reference: str) -> ControlReport:
     low, high = _f(res.low), _f(res.high)
     change = _f(res.estimate)
     summary = f"{_pct(ref_rate)} to {_pct(blind_rate)}; change {_pts(change)} points"
+    few = too_few_prompts(pairs.n)
     if high is None or ref_rate is None or blind_rate is None:
         verdict, reason = "not_measured", "the bootstrap interval is undefined"
+    elif few is not None:
+        verdict, reason = "not_measured", few
     else:
         halves = blind_rate <= ref_rate / 2.0
         below = high < 0.0
@@ -319,6 +349,7 @@ def _blinded(ctx: Context, arm: str, reference: str) -> ControlReport:
             "blinded_selected": blind_k,
             "blinded_runs": blind_n,
             "prompts": pairs.n,
+            "min_prompts": FEW_CLUSTERS,
             "rates_function": "prereg.stats.jeffreys_interval(...).estimate",
         },
         provenance=Provenance(

@@ -12,7 +12,11 @@ not name: a verdict under a rubric revised after the fact is never mixed in (Inv
   parsed verdict; runs without one stay "unjudged", counted first, and the class
   shares that would drop them are not shown (:mod:`prereg.reports.invokerank.terminal`);
 - the judged-outcome section: per judge and arm, the judge's rate over parsed verdicts
-  with the unparseable and unjudged counts, always labelled "uncalibrated judge"; beside
+  on *positive* prompts (a judged outcome is defined on them, as every funnel stage is:
+  the completion judge is also asked about a negative prompt whose call executed, a
+  false invoke, and that verdict is counted as left out, never in the rate, its gold
+  labels and the agreement figures included), with the unparseable and unjudged counts,
+  always labelled "uncalibrated judge"; beside
   it, when gold labels exist (``prereg judge ID --gold FILE``, :mod:`prereg.runners.judging.gold`),
   ``corrected``: the agreement of the annotators with each other and of the judge with
   the gold (Cohen's kappa with its interval, the judge's TPR and FPR with Jeffreys
@@ -182,12 +186,21 @@ def with_completed(
     return tuple(out)
 
 
-def _needs(judge: Judge, o: Obs) -> bool:
+def _asked(judge: Judge, o: Obs) -> bool:
+    """Whether the judge was asked about the run (``prereg judge``'s own rule): any ok run
+    whose first call executed for the completion judge, negative prompts included."""
     if not o.ok:
         return False
     if judge.outcome == "completed":
         return o.funnel.get("executed") is True
     return o.polarity == "positive" and o.terminal_class in _NO_CALL
+
+
+def _needs(judge: Judge, o: Obs) -> bool:
+    """Whether the run counts in the judge's rate: a judged outcome is defined on positive
+    prompts only, as every funnel stage is (:mod:`prereg.reports.observations`); on a
+    negative prompt an executed call is a false invoke, whatever the judge says of it."""
+    return o.polarity == "positive" and _asked(judge, o)
 
 
 def _rate(
@@ -198,13 +211,19 @@ def _rate(
     gold: Sequence[GoldLabel] = (),
     consumed: bool = False,
     chains: dict[str, dict[str, Any]] | None = None,
+    left_out: int = 0,
 ) -> JudgedRate:
+    """One judge's rate on one arm over ``runs`` (positive prompts only); ``left_out``
+    counts the arm's negative-prompt runs the judge was asked about and that the rate
+    leaves out."""
     parsed = [mine[o.record_id] for o in runs if o.record_id in mine]
     ok = [v for v in parsed if v.parse == "ok" and v.met is not None]
     met = sum(1 for v in ok if v.met)
     agreement = _oracle_agreement(judge, runs, mine) if judge.outcome == "completed" else None
     corrected = gold_section(judge, runs, mine, gold)
     parameters: dict[str, Any] = {"rubric": judge.rubric, "rubric_version": judge.rubric_version}
+    if left_out:
+        parameters["negative_prompts_left_out"] = left_out
     if chains is not None:
         parameters["chains"] = chains
     if consumed:
@@ -233,7 +252,9 @@ def _rate(
             function="prereg.reports.judged.section.judged_report",
             parameters=parameters,
             registration_field="judge",
-            runs=runset([o.unit for o in runs], f"arm {arm}; runs needing {judge.outcome}"),
+            runs=runset(
+                [o.unit for o in runs], f"arm {arm}; positive prompts; runs needing {judge.outcome}"
+            ),
         ),
     )
 
@@ -301,9 +322,17 @@ def judged_report(
             arm.id: [o for o in observations if o.arm == arm.id and _needs(judge, o)]
             for arm in reg.arms
         }
+        left_out = {
+            arm.id: sum(
+                1
+                for o in observations
+                if o.arm == arm.id and o.polarity != "positive" and _asked(judge, o)
+            )
+            for arm in reg.arms
+        }
         consumed = _first(reg, judge.outcome) == judge
         mine_rates = {
-            arm: _rate(judge, arm, runs, mine, gold, consumed, chains)
+            arm: _rate(judge, arm, runs, mine, gold, consumed, chains, left_out[arm])
             for arm, runs in arm_runs.items()
         }
         if gold and len(reg.arms) >= 2:

@@ -1,8 +1,16 @@
 """Planning from runs: a pilot registration's estimates, replicate registrations' runs.
 
 ``prereg plan --from-runs`` reads a registration's runs (verified: ledger, digest,
-chain) and fills what the options left open (sigma_d, sigma_run, p01/p10, the prompts,
-the stopping rule) before :func:`prereg.reports.planning.design.build_plan` computes the plan.
+chain) and fills what the options left open (the runs per arm, sigma_d, sigma_run,
+p01/p10, the prompts, the stopping rule) before
+:func:`prereg.reports.planning.design.build_plan` computes the plan.
+
+Runs per arm: without ``--runs-per-arm`` the plan is made at the pilot's repeats (each
+repeat of an arm is a replicate run of it, the layout :mod:`.pilot` estimates from, and
+the runs per arm ``prereg register`` checks a plan with are the registration's repeats),
+and a note says so. Between-run SD: an arm without variance (one run, or runs identical
+outcome by outcome) is left out of the pooled SD, from the pilot's repeats and from
+replicate registrations alike, and a note names it and says why.
 The figures come from the estimators of :mod:`prereg.reports.planning.pilot`; a plan from options
 alone needs none of this module (see :mod:`prereg.reports.planning.design`).
 """
@@ -23,7 +31,13 @@ from prereg.registry.units import arm_config
 from prereg.registry.verify import verified_entry
 from prereg.reports.planning import design as plan_core
 from prereg.reports.planning.design import Inputs, PlanOptions
-from prereg.reports.planning.pilot import PilotData, PilotEstimate, estimate_pilot, load_pilot
+from prereg.reports.planning.pilot import (
+    PilotData,
+    PilotEstimate,
+    estimate_pilot,
+    load_pilot,
+    without_variance,
+)
 from prereg.runners.store.choose import resolve_store
 from prereg.stats.invokerank import REPLICATE_PERMUTATIONS, replicate_variance
 
@@ -34,11 +48,12 @@ __all__ = ["PlanOptions", "build_plan", "pilot_estimates", "replicate_entries"]
 
 
 def pilot_estimates(
-    ws: Workspace, reg_id: str, runs: int, seed: int, store: str | None = None
+    ws: Workspace, reg_id: str, runs: int | None, seed: int, store: str | None = None
 ) -> tuple[dict[str, Any], PilotEstimate, Registration]:
     """Estimates from a registration's runs: (pilot JSON, estimate, registration).
 
-    ``store``: ``--store`` (else ``PREREG_STORE``, else the workspace's runs/)."""
+    ``runs``: the planned runs per arm (None: the pilot's repeats); ``store``:
+    ``--store`` (else ``PREREG_STORE``, else the workspace's runs/)."""
     entry = verified_entry(Registry(ws.registry), reg_id)
     reg = entry.registration
     control, treatment = reg.compared_arms()
@@ -50,6 +65,8 @@ def pilot_estimates(
         outcome=reg.outcome,
     )
     est = estimate_pilot(data, control, treatment, seed=seed)
+    if runs is None:
+        runs = est.repeats
     info = est.to_json()
     info.update(
         registration=entry.id,
@@ -88,15 +105,44 @@ def _sigma_d_from_pilot(inputs: Inputs, est: PilotEstimate) -> None:
         )
 
 
+def _left_out(ignored: Sequence[dict[str, Any]], source: str) -> list[str]:
+    """One note per arm left out of a pooled between-run SD: which arm, and why."""
+    return [
+        f"arm '{a['arm']}' left out of the between-run SD {source}: {a['reason']}" for a in ignored
+    ]
+
+
 def _sigma_run_from_pilot(inputs: Inputs, est: PilotEstimate) -> None:
+    ignored = est.between_run.ignored
     if math.isfinite(est.between_run.sigma_run):
         inputs.sigma_run = est.between_run.sigma_run
         inputs.sources["sigma_run"] = "pilot"
-    else:
+        inputs.notes.extend(_left_out(ignored, "of the pilot's repeats"))
+    elif ignored and all(a["runs"] < 2 for a in ignored):
         inputs.notes.append(
             "the between-run SD is not estimable (the pilot has one run per "
             "arm); planned with sigma_run = 0"
         )
+    else:
+        why = "; ".join(f"arm '{a['arm']}': {a['reason']}" for a in ignored)
+        inputs.notes.append(
+            f"the between-run SD is not estimable (no arm of the pilot has runs that "
+            f"vary: {why}); planned with sigma_run = 0"
+        )
+
+
+def _runs_from_pilot(inputs: Inputs, opts: PlanOptions, est: PilotEstimate) -> None:
+    """Without --runs-per-arm: the pilot's repeats, said in a note."""
+    if opts.runs_per_arm is not None:
+        return
+    inputs.runs = est.repeats
+    inputs.notes.append(
+        f"no --runs-per-arm: planned at the pilot's {est.repeats} "
+        f"repeat{'' if est.repeats == 1 else 's'} as runs per arm "
+        "(each repeat of an arm is a replicate run of it, as a registration's "
+        "design.repeats are when register checks its plan); give --runs-per-arm to "
+        "plan another number"
+    )
 
 
 def _stopping_from_registration(inputs: Inputs, reg: Registration) -> None:
@@ -113,7 +159,8 @@ def _apply_pilot(
     inputs: Inputs, opts: PlanOptions, reg_id: str, ws: Workspace, store: str | None
 ) -> None:
     """Fill what the options left open from the registration's runs (options win)."""
-    inputs.pilot, est, reg = pilot_estimates(ws, reg_id, inputs.runs, opts.seed, store)
+    inputs.pilot, est, reg = pilot_estimates(ws, reg_id, opts.runs_per_arm, opts.seed, store)
+    _runs_from_pilot(inputs, opts, est)
     if reg.kind != "exploratory":
         inputs.notes.append(
             f"'{reg_id}' is {reg.kind}; plans are normally made from an exploratory pilot"
@@ -199,8 +246,11 @@ def replicate_estimates(
     Each arm's prompts x runs x repeats outcomes over the prompts every registration
     completed go to :func:`prereg.stats.invokerank.replicate_variance`; the pooled SD is
     the root of the mean of the arms' clipped-at-zero moment estimates squared, and the
-    pooled p-value the smaller arm p-value times the number of arms (Bonferroni, capped
-    at 1).
+    pooled p-value the smallest arm p-value times the number of arms pooled (Bonferroni,
+    capped at 1). An arm without variance (every prompt the same outcome in every run
+    and repeat: the within-run variance is 0 and so is the runs') is left out of both
+    and listed in ``ignored`` (:func:`prereg.reports.planning.pilot.without_variance`);
+    when no arm varies, ``sigma_run`` and ``pvalue`` are None.
     """
     entries = replicate_entries(ws, reg_ids)
     reg = entries[0].registration
@@ -208,6 +258,7 @@ def replicate_estimates(
     runs = resolve_store(ws.runs, store)
     data = [load_pilot(runs, e.id, arms, digest=e.digest, outcome=reg.outcome) for e in entries]
     by_arm: list[dict[str, Any]] = []
+    ignored: list[dict[str, Any]] = []
     pvalues: list[float] = []
     sigmas: list[float] = []
     for arm in arms:
@@ -217,6 +268,12 @@ def replicate_estimates(
                 f"arm '{arm}' has fewer than two prompts completed in every registration",
                 field="--from-runs",
             )
+        n, r, k = cube.shape
+        flat = cube.reshape(n, r * k)
+        why = without_variance(r, n, bool(np.all(flat == flat[:, :1])))
+        if why is not None:
+            ignored.append({"arm": arm, "runs": r, "prompts": n, "repeats": k, "reason": why})
+            continue
         v = replicate_variance(cube, permutations=permutations, seed=seed)
         pvalues.append(v.pvalue)
         sigmas.append(v.sigma_run)
@@ -235,17 +292,19 @@ def replicate_estimates(
                 "pvalue": v.pvalue,
             }
         )
-    pooled = float(np.mean(np.square(sigmas))) ** 0.5
+    pooled = float(np.mean(np.square(sigmas))) ** 0.5 if sigmas else None
     return {
         "registrations": [e.id for e in entries],
         "sigma_run": pooled,
-        "pvalue": min(1.0, min(pvalues) * len(pvalues)),
+        "pvalue": min(1.0, min(pvalues) * len(pvalues)) if pvalues else None,
         "by_arm": by_arm,
+        "ignored": ignored,
         "permutations": permutations,
         "seed": seed,
         "method": "each registration one run; method of moments over the runs' rates; "
         "within-prompt permutation test of excess variance (InvokeRank 7.3), "
-        "arms pooled by the mean of their squared SDs, p by Bonferroni over arms",
+        "arms pooled by the mean of their squared SDs, p by Bonferroni over arms; "
+        "an arm without variance (identical runs) left out",
     }
 
 
@@ -256,6 +315,14 @@ def _apply_replicates(
     replicates = replicate_estimates(ws, reg_ids, opts.seed, store=store)
     if inputs.pilot is not None:
         inputs.pilot["replicates"] = replicates
+    source = f"of the {len(reg_ids)} replicate registrations"
+    if replicates["sigma_run"] is None:
+        why = "; ".join(f"arm '{a['arm']}': {a['reason']}" for a in replicates["ignored"])
+        inputs.notes.append(
+            f"the between-run SD {source} is not estimable (no arm varies: {why}); "
+            "sigma_run as from the pilot's repeats or the options"
+        )
+        return
     if opts.sigma_run is None:
         inputs.sigma_run = replicates["sigma_run"]
         inputs.sources["sigma_run"] = "replicate registrations"
@@ -264,6 +331,7 @@ def _apply_replicates(
         f"{replicates['sigma_run']:.4f} (permutation p = {replicates['pvalue']:.3f}); "
         f"the other estimates are from '{reg_ids[0]}'"
     )
+    inputs.notes.extend(_left_out(replicates["ignored"], source))
 
 
 def build_plan(

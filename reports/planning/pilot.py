@@ -251,12 +251,19 @@ class RunVariance:
 
 @dataclass(frozen=True)
 class BetweenRun:
-    """Between-run SD pooled over arms, with each arm's own estimate.
+    """Between-run SD pooled over the arms with variance, with each arm's own estimate.
 
     ``sigma_run`` pools the arms' moment estimates with weights (runs - 1):
     sigma_run^2 = max(0, sum_a (R_a - 1) (s_a^2 - W_a) / (1 - 1/N_a) / sum_a (R_a - 1)).
     ``pvalue`` is the permutation test of the pooled statistic sum_a (R_a - 1) s_a^2,
-    permuting within prompt within arm. Both are nan when no arm has two runs.
+    permuting within prompt within arm. Both are nan when no arm has variance.
+
+    An arm *without variance* is left out of both and listed in ``ignored`` (arm, runs,
+    prompts, reason): one with fewer than two runs sharing two prompts, or whose runs are
+    identical (every prompt the same outcome in every run, so W_a = 0 and s_a^2 = 0).
+    Its moment estimate is 0 - 0, the absence of an estimate rather than an estimate of
+    zero; pooled in with weight R_a - 1 it would pull the SD of the arms that vary towards
+    0 (two arms of three runs, one of them deterministic: by a factor 1/sqrt(2)).
     """
 
     sigma_run: float
@@ -265,8 +272,11 @@ class BetweenRun:
     by_arm: list[RunVariance]
     permutations: int
     seed: int | None
+    #: arms left out of the pooled figures: {"arm", "runs", "prompts", "reason"}
+    ignored: list[dict[str, Any]] = field(default_factory=list)
     method: str = (
-        "method of moments over replicate runs (repeats) of each arm, pooled; "
+        "method of moments over replicate runs (repeats) of each arm, pooled over the "
+        "arms with variance (an arm with one run or identical runs is left out); "
         "within-prompt permutation test of excess variance (InvokeRank 7.3)"
     )
 
@@ -314,17 +324,34 @@ def _moments(m: FloatArray) -> tuple[float, float, float]:
     return s2, w, excess
 
 
+def without_variance(runs: int, prompts: int, identical: bool) -> str | None:
+    """Why an arm's runs carry no between-run variance to pool, or None when they do:
+    fewer than two runs (or prompts) to compare, or runs identical outcome by outcome."""
+    if runs < 2:
+        return "one run: no variance between runs" if runs else "no run with outcomes"
+    if prompts < 2:
+        return f"{prompts} prompt(s) observed in all of its {runs} runs: nothing to compare"
+    if identical:
+        return (
+            f"its {runs} runs are identical (every one of its {prompts} prompts has the same "
+            "outcome in every run): no variance, so no estimate, not an estimate of zero"
+        )
+    return None
+
+
 def between_run(
     matrices: Mapping[str, Any], permutations: int = DEFAULT_PERMUTATIONS, seed: int | None = 0
 ) -> BetweenRun:
     """Between-run SD of replicate runs (columns) of each arm, and its permutation test.
 
-    An arm contributes when at least two runs share at least two prompts.
+    An arm contributes when at least two runs share at least two prompts and its runs
+    are not identical (:func:`without_variance`); the others are listed in ``ignored``.
     """
     if int(permutations) < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations!r}")
     rng = np.random.default_rng(seed)
     arms: list[RunVariance] = []
+    ignored: list[dict[str, Any]] = []
     used: list[FloatArray] = []
     weights: list[float] = []
     num = 0.0
@@ -334,7 +361,9 @@ def between_run(
     for arm, values in matrices.items():
         m = _complete_runs(_binary_matrix(values, arm))
         n, r = m.shape
-        if r < 2 or n < 2:
+        why = without_variance(r, n, bool(np.all(m == m[:, :1])) if m.size else False)
+        if why is not None:
+            ignored.append({"arm": arm, "runs": r, "prompts": n, "reason": why})
             continue
         s2, w, excess = _moments(m)
         stat = _permutation_statistics([m], [1.0], int(permutations), rng)
@@ -360,7 +389,7 @@ def between_run(
         s2_pooled += (r - 1) * s2
         w_pooled += (r - 1) * w
     if not used:
-        return BetweenRun(math.nan, math.nan, math.nan, [], int(permutations), seed)
+        return BetweenRun(math.nan, math.nan, math.nan, [], int(permutations), seed, ignored)
     pooled = _permutation_statistics(used, weights, int(permutations), rng)
     p = float((1 + np.sum(pooled >= s2_pooled - 1e-12)) / (1 + int(permutations)))
     return BetweenRun(
@@ -370,6 +399,7 @@ def between_run(
         by_arm=arms,
         permutations=int(permutations),
         seed=seed,
+        ignored=ignored,
     )
 
 

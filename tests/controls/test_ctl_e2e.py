@@ -41,10 +41,14 @@ def test_the_draft_runs_and_reports_every_control_with_its_rule(ws: Path, cli, a
     assert (
         controls["decoy"]["rule"] == "fails only if the lower bound of the 90% interval exceeds 2%"
     )
-    assert all(c["verdict"] in ("pass", "fail") for c in controls.values())
+    assert all(controls[c]["verdict"] in ("pass", "fail") for c in ("decoy", "clone-swap"))
+    # the bundled draft's 5 positive prompts are fewer than the primary test reads: the two
+    # controls read by the paired bootstrap are not measured, and say why (issue 39)
+    for name in ("placebo", "blinded"):
+        assert controls[name]["verdict"] == "not_measured"
+        assert controls[name]["reason"].startswith("too few prompts: 5 prompts")
     # what the local host does, by its documented mechanics: it reads tool metadata (blinded
     # selection collapses) and never surfaces a server that shares no word with the prompts
-    assert controls["blinded"]["verdict"] == "pass"
     assert controls["blinded"]["details"]["blinded_rate"] == 0.0
     assert controls["decoy"]["verdict"] == "pass" and controls["decoy"]["estimate"] == 0.0
     assert controls["clone-swap"]["details"]["pair_share"]["trials"] > 0

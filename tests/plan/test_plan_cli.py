@@ -281,9 +281,23 @@ def test_from_runs_estimates_then_plans(ws: Path, cli) -> None:
     ).json()
     assert over["sigma_d"] == 0.3 and over["sigma_run"] == 0.0 and over["prompts"] == 40
     assert over["sources"]["sigma_d"] == "option"
+    # without --runs-per-arm the plan keeps the pilot's 3 repeats and says so
+    kept = cli(
+        "-w", ws, "plan", "--from-runs", "music-library-pilot", "--sims", "0", "--json"
+    ).json()
+    assert kept["sigma_d"] == pytest.approx(expected.sigma_d.at(3))
     # a single planned run per arm: sigma_d rescaled upwards from the 3-repeat pilot
     single = cli(
-        "-w", ws, "plan", "--from-runs", "music-library-pilot", "--sims", "0", "--json"
+        "-w",
+        ws,
+        "plan",
+        "--from-runs",
+        "music-library-pilot",
+        "--runs-per-arm",
+        "1",
+        "--sims",
+        "0",
+        "--json",
     ).json()
     assert single["sigma_d"] == pytest.approx(expected.sigma_d.at(1))
     human = cli("-w", ws, "plan", "--from-runs", "music-library-pilot", "--sims", "0")

@@ -1,6 +1,7 @@
 """Coverage of the 95% paired bootstrap interval resampling tasks vs paraphrase clusters.
 
     python bench/cluster_coverage.py [--reps 1000] [--draws 2000] [--quick]
+    python bench/cluster_coverage.py --few [--small] [--few-reps 400]
 
 30 clusters x 4 paraphrases; the paired difference carries a shared cluster effect.
 Resampling tasks treats 120 correlated paraphrases as independent and under-covers by
@@ -14,14 +15,23 @@ tests/stats/test_cluster_resampling.py). Prints tables; no assertions.
    simulation of the superpopulation.
 3. A 2 x 2 interaction contrast (contrast_bootstrap, units = task vs cluster), with a
    cluster-level interaction effect.
+4. Few clusters (issue 39; ``--few`` alone, ``--small`` adds 5, 6 and 8 clusters): the
+   coverage at 10, 20 and 40 clusters of 4 binary tasks, per design (base rate 0.2, 0.5,
+   0.8; ICC 0.1, 0.3, 0.5; no effect, +0.3 and -0.3 relative) and summarised, at the
+   nominal 0.95 and 0.90, of the candidate intervals: the percentile (before), the
+   percentile with its deviations scaled by sqrt(n/(n-1)) t_(n-1)/z, Hesterberg's (2015)
+   expanded percentile, and the default bootstrap-SE interval with t_(n-1) critical
+   values (chosen: see paired_bootstrap's docstring).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
+from scipy import stats as sps
 from scipy.special import expit
 
 import prereg.stats as ps
@@ -112,19 +122,121 @@ def interaction(reps: int, draws: int) -> None:
     print()
 
 
+# the grid of section 4: base rate, ICC of the control outcomes within a cluster, relative
+# effect (+e closes e of the gap to 1, -e removes e of the rate)
+FEW_GRID = [
+    (p0, icc, e) for p0 in (0.2, 0.5, 0.8) for icc in (0.1, 0.3, 0.5) for e in (0, 0.3, -0.3)
+]
+CANDIDATES = ("percentile", "scaled pct", "expanded", "t (default)")
+
+
+def _beta(rng: np.random.Generator, mean: float, icc: float, size: int) -> np.ndarray:
+    scale = 1.0 / icc - 1.0
+    return rng.beta(mean * scale, (1.0 - mean) * scale, size)
+
+
+def _few_data(
+    rng: np.random.Generator, clusters: int, p0: float, icc: float, effect: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """4 binary tasks a cluster; cluster control rate Beta(mean p0, ICC icc); the treatment
+    closes a Beta(mean |effect|, ICC 0.2) share of the gap to 1 (effect > 0) or removes
+    that share of the rate (effect < 0). Returns rows, cluster labels and the truth."""
+    pc = _beta(rng, p0, icc, clusters)
+    if effect == 0:
+        pt, truth = pc, 0.0
+    else:
+        u = _beta(rng, abs(effect), 0.2, clusters)
+        pt = pc + (1.0 - pc) * u if effect > 0 else pc * (1.0 - u)
+        truth = effect * (1.0 - p0) if effect > 0 else effect * p0
+    labels = np.repeat(np.arange(clusters), 4)
+    yc = (rng.random(labels.size) < pc[labels]).astype(float)
+    yt = (rng.random(labels.size) < pt[labels]).astype(float)
+    return yc, yt, labels, truth
+
+
+def _candidates(res: ps.BootstrapResult, level: float) -> list[tuple[float, float]]:
+    """The candidate intervals from one result's draws (no run labels: the draws are the
+    resampled cluster means, whatever the level): the percentile, its deviations from the
+    estimate scaled by sqrt(n/(n-1)) t_(n-1,q)/z_q, Hesterberg's expanded percentile
+    (quantiles at 2 Phi(-sqrt(n/(n-1)) t_(n-1,q)) / 2) and the default's own ends."""
+    n, est, d = res.n, res.estimate, res.distribution
+    q = 0.5 + level / 2
+    stretch = math.sqrt(n / (n - 1)) * float(sps.t.ppf(q, n - 1))
+    lo, hi = np.quantile(d, [1 - q, q])
+    k = stretch / float(sps.norm.ppf(q))
+    tail = float(sps.norm.sf(stretch))
+    ex_lo, ex_hi = np.quantile(d, [tail, 1 - tail])
+    return [
+        (float(lo), float(hi)),
+        (est + k * min(lo - est, 0.0), est + k * max(hi - est, 0.0)),
+        (float(ex_lo), float(ex_hi)),
+        (res.low, res.high),
+    ]
+
+
+def few_clusters(reps: int, draws: int, sizes: tuple[int, ...]) -> None:
+    print("4. few clusters: coverage of the candidate intervals, 4 binary tasks a cluster,")
+    print(
+        f"   clusters resampled; {reps} data sets a design, {draws} draws; candidates: "
+        + ", ".join(CANDIDATES)
+    )
+    levels = (0.95, 0.90)
+    head = " ".join(f"{c[:11]:>11}" for c in CANDIDATES)
+    print(f"{'n':>3} {'p0':>4} {'icc':>4} {'eff':>5} | 0.95: {head} | 0.90: {head}")
+    summary: dict[int, np.ndarray] = {}
+    for n in sizes:
+        table = np.zeros((len(FEW_GRID), len(levels), len(CANDIDATES)))
+        for g, (p0, icc, effect) in enumerate(FEW_GRID):
+            rng = np.random.default_rng([n, g])
+            for rep in range(reps):
+                yc, yt, labels, truth = _few_data(rng, n, p0, icc, effect)
+                for j, lv in enumerate(levels):
+                    res = ps.paired_bootstrap(yc, yt, labels, draws=draws, level=lv, seed=rep)
+                    for c, (lo, hi) in enumerate(_candidates(res, lv)):
+                        table[g, j, c] += max(lo, -1.0) <= truth <= min(hi, 1.0)
+            table[g] /= reps
+            cells = [" ".join(f"{v:>11.3f}" for v in table[g, j]) for j in range(len(levels))]
+            design = f"{n:>3} {p0:>4.1f} {icc:>4.1f} {effect:>+5.1f}"
+            print(f"{design} | 0.95: {cells[0]} | 0.90: {cells[1]}")
+        summary[n] = table
+    print(f"   summary over the {len(FEW_GRID)} designs (Monte Carlo SE of one design's")
+    print(
+        f"   coverage near 0.95: {math.sqrt(0.95 * 0.05 / reps):.3f}; of the mean: "
+        f"{math.sqrt(0.95 * 0.05 / reps / len(FEW_GRID)):.4f})"
+    )
+    for n, table in summary.items():
+        for j, lv in enumerate(levels):
+            means = " ".join(f"{v:>11.3f}" for v in table[:, j].mean(axis=0))
+            worst = " ".join(f"{v:>11.3f}" for v in table[:, j].min(axis=0))
+            print(f"{n:>3} {lv:.2f} mean  {means}")
+            print(f"{'':>3} {'':>4} worst {worst}")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=2000)
     parser.add_argument("--quick", action="store_true", help="200 replications, 1000 draws")
+    parser.add_argument("--few", action="store_true", help="section 4 (few clusters) only")
+    parser.add_argument("--few-reps", type=int, default=400, help="data sets a design (4)")
+    parser.add_argument("--small", action="store_true", help="section 4 at 5, 6, 8 clusters too")
     args = parser.parse_args()
     reps, draws = (200, 1000) if args.quick else (args.reps, args.draws)
+    sizes = ((5, 6, 8) if args.small else ()) + (10, 20, 40)
+    few_reps = 100 if args.quick else args.few_reps
+    if args.few:
+        start = time.perf_counter()
+        few_clusters(few_reps, 1000, sizes)
+        print(f"{time.perf_counter() - start:.1f} s")
+        return
     print(f"{CLUSTERS} clusters x {PARAPHRASES} paraphrases, {reps} replications, {draws} draws")
     print(f"Monte Carlo SE of a coverage near 0.95: {np.sqrt(0.95 * 0.05 / reps):.3f}\n")
     start = time.perf_counter()
     gaussian(reps, draws)
     binary(reps, draws)
     interaction(reps, draws)
+    few_clusters(few_reps, 1000, sizes)
     print(f"{time.perf_counter() - start:.1f} s")
 
 

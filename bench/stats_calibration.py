@@ -5,6 +5,7 @@ tests/calibration).
     python bench/stats_calibration.py [--reps 1000]            # one table, every test
     python bench/stats_calibration.py --detail [--quick]       # the sections below
     python bench/stats_calibration.py --issue14                # section 6 only
+    python bench/stats_calibration.py --issue39 [--quick]      # section 7 only
 
 The default is one table: every public test and interval of prereg.stats, the figure it
 must keep (size, coverage, FDR, FWER, power), computed exactly where it can be and by
@@ -25,6 +26,11 @@ The detailed sections:
    Tango's z test (exact type I error on the margin boundary, by enumeration), the exact
    TOST's margin-free ordering against the at-margin one (power, nesting), and the
    exact McNemar sample size against Connor's (exact power).
+7. Issue 39, before/after: the cluster bootstrap's coverage at 10, 20 and 40 clusters of
+   binary tasks (the percentile interval, ``small_clusters="none"``, against the default
+   bootstrap-SE interval with t_(n-1)), and the paired difference with 2 runs per arm
+   (coverage, and intervals outside [-1, 1]: the percentile's ends before any bound, the
+   default's after its truncation to [-1, 1]).
 """
 
 from __future__ import annotations
@@ -821,10 +827,183 @@ def _judged_rows(reps: int) -> list[Row]:
     return rows
 
 
+# ---------------------------------------------------------------------------
+# issue 39: the cluster bootstrap with few clusters, and intervals inside the support
+# ---------------------------------------------------------------------------
+
+#: the grid of clustered binary designs: base rate, ICC of the control outcomes within a
+#: cluster, relative effect (+e closes e of the gap to 1, -e removes e of the rate)
+CLUSTER_GRID = [
+    (p0, icc, effect)
+    for p0 in (0.2, 0.5, 0.8)
+    for icc in (0.1, 0.3, 0.5)
+    for effect in (0.0, 0.3, -0.3)
+]
+TASKS_PER_CLUSTER = 4
+
+
+def _beta(rng: np.random.Generator, mean: float, icc: float, size: int) -> np.ndarray:
+    scale = 1.0 / icc - 1.0
+    return rng.beta(mean * scale, (1.0 - mean) * scale, size)
+
+
+def clustered_binary(
+    rng: np.random.Generator, clusters: int, p0: float, icc: float, effect: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Control and treatment rows (TASKS_PER_CLUSTER binary tasks a cluster), cluster
+    labels and the true difference. The control rate of a cluster is Beta with mean p0 and
+    intraclass correlation icc; the treatment closes a Beta(mean |effect|, ICC 0.2) share
+    of the gap to 1 (effect > 0) or removes that share of the rate (effect < 0), so the
+    true difference is effect (1 - p0) or effect p0."""
+    pc = _beta(rng, p0, icc, clusters)
+    if effect == 0.0:
+        pt, truth = pc, 0.0
+    else:
+        u = _beta(rng, abs(effect), 0.2, clusters)
+        pt = pc + (1.0 - pc) * u if effect > 0 else pc * (1.0 - u)
+        truth = effect * (1.0 - p0) if effect > 0 else effect * p0
+    labels = np.repeat(np.arange(clusters), TASKS_PER_CLUSTER)
+    yc = (rng.random(labels.size) < pc[labels]).astype(float)
+    yt = (rng.random(labels.size) < pt[labels]).astype(float)
+    return yc, yt, labels, truth
+
+
+def _cluster_coverage(
+    clusters: int, reps: int, levels: tuple[float, ...], seed: int
+) -> dict[tuple[str, float], np.ndarray]:
+    """Hits of the before (small_clusters="none") and after (default) intervals; data set
+    k is drawn from CLUSTER_GRID[k % 27], so the rate is the grid's mean coverage."""
+    rng = np.random.default_rng(seed)
+    hits = {(mode, lv): np.zeros(reps, dtype=bool) for mode in ("none", "t") for lv in levels}
+    for k in range(reps):
+        p0, icc, effect = CLUSTER_GRID[k % len(CLUSTER_GRID)]
+        yc, yt, labels, truth = clustered_binary(rng, clusters, p0, icc, effect)
+        for lv in levels:
+            for mode in ("none", "t"):
+                res = ps.paired_bootstrap(
+                    yc, yt, labels, draws=1000, level=lv, seed=k, small_clusters=mode
+                )
+                hits[(mode, lv)][k] = res.low <= truth <= res.high
+    return hits
+
+
+def _two_repeats(
+    prompts: int, sd_run: float, reps: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """2 runs per arm, binary (rate U(0.2, 0.8) a prompt + a run shift of SD sd_run, +0.05
+    for treatment): before (percentile, ends before any bound) and after (default) hits,
+    before's intervals outside [-1, 1], after's truncated and outside ones."""
+    rng = np.random.default_rng(seed)
+    labels, runs = np.repeat(np.arange(prompts), 2), np.tile(np.arange(2), prompts)
+    before, after, outside_before, truncated, outside_after = (
+        np.zeros(reps, dtype=bool) for _ in range(5)
+    )
+    for k in range(reps):
+        yc, yt = _additive_runs(rng, prompts, 2, sd_run, 0.05)
+        old = ps.paired_bootstrap(
+            yc, yt, labels, runs, runs, draws=1000, seed=k, small_clusters="none"
+        )
+        low, high = np.quantile(old.distribution, [0.025, 0.975])  # unbounded, as printed
+        before[k] = low <= 0.05 <= high
+        outside_before[k] = low < -1 or high > 1
+        new = ps.paired_bootstrap(yc, yt, labels, runs, runs, draws=1000, seed=k)
+        after[k] = new.low <= 0.05 <= new.high
+        truncated[k] = new.truncated
+        outside_after[k] = new.low < -1 or new.high > 1
+    return before, after, outside_before, truncated, outside_after
+
+
+def _rate(hits: np.ndarray) -> str:
+    est = float(hits.mean())
+    return f"{est:.3f} ({math.sqrt(max(est * (1 - est), 1e-12) / hits.size):.3f})"
+
+
+def few_clusters_table(reps: int) -> None:
+    print("7a. cluster bootstrap with few clusters (issue 39): coverage (MC SE) of the interval,")
+    print(
+        f"    before (small_clusters='none': percentile) and after (default: bootstrap SE x "
+        f"t_(n-1)); {TASKS_PER_CLUSTER} binary tasks a cluster, clusters resampled, {reps} "
+        "data sets a row, each from one of 27 designs in turn (base rate 0.2/0.5/0.8, ICC "
+        "0.1/0.3/0.5, effect 0/+0.3/-0.3 relative), 1000 draws"
+    )
+    print(f"{'clusters':>8} {'level':>5} | {'before':>13} | {'after':>13}")
+    for clusters in (10, 20, 40):
+        hits = _cluster_coverage(clusters, reps, (0.95, 0.90), seed=3900 + clusters)
+        for lv in (0.95, 0.90):
+            print(
+                f"{clusters:>8} {lv:>5.2f} | {_rate(hits[('none', lv)]):>13} | "
+                f"{_rate(hits[('t', lv)]):>13}"
+            )
+    print("    per design, the candidates and 5-8 clusters: bench/cluster_coverage.py --few\n")
+    print("7b. paired difference with 2 runs per arm (corrected scheme, small-runs t factor")
+    print(
+        "    t_(1, 0.975) / z = 6.5 on the run part): coverage of the nominal 95% interval, and "
+        f"intervals outside [-1, 1]; rate U(0.2, 0.8) + run shift, +0.05; {reps} data sets"
+    )
+    print(
+        f"{'prompts':>7} {'sd_run':>6} | {'before':>13} {'outside':>7} | {'after':>13} "
+        f"{'truncated':>9} {'outside':>7}"
+    )
+    for prompts, sd_run in ((10, 0.0), (10, 0.05), (20, 0.05), (40, 0.05)):
+        before, after, out_b, trunc, out_a = _two_repeats(
+            prompts, sd_run, reps, seed=3950 + prompts + int(100 * sd_run)
+        )
+        print(
+            f"{prompts:>7} {sd_run:>6.2f} | {_rate(before):>13} {int(out_b.sum()):>7} | "
+            f"{_rate(after):>13} {int(trunc.sum()):>9} {int(out_a.sum()):>7}"
+        )
+    print()
+
+
+def _issue39_rows(reps: int) -> list[Row]:
+    """The default interval at 10, 20, 40 clusters (the grid's mean coverage at 0.95), and
+    the 2-runs-per-arm binary difference: coverage, and no interval outside [-1, 1]."""
+    rows: list[Row] = []
+    for clusters in (10, 20, 40):
+        rng = np.random.default_rng(3990 + clusters)
+        hits = np.zeros(reps, dtype=bool)
+        for k in range(reps):
+            yc, yt, labels, truth = clustered_binary(
+                rng, clusters, *CLUSTER_GRID[k % len(CLUSTER_GRID)]
+            )
+            res = ps.paired_bootstrap(yc, yt, labels, draws=1000, seed=k)
+            hits[k] = res.low <= truth <= res.high
+        rows.append(
+            (
+                "paired_bootstrap",
+                "coverage",
+                f"simulated; {clusters} clusters of 4 binary tasks, 27 designs, {reps} sets",
+                0.95,
+                *_mc(hits),
+            )
+        )
+    _, after, _, truncated, outside = _two_repeats(10, 0.05, reps, seed=3999)
+    rows.append(
+        (
+            "paired_bootstrap",
+            "coverage",
+            f"simulated; 10 prompts, 2 runs per arm, binary, run SD 0.05, {reps} sets",
+            0.95,
+            *_mc(after),
+        )
+    )
+    rows.append(
+        (
+            "paired_bootstrap",
+            "share outside [-1, 1]",
+            f"as above, every interval checked ({int(truncated.sum())} truncated)",
+            0.0,
+            float(outside.mean()),
+            None,
+        )
+    )
+    return rows
+
+
 def summary_table(reps: int) -> None:
     """Every public test and interval of prereg.stats in one table."""
     rows = _paired_binary_rows() + _issue14_rows() + _resampling_rows(reps)
-    rows += _interval_and_planning_rows(reps) + _judged_rows(reps)
+    rows += _issue39_rows(reps) + _interval_and_planning_rows(reps) + _judged_rows(reps)
     print(f"prereg.stats calibration: every public test and interval ({reps} simulated sets each)")
     header = (
         f"{'function':<34} {'figure':<28} {'nominal':>7} {'value':>7} {'MC SE':>6} "
@@ -871,9 +1050,14 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="fewer designs and horizons")
     parser.add_argument("--issue14", action="store_true", help="only the issue 14 tables (6)")
-    parser.add_argument("--detail", action="store_true", help="the detailed sections 1-6")
+    parser.add_argument("--issue39", action="store_true", help="only the issue 39 tables (7)")
+    parser.add_argument("--detail", action="store_true", help="the detailed sections 1-7")
     args = parser.parse_args()
     start = time.perf_counter()
+    if args.issue39:
+        few_clusters_table(250 if args.quick else args.reps)
+        print(f"total {time.perf_counter() - start:.1f} s")
+        return
     if not (args.detail or args.issue14):
         summary_table(args.reps)
         print(f"total {time.perf_counter() - start:.1f} s")
@@ -894,6 +1078,7 @@ def main() -> None:
     tost_exact_table()
     tost_ordering_table()
     mcnemar_size_table()
+    few_clusters_table(250 if args.quick else args.reps)
     print(f"total {time.perf_counter() - start:.1f} s")
 
 

@@ -33,7 +33,7 @@ from prereg.core.workspace import Workspace
 from prereg.registry.registrations import Entry, Registry
 from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.verify import verified_entry
-from prereg.reports import exploratory
+from prereg.reports import exploratory, invariants
 from prereg.reports.arms import arm_report, denominators, pooled_icc
 from prereg.reports.calibration.stored import stored_calibration
 from prereg.reports.invokerank import controls
@@ -516,6 +516,8 @@ def analyse(
             else _study_records(ws, registry, entry, options)
         )
         report.toolbottleneck = _study_report(entry.registration, study)
+    # issue 39: every printed interval and count checked; a broken one is exit 1, unwritten
+    invariants.enforce(report)
     return report
 
 

@@ -431,6 +431,20 @@ class Report(Model):
 # the renderers show points.
 
 
+class LabelledInterval(Interval):
+    """An interval of the InvokeRank section, with the reason beside it when it has no
+    bounds (withheld by the small-sample rule) or no width (issue 39): every renderer
+    shows the reason where the interval would be, or beside a zero-width one. The
+    section's fields are typed ``LabelledInterval | Interval``: the section always builds
+    this class; a plain Interval validates too (a hand-built fragment)."""
+
+    reason: str | None = Field(
+        None,
+        description="why the bounds are null (e.g. 'too few prompts (5 < 8): no "
+        "interval') or why the interval has no width; null: a plain interval",
+    )
+
+
 class StagePrior(Model):
     """One stage's shared Beta prior across the arm's intents (4.1, steps 4 and 5)."""
 
@@ -459,8 +473,10 @@ class StageEstimate(Model):
     prior_beta: float
     capped: bool
     posterior_mean: float
-    posterior: Interval = Field(description="equal-tailed interval of the stage posterior")
-    displayed: Interval | None = Field(
+    posterior: LabelledInterval | Interval = Field(
+        description="equal-tailed interval of the stage posterior"
+    )
+    displayed: LabelledInterval | Interval | None = Field(
         description="Jeffreys interval on the deflated counts (4.1, step 8); null: no trials"
     )
 
@@ -470,8 +486,11 @@ class IntentScore(Model):
     prompts: int
     runs: int
     weight: float
-    q: float = Field(description="E[Q] by the posterior draws; the score is 100 q")
-    intervals: list[Interval] = Field(
+    q: float = Field(
+        description="the score: E[Q] exactly, the product of the stage posterior means "
+        "(the seed's figure); the score is 100 q"
+    )
+    intervals: list[LabelledInterval | Interval] = Field(
         description="the score's intervals at 90% and 95% by the registered interval method "
         "(InvokeRankReport.interval_method; published by default)"
     )
@@ -483,15 +502,26 @@ class IntentScore(Model):
     pass_k: float | None = Field(description="mean over prompts of the unbiased pass^k")
     pass_k_prompts: int
     provenance: Provenance
-    calibrated: list[Interval] = Field(
+    calibrated: list[LabelledInterval | Interval] = Field(
         default_factory=list,
-        description="the calibrated alternative: expanded percentile bootstrap of the "
-        "plug-in score over prompts (InvokeRank 7.5), at 90% and 95%",
+        description="the calibrated alternative (InvokeRank 7.5): Jeffreys on the "
+        "effective counts of a prompt-and-session bootstrap of the plug-in score, made to "
+        "contain the score, at 90% and 95%",
     )
-    published: list[Interval] = Field(
+    published: list[LabelledInterval | Interval] = Field(
         default_factory=list,
         description="the published path's equal-tailed intervals of the Q draws (4.1), "
         "at 90% and 95%, whichever method is registered",
+    )
+    q_mc: float | None = Field(
+        None,
+        description="the Monte Carlo mean of the published path's Q draws (a simulation "
+        "of q, shown nowhere as the score)",
+    )
+    plug_in: float | None = Field(
+        None,
+        description="the plug-in score (runs reaching the last stage over positive runs) "
+        "that the calibrated interval resamples; not the score",
     )
 
 
@@ -503,7 +533,7 @@ class NegativeRate(Model):
     runs: int
     prompts: int
     rate: float
-    interval: Interval
+    interval: LabelledInterval | Interval
     rho: float
     rho_source: str
     design_effect: float
@@ -520,7 +550,9 @@ class RatingRow(Model):
     beta: float | None = Field(description="null: never chosen (unbounded below) or not identified")
     se: float | None
     rating: float | None
-    intervals: list[Interval] = Field(description="prompt-bootstrap percentile, R scale")
+    intervals: list[LabelledInterval | Interval] = Field(
+        description="prompt-bootstrap percentile, R scale"
+    )
 
 
 class InvokeRating(Model):
@@ -548,7 +580,7 @@ class ShareRow(Model):
     integration: str
     hits: int
     share: float | None
-    intervals: list[Interval]
+    intervals: list[LabelledInterval | Interval]
 
 
 class ChoiceShares(Model):
@@ -585,7 +617,7 @@ class ResolutionRate(Model):
     rate: float
     successes: int
     runs: int
-    interval: Interval
+    interval: LabelledInterval | Interval
 
 
 class ResolutionSplitReport(Model):
@@ -610,7 +642,7 @@ class ServerStage(Model):
     stage: str
     reached: int | None
     rate: float | None
-    interval: Interval | None
+    interval: LabelledInterval | Interval | None
 
 
 class ServerFunnel(Model):
@@ -639,8 +671,11 @@ class ArmInvokeRank(Model):
     symbol: str = Field(description="IR or IR_DS")
     reason: str
     stages: list[str]
-    q: float | None = Field(description="the roll-up sum_c w_c E[Q_c]; the score is 100 q")
-    intervals: list[Interval] = Field(
+    q: float | None = Field(
+        description="the roll-up sum_c w_c E[Q_c], each E[Q_c] exact (the product of the "
+        "stage posterior means); the score is 100 q"
+    )
+    intervals: list[LabelledInterval | Interval] = Field(
         default_factory=list,
         description="the score's roll-up intervals by the registered interval method "
         "(published by default); the tie rule reads these",
@@ -648,7 +683,7 @@ class ArmInvokeRank(Model):
     interval_method: Literal["published", "calibrated"] = Field(
         "published", description="the registered invokerank.interval (published when absent)"
     )
-    published: list[Interval] = Field(
+    published: list[LabelledInterval | Interval] = Field(
         default_factory=list,
         description="the published path's roll-up intervals (4.1), whichever is registered",
     )
@@ -671,13 +706,26 @@ class ArmInvokeRank(Model):
     tied_with: list[str] = Field(
         default_factory=list,
         description="arms of the same evidence class and level whose 90% roll-up "
-        "intervals overlap: 'intervals overlap, reported as tied' (a display rule)",
+        "intervals overlap: 'intervals overlap, reported as tied' (a display rule); an arm "
+        "without a 90% roll-up interval is tied with none (ties_note says so)",
+    )
+    ties_note: str | None = Field(
+        None, description="why no tie was decided for this arm (no 90% roll-up interval)"
     )
     provenance: Provenance | None = None
-    calibrated: list[Interval] = Field(
+    calibrated: list[LabelledInterval | Interval] = Field(
         default_factory=list,
-        description="the roll-up's calibrated alternative interval (prompt bootstrap of the "
-        "plug-in score; it covers near nominal where the published interval does not)",
+        description="the roll-up's calibrated alternative interval (prompt-and-session "
+        "bootstrap of the plug-in score, made to contain the score; it covers near nominal "
+        "where the published interval does not)",
+    )
+    q_mc: float | None = Field(
+        None,
+        description="the Monte Carlo mean of the published path's roll-up draws (a "
+        "simulation of q, shown nowhere as the score)",
+    )
+    plug_in: float | None = Field(
+        None, description="the plug-in roll-up that the calibrated interval resamples"
     )
     rating: InvokeRating | None = None
     shares: ChoiceShares | None = None

@@ -8,14 +8,21 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from prereg.stats._dist import norm_ppf, t_ppf
+from prereg.stats._dist import norm_ppf, norm_sf, t_ppf, t_sf
 from prereg.stats._validate import probability, vector
 from prereg.stats.results import BootstrapResult
 
-#: Below this many resampled clusters (prompts, or the registered unit) the percentile
-#: interval is known to under-cover (e.g. Cameron, Gelbach and Miller 2008): the report
-#: cautions beside it, the gate warns at register and such a test cannot decide.
-FEW_CLUSTERS = 20
+#: The fewest resampled clusters (prompts, or the registered unit) at which the interval
+#: keeps its level: below it the report cautions beside the interval, the gate warns at
+#: register and such a test cannot decide ("too few clusters"). 10, from the bench
+#: (bench/cluster_coverage.py --few --small: 4 binary tasks a cluster, 27 designs, 400
+#: data sets each, nominal 0.95): from 10 clusters up the mean coverage is at nominal
+#: (0.949 at 10) and the worst design within 2.5 points (0.925 at 10, 0.930 at 20); below,
+#: the mean stays near nominal but the worst design falls (0.905 at 8, 0.865 at 6, 0.873
+#: at 5), few clusters giving few distinct resampled means and a t_{n-1} factor resting on
+#: a noisy variance. It was 20 for the percentile interval, which under-covers up to about
+#: 40 clusters (0.907 at 10, 0.930 at 20, 0.944 at 40; Cameron, Gelbach and Miller 2008).
+FEW_CLUSTERS = 10
 
 __all__ = ["paired_bootstrap"]
 
@@ -181,6 +188,149 @@ def _prompt_draws(
     return out
 
 
+#: One component of the interval's spread: (variance of its draws, degrees of freedom of
+#: its Student t critical value or None for the normal one, variance multiplier).
+_Part = tuple[float, int | None, float]
+
+
+def _variance(x: NDArray[np.float64]) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.var(x, ddof=1)) if x.size > 1 else 0.0
+
+
+def _critical(tail: float, df: int | None) -> float:
+    """The upper ``tail`` critical value: t_{df} (normal when df is None), from the lower
+    tail so that it stays accurate for tiny tails."""
+    value = t_ppf(tail, df) if df is not None else norm_ppf(tail)
+    return -float(value)
+
+
+def _half_width(parts: list[_Part], tail: float) -> float:
+    """sqrt(sum of multiplier x critical(tail, df)^2 x variance) over the parts."""
+    total = 0.0
+    crit: dict[int | None, float] = {}
+    for var, df, mult in parts:
+        if var > 0.0:
+            if df not in crit:
+                crit[df] = _critical(tail, df)
+            total += mult * crit[df] * crit[df] * var  # inf, not an error, for tiny tails
+    return math.sqrt(total)
+
+
+def _two_sided_tail(x: float, df: int | None) -> float:
+    """2 P(T > x) for T ~ t_{df} (standard normal when df is None)."""
+    return 2.0 * float(t_sf(x, df) if df is not None else norm_sf(x))
+
+
+def _inverted_pvalue(estimate: float, parts: list[_Part]) -> float:
+    """The smallest alpha at which the 1 - alpha interval estimate -+ half-width excludes
+    0 (two-sided). The half-width falls as alpha grows, so the rejections form [p, 1].
+    With one part of positive variance (no run labels, or no estimated run variance) p is
+    the t test's, 2 P(T_df > |estimate| / sqrt(multiplier x variance)); otherwise it lies
+    between the normal p and the t p at the fewest degrees of freedom (every critical
+    value lies between those two) and is found by regula falsi on log(alpha), returning
+    the end of the final bracket (width 1e-12) at which 0 is excluded."""
+    if not math.isfinite(estimate):
+        return math.nan
+    if estimate == 0.0:
+        return 1.0
+    live = [part for part in parts if part[0] > 0.0]
+    if not live:
+        return 0.0  # a point interval at a non-zero estimate excludes 0 at every level
+    total = sum(mult * var for var, _, mult in live)
+    stat = abs(estimate) / math.sqrt(total)
+    dfs = {df for _, df, _ in live}
+    if len(dfs) == 1:
+        return min(1.0, _two_sided_tail(stat, next(iter(dfs))))
+    fewest = min((df for df in dfs if df is not None), default=None)
+    lo, hi = _two_sided_tail(stat, None), min(1.0, _two_sided_tail(stat, fewest))
+    if lo <= 0.0:
+        return 0.0  # beyond floating point (a statistic above 37)
+    log_target = math.log(abs(estimate))
+
+    def gap(log_alpha: float) -> float:  # decreasing; negative where 0 is excluded
+        half = _half_width(live, math.exp(log_alpha) / 2.0)
+        return math.log(half) - log_target if half > 0.0 else -math.inf
+
+    a, b = math.log(lo), math.log(hi)
+    fa, fb = gap(a), gap(b)
+    if fa < 0.0:  # rounding at the normal end
+        return lo
+    # Illinois (regula falsi) on log(alpha): a keeps 0 inside the interval, b excludes it
+    side = 0
+    for _ in range(100):
+        if b - a <= 1e-12 or fb >= 0.0:
+            break
+        c = (a * fb - b * fa) / (fb - fa)
+        if not a < c < b:
+            c = (a + b) / 2.0
+        fc = gap(c)
+        if fc < 0.0:
+            b, fb = c, fc
+            if side == -1:
+                fa /= 2.0
+            side = -1
+        else:
+            a, fa = c, fc
+            if side == 1:
+                fb /= 2.0
+            side = 1
+    return min(1.0, math.exp(b))
+
+
+def _interval(
+    out: NDArray[np.float64],
+    estimate: float,
+    parts: list[_Part],
+    level: float,
+    small_clusters: str,
+) -> tuple[float, float, float, float, list[str]]:
+    """(low, high, se, pvalue, notes) of the draws ``out``: the t interval of the parts,
+    or under ``small_clusters="none"`` the percentile interval (reaching the estimate)."""
+    notes: list[str] = []
+    tail = (1.0 - level) / 2.0
+    finite = out[np.isfinite(out)]
+    if not finite.size:
+        return math.nan, math.nan, math.nan, math.nan, notes
+    se = float(finite.std(ddof=1)) if finite.size > 1 else 0.0
+    if small_clusters == "t":
+        half = _half_width(parts, tail)
+        low, high = estimate - half, estimate + half
+        pvalue = _inverted_pvalue(estimate, parts)
+    else:
+        low, high = (float(v) for v in np.quantile(finite, [tail, 1.0 - tail]))
+        below = int(np.count_nonzero(finite <= 0.0))
+        above = int(np.count_nonzero(finite >= 0.0))
+        pvalue = min(1.0, 2.0 * (min(below, above) + 1) / (finite.size + 1))
+        gap = max(low - estimate, estimate - high)
+        low, high = min(low, estimate), max(high, estimate)
+        if gap > 1e-12 * max(1.0, abs(estimate)):  # more than rounding
+            notes.append("percentile interval extended to contain the estimate")
+    if high - low <= 0.0:
+        notes.append("zero width: every draw equals the estimate (no spread between clusters)")
+    return low, high, se, pvalue, notes
+
+
+def _bound(
+    low: float,
+    high: float,
+    estimate: float,
+    yc: NDArray[np.float64],
+    yt: NDArray[np.float64],
+    notes: list[str],
+) -> tuple[float, float, bool]:
+    """The interval intersected with [-span, span], span = max(y) - min(y) over both arms
+    (the estimate stays inside, up to the rounding of its mean); notes the truncation."""
+    span = float(max(yc.max(), yt.max()) - min(yc.min(), yt.min()))
+    truncated = bool(low < -span or high > span)
+    if truncated:
+        low, high = min(max(low, -span), estimate), max(min(high, span), estimate)
+        binary = bool(np.all((yc == 0) | (yc == 1)) and np.all((yt == 0) | (yt == 1)))
+        what = "a difference of proportions" if binary else "a difference of the outcomes"
+        notes.append(f"interval truncated to [{-span:g}, {span:g}], the range of {what}")
+    return low, high, truncated
+
+
 def paired_bootstrap(
     control: Any,
     treatment: Any,
@@ -193,6 +343,7 @@ def paired_bootstrap(
     *,
     run_resampling: Literal["corrected", "raw"] = "corrected",
     small_runs: Literal["t", "none"] = "t",
+    small_clusters: Literal["t", "none"] = "t",
 ) -> BootstrapResult:
     """Paired prompt-and-run bootstrap of mean(treatment) - mean(control).
 
@@ -237,26 +388,86 @@ def paired_bootstrap(
     Without run labels both reduce to the prompt (cluster) bootstrap, which under-covers
     when runs carry a between-run component.
 
-    Few runs (``small_runs="t"``, the default, corrected scheme only): each arm's
-    between-run variance rests on R - 1 degrees of freedom, so a normal-theory spread
-    for its part is too narrow (coverage 0.89 at 3 runs per arm and 0.92 at 5 for a
-    nominal 0.95 with a between-run SD of 5 points). Each arm's resampled run part is
-    multiplied by t_{R-1, q} / z_q, q = (1 + level) / 2 (2.19 at 3 runs, 1.42 at 5, 1.09
-    at 20): the t-type calibration of a variance component estimated on R - 1 degrees
-    of freedom (Satterthwaite 1946; the small-sample t interval for a mean of R run
-    effects), applied to the run part alone so the prompt part, estimated on many
-    prompts, is not widened. bench/stats_calibration.py: coverage 0.95-0.96 at 3 and
-    5 runs per arm with a dominant run component, unchanged without run effects.
-    ``small_runs="none"`` gives the uncorrected draws.
+    Interval (``small_clusters="t"``, the default): a bootstrap-standard-error interval
+    with a Student t critical value for each resampled level,
 
-    Interval: percentile, (1 -+ level)/2 quantiles of the draws (linear interpolation).
-    ``pvalue`` inverts it: 2 min(#{d <= 0} + 1, #{d >= 0} + 1) / (draws + 1), capped at
-    1 (resolution 2 / (draws + 1)). ``se`` is the SD of the draws; ``sigma_run_*`` the
-    estimated between-run SDs (nan without runs). Draws are vectorised and seeded with
+        estimate -+ sqrt(n/(n-1) t_{n-1,q}^2 V_P + c_t^2 V_T + c_c^2 V_C),
+
+    q = (1 + level) / 2, with V_P the variance of the draws' prompt part (the mean of the
+    resampled prompt differences; n prompts, or clusters), V_T and V_C those of each
+    arm's resampled run part, and c = t_{R-1,q} for an arm with R >= 2 runs
+    (``small_runs="t"``, the default) or z_q (``small_runs="none"``). Why each factor:
+    V_P is the plug-in variance of a mean of n clusters, short of the unbiased one by
+    (n - 1)/n, and the variance rests on n - 1 degrees of freedom, hence t_{n-1}; without
+    run labels the interval is therefore the one-sample t interval of the per-cluster
+    differences, estimate -+ t_{n-1,q} s / sqrt(n), computed with the bootstrap variance
+    in place of s^2 / n (the two agree as draws grow). Each arm's between-run variance
+    rests on R - 1 degrees of freedom, hence t_{R-1} for its part (2.19 x z at 3 runs,
+    1.42 x z at 5, 6.48 x z at 2; Satterthwaite 1946, applied per part so the prompt
+    part is not widened by the runs' few degrees of freedom; bench/stats_calibration.py
+    6a: coverage 0.96 at 3 and 5 runs per arm with a dominant run component, where the
+    normal factor gives 0.90-0.93). Under the ``"raw"`` scheme
+    prompt and run parts are not separable and the whole draw counts as the prompt part.
+
+    Why this interval: bench/cluster_coverage.py (section 4, ``--few``) measured the
+    candidates on clustered binary outcomes (4 tasks a cluster; base rate 0.2, 0.5, 0.8;
+    ICC 0.1, 0.3, 0.5; no effect and effects of either sign: 27 designs, 400 data sets
+    each). Mean coverage of the nominal 0.95 at 10 / 20 / 40 clusters: the percentile
+    interval (``small_clusters="none"``) 0.907 / 0.930 / 0.944; the percentile with its
+    deviations from the estimate scaled by sqrt(n/(n-1)) t_{n-1,q}/z_q 0.939 / 0.941 /
+    0.949; Hesterberg's (2015) expanded percentile 0.944 / 0.950 / 0.952; this interval
+    0.949 / 0.948 / 0.953 (worst design 0.925 / 0.930 / 0.920). At the nominal 0.90:
+    0.855 / 0.880 / 0.895, 0.890 / 0.889 / 0.900, 0.903 / 0.903 / 0.908 and 0.900 /
+    0.898 / 0.902 (worst 0.877 / 0.875 / 0.855). It is chosen over the expanded
+    percentile, as good from 20 clusters up, because it holds better at 10 and fewer
+    clusters (0.949 against its 0.937 at 8 and 0.907 at 5), its small-sample factors add per
+    part (the expanded percentile would stretch the run part, already at t_{R-1}, again)
+    and its p value is exact rather than read from far tails of the draws. The
+    percentile's asymmetry did not help with bounded, discrete per-cluster differences.
+    Below :data:`FEW_CLUSTERS` clusters a test reads "too few clusters" (see there).
+
+    P value: the two-sided p is the smallest alpha at which the 1 - alpha interval
+    excludes 0. The half-width falls as alpha grows (every critical value does), so the
+    intervals are nested and ``pvalue <= alpha`` exactly when the 1 - alpha interval
+    excludes 0 (to floating-point precision; the bounds below never change whether the
+    interval contains 0, which every bound contains). With one part of positive
+    variance (no run labels, or no estimated between-run variance) it is the t test's
+    2 P(T_{n-1} > |estimate| / sqrt(n/(n-1) V_P)); with run parts it is found by regula
+    falsi between the normal and the fewest-degrees-of-freedom t p values. It does not
+    depend on ``level`` and is not limited by the number of draws; a zero estimate gives
+    1, a non-zero estimate with no spread at all 0 (a point interval excluding 0 at every
+    level).
+
+    Bounds: the interval is intersected with the range a difference of the outcomes can
+    take, [min(y) - max(y), max(y) - min(y)] over both arms' pooled outcomes. For binary
+    outcomes (values in {0, 1}) this is [-1, 1], the parameter space of a difference of
+    proportions: the true difference lies in it, so the intersection covers it exactly
+    when the interval does (coverage is unchanged) and only values the parameter cannot
+    take are removed. For other bounded outcomes it is the range the observed extremes
+    allow, which is the parameter space when the observed extremes are the scale's ends
+    (a 0-10 score with both ends observed). ``truncated`` records that an end was moved
+    in, and ``note`` says to which bound (and, for an interval of zero width, that every
+    draw equals the estimate). The interval is centred on the estimate, so it
+    always contains it (no recentring is needed); under ``small_clusters="none"`` a
+    percentile interval that misses the estimate (possible with asymmetric draws) is
+    extended to reach it, and ``note`` says so when it moved by more than rounding.
+
+    ``small_clusters="none"``: the previous method, the percentile interval ((1 -+
+    level)/2 quantiles of the draws, linear interpolation) with p = 2 min(#{d <= 0} + 1,
+    #{d >= 0} + 1) / (draws + 1), capped at 1 (only approximately the inversion of the
+    interval), then the bounds above.
+
+    ``distribution`` holds the draws (prompt part plus each arm's run part, the latter
+    multiplied by c / z_q when ``small_runs="t"``); ``se`` is their SD, the bootstrap
+    standard error (the interval's half-width is the t-based one above, not z_q se);
+    ``sigma_run_*`` the estimated between-run SDs
+    (nan without runs). Draws are vectorised and seeded with
     ``numpy.random.default_rng(seed)``: run multiplicities first (control, then
-    treatment), then prompts. References: Efron and Tibshirani (1993); Davison and
-    Hinkley (1997), 3.8; Field and Welsh (2007), JRSS B 69:369-390; Owen (2007), Ann
-    Appl Stat 1:183-206; Carpenter et al. (2003), JRSS C 52:431-443.
+    treatment), then prompts; ``small_clusters`` does not change the draws. References:
+    Efron and Tibshirani (1993), 12-13; Davison and Hinkley (1997), 3.8 and 5.2; Field
+    and Welsh (2007), JRSS B 69:369-390; Owen (2007), Ann Appl Stat 1:183-206; Carpenter
+    et al. (2003), JRSS C 52:431-443; Cameron, Gelbach and Miller (2008), REStat
+    90:414-427; Hesterberg (2015), Am Stat 69:371-386.
     """
     yc = vector(control, "control")
     yt = vector(treatment, "treatment")
@@ -264,6 +475,10 @@ def paired_bootstrap(
         raise ValueError(f"control and treatment differ in length: {yc.size} vs {yt.size}")
     if run_resampling not in ("corrected", "raw"):
         raise ValueError(f"run_resampling must be 'corrected' or 'raw', got {run_resampling!r}")
+    if small_runs not in ("t", "none"):
+        raise ValueError(f"small_runs must be 't' or 'none', got {small_runs!r}")
+    if small_clusters not in ("t", "none"):
+        raise ValueError(f"small_clusters must be 't' or 'none', got {small_clusters!r}")
     n_obs = int(yc.size)
     level = probability(level, "level")
     draws = int(draws)
@@ -293,36 +508,48 @@ def paired_bootstrap(
     rng = np.random.default_rng(seed)
     wc = _counts(rng, draws, n_rc)
     wt = _counts(rng, draws, n_rt)
-    if small_runs not in ("t", "none"):
-        raise ValueError(f"small_runs must be 't' or 'none', got {small_runs!r}")
+    q = 0.5 + level / 2.0
+    z = float(norm_ppf(q))
+    # the prompt part: t_{n-1} on the unbiased variance of a mean of n clusters
+    prompt_df = n_prompts - 1 if n_prompts > 1 else None
+    prompt_mult = n_prompts / (n_prompts - 1) if n_prompts > 1 else 1.0
+    parts: list[_Part]
     if run_resampling == "corrected":
-        q = 0.5 + level / 2.0
         kc = kt = 1.0
         if small_runs == "t":
-            z = float(norm_ppf(q))
             kc = float(t_ppf(q, n_rc - 1)) / z if n_rc > 1 else 1.0
             kt = float(t_ppf(q, n_rt - 1)) / z if n_rt > 1 else 1.0
-        out = _prompt_draws(rng, diff_p, draws) + kt * (wt @ et) / n_rt - kc * (wc @ ec) / n_rc
-    elif bool(np.all(nc == nc[:, :1]) and np.all(nt == nt[:, :1])):
-        # every run of an arm has the same rows for a given prompt: the resampled arm
-        # mean is (cell sums @ run multiplicities) / (rows of the prompt)
-        contrib = np.concatenate([st / rows_t[:, None], -sc / rows_c[:, None]], axis=1)
-        out = _balanced_draws(rng, contrib, np.concatenate([wt, wc], axis=1)) / n_prompts
+        prompt_draws = _prompt_draws(rng, diff_p, draws)
+        run_t = (wt @ et) / n_rt
+        run_c = (wc @ ec) / n_rc
+        out = prompt_draws + kt * run_t - kc * run_c
+        parts = [
+            (_variance(prompt_draws), prompt_df, prompt_mult),
+            (_variance(run_t), n_rt - 1 if small_runs == "t" and n_rt > 1 else None, 1.0),
+            (_variance(run_c), n_rc - 1 if small_runs == "t" and n_rc > 1 else None, 1.0),
+        ]
     else:
-        out = _general_draws(rng, sc, nc, st, nt, wc, wt)
+        if bool(np.all(nc == nc[:, :1]) and np.all(nt == nt[:, :1])):
+            # every run of an arm has the same rows for a given prompt: the resampled arm
+            # mean is (cell sums @ run multiplicities) / (rows of the prompt)
+            contrib = np.concatenate([st / rows_t[:, None], -sc / rows_c[:, None]], axis=1)
+            out = _balanced_draws(rng, contrib, np.concatenate([wt, wc], axis=1)) / n_prompts
+        else:
+            out = _general_draws(rng, sc, nc, st, nt, wc, wt)
+        parts = [(_variance(out), prompt_df, prompt_mult)]  # not separable: all prompt part
 
-    finite = out[np.isfinite(out)]
-    tail = (1.0 - level) / 2.0
-    if finite.size:
-        low, high = (float(v) for v in np.quantile(finite, [tail, 1.0 - tail]))
-        se = float(finite.std(ddof=1)) if finite.size > 1 else 0.0
-        below = int(np.count_nonzero(finite <= 0.0))
-        above = int(np.count_nonzero(finite >= 0.0))
-        pvalue = min(1.0, 2.0 * (min(below, above) + 1) / (finite.size + 1))
-    else:
-        low = high = se = pvalue = math.nan
+    low, high, se, pvalue, notes = _interval(out, estimate, parts, level, small_clusters)
+    low, high, truncated = _bound(low, high, estimate, yc, yt, notes)
     with_runs = runs_control is not None or runs_treatment is not None
     resampled = f"prompts and each arm's runs ({run_resampling})" if with_runs else "prompts"
+    if small_clusters == "t":
+        dfs = [f"{n_prompts - 1} df for {n_prompts} clusters"] if n_prompts > 1 else []
+        if run_resampling == "corrected" and small_runs == "t" and (n_rt > 1 or n_rc > 1):
+            dfs.append(f"runs {n_rc - 1} and {n_rt - 1} df")
+        shown = f" ({'; '.join(dfs)})" if dfs else ""
+        interval = f"bootstrap-SE interval with Student t critical values{shown}"
+    else:
+        interval = "percentile interval"
     return BootstrapResult(
         estimate=estimate,
         low=low,
@@ -339,6 +566,8 @@ def paired_bootstrap(
         weighting="prompt",
         sigma_run_control=math.sqrt(su2_c),
         sigma_run_treatment=math.sqrt(su2_t),
-        method=f"paired bootstrap resampling {resampled}, percentile interval",
+        method=f"paired bootstrap resampling {resampled}, {interval}",
         distribution=out,
+        truncated=truncated,
+        note="; ".join(notes),
     )

@@ -114,7 +114,12 @@ class MonitorResult:
 
 @dataclass(frozen=True, eq=False)
 class BootstrapResult:
-    """Paired bootstrap of a mean difference (treatment minus control)."""
+    """Paired bootstrap of a mean difference (treatment minus control).
+
+    ``truncated`` is True when an end of the interval was moved in to the range a
+    difference of the outcomes can take (``[-1, 1]`` for binary outcomes); ``note`` says
+    which bound applied and any other adjustment of the interval (empty otherwise).
+    """
 
     estimate: float
     low: float
@@ -133,6 +138,8 @@ class BootstrapResult:
     sigma_run_treatment: float
     method: str
     distribution: FloatArray = field(repr=False)
+    truncated: bool = False
+    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from prereg.stats.invokerank import (
     choice_shares,
     competitor_lever,
     invoke_rating,
+    too_few_prompts,
 )
 
 #: Gaussian prior SD of the Invoke Rating's intent effects (logit scale; the seed gives none)
@@ -42,13 +43,32 @@ ELIGIBLE_NOTE = (
     "the servers listed to the intent's runs with role focal or competitor (the pool as "
     "registered; decoys excluded); not a neutral eligibility (InvokeRank 3.4)"
 )
+#: Why a row without a rating has no interval.
+NO_RATING = "no rating (see the rating's reason): no interval"
+#: Why a share's interval has no width (with enough prompts: chosen first by every
+#: prompt's runs or by none, in every resample).
+SHARE_ZERO_WIDTH = (
+    "zero width: every resample of prompts gives this share (chosen first in all or none "
+    "of the contested first choices)"
+)
+
+
+def prompts_per_intent(ch: Choices) -> Any:
+    """How many distinct prompts each intent of the choice data has (the units its
+    bootstraps resample within intents)."""
+    pairs = {(c, p) for c, p in zip(ch.cell, ch.prompt, strict=True)}
+    return np.bincount([c for c, _ in pairs], minlength=len(ch.intents))
 
 
 def _rating_rows(ch: Choices, fit: InvokeRatingResult) -> list[RatingRow]:
+    """The rows of the rating; the intervals withheld below the small-sample rule (the
+    bootstrap resamples prompts within every intent of the fit)."""
     avail = np.asarray(ch.available)
+    _, reason = too_few_prompts(prompts_per_intent(ch))
     rows = []
     for j, key in enumerate(ch.keys):
         beta = float(fit.beta[j])
+        rating = _none(float(fit.rating[j]))
         rows.append(
             RatingRow(
                 integration=key,
@@ -57,13 +77,15 @@ def _rating_rows(ch: Choices, fit: InvokeRatingResult) -> list[RatingRow]:
                 chosen=int(fit.chosen[j + 1]),
                 beta=_none(beta),
                 se=_none(float(fit.se[j])),
-                rating=_none(float(fit.rating[j])),
+                rating=rating,
                 intervals=[
                     _iv(
                         fit.rating_low[lv][j],
                         fit.rating_high[lv][j],
                         lv,
                         f"prompt bootstrap percentile ({fit.resamples} resamples, within intents)",
+                        reason=reason if rating is not None else NO_RATING,
+                        estimate=rating,
                     )
                     for lv in LEVELS
                 ],
@@ -154,31 +176,54 @@ def shares_block(ch: Choices, arm: str, seed: int | None) -> ChoiceShares:
     hits = hits * eligible[np.asarray(ch.cell)]
     got = choice_shares(hits, ch.cell, eligible, prompt=ch.prompt, seed=seed, levels=LEVELS)
     method = f"prompt bootstrap percentile ({got.resamples} resamples, within intents)"
+    # the small-sample rule: an intent's rows need its prompts, the roll-up every
+    # contested intent's
+    per_intent, roll_reason = too_few_prompts(prompts_per_intent(ch), got.contested)
     rows = []
     for c, intent in enumerate(ch.intents):
         if not got.contested[c]:
             continue
         for j in np.flatnonzero(eligible[c]):
+            share = _none(float(got.share[c, j]))
             rows.append(
                 ShareRow(
                     intent=intent,
                     integration=ch.keys[j],
                     hits=int(got.hits[c, j]),
-                    share=_none(float(got.share[c, j])),
+                    share=share,
                     intervals=[
-                        _iv(got.low[lv][c, j], got.high[lv][c, j], lv, method) for lv in LEVELS
+                        _iv(
+                            got.low[lv][c, j],
+                            got.high[lv][c, j],
+                            lv,
+                            method,
+                            reason=per_intent[c],
+                            zero_width=SHARE_ZERO_WIDTH,
+                            estimate=share,
+                        )
+                        for lv in LEVELS
                     ],
                 )
             )
     for j in np.flatnonzero(eligible[got.contested].any(axis=0)) if got.contested.any() else []:
+        share = _none(float(got.rollup[j]))
         rows.append(
             ShareRow(
                 intent="roll-up",
                 integration=ch.keys[j],
                 hits=int(got.hits[got.contested, j].sum()),
-                share=_none(float(got.rollup[j])),
+                share=share,
                 intervals=[
-                    _iv(got.rollup_low[lv][j], got.rollup_high[lv][j], lv, method) for lv in LEVELS
+                    _iv(
+                        got.rollup_low[lv][j],
+                        got.rollup_high[lv][j],
+                        lv,
+                        method,
+                        reason=roll_reason,
+                        zero_width=SHARE_ZERO_WIDTH,
+                        estimate=share,
+                    )
+                    for lv in LEVELS
                 ],
             )
         )

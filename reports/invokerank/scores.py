@@ -4,6 +4,11 @@ ones, Figure 2's pooled funnel and loss shares, and the roll-up's intent weights
 
 These turn :class:`~prereg.reports.invokerank.counts.Prompts` and the estimator's result
 (:func:`prereg.stats.invokerank`) into the report model's score blocks.
+
+The score printed is E[Q] exactly (the product of the stage posterior means, the seed's
+figure), never the Monte Carlo mean of the draws (kept as ``q_mc``). Every interval of a
+score contains it, and the small-sample rule (:mod:`prereg.stats.invokerank.minimum`)
+withholds one, with its reason, below the minimum of prompts per intent.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from prereg.stats.invokerank import BootstrapScore, ScoreInterval
 
 PASS_K = 3
 PUBLISHED_METHOD = "published path: equal-tailed interval of the Q draws"
+#: Why a stage's posterior interval has no width.
+POINT_MASS = "zero width: boundary stage, its posterior a point mass (no epsilon floor)"
+#: Why the published interval of Q has no width.
+Q_POINT_MASS = "zero width: a boundary stage's point-mass posterior makes every draw of Q equal"
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,13 @@ def _stage_estimate(
         prior_beta=float(fit.prior_beta[c]),
         capped=bool(fit.capped[c]),
         posterior_mean=float(fit.posterior_mean[c]),
-        posterior=_iv(float(low), float(high), LEVELS[0], f"Beta posterior of {intent}"),
+        posterior=_iv(
+            float(low),
+            float(high),
+            LEVELS[0],
+            f"Beta posterior of {intent}",
+            zero_width=POINT_MASS,
+        ),
         displayed=displayed,
     )
 
@@ -88,24 +103,66 @@ def _pass_k(prompts: Prompts, mask: Sequence[bool]) -> tuple[float | None, int]:
     return (float(ok.mean()) if ok.size else None), int(ok.size)
 
 
-def _intent_scores(result: stats.InvokeRankResult, prompts: Prompts, arm: str) -> list[IntentScore]:
+def displayed_scores(result: stats.InvokeRankResult) -> Any:
+    """The score per intent: E[Q] exactly, the product of the stage posterior means
+    (``q_exact``); the Monte Carlo mean only where that is not a number (a stage whose
+    posterior has no mass, which the published path's prior rules do not produce)."""
+    exact = np.asarray(result.q_exact, dtype=np.float64)
+    return np.where(np.isfinite(exact), exact, np.asarray(result.q, dtype=np.float64))
+
+
+def published_intervals(
+    low: Mapping[float, Any], high: Mapping[float, Any], q: float, reason: str | None
+) -> list[Any]:
+    """The published path's intervals of a score at every level: withheld with ``reason``
+    (the small-sample rule), labelled where they have no width, made to contain ``q``
+    (an equal-tailed interval can miss the mean of a very skewed posterior)."""
+    return [
+        _iv(
+            low[lv],
+            high[lv],
+            lv,
+            PUBLISHED_METHOD,
+            reason=reason,
+            zero_width=Q_POINT_MASS,
+            estimate=q,
+        )
+        for lv in LEVELS
+    ]
+
+
+def _intent_scores(
+    result: stats.InvokeRankResult,
+    prompts: Prompts,
+    arm: str,
+    reasons: Sequence[str | None] | None = None,
+) -> list[IntentScore]:
+    """Per intent: the score (E[Q] exactly, the seed's figure; the Monte Carlo mean of the
+    draws kept as ``q_mc``), its published intervals (withheld where ``reasons`` says),
+    stages, loss shares, Lever and pass^k."""
     lever = stats.funnel_lever(result.posterior_means)
     bounds = [_StageBounds.of(f) for f in result.fits]
+    shown = displayed_scores(result)
     out = []
     for c, intent in enumerate(prompts.intents):
         mask = [cell == c for cell in prompts.cell]
         pk, pk_n = _pass_k(prompts, mask)
+        q = float(shown[c])
+        reason = reasons[c] if reasons is not None else None
         out.append(
             IntentScore(
                 intent=intent,
                 prompts=int(sum(mask)),
                 runs=int(sum(m for m, keep in zip(prompts.runs, mask, strict=True) if keep)),
                 weight=float(result.weights[c]),
-                q=float(result.q[c]),
-                intervals=[
-                    _iv(result.q_low[lv][c], result.q_high[lv][c], lv, PUBLISHED_METHOD)
-                    for lv in LEVELS
-                ],
+                q=q,
+                q_mc=_none(float(result.q[c])),
+                intervals=published_intervals(
+                    {lv: result.q_low[lv][c] for lv in LEVELS},
+                    {lv: result.q_high[lv][c] for lv in LEVELS},
+                    q,
+                    reason,
+                ),
                 stages=[
                     _stage_estimate(f, c, intent, b)
                     for f, b in zip(result.fits, bounds, strict=True)
@@ -218,14 +275,24 @@ def _with_calibrated(
     score: IntentScore, boot: BootstrapScore, c: int, interval: ScoreInterval
 ) -> IntentScore:
     """An intent's score with the calibrated intervals beside the published ones, and the
-    registered method's as its intervals."""
+    registered method's as its intervals (both contain the score, ``score.q``)."""
+    reason = boot.q_reason[c] if boot.q_reason else None
     calibrated = [
-        _iv(boot.q_low[lv][c], boot.q_high[lv][c], lv, boot.intent_method) for lv in LEVELS
+        _iv(
+            boot.q_low[lv][c],
+            boot.q_high[lv][c],
+            lv,
+            boot.intent_method,
+            reason=reason,
+            estimate=score.q,
+        )
+        for lv in LEVELS
     ]
     return score.model_copy(
         update={
             "calibrated": calibrated,
             "published": score.intervals,
             "intervals": calibrated if interval == "calibrated" else score.intervals,
+            "plug_in": _none(float(boot.q[c])),
         }
     )

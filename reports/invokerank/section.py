@@ -42,7 +42,6 @@ competitor Lever), :mod:`.terminal` (terminal classes, resolution split) and
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -62,13 +61,14 @@ from prereg.reports.invokerank.negatives import _negatives
 from prereg.reports.invokerank.rating import competitor_levers, invoke_rating_block, shares_block
 from prereg.reports.invokerank.scores import (
     PASS_K,
-    PUBLISHED_METHOD,
     _intent_scores,
     _pass_k,
     _priors,
     _with_calibrated,
+    displayed_scores,
     pooled_funnel,
     pooled_loss_shares,
+    published_intervals,
     roll_up_weights,
 )
 from prereg.reports.invokerank.servers import server_funnel
@@ -76,7 +76,7 @@ from prereg.reports.invokerank.terminal import resolution_block, terminal_rows
 from prereg.reports.model import ArmInvokeRank, InvokeRankReport, Provenance
 from prereg.reports.observations import Obs
 from prereg.reports.pairs import runset
-from prereg.stats.invokerank import ScoreInterval, bootstrap_score
+from prereg.stats.invokerank import MIN_PROMPTS, ScoreInterval, bootstrap_score, too_few_prompts
 
 LABELS = {
     "full": ("InvokeRank", "IR"),
@@ -88,11 +88,17 @@ NOTE = (
     "ANOVA rho per cell (pooled, then stage defaults), Kish design effect, a shared "
     "beta-binomial prior by marginal ML with capPrior, conjugate posteriors, seeded draws "
     "of Q = product of stages, roll-up with the registered intent weights (equal by "
-    "default). Descriptive: not registered, never the verdict. Scores are 100 x E[Q]. The "
-    "seed reports that the published intervals under-cover (7.5); the calibrated interval "
-    "is a bootstrap of the plug-in score over prompts (per intent Jeffreys on the "
-    "bootstrap's effective counts, the roll-up expanded percentile), which covers near "
-    "nominal in bench/invokerank_coverage.py."
+    "default). Descriptive: not registered, never the verdict. Scores are 100 x E[Q], "
+    "computed exactly as the product of the stage posterior means (the seed's figure; the "
+    "Monte Carlo mean of the draws is kept in report.json as q_mc). The seed reports that "
+    "the published intervals under-cover (7.5); the calibrated interval is a bootstrap of "
+    "the plug-in score over prompts within intents (and sessions), small-sample corrected "
+    "(per intent Jeffreys on the bootstrap's effective counts, the roll-up a percentile of "
+    "the intents' Jeffreys draws), an interval for the population score widened where "
+    "needed to contain the displayed score; it covers near nominal in "
+    "bench/invokerank_coverage.py. An interval of an "
+    f"intent with fewer than {MIN_PROMPTS} prompts, or over such an intent (roll-up, "
+    "rating, shares), is not shown: 'too few prompts (n < m)'."
 )
 INTERVAL_NOTES: dict[str, str] = {
     "published": "The score's interval is the published path's (no invokerank.interval "
@@ -172,6 +178,8 @@ def arm_invokerank(
         draws=draws,
         seed=seed,
     )
+    shown = displayed_scores(result)  # E[Q_c] exactly
+    q = float(np.asarray(result.weights) @ shown)  # E[roll-up], exactly
     boot = bootstrap_score(
         prompts.runs,
         [r[-1] for r in prompts.reached],
@@ -179,11 +187,24 @@ def arm_invokerank(
         weights=weights,
         seed=seed,
         levels=LEVELS,
+        centre=shown,
+        rollup_centre=q,
     )
-    published = [
-        _iv(result.rollup_low[lv], result.rollup_high[lv], lv, PUBLISHED_METHOD) for lv in LEVELS
+    per_intent, roll_reason = too_few_prompts(
+        np.bincount(prompts.cell, minlength=len(prompts.intents)), result.weights
+    )
+    published = published_intervals(result.rollup_low, result.rollup_high, q, roll_reason)
+    calibrated = [
+        _iv(
+            boot.rollup_low[lv],
+            boot.rollup_high[lv],
+            lv,
+            boot.method,
+            reason=boot.rollup_reason,
+            estimate=q,
+        )
+        for lv in LEVELS
     ]
-    calibrated = [_iv(boot.rollup_low[lv], boot.rollup_high[lv], lv, boot.method) for lv in LEVELS]
     base.update(published=published, calibrated=calibrated)
     if choices is not None and "competitor" in choices.roles:
         base["lever_competitor"] = competitor_levers(result, prompts, choices)
@@ -202,14 +223,16 @@ def arm_invokerank(
         level=level,
         reason=reason,
         stages=list(stages),
-        q=result.rollup,
+        q=q,
+        q_mc=result.rollup,
+        plug_in=boot.rollup,
         intervals=calibrated if interval == "calibrated" else published,
         weights=weights_text,
         positive_runs=len(runs),
         prompts=len(prompts.tasks),
         intents=[
             _with_calibrated(i, boot, c, interval)
-            for c, i in enumerate(_intent_scores(result, prompts, meta.id))
+            for c, i in enumerate(_intent_scores(result, prompts, meta.id, per_intent))
         ],
         priors=_priors(result, prompts.intents),
         funnel=pooled_funnel(prompts, stages),
@@ -237,10 +260,20 @@ def arm_invokerank(
 
 
 def mark_ties(arms: list[ArmInvokeRank]) -> list[ArmInvokeRank]:
-    """Fill ``tied_with``: same evidence class and level, overlapping 90% roll-ups."""
-    scored = [a for a in arms if a.q is not None and a.intervals]
-    lows = [a.intervals[0].low if a.intervals[0].low is not None else math.nan for a in scored]
-    highs = [a.intervals[0].high if a.intervals[0].high is not None else math.nan for a in scored]
+    """Fill ``tied_with``: same evidence class and level, overlapping 90% roll-ups (the
+    score's intervals, which contain the displayed score). An arm without a 90% roll-up
+    interval (withheld by the small-sample rule) is tied with none, and ``ties_note``
+    says why."""
+    scored = [
+        a
+        for a in arms
+        if a.q is not None
+        and a.intervals
+        and a.intervals[0].low is not None
+        and a.intervals[0].high is not None
+    ]
+    lows = [float(a.intervals[0].low or 0.0) for a in scored]
+    highs = [float(a.intervals[0].high or 0.0) for a in scored]
     overlap = stats.intervals_overlap(lows, highs) if scored else np.zeros((0, 0), bool)
     ties: dict[str, list[str]] = {}
     for i, a in enumerate(scored):
@@ -251,7 +284,13 @@ def mark_ties(arms: list[ArmInvokeRank]) -> list[ArmInvokeRank]:
             and overlap[i, j]
             and (a.evidence_class, a.level) == (b.evidence_class, b.level)
         ]
-    return [a.model_copy(update={"tied_with": ties.get(a.arm, [])}) for a in arms]
+    out = []
+    for a in arms:
+        note = None
+        if a.q is not None and a.arm not in ties:
+            note = "not decided: no 90% interval"
+        out.append(a.model_copy(update={"tied_with": ties.get(a.arm, []), "ties_note": note}))
+    return out
 
 
 def arm_metas(reg: Registration) -> list[ArmMeta]:

@@ -400,10 +400,28 @@ def points(value: float | None) -> str:
     return f"{100 * value:.1f}"
 
 
+def _labelled(text: str, iv: Interval) -> str:
+    """An InvokeRank interval's text with its reason (a withheld interval is its reason;
+    a zero-width or extended one says why beside it)."""
+    reason = getattr(iv, "reason", None)
+    if iv.low is None or iv.high is None:
+        return reason or "null"
+    return f"{text} ({reason})" if reason else text
+
+
 def points_interval(iv: Interval | None) -> str:
-    if iv is None or iv.low is None or iv.high is None:
+    """An InvokeRank score interval in points, with its reason when it has one."""
+    if iv is None:
         return "null"
-    return f"{points(iv.low)} to {points(iv.high)}"
+    return _labelled(f"{points(iv.low)} to {points(iv.high)}", iv)
+
+
+def ir_interval(iv: Interval | None, scale: str = "num") -> str:
+    """An InvokeRank interval (a rate, a share) as :func:`interval` prints it, with its
+    reason when it has one."""
+    if iv is None:
+        return "null"
+    return _labelled(interval(iv, scale), iv)
 
 
 def _by_stage(values: dict[str, float | None], scale: str) -> str:
@@ -451,7 +469,7 @@ def invokerank_leaderboard(report: Report) -> Table:
                 points_interval(ivs.get(0.95)),
                 points_interval(_other(report, a)),
                 a.positive_runs,
-                ", ".join(a.tied_with) or "-",
+                ", ".join(a.tied_with) or a.ties_note or "-",
             ]
         )
     return header, rows
@@ -501,7 +519,7 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
                         f"{num(s.rho, 2)} ({s.rho_source})",
                         num(s.design_effect, 2),
                         pct(s.posterior_mean),
-                        interval(s.posterior, "pct"),
+                        ir_interval(s.posterior, "pct"),
                         "yes" if s.capped else "no",
                     ]
                 )
@@ -524,7 +542,7 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
                     s.stage,
                     f"{s.successes} / {s.trials}",
                     pct(s.successes / s.trials if s.trials else None),
-                    interval(s.displayed, "pct"),
+                    ir_interval(s.displayed, "pct"),
                     f"{num(s.rho, 2)} ({s.rho_source})",
                     num(s.design_effect, 2),
                 ]
@@ -548,7 +566,7 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
                         neg.definition,
                         f"{neg.calls} / {neg.runs}",
                         pct(neg.rate),
-                        interval(neg.interval, "pct"),
+                        ir_interval(neg.interval, "pct"),
                         f"{num(neg.rho, 2)} ({neg.rho_source})",
                     ]
                 )
@@ -620,7 +638,7 @@ def server_funnel_table(report: Report) -> tuple[str, list[str], list[list[Any]]
             cells = [
                 "not measured"
                 if st.reached is None
-                else f"{st.reached} ({pct(st.rate)}; {interval(st.interval, 'pct')})"
+                else f"{st.reached} ({pct(st.rate)}; {ir_interval(st.interval, 'pct')})"
                 for st in f.stages
             ]
             rows.append([a.arm, f.integration, f.role, f.listed, *cells, f.note])
@@ -638,7 +656,7 @@ def _rating(value: float | None) -> str:
 
 
 def _rating_interval(iv: Interval) -> str:
-    return f"{_rating(iv.low)} to {_rating(iv.high)} ({iv.level:.0%})"
+    return _labelled(f"{_rating(iv.low)} to {_rating(iv.high)} ({iv.level:.0%})", iv)
 
 
 def _rating_terms(arm: str, rating: InvokeRating) -> list[list[Any]]:
@@ -669,7 +687,7 @@ def invokerank_choice_tables(report: Report) -> list[tuple[str, list[str], list[
         if a.shares is not None:
             shares += [
                 [a.arm, a.shares.label, r.intent, r.integration, r.hits, pct(r.share)]
-                + [interval(iv, "pct") for iv in r.intervals]
+                + [ir_interval(iv, "pct") for iv in r.intervals]
                 for r in a.shares.rows
             ]
         lever += [
@@ -681,7 +699,7 @@ def invokerank_choice_tables(report: Report) -> list[tuple[str, list[str], list[
         if a.resolution is not None:
             res = a.resolution
             rates = [
-                "unknown" if r is None else f"{pct(r.rate)} ({interval(r.interval, 'pct')})"
+                "unknown" if r is None else f"{pct(r.rate)} ({ir_interval(r.interval, 'pct')})"
                 for r in (res.host_self_serve, res.no_tool_decline)
             ]
             shares_text = ", ".join(f"{k} {pct(v)}" for k, v in res.shares.items() if v)

@@ -26,6 +26,8 @@ and the between-run variance of replicate runs. One idea per module:
 - ``shares``: the Invoke and Selection Shares (4.2);
 - ``resolution``: the terminal classes and the Agent Resolution Split (3.3, 6.3);
 - ``calibrated``: the calibrated interval, a bootstrap of the plug-in score (7.5);
+- ``minimum``: the small-sample rule: the fewest prompts per intent (and sessions) for an
+  interval to be shown;
 - ``replicates``: the between-run variance of replicate runs and its permutation test (7.3).
 
 The modules import one another directly, never this package, which only re-exports the
@@ -86,9 +88,11 @@ Readings where the seed is silent, chosen and stated here:
   the seed reports ("r_I = 1 empirically"). The displayed Jeffreys interval of the stage
   (step 8) still shows its uncertainty; a calibrated path should not inherit this.
 - The cap does not apply to a Jeffreys prior (nothing was fitted to borrow from).
-- The score is the mean of the Q draws (the published path's 100 E[Q] by simulation);
-  under the independent stage posteriors it estimates the product of the posterior means,
-  which :class:`InvokeRankResult` also carries (``q_exact``).
+- The score is E[Q] exactly: under the independent stage posteriors, the product of the
+  stage posterior means (:class:`InvokeRankResult`'s ``q_exact``; the roll-up
+  sum_c w_c q_exact_c), the seed's figure. ``q`` and ``rollup`` are the Monte Carlo means
+  of the draws, which only approximate it (27.6 against 27.3 on an arm of the bundled
+  podcast controls draft); the report prints the exact value (issue 39).
 
 References: InvokeRank method v1.0, 4.1 and 4.2; Kish (1965); Rao and Scott (1992);
 Fleiss, Levin and Paik (2003); Ridout, Demetrio and Firth (1999); Robbins (1956);
@@ -110,6 +114,12 @@ from prereg.stats.invokerank.choices import _choice_runs, _design, _terms
 from prereg.stats.invokerank.intervals import beta_interval, equal_tailed, intervals_overlap
 from prereg.stats.invokerank.lever import competitor_lever, funnel_lever
 from prereg.stats.invokerank.logit import choice_loglik, fit_choice_logit
+from prereg.stats.invokerank.minimum import (
+    MIN_PROMPTS,
+    MIN_SESSIONS,
+    too_few_prompts,
+    too_few_sessions,
+)
 from prereg.stats.invokerank.model import FUNNEL_STAGES, SCORE_INTERVALS, ScoreInterval
 from prereg.stats.invokerank.prior import (
     betabinom_loglik,
@@ -167,6 +177,11 @@ __all__ = [
     "ScoreInterval",
     "BootstrapScore",
     "bootstrap_score",
+    # the small-sample rule of every interval the section prints (reports, bench)
+    "MIN_PROMPTS",
+    "MIN_SESSIONS",
+    "too_few_prompts",
+    "too_few_sessions",
     # the Invoke Rating, shares, Lever, split and single rates (reports.invokerank)
     "RATING_RESAMPLES",
     "InvokeRatingResult",

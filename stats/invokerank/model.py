@@ -21,8 +21,9 @@ LEVELS: tuple[float, ...] = (0.90, 0.95)
 ScoreInterval = Literal["published", "calibrated"]
 SCORE_INTERVALS: dict[str, str] = {
     "published": "the published path's equal-tailed interval of the Q draws (4.1)",
-    "calibrated": "expanded percentile bootstrap of the plug-in score over prompts within "
-    "intents (and sessions when there are two or more; 7.5)",
+    "calibrated": "bootstrap of the plug-in score over prompts within intents (and "
+    "sessions when there are three or more), small-sample corrected, widened where needed "
+    "to contain the displayed score (7.5; issue 39)",
 }
 assert tuple(SCORE_INTERVALS) == get_args(ScoreInterval)
 

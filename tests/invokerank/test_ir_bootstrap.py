@@ -57,25 +57,26 @@ def test_prompts_are_the_unit_and_sessions_widen_the_interval() -> None:
     assert naive.q_high[0.9][0] - naive.q_low[0.9][0] < 0.8 * (
         one.q_high[0.9][0] - one.q_low[0.9][0]
     )
-    # two sessions that differ: resampling sessions widens the interval
-    sess = np.r_[np.zeros(prompts, int), np.ones(prompts, int)]
-    both = np.r_[reached, np.minimum(4, reached + 2)]
+    # three sessions that differ (the small-sample rule's minimum of sessions): the
+    # session part widens the interval
+    sess = np.repeat(np.arange(3), prompts)
+    both = np.r_[reached, np.minimum(4, reached + 2), np.maximum(0, reached - 2)]
     with_s = ir.bootstrap_score(
-        np.full(2 * prompts, 4),
+        np.full(3 * prompts, 4),
         both,
-        np.zeros(2 * prompts, int),
-        prompt=np.r_[np.arange(prompts), np.arange(prompts)],
+        np.zeros(3 * prompts, int),
+        prompt=np.tile(np.arange(prompts), 3),
         session=sess,
         seed=5,
     )
     without = ir.bootstrap_score(
-        np.full(2 * prompts, 4),
+        np.full(3 * prompts, 4),
         both,
-        np.zeros(2 * prompts, int),
-        prompt=np.r_[np.arange(prompts), np.arange(prompts)],
+        np.zeros(3 * prompts, int),
+        prompt=np.tile(np.arange(prompts), 3),
         seed=5,
     )
-    assert with_s.sessions == 2 and "sessions" in with_s.method
+    assert with_s.sessions == 3 and "sessions" in with_s.method
     assert (with_s.q_high[0.9][0] - with_s.q_low[0.9][0]) > 1.5 * (
         without.q_high[0.9][0] - without.q_low[0.9][0]
     )

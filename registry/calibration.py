@@ -41,6 +41,7 @@ from prereg.core.errors import BadInput
 from prereg.experiments import Task
 from prereg.registry.schema import Contrast, Registration, TestSpec
 from prereg.stats import mde_paired
+from prereg.stats.bootstrap import FEW_CLUSTERS
 from prereg.stats.calibration import (
     CalibrationResult,
     CalibrationRow,
@@ -64,9 +65,10 @@ DEFAULT_DRAWS = 1000
 DIFFERENCE = "difference (arms)"
 PER_INTENT = "per-intent intervals"
 #: an intent with fewer tasks gets no per-intent interval in the report, only "too few
-#: tasks": a percentile bootstrap over 4 or fewer tasks has at most 35 distinct resampled
-#: means and, with binary outcomes, is often "0.000 to 0.000" (every task agreeing)
-MIN_INTENT_TASKS = 5
+#: tasks": the per-intent interval is the cluster bootstrap over the intent's tasks, whose
+#: level holds from FEW_CLUSTERS clusters (issue 39; docs/statistics.md), the minimum of
+#: every cluster bootstrap the report prints
+MIN_INTENT_TASKS = FEW_CLUSTERS
 
 
 def too_few_tasks(n: int) -> str | None:

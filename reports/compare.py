@@ -45,6 +45,7 @@ from prereg.reports.load import LoadedRuns, load_runs
 from prereg.reports.model import Discordant, Interval, Provenance
 from prereg.reports.pairs import runset
 from prereg.reports.render.text import num
+from prereg.stats.bootstrap import FEW_CLUSTERS
 
 
 class Model(BaseModel):
@@ -227,7 +228,15 @@ def _arm_change(a: LoadedRuns, b: LoadedRuns, arm: str, outcome: str, seed: int)
             seed=seed,
         )
         diff = res.estimate
-        interval = Interval(low=res.low, high=res.high, level=0.95, method=res.method)
+        interval = Interval.resampled(
+            res.low,
+            res.high,
+            0.95,
+            res.method,
+            unit="task",
+            units=len(tasks),
+            minimum=FEW_CLUSTERS,
+        )
     mc = stats.mcnemar_exact(b_only_a, c_only_b)
     units = [(arm, t, r) for t in tasks for r in ya[t]]
     ra, rb = a.entry.registration, b.entry.registration

@@ -9,6 +9,7 @@ anything computed without being registered, which only ever appears in the
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,10 +45,56 @@ class Provenance(Model):
 
 
 class Interval(Model):
+    """A printed interval. Null bounds print "not computed"; ``reason`` says why when the
+    data cannot support one (issue 39, docs/statistics.md "The rule for every printed
+    interval"): every renderer prints the reason where the bounds would be."""
+
     low: float | None
     high: float | None
     level: float
     method: str
+    reason: str | None = Field(
+        None,
+        description="why the bounds are null (e.g. 'too few discordant tasks ...') or "
+        "why the interval has no width; null: a plain interval",
+    )
+
+    @classmethod
+    def resampled(
+        cls,
+        low: float | None,
+        high: float | None,
+        level: float,
+        method: str,
+        *,
+        unit: str = "task",
+        units: int | None = None,
+        minimum: int = 0,
+    ) -> Interval:
+        """The interval of a resampling method over ``units`` ``unit``s, withheld (null
+        bounds, ``reason``) where the data cannot support it (issue 39, rule 4): below the
+        method's ``minimum`` of units (its calibration: docs/statistics.md), and when it
+        has no width, which happens when every unit shows the same difference so every
+        resampled value equals the estimate (a point [d, d] would claim a certainty the
+        data do not give). NaN bounds are null ("not computed")."""
+        lo = low if low is not None and math.isfinite(low) else None
+        hi = high if high is not None and math.isfinite(high) else None
+        reason = None
+        if units is not None and units < minimum:
+            reason = (
+                f"too few {unit}s ({units} < {minimum}): no interval (the cluster bootstrap "
+                f"keeps its level from {minimum} {unit}s)"
+            )
+        elif lo is not None and hi is not None and hi - lo <= 0.0:
+            why = (
+                f"too few discordant {unit}s (every {unit} shows no difference)"
+                if lo == 0.0
+                else f"degenerate: every {unit} shows the same difference ({lo:+.3f})"
+            )
+            reason = f"no interval: {why}, so resampling {unit}s has no spread"
+        if reason is not None:
+            return cls(low=None, high=None, level=level, method=method, reason=reason)
+        return cls(low=lo, high=hi, level=level, method=method)
 
 
 class ArmConfiguration(Model):
@@ -436,13 +483,8 @@ class LabelledInterval(Interval):
     bounds (withheld by the small-sample rule) or no width (issue 39): every renderer
     shows the reason where the interval would be, or beside a zero-width one. The
     section's fields are typed ``LabelledInterval | Interval``: the section always builds
-    this class; a plain Interval validates too (a hand-built fragment)."""
-
-    reason: str | None = Field(
-        None,
-        description="why the bounds are null (e.g. 'too few prompts (5 < 8): no "
-        "interval') or why the interval has no width; null: a plain interval",
-    )
+    this class; a plain Interval validates too (a hand-built fragment). Its ``reason``
+    is :class:`Interval`'s."""
 
 
 class StagePrior(Model):

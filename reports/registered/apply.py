@@ -298,9 +298,19 @@ def _bootstrap_fit(spec: TestSpec, pairs: PairData, seed: int) -> _BootstrapFit 
     return _BootstrapFit(res, shown, int(yc.size), decision_level)
 
 
-def _shown_interval(fit: _BootstrapFit) -> Interval:
+def _shown_interval(fit: _BootstrapFit, unit: str, units: int) -> Interval:
+    """The printed interval: withheld below FEW_CLUSTERS units and when it has no width
+    (:meth:`Interval.resampled`)."""
     shown = fit.shown
-    return Interval(low=_f(shown.low), high=_f(shown.high), level=shown.level, method=shown.method)
+    return Interval.resampled(
+        _f(shown.low),
+        _f(shown.high),
+        shown.level,
+        shown.method,
+        unit=unit,
+        units=units,
+        minimum=FEW_CLUSTERS,
+    )
 
 
 def paired_difference(
@@ -312,7 +322,7 @@ def paired_difference(
     fit = _bootstrap_fit(spec, pairs, seed)
     if fit is None:
         return None, None
-    return _f(fit.res.estimate), _shown_interval(fit)
+    return _f(fit.res.estimate), _shown_interval(fit, spec.unit, pairs.n_units(spec.unit))
 
 
 def _bootstrap(ctx: _Ctx) -> TestReport:
@@ -345,16 +355,17 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
         rejects = low > 0 or high < 0
     ctl, trt = pairs.per_task("mean")
     differs = bool(np.any(trt != ctl))
-    # Below FEW_CLUSTERS units the percentile interval is too narrow (the simulated type I
-    # error of a 5-task primary is about 0.12 at alpha 0.05: `prereg calibrate`), so the
-    # test cannot decide either way: inconclusive, never "supported" (issue 14).
+    # Below FEW_CLUSTERS units the bootstrap's level is not established (bench/
+    # cluster_coverage.py: its worst designs under-cover below 10 clusters), so the test
+    # cannot decide either way: inconclusive, never "supported" (issues 14 and 39), and
+    # its interval is withheld with the reason.
     ev = Evidence(
         rejects=rejects,
         direction=_sign(res.estimate),
         attainable=differs and n_units >= FEW_CLUSTERS,
         unattainable_reason=(
-            f"only {n_units} {spec.unit}s: a percentile bootstrap over fewer than "
-            f"{FEW_CLUSTERS} is anti-conservative, so its decision cannot be read"
+            f"too few {spec.unit}s ({n_units} < {FEW_CLUSTERS}): the cluster bootstrap "
+            f"keeps its level from {FEW_CLUSTERS} {spec.unit}s, so its decision cannot be read"
             if differs
             else "no task differs between the arms (every paired difference is zero), "
             "so no interval can exclude zero"
@@ -367,22 +378,24 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
             f"difference in mean outcome, {pairs.treatment} - {pairs.control}, "
             f"{spec.unit}-weighted over every run"
         ),
-        interval=_shown_interval(fit),
+        interval=_shown_interval(fit, spec.unit, n_units),
         decision=decision,
         evidence=ev,
         function="prereg.stats.paired_bootstrap",
         parameters=params,
         method=res.method,
         pvalue=res.pvalue,
-        note=(
-            "the decision uses the interval at level "
-            f"{decision_level:g}; the p-value inverts the two-sided percentile interval"
-            + (
-                f"; caution: only {n_units} {spec.unit}s, and a percentile bootstrap over "
-                f"fewer than {FEW_CLUSTERS} clusters is anti-conservative (intervals too narrow)"
+        note="; ".join(
+            part
+            for part in (
+                f"the decision uses the interval at level {decision_level:g}; the p-value "
+                "inverts the two-sided interval",
+                f"too few {spec.unit}s ({n_units} < {FEW_CLUSTERS}): interval withheld"
                 if n_units < FEW_CLUSTERS
-                else ""
+                else "",
+                res.note,
             )
+            if part
         ),
         aggregate="none (every run)",
     )

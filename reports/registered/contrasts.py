@@ -5,7 +5,8 @@ mean outcome in cell (arm) c: every measured repeat of a task averaged, then the
 the unit averaged, so every unit counts once and every task once within its unit. Only
 tasks with every weighted cell measured enter (the others are counted and named in the
 note). The statistics are :func:`prereg.stats.contrast_bootstrap` (cluster bootstrap
-over units: percentile interval, centred two-sided p) and
+over units: the bootstrap-SE interval with Student t critical values, withheld below
+FEW_CLUSTERS units or when every unit has the same contrast) and
 :func:`prereg.stats.contrast_sign_flip` (exact sign-flip over units).
 
 Decisions, fixed before any data: a ``paired_bootstrap`` contrast rejects when its
@@ -146,7 +147,15 @@ def _compute(
         shown = stats.contrast_bootstrap(
             means.values, weights, units=labels, draws=draws, level=level, seed=seed
         )
-    interval = Interval(low=shown.low, high=shown.high, level=shown.level, method=shown.method)
+    interval = Interval.resampled(
+        shown.low,
+        shown.high,
+        shown.level,
+        shown.method,
+        unit=unit,
+        units=n_units,
+        minimum=FEW_CLUSTERS,
+    )
     if test == "sign_flip_test":
         flip = stats.contrast_sign_flip(means.values, weights, sides, units=labels, seed=seed)
         p, method, function = float(flip.pvalue), flip.method, "prereg.stats.contrast_sign_flip"
@@ -249,8 +258,8 @@ def contrast_test(
         unattainable_reason=(
             f"{done.units} {spec.unit}(s) with every weighted cell measured: too few"
             if done.rejects is None
-            else f"only {done.units} {spec.unit}s: a percentile bootstrap over fewer than "
-            f"{FEW_CLUSTERS} is anti-conservative, so its decision cannot be read"
+            else f"too few {spec.unit}s ({done.units} < {FEW_CLUSTERS}): the cluster bootstrap "
+            f"keeps its level from {FEW_CLUSTERS} {spec.unit}s, so its decision cannot be read"
             if few
             else "the contrast is the same in every unit, so no interval can exclude zero"
         ),

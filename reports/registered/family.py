@@ -2,10 +2,11 @@
 
 Per-intent intervals are *listed, not flagged*, as the InvokeRank seed does:
 each intent's paired difference with its paired bootstrap interval, and no
-mark of significance. An intent with fewer than ``MIN_INTENT_TASKS`` (5) tasks gets
-no interval: the row says "too few tasks" (``interval`` null, ``interval_note`` the
-reason), since a percentile bootstrap over 2-4 tasks is degenerate (often "0.000 to
-0.000"). Claims about intents are made only through the
+mark of significance. An intent with fewer than ``MIN_INTENT_TASKS`` (FEW_CLUSTERS,
+10) tasks gets no interval: the row says "too few tasks" (``interval`` null,
+``interval_note`` the reason), since the cluster bootstrap keeps its level from 10
+clusters (issue 39), and an intent whose tasks all show the same difference says so
+instead of printing "0.000 to 0.000". Claims about intents are made only through the
 registered multiplicity rule over the registered family:
 
 - ``per-intent``: one hypothesis per intent, tested with the primary test as
@@ -86,9 +87,9 @@ def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float) -> 
                 seed=seed,
             )
             difference = float(res.estimate)
-            interval = Interval(
-                low=float(res.low), high=float(res.high), level=level, method=res.method
-            )
+            interval = Interval.resampled(res.low, res.high, level, res.method, unit="task")
+            if interval.reason is not None:  # withheld: the row's note says why
+                few, interval = interval.reason, None
         b, c = sub.discordant(agg)
         rows.append(
             IntentRow(

@@ -39,8 +39,11 @@ def pvalue(value: float | None) -> str:
 
 
 def interval(iv: Interval | None, scale: str = "num") -> str:
+    """An interval as "low to high (level)"; a withheld one prints its reason."""
     if iv is None:
         return "null"
+    if (iv.low is None or iv.high is None) and iv.reason:
+        return iv.reason
     fmt = pct if scale == "pct" else num
     return f"{fmt(iv.low)} to {fmt(iv.high)} ({iv.level:.0%})"
 

@@ -216,7 +216,7 @@ def _bootstrap(
     if n < 2:
         return Row(name, unit, n, None, None, None, None, f"{n} {unit}: cannot resample")
     res = resampled_contrast(values, weights, units=labels, draws=draws[0], seed=draws[1])
-    note = f"fewer than {FEW_CLUSTERS} units: anti-conservative" if n < FEW_CLUSTERS else ""
+    note = f"too few units ({n} < {FEW_CLUSTERS}): under-covers" if n < FEW_CLUSTERS else ""
     return Row(
         name,
         unit,
@@ -331,13 +331,18 @@ def _p(x: float | None) -> str:
     return "<0.001" if x < 0.001 else f"{x:.3f}"
 
 
-def _interval(low: float, high: float) -> str:
-    """A percentile interval as printed; one that prints without width says why (every
-    resample gives the same contrast: the units' contrasts are equal)."""
-    text = f"[{_pp(low)}, {_pp(high)}]"
-    if _pp(low) == _pp(high):
-        text += " (no width: every resample gives the same contrast)"
-    return text
+def _interval(row: Row) -> str:
+    """A percentile interval as printed, or why there is none (issue 39, rule 4): below
+    FEW_CLUSTERS units the bootstrap's level is not established, and an interval that
+    would print without width (every resample gives the same contrast: the units'
+    contrasts are equal) would claim a certainty the data do not give."""
+    if row.low is None or row.high is None:
+        return row.note
+    if row.units < FEW_CLUSTERS:
+        return f"too few {row.unit}s ({row.units} < {FEW_CLUSTERS}): no interval"
+    if _pp(row.low) == _pp(row.high):
+        return "no interval: every resample gives the same contrast (no spread)"
+    return f"[{_pp(row.low)}, {_pp(row.high)}]"
 
 
 def _se(x: float | None, exact: bool | None) -> str:
@@ -362,7 +367,7 @@ def _contrast_tables(registration: Registration, records: Sequence[Episode]) -> 
             r.contrast,
             f"{r.unit} ({r.units})",
             _pp(r.estimate),
-            r.note if r.low is None or r.high is None else _interval(r.low, r.high),
+            _interval(r),
             _p(r.p),
             _p(None if h is None else h[0]),
             _se(r.mc_se, r.exact),
@@ -409,8 +414,9 @@ def _contrast_tables(registration: Registration, records: Sequence[Episode]) -> 
         )
     if few:
         note += (
-            f" Fewer than {FEW_CLUSTERS} units ({', '.join(few)}): a percentile bootstrap is "
-            "anti-conservative there; read its p values as a demonstration."
+            f" Fewer than {FEW_CLUSTERS} units ({', '.join(few)}): the percentile bootstrap's "
+            "level is not established there (it under-covers), so no interval is printed; "
+            "read its p values as a demonstration."
         )
     flip_note = (
         "With U intents the smallest two-sided p is 2 / 2^U (seed: 12 intents, p = .0098). "

@@ -4,7 +4,6 @@ effects, and `plan --from-runs A B C` end to end."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +11,9 @@ import numpy as np
 import pytest
 
 from prereg.reports.planning.pilot import between_run
-from prereg.runners.record import RunRecord
-from prereg.runners.store.sqlite import RunStore
 from prereg.stats.invokerank import replicate_variance
 from tests.conftest import tree_digest
+from tests.plan import store_pilot
 
 
 def test_one_repeat_reduces_to_the_pilot_estimator() -> None:
@@ -63,40 +61,6 @@ def _register(ws: Path, cli: Any, reg_id: str, change: tuple[str, str] | None = 
     return result.json()
 
 
-def _store(ws: Path, entry: dict[str, Any], outcomes: dict[str, np.ndarray]) -> None:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    records = []
-    for arm, matrix in outcomes.items():
-        for i, row in enumerate(matrix):
-            for r, value in enumerate(row):
-                records.append(
-                    RunRecord(
-                        record_id=f"{arm}-{i:04d}-{r}-{entry['id'][:8]}",
-                        registration_id=entry["id"],
-                        registration_digest=entry["digest"],
-                        experiment="music-library",
-                        arm=arm,
-                        surface=arm,
-                        task_id=f"task-{i:03d}",
-                        intent="i",
-                        cluster="c",
-                        split="dev",
-                        polarity="positive",
-                        repeat=r,
-                        rotation=0,
-                        driver="local",
-                        evidence_class="local",
-                        started_at=now,
-                        finished_at=now,
-                        success=bool(value),
-                        terminal_flag=None if value else "wrong_conclusion",
-                        first_unmet_obligation=None if value else "final_state",
-                    )
-                )
-    with RunStore(ws / "runs") as store:
-        store.extend(records)
-
-
 def test_plan_from_replicate_registrations(ws: Path, cli: Any) -> None:
     rng = np.random.default_rng(3)
     p = rng.uniform(0.2, 0.8, 40)
@@ -108,7 +72,7 @@ def test_plan_from_replicate_registrations(ws: Path, cli: Any) -> None:
             prob = np.clip(p + lift + shift, 0, 1)
             outcomes[arm] = (rng.random((40, 3)) < prob[:, None]).astype(float)
             cubes[arm].append(outcomes[arm])
-        _store(ws, entry, outcomes)
+        store_pilot(ws, entry, outcomes)
         assert k == len(cubes["baseline"]) - 1
     result = cli(
         "-w",

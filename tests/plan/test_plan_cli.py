@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.conftest import tree_digest
+from tests.plan import pilot_records
 
 PILOT = "drafts/music-library-pilot.yaml"
 
@@ -183,42 +182,6 @@ def test_sequential_monitor_simulation(cli) -> None:
 # ---- --from-runs -----------------------------------------------------------------------------
 
 
-def _records(entry: dict[str, Any], outcomes: dict[str, np.ndarray]) -> list[Any]:
-    from prereg.runners.record import RunRecord
-
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    out = []
-    for arm, matrix in outcomes.items():
-        for i, row in enumerate(matrix):
-            for r, value in enumerate(row):
-                success = bool(value)
-                out.append(
-                    RunRecord(
-                        record_id=f"{arm}-{i:04d}-{r}-xxxxxxxx",
-                        registration_id=entry["id"],
-                        registration_digest=entry["digest"],
-                        experiment="music-library",
-                        arm=arm,
-                        surface=arm,
-                        task_id=f"task-{i:03d}",
-                        intent="i",
-                        cluster="c",
-                        split="dev",
-                        polarity="positive",
-                        repeat=r,
-                        rotation=0,
-                        driver="local",
-                        evidence_class="local",
-                        started_at=now,
-                        finished_at=now,
-                        success=success,
-                        terminal_flag=None if success else "wrong_conclusion",
-                        first_unmet_obligation=None if success else "final_state",
-                    )
-                )
-    return out
-
-
 def test_from_runs_estimates_then_plans(ws: Path, cli) -> None:
     from prereg.reports.planning.pilot import PilotData, estimate_pilot
     from prereg.runners.store.sqlite import RunStore
@@ -231,7 +194,7 @@ def test_from_runs_estimates_then_plans(ws: Path, cli) -> None:
         "semantic": (rng.random((40, 3)) < np.clip(p + 0.1, 0, 1)[:, None]).astype(float),
     }
     with RunStore(ws / "runs") as store:
-        store.extend(_records(entry, outcomes))
+        store.extend(pilot_records(entry, outcomes))
     before = tree_digest(ws)
     result = cli(
         "-w",

@@ -10,7 +10,6 @@ the plan's runs per arm default to the pilot's repeats, said in a note.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,45 +17,11 @@ import numpy as np
 import pytest
 
 from prereg.reports.planning.pilot import between_run
-from prereg.runners.record import RunRecord
-from prereg.runners.store.sqlite import RunStore
+from tests.plan import store_pilot
 
 PILOT = "drafts/music-library-pilot.yaml"
 PROMPTS = 60
 REPEATS = 3
-
-
-def _store(ws: Path, entry: dict[str, Any], outcomes: dict[str, np.ndarray]) -> None:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    records = [
-        RunRecord(
-            record_id=f"{arm}-{i:04d}-{r}-{entry['id'][:8]}",
-            registration_id=entry["id"],
-            registration_digest=entry["digest"],
-            experiment="music-library",
-            arm=arm,
-            surface=arm,
-            task_id=f"task-{i:03d}",
-            intent="i",
-            cluster="c",
-            split="dev",
-            polarity="positive",
-            repeat=r,
-            rotation=0,
-            driver="local",
-            evidence_class="local",
-            started_at=now,
-            finished_at=now,
-            success=bool(value),
-            terminal_flag=None if value else "wrong_conclusion",
-            first_unmet_obligation=None if value else "final_state",
-        )
-        for arm, matrix in outcomes.items()
-        for i, row in enumerate(matrix)
-        for r, value in enumerate(row)
-    ]
-    with RunStore(ws / "runs") as store:
-        store.extend(records)
 
 
 def _sigma_run_by_hand(m: np.ndarray) -> float:
@@ -87,7 +52,7 @@ def test_plan_from_runs_leaves_out_an_arm_without_variance(ws: Path, cli: Any) -
     expected = _sigma_run_by_hand(outcomes["baseline"])
     assert expected > 0.05  # the varying arm does show a run effect
     entry = cli("-w", ws, "register", ws / PILOT, "--json").json()
-    _store(ws, entry, outcomes)
+    store_pilot(ws, entry, outcomes)
 
     result = cli("-w", ws, "plan", "--from-runs", "music-library-pilot", "--sims", "0", "--json")
 
@@ -148,7 +113,7 @@ def test_replicate_registrations_leave_out_an_arm_without_variance(ws: Path, cli
         prob = np.clip(p + shift, 0, 1)
         baseline = (rng.random((PROMPTS, REPEATS)) < prob[:, None]).astype(float)
         cube.append(baseline)
-        _store(ws, entry, {"baseline": baseline, "semantic": fixed})
+        store_pilot(ws, entry, {"baseline": baseline, "semantic": fixed})
     y = np.stack(cube, axis=1)  # prompts x registrations x repeats
     n, _, k = y.shape
     s2 = np.var(y.mean(axis=(0, 2)), ddof=1)

@@ -6,15 +6,17 @@
 30 clusters x 4 paraphrases; the paired difference carries a shared cluster effect.
 Resampling tasks treats 120 correlated paraphrases as independent and under-covers by
 the design effect 1 + 3 ICC; resampling clusters (``prompts`` = cluster labels) stays
-near nominal, short by the small-sample factor of 30 units (about 0.936 expected, see
+at nominal with the default interval (bootstrap SE x sqrt(n/(n-1)) t_(n-1): the t
+interval of the cluster means), where the percentile interval (``small_clusters="none"``)
+falls short by the small-sample factor of 30 units (about 0.936 expected; see
 tests/stats/test_cluster_resampling.py). Prints tables; no assertions.
 
 1. Gaussian outcomes, one row per task and arm, ICC of the task differences 0 to 0.8.
 2. Binary outcomes, 2 repeats per task and arm, cluster effects on the logit of the
    baseline and of the treatment effect; the true difference by a 4 x 10^6 draw
    simulation of the superpopulation.
-3. A 2 x 2 interaction contrast (contrast_bootstrap, units = task vs cluster), with a
-   cluster-level interaction effect.
+3. A 2 x 2 interaction contrast (contrast_bootstrap's default interval, its bootstrap
+   variance exact; units = task vs cluster), with a cluster-level interaction effect.
 4. Few clusters (issue 39; ``--few`` alone, ``--small`` adds 5, 6 and 8 clusters): the
    coverage at 10, 20 and 40 clusters of 4 binary tasks, per design (base rate 0.2, 0.5,
    0.8; ICC 0.1, 0.3, 0.5; no effect, +0.3 and -0.3 relative) and summarised, at the

@@ -28,9 +28,11 @@ The detailed sections:
    exact McNemar sample size against Connor's (exact power).
 7. Issue 39, before/after: the cluster bootstrap's coverage at 10, 20 and 40 clusters of
    binary tasks (the percentile interval, ``small_clusters="none"``, against the default
-   bootstrap-SE interval with t_(n-1)), and the paired difference with 2 runs per arm
+   bootstrap-SE interval with t_(n-1)), the paired difference with 2 runs per arm
    (coverage, and intervals outside [-1, 1]: the percentile's ends before any bound, the
-   default's after its truncation to [-1, 1]).
+   default's after its truncation to [-1, 1]), and the contrast bootstrap of a 2 x 2
+   interaction at 10, 20 and 40 clusters (percentile and centred p against the default
+   t interval with the exact bootstrap variance: coverage and size).
 """
 
 from __future__ import annotations
@@ -383,6 +385,8 @@ def mcnemar_size_table() -> None:
 Row = tuple[
     str, str, str, float, float, float | None
 ]  # function, figure, setting, nominal, value, se
+#: simulated sets behind a row (by its setting) when not --reps, for its verdict
+ROW_SETS: dict[str, int] = {}
 
 
 def _trinomial(n: int, p10: float, p01: float) -> np.ndarray:
@@ -913,6 +917,55 @@ def _two_repeats(
     return before, after, outside_before, truncated, outside_after
 
 
+def clustered_interaction(
+    rng: np.random.Generator, clusters: int, p0: float, icc: float, effect: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """A 2 x 2 factorial on clustered binary tasks (TASKS_PER_CLUSTER a cluster): cells
+    (lo, lo), (lo, hi), (hi, lo) take the cluster's rate (Beta, mean p0, ICC icc), each task
+    and cell its own Bernoulli draw; cell (hi, hi) is moved as clustered_binary moves the
+    treatment. Returns the (tasks x 4 cells) outcomes, cluster labels and the true
+    interaction (weights 1, -1, -1, 1: the difference of differences), the (hi, hi) cell's
+    shift: effect (1 - p0) or effect p0."""
+    pc = _beta(rng, p0, icc, clusters)
+    if effect == 0.0:
+        pt, truth = pc, 0.0
+    else:
+        u = _beta(rng, abs(effect), 0.2, clusters)
+        pt = pc + (1.0 - pc) * u if effect > 0 else pc * (1.0 - u)
+        truth = effect * (1.0 - p0) if effect > 0 else effect * p0
+    labels = np.repeat(np.arange(clusters), TASKS_PER_CLUSTER)
+    rates = np.column_stack([pc[labels], pc[labels], pc[labels], pt[labels]])
+    return (rng.random(rates.shape) < rates).astype(float), labels, truth
+
+
+#: the 2 x 2 interaction's weights over the cells (lo, lo), (lo, hi), (hi, lo), (hi, hi)
+INTERACTION = np.array([1.0, -1.0, -1.0, 1.0])
+
+
+def _contrast_coverage(
+    clusters: int, reps: int, levels: tuple[float, ...], seed: int
+) -> tuple[dict[tuple[str, float], np.ndarray], dict[str, np.ndarray]]:
+    """Hits of the percentile (before) and default (after) contrast intervals at each level
+    over the 27 designs in turn, and each mode's rejections at 0.05 on the null designs
+    (p <= 0.05)."""
+    rng = np.random.default_rng(seed)
+    hits = {(m, lv): np.zeros(reps, dtype=bool) for m in ("none", "t") for lv in levels}
+    nulls = [k for k in range(reps) if CLUSTER_GRID[k % len(CLUSTER_GRID)][2] == 0.0]
+    rejects = {m: np.zeros(len(nulls), dtype=bool) for m in ("none", "t")}
+    for k in range(reps):
+        p0, icc, effect = CLUSTER_GRID[k % len(CLUSTER_GRID)]
+        m, labels, truth = clustered_interaction(rng, clusters, p0, icc, effect)
+        for lv in levels:
+            for mode in ("none", "t"):
+                res = ps.contrast_bootstrap(
+                    m, INTERACTION, units=labels, draws=1000, level=lv, seed=k, small_clusters=mode
+                )
+                hits[(mode, lv)][k] = res.low <= truth <= res.high
+                if effect == 0.0 and lv == levels[0]:
+                    rejects[mode][nulls.index(k)] = res.pvalue <= 0.05
+    return hits, rejects
+
+
 def _rate(hits: np.ndarray) -> str:
     est = float(hits.mean())
     return f"{est:.3f} ({math.sqrt(max(est * (1 - est), 1e-12) / hits.size):.3f})"
@@ -953,11 +1006,34 @@ def few_clusters_table(reps: int) -> None:
             f"{_rate(after):>13} {int(trunc.sum()):>9} {int(out_a.sum()):>7}"
         )
     print()
+    print("7c. contrast_bootstrap of a 2 x 2 interaction (issue 39): coverage (MC SE) before")
+    print(
+        "    (small_clusters='none': percentile; size of its centred p) and after (default: "
+        "exact bootstrap SE x sqrt(n/(n-1)) t_(n-1); size of its t-test p); 4 binary tasks "
+        f"a cluster and cell, clusters resampled, {reps} data sets a row over the 27 designs "
+        "(size: the 9 null designs' share), 1000 draws"
+    )
+    print(
+        f"{'clusters':>8} {'level':>5} | {'before':>13} | {'after':>13} | "
+        f"{'size before':>13} | {'size after':>13}"
+    )
+    for clusters in (10, 20, 40):
+        hits, rejects = _contrast_coverage(clusters, reps, (0.95, 0.90), seed=3970 + clusters)
+        for lv in (0.95, 0.90):
+            sizes = (
+                f" | {_rate(rejects['none']):>13} | {_rate(rejects['t']):>13}" if lv == 0.95 else ""
+            )
+            print(
+                f"{clusters:>8} {lv:>5.2f} | {_rate(hits[('none', lv)]):>13} | "
+                f"{_rate(hits[('t', lv)]):>13}{sizes}"
+            )
+    print()
 
 
 def _issue39_rows(reps: int) -> list[Row]:
-    """The default interval at 10, 20, 40 clusters (the grid's mean coverage at 0.95), and
-    the 2-runs-per-arm binary difference: coverage, and no interval outside [-1, 1]."""
+    """The default interval at 10, 20, 40 clusters (the grid's mean coverage at 0.95), the
+    contrast bootstrap's at 10, 20, 40 clusters (a 2 x 2 interaction on the same designs),
+    and the 2-runs-per-arm binary difference: coverage, and no interval outside [-1, 1]."""
     rows: list[Row] = []
     for clusters in (10, 20, 40):
         rng = np.random.default_rng(3990 + clusters)
@@ -977,6 +1053,24 @@ def _issue39_rows(reps: int) -> list[Row]:
                 *_mc(hits),
             )
         )
+    # the contrast's default interval needs no resampling (its bootstrap variance is
+    # exact), so these rows afford four times the sets: MC SE 0.0034 rather than 0.0069
+    sets = 4 * reps
+    for clusters in (10, 20, 40):
+        rng = np.random.default_rng(3980 + clusters)
+        hits = np.zeros(sets, dtype=bool)
+        for k in range(sets):
+            m, labels, truth = clustered_interaction(
+                rng, clusters, *CLUSTER_GRID[k % len(CLUSTER_GRID)]
+            )
+            res = ps.contrast_bootstrap(m, INTERACTION, units=labels, draws=1000, seed=k)
+            hits[k] = res.low <= truth <= res.high
+        setting = (
+            f"simulated; 2 x 2 interaction, {clusters} clusters of 4 binary tasks a cell, "
+            f"27 designs, {sets} sets"
+        )
+        ROW_SETS[setting] = sets
+        rows.append(("contrast_bootstrap", "coverage", setting, 0.95, *_mc(hits)))
     _, after, _, truncated, outside = _two_repeats(10, 0.05, reps, seed=3999)
     rows.append(
         (
@@ -1030,7 +1124,7 @@ def summary_table(reps: int) -> None:
             else:
                 judged = "ok" if value <= nominal + 1e-12 else "above"
         else:
-            judged = verdict(quantity, value, nominal, reps)
+            judged = verdict(quantity, value, nominal, ROW_SETS.get(setting, reps))
         shown_se = "exact" if se is None else f"{se:.4f}"
         print(
             f"{function:<34} {figure:<28} {nominal:>7.3f} {value:>7.4f} {shown_se:>6} "

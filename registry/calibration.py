@@ -384,7 +384,7 @@ def family_plan(
         return None
     by_label = {p.label: p for p in plans}
     if rule.family == "contrasts":
-        return "a family of contrasts is not simulated (each contrast needs its own arms)"
+        return _contrast_family(reg, split)
     if rule.family == "per-intent":
         primary = by_label.get("primary")
         if primary is None or primary.weights is not None:
@@ -408,6 +408,42 @@ def family_plan(
     if left == len(chosen):
         return f"no member of the {rule.family} family can be simulated ({note})"
     return FamilyPlan("multiplicity", rule.method, rule.q, rule.family, tuple(chosen), note)
+
+
+def _contrast_family(reg: Registration, split: SplitTasks) -> FamilyPlan | str:
+    """The family 'contrasts' as :func:`prereg.reports.registered.contrasts.family_report`
+    adjusts it: one member per registered contrast, tested as the contrast registers it
+    (its test, sides, unit, draws and outcome; the report adjusts the bootstrap's
+    two-sided p), its weights over every arm of the registration (0 for an arm it does not
+    weigh) so that the members are simulated together on the same arms. A contrast that
+    cannot be simulated (weights not summing to 0, fewer than two units, unknown units),
+    and every contrast under e-BH (contrasts give p values, not e-values), is counted in m
+    and never rejects."""
+    rule = reg.multiplicity
+    assert rule is not None
+    arms = [a.id for a in reg.arms]
+    members: list[PlannedTest | None] = []
+    for i, contrast in enumerate(reg.contrasts):
+        plan = _plan(reg, contrast, f"contrasts[{i}] {contrast.id}", split, contrast.id)
+        if isinstance(plan, str) or rule.method == "e-bh":
+            members.append(None)
+            continue
+        weights = reg.contrast_weights(contrast.id)
+        members.append(replace(plan, weights=tuple(weights.get(arm, 0.0) for arm in arms)))
+    if not members:
+        return "no registered contrast"
+    left = sum(m is None for m in members)
+    note = (
+        f"{left} contrast(s) not simulated (no e-value under e-BH, or not simulable alone): "
+        "counted in m, never rejecting"
+        if left
+        else ""
+    )
+    if left == len(members):
+        return f"no member of the contrasts family can be simulated ({note})"
+    return FamilyPlan(
+        "multiplicity", rule.method, rule.q, rule.family, tuple(members), note, arms=len(arms)
+    )
 
 
 def _few_task_intents(reg: Registration, split: SplitTasks) -> int:

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prereg.stats._dist import norm_ppf, norm_sf, t_ppf, t_sf
-from prereg.stats._validate import probability, vector
+from prereg.stats._validate import count, probability, vector
 from prereg.stats.results import BootstrapResult
 
 #: The fewest resampled clusters (prompts, or the registered unit) at which the interval
@@ -31,11 +31,44 @@ _BLOCK_CELLS = 1_000_000
 
 
 def _codes(labels: Any, n: int, name: str) -> tuple[NDArray[np.intp], int]:
+    """Integer codes 0..k-1 of the labels (one per row) and k, or ValueError naming
+    ``name``. A missing label (None, nan, infinity) is refused: numpy would merge every
+    nan into one label, pooling unrelated rows into one resampled unit."""
     arr = np.asarray(labels)
     if arr.ndim != 1 or arr.size != n:
         raise ValueError(f"{name} must be one-dimensional with one label per row ({n})")
+    if arr.dtype.kind in "fc" and not bool(np.all(np.isfinite(arr))):
+        raise ValueError(f"{name} contains nan or infinite labels")
+    if arr.dtype.kind == "O" and any(
+        v is None or (isinstance(v, (float, np.floating)) and not math.isfinite(v))
+        for v in arr.tolist()
+    ):
+        raise ValueError(f"{name} contains missing labels (None or nan)")
     _, codes = np.unique(arr, return_inverse=True)
     return codes.astype(np.intp).ravel(), int(codes.max()) + 1 if n else 0
+
+
+def _draw_count(draws: Any, name: str = "draws") -> int:
+    """A positive integer number of resamples, or ValueError naming ``name`` (a float
+    with a fraction, nan, infinity, text, a boolean, zero or a negative count)."""
+    try:
+        value = count(draws, name)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {draws!r}")
+    return value
+
+
+def _seed(seed: Any) -> int | None:
+    """None or a non-negative integer seed for ``numpy.random.default_rng``, or
+    ValueError naming ``seed`` (numpy would raise a TypeError for 1.5). Integers pass
+    unchanged (a float round trip would alter seeds above 2^53)."""
+    if seed is None:
+        return None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed)
+    return count(seed, "seed")
 
 
 def _cells(
@@ -468,6 +501,11 @@ def paired_bootstrap(
     and Welsh (2007), JRSS B 69:369-390; Owen (2007), Ann Appl Stat 1:183-206; Carpenter
     et al. (2003), JRSS C 52:431-443; Cameron, Gelbach and Miller (2008), REStat
     90:414-427; Hesterberg (2015), Am Stat 69:371-386.
+
+    ValueError naming the argument for NaN or infinite outcomes, empty or mismatched
+    inputs, a missing (None or NaN) prompt or run label (numpy would pool every NaN label
+    into one resampled unit), ``draws`` that is not a positive integer, a negative or
+    fractional ``seed``, a ``level`` outside (0, 1) and an unknown option.
     """
     yc = vector(control, "control")
     yt = vector(treatment, "treatment")
@@ -481,9 +519,8 @@ def paired_bootstrap(
         raise ValueError(f"small_clusters must be 't' or 'none', got {small_clusters!r}")
     n_obs = int(yc.size)
     level = probability(level, "level")
-    draws = int(draws)
-    if draws < 1:
-        raise ValueError("draws must be at least 1")
+    draws = _draw_count(draws)
+    seed = _seed(seed)
     pcode, n_prompts = _codes(prompts, n_obs, "prompts")
     rc, n_rc = (
         (np.zeros(n_obs, np.intp), 1)

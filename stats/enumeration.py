@@ -11,8 +11,9 @@ c = 12 (1,352,078 multisets) the draws are random, and every p carries its Monte
 standard error sqrt(p (1 - p) / draws).
 
 - :func:`bootstrap_multisets`: the multisets of c units and their probabilities.
-- :func:`resampled_contrast`: the cluster bootstrap of a contrast (the estimand and p
-  of :func:`prereg.stats.contrast_bootstrap`), exact by enumeration up to
+- :func:`resampled_contrast`: the percentile cluster bootstrap of a contrast (the
+  interval and centred p of :func:`prereg.stats.contrast_bootstrap` with
+  ``small_clusters="none"``, the seed's method), exact by enumeration up to
   :data:`MAX_ENUMERATED` multisets, else ``draws`` random draws, with ``exact`` and
   ``mc_se`` saying which.
 - :func:`draws_for_mc_se`: how many draws keep the MC standard error of a (Holm-
@@ -36,7 +37,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from prereg.stats._validate import probability
+from prereg.stats._validate import count, positive, probability, vector
+from prereg.stats.bootstrap import _draw_count, _seed
 from prereg.stats.contrasts import _unit_contrasts, contrast_bootstrap
 
 __all__ = [
@@ -59,9 +61,10 @@ MC_SE_TARGET = 0.002
 
 def bootstrap_multiset_count(units: int) -> int:
     """C(2c - 1, c): the distinct bootstrap resamples (multisets) of ``units`` units."""
-    if units < 1:
-        raise ValueError(f"units must be at least 1, got {units}")
-    return math.comb(2 * units - 1, units)
+    c = count(units, "units")
+    if c < 1:
+        raise ValueError(f"units must be at least 1, got {units!r}")
+    return math.comb(2 * c - 1, c)
 
 
 @lru_cache(maxsize=16)
@@ -98,18 +101,19 @@ def bootstrap_multisets(units: int) -> tuple[NDArray[np.int64], NDArray[np.float
     size = bootstrap_multiset_count(units)
     if size > MAX_ENUMERATED:
         raise ValueError(
-            f"{units} units have {size:,} bootstrap multisets, more than {MAX_ENUMERATED:,}"
+            f"units: {units} units have {size:,} bootstrap multisets, more than {MAX_ENUMERATED:,}"
         )
-    return _multisets(units)
+    return _multisets(count(units, "units"))
 
 
 def mc_standard_error(pvalue: float, draws: int) -> float:
     """The Monte Carlo standard error of a p estimated from ``draws`` random draws,
-    sqrt(p (1 - p) / draws); 0 for ``draws`` <= 0 (meaning: exact)."""
-    if draws <= 0:
-        return 0.0
-    p = min(1.0, max(0.0, float(pvalue)))
-    return math.sqrt(p * (1.0 - p) / draws)
+    sqrt(p (1 - p) / draws). ValueError for a p outside [0, 1] (or nan) and for a draw
+    count that is not a positive integer (an exact p has no Monte Carlo error: it is 0
+    without asking this function, as :func:`resampled_contrast` sets it)."""
+    p = probability(pvalue, "pvalue", low_open=False, high_open=False)
+    b = _draw_count(draws)
+    return math.sqrt(p * (1.0 - p) / b)
 
 
 def draws_for_mc_se(alpha: float = 0.05, tests: int = 1, target: float = MC_SE_TARGET) -> int:
@@ -122,7 +126,10 @@ def draws_for_mc_se(alpha: float = 0.05, tests: int = 1, target: float = MC_SE_T
     usual 12,000), 99,375 for eight. Rounded up to a thousand.
     """
     alpha = probability(alpha, "alpha")
-    k = max(1, int(tests))
+    k = count(tests, "tests")
+    if k < 1:
+        raise ValueError(f"tests must be a positive integer, got {tests!r}")
+    target = positive(target, "target")
     need = k * alpha * (1.0 - alpha / k) / target**2
     return int(math.ceil(need / 1000.0) * 1000)
 
@@ -131,10 +138,20 @@ def holm_mc_se(pvalues: Sequence[float], mc_ses: Sequence[float]) -> list[float]
     """The MC standard error of each Holm-adjusted p (first order): the adjusted p of a
     hypothesis is min(1, max over j <= its rank of (m - j + 1) p_(j)); its error is the
     multiplier times the MC error of the p that sets that maximum (0 when every p is
-    exact)."""
-    m = len(pvalues)
-    if len(mc_ses) != m:
-        raise ValueError("one MC standard error per p value")
+    exact). ValueError for empty or mismatched inputs, a p outside [0, 1], a negative or
+    nan standard error."""
+    ps = vector(pvalues, "pvalues")
+    ses = vector(mc_ses, "mc_ses")
+    m = int(ps.size)
+    if ses.size != m:
+        raise ValueError(
+            f"mc_ses must hold one MC standard error per p value ({m}), got {ses.size}"
+        )
+    if bool(np.any((ps < 0.0) | (ps > 1.0))):
+        raise ValueError("pvalues must lie in [0, 1]")
+    if bool(np.any(ses < 0.0)):
+        raise ValueError("mc_ses must be non-negative")
+    pvalues, mc_ses = ps.tolist(), ses.tolist()
     order = sorted(range(m), key=lambda i: pvalues[i])
     out = [0.0] * m
     best, best_se = -1.0, 0.0
@@ -148,13 +165,13 @@ def holm_mc_se(pvalues: Sequence[float], mc_ses: Sequence[float]) -> list[float]
 
 @dataclass(frozen=True)
 class ResampledContrast:
-    """A cluster bootstrap of a contrast, exact or drawn.
+    """A percentile cluster bootstrap of a contrast, exact or drawn.
 
-    As :class:`prereg.stats.results.ContrastResult` (estimate, percentile interval at
-    ``level``, ``se`` the SD of the bootstrap distribution, ``pvalue`` the centred
-    two-sided p, ``n`` units), with ``exact`` (enumerated: ``resamples`` multisets, no
-    seed, ``mc_se`` 0) or drawn (``resamples`` random draws with ``seed``, ``mc_se`` =
-    sqrt(p (1 - p) / draws)).
+    As :class:`prereg.stats.results.ContrastResult` under ``small_clusters="none"``
+    (estimate, percentile interval at ``level``, ``se`` the SD of the bootstrap
+    distribution, ``pvalue`` the centred two-sided p, ``n`` units), with ``exact``
+    (enumerated: ``resamples`` multisets, no seed, ``mc_se`` 0) or drawn (``resamples``
+    random draws with ``seed``, ``mc_se`` = sqrt(p (1 - p) / draws)).
     """
 
     estimate: float
@@ -233,23 +250,40 @@ def resampled_contrast(
     seed: int | None = 0,
     max_enumerated: int = MAX_ENUMERATED,
 ) -> ResampledContrast:
-    """The cluster bootstrap of a contrast (arguments as
+    """The percentile cluster bootstrap of a contrast, the seed's method (arguments as
     :func:`prereg.stats.contrast_bootstrap`), exact when the units have at most
     ``max_enumerated`` bootstrap multisets, else from ``draws`` seeded random draws.
+
+    This keeps the seed's percentile interval and centred p (the ToolBottleneckBench
+    study section reproduces the seed's figures with it), not the bootstrap-SE t
+    interval that :func:`prereg.stats.contrast_bootstrap` prints by default; the drawn
+    path is ``contrast_bootstrap(..., small_clusters="none")``, of which the exact path
+    is the limit as the draws grow.
 
     Exact: p = P*(|d* - est| >= |est|) over the enumerated bootstrap distribution (the
     quantity the drawn p = (1 + #{|d* - est| >= |est|}) / (draws + 1) estimates; it may be
     0, the draws' floor 1 / (draws + 1) being an artefact of drawing); the interval is
     its (1 -+ level) / 2 quantiles by inverse CDF. The result does not depend on ``seed``.
-    Needs at least two units.
+    Needs at least two units; ValueError naming the argument for bad input (as
+    :func:`prereg.stats.contrast_bootstrap`; ``max_enumerated`` a positive integer).
     """
+    draws, seed = _draw_count(draws), _seed(seed)
+    limit = _draw_count(max_enumerated, "max_enumerated")
     d, _, _ = _unit_contrasts(values, weights, units)
     if d.size < 2:
         raise ValueError(f"a bootstrap needs at least two resampling units, got {d.size}")
     level = probability(level, "level")
-    if bootstrap_multiset_count(d.size) <= min(max_enumerated, MAX_ENUMERATED):
+    if bootstrap_multiset_count(d.size) <= min(limit, MAX_ENUMERATED):
         return _exact(d, level)
-    res = contrast_bootstrap(values, weights, units=units, draws=draws, level=level, seed=seed)
+    res = contrast_bootstrap(
+        values,
+        weights,
+        units=units,
+        draws=draws,
+        level=level,
+        seed=seed,
+        small_clusters="none",
+    )
     return ResampledContrast(
         estimate=res.estimate,
         low=res.low,

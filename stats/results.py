@@ -248,7 +248,11 @@ class ContrastResult:
 
     ``n`` is the number of resampling units, ``n_rows`` the rows of the input matrix;
     ``weights`` the checked cell weights; ``unit_contrasts`` the per-unit contrasts
-    d_u (their mean is ``estimate``); ``pvalue`` the centred two-sided bootstrap p.
+    d_u (their mean is ``estimate``); ``pvalue`` the two-sided p of the interval's method
+    (the t test on n - 1 df by default, the centred bootstrap p for the percentile
+    interval). ``truncated`` is True when an end of the interval was moved in to the
+    contrast's support; ``note`` says to which range, and any other remark on the
+    interval (zero width; a percentile interval missing the estimate), else empty.
     """
 
     estimate: float
@@ -265,6 +269,8 @@ class ContrastResult:
     method: str
     unit_contrasts: FloatArray = field(repr=False)
     distribution: FloatArray = field(repr=False)
+    truncated: bool = False
+    note: str = ""
 
 
 @dataclass(frozen=True)

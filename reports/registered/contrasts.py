@@ -293,7 +293,8 @@ def contrast_test(
         reason=reason,
         method=done.method,
         note=(
-            "a paired_bootstrap contrast decides by its interval; its p is the centred bootstrap p"
+            "a paired_bootstrap contrast decides by its interval; its p is that interval's "
+            "inversion (the t test on units - 1 df)"
             if spec.test == "paired_bootstrap"
             else ""
         ),

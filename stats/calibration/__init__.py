@@ -23,7 +23,8 @@ This package owns the calibration engine; the simulated population it draws from
 * the evaluators, one per kind of registered test: ``paired`` (McNemar, beta-mixture,
   sign-flip; Tango's interval), ``permutation`` (two-sample permutation test),
   ``equivalence`` (TOST), ``bootstrap`` (the paired bootstrap, :func:`bootstrap_intervals`),
-  ``contrast`` (tests of registered contrasts) and ``stopping`` (the e-process);
+  ``contrast`` (tests of registered contrasts, and the p values a family of contrasts
+  adjusts) and ``stopping`` (the e-process);
 * ``mc_error``: the Monte Carlo standard error of a rate and :func:`verdict`;
 * ``summary``: the result table (:class:`CalibrationRow`, :class:`CalibrationResult`);
 * ``driver``: the simulation loop, :func:`calibrate`.
@@ -36,13 +37,13 @@ of this package import each other directly, never from this package.
 from __future__ import annotations
 
 from prereg.stats.calibration.bootstrap import bootstrap_intervals
-from prereg.stats.calibration.contrast import _contrast
-from prereg.stats.calibration.driver import Progress, calibrate
+from prereg.stats.calibration.contrast import _contrast, contrast_intervals, contrast_pvalues
+from prereg.stats.calibration.driver import Progress, calibrate, contrast_family_rejects
 from prereg.stats.calibration.equivalence import _Regions, _tost
 from prereg.stats.calibration.mc_error import verdict
 from prereg.stats.calibration.paired import _mcnemar_p, _sign_flip, _tango_cover
 from prereg.stats.calibration.permutation import _hypergeometric_p, _permutation
-from prereg.stats.calibration.plans import FamilyPlan, MonitorPlan, PlannedTest
+from prereg.stats.calibration.plans import FamilyPlan, MonitorPlan, PlannedTest, family_levels
 from prereg.stats.calibration.stopping import _monitor
 from prereg.stats.calibration.summary import CalibrationResult, CalibrationRow
 
@@ -55,6 +56,10 @@ __all__ = [
     "Progress",
     "bootstrap_intervals",
     "calibrate",
+    "contrast_family_rejects",
+    "contrast_intervals",
+    "contrast_pvalues",
+    "family_levels",
     "verdict",
     # private evaluators, imported by tests/calibration/test_cal_engine.py
     "_Regions",

@@ -8,14 +8,22 @@ every evaluator; the others know nothing of the loop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import probability, refuse_text
+from prereg.stats.bootstrap import _draw_count, _seed
 from prereg.stats.calibration.bootstrap import _bootstrap, _BootstrapDraws
-from prereg.stats.calibration.contrast import _contrast
+from prereg.stats.calibration.contrast import (
+    _contrast,
+    _outcomes,
+    _unit_contrasts,
+    contrast_pvalues,
+)
 from prereg.stats.calibration.equivalence import _Regions, _tost
 from prereg.stats.calibration.outcome import Outcome, _Acc
 from prereg.stats.calibration.paired import EVALUATORS
@@ -84,6 +92,8 @@ class _Simulation:
         self.contrasts: dict[int, tuple[tuple[float, ...], float]] = {}
         self.arm_streams: dict[int, np.random.Generator] = {}
         arm_seed = int(rng.integers(2**63))
+        # a family of contrasts: its own stream of K-arm data (a tag no test index takes)
+        self.family_stream = np.random.default_rng([arm_seed, len(tests), 1])
         for index, plan in enumerate(tests):
             if plan.weights is not None:
                 deltas, value, note = _contrast_deltas(pop, plan.weights, effect)
@@ -152,6 +162,12 @@ class _Simulation:
         """Whether the registered rule rejects any member under the global null (every
         member's null holds: no effect), per data set: the family-wise error, which is
         also the false discovery rate when every hypothesis is null (V = R)."""
+        if fam.arms is not None:  # a family of contrasts: K arms of its own, no effect
+            size = data.control.shape[0]
+            arms = simulate_arms(self.pop, [(0.0,) * fam.arms], size, self.family_stream)[0]
+            hits = contrast_family_rejects(fam, arms)
+            self.fam.add(Outcome(hits, np.zeros(hits.size, dtype=np.int64)))
+            return
         levels = family_levels(fam.method, fam.q, len(fam.members))
         counts = np.zeros((len(levels), data.control.shape[0]), dtype=np.int64)
         null = data.treatment[self.effects["null"]]
@@ -172,7 +188,7 @@ class _Simulation:
         data = simulate_arms(self.pop, [null, deltas], size, self.arm_streams[index])
         for (key, _), arms in zip(_scenarios(plan), data, strict=True):
             arms = arms if plan.subset is None else arms[:, :, plan.subset, :]
-            out = _contrast(plan, arms, self.truth(plan, key), self.boot, self.draws)
+            out = _contrast(plan, arms, self.truth(plan, key))
             self.acc.setdefault((index, key), _Acc()).add(out)
 
     def rows(self, power_target: float | None) -> list[CalibrationRow]:
@@ -185,6 +201,37 @@ class _Simulation:
         if self.family is not None:
             rows.append(_family_row(self.family, self.fam))
         return rows
+
+
+def contrast_family_rejects(fam: FamilyPlan, arms: BoolArray) -> BoolArray:
+    """Per data set, whether the registered rule rejects any member of a family of
+    contrasts (``fam.arms`` set) on K-arm data with no effect on any arm (arms: K x data
+    sets x tasks x repeats): the family-wise error under the global null, and its false
+    discovery rate (V = R there). Every member's p is the one the report adjusts
+    (:func:`prereg.stats.calibration.contrast.contrast_pvalues`: the bootstrap's
+    two-sided t-test p, or the sign-flip p), on the member's tasks and units; a member not
+    simulated (None) counts in m and never rejects; the rule is
+    :func:`~prereg.stats.calibration.plans.family_levels` (Holm: some p <= q/m; BH: p_(k)
+    <= k q / m for some k; none: some p <= q). e-BH adjusts e-values, which contrasts do
+    not have: its members are None."""
+    arms = _outcomes(arms, "arms")
+    if fam.arms is None or arms.ndim != 4 or arms.shape[0] != fam.arms:
+        raise ValueError(
+            f"arms must be (arms x data sets x tasks x repeats) with the family's {fam.arms} "
+            f"arms, got shape {arms.shape}"
+        )
+    levels = family_levels(fam.method, fam.q, len(fam.members))
+    counts = np.zeros((len(levels), arms.shape[1]), dtype=np.int64)
+    for member in fam.members:
+        if member is None:
+            continue
+        seen = arms if member.subset is None else arms[:, :, member.subset, :]
+        p = contrast_pvalues(member, _unit_contrasts(member, seen))
+        for j, (_, alpha) in enumerate(levels):
+            counts[j] += p <= alpha
+    needed = np.array([k for k, _ in levels], dtype=np.int64)[:, None]
+    out: BoolArray = np.asarray((counts >= needed).any(axis=0), dtype=bool)
+    return out
 
 
 def calibrate(
@@ -207,13 +254,18 @@ def calibrate(
     nominal of the power rows; None: no verdict). ``progress(done, total)`` is called as
     blocks of data sets are analysed. Seeded with ``numpy.random.default_rng(seed)``; the
     same seed gives the same table. ``family``: the registered multiplicity family, whose
-    error rate under the global null gets one row (:class:`FamilyPlan`).
+    error rate under the global null gets one row (:class:`FamilyPlan`; a family of
+    contrasts, ``arms`` set, is simulated on K arms of its own with no effect on any).
+    ValueError naming the argument for a non-positive ``sims`` or ``draws``, a non-finite
+    ``effect``, a ``power_target`` outside (0, 1) or a negative ``seed``.
     """
-    if isinstance(sims, bool) or int(sims) != sims or sims < 1:
-        raise ValueError(f"sims must be a positive integer, got {sims!r}")
-    if isinstance(draws, bool) or int(draws) != draws or draws < 1:
-        raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    sims, draws = int(sims), int(draws)
+    sims, draws = _draw_count(sims, "sims"), _draw_count(draws, "draws")
+    seed = _seed(seed)
+    refuse_text(effect, "effect")
+    if not math.isfinite(float(effect)):
+        raise ValueError(f"effect must be finite, got {effect!r}")
+    if power_target is not None:
+        probability(power_target, "power_target")
     rng = np.random.default_rng(seed)
     run = _Simulation(pop, tests, monitor, effect, draws, rng, family)
     block = max(1, _BLOCK_CELLS // (pop.prompts * pop.runs))

@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from prereg.stats._validate import probability
+from prereg.stats.bootstrap import _draw_count
 from prereg.stats.calibration_model import BoolArray
 
 #: a rate is judged against nominal +- this many Monte Carlo standard errors
@@ -22,10 +24,17 @@ MC_Z = 2.0
 
 def verdict(quantity: str, estimate: float, nominal: float | None, sims: int) -> str:
     """ok, or how the estimate departs from nominal by more than MC_Z standard errors
-    (taken at the nominal rate; see the module docstring)."""
-    if nominal is None or not math.isfinite(estimate):
+    (taken at the nominal rate; see the module docstring); "-" without a nominal or for a
+    nan estimate (a row with no data set). ValueError for an infinite ``estimate``, ``sims``
+    that is not a positive integer and a ``nominal`` outside (0, 1) (a rate of 0 or 1 has
+    no Monte Carlo error to judge against)."""
+    if math.isinf(estimate):
+        raise ValueError(f"estimate must be a rate or nan, got {estimate!r}")
+    if nominal is None or math.isnan(estimate):
         return "-"
-    se = math.sqrt(nominal * (1.0 - nominal) / sims) if 0.0 < nominal < 1.0 else 0.0
+    sims = _draw_count(sims, "sims")
+    nominal = probability(nominal, "nominal")
+    se = math.sqrt(nominal * (1.0 - nominal) / sims)
     tolerance = MC_Z * se + 1e-12
     if quantity == "type I error":
         if estimate > nominal + tolerance:

@@ -8,12 +8,17 @@ apart from the code that simulates or judges.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import count, probability
+
 BINARY_AGGREGATES = ("majority", "all", "any", "first")
+SIDES = ("two-sided", "greater", "less")
+FAMILY_METHODS = ("none", "holm", "bh", "e-bh")
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,25 @@ class PlannedTest:
     #: a test of a registered contrast: one weight per arm (cell) it combines; None: a
     #: comparison of two arms
     weights: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        """ValueError naming the field the simulation cannot apply (a level or alpha
+        outside (0, 1), unknown sides, a non-positive draw count, a negative seed, non-finite
+        or all-zero contrast weights)."""
+        probability(self.alpha, "alpha")
+        if self.level is not None:
+            probability(self.level, "level")
+        if self.sides not in SIDES:
+            raise ValueError(f"sides must be one of {', '.join(SIDES)}, got {self.sides!r}")
+        if count(self.draws, "draws") < 1:
+            raise ValueError(f"draws must be a positive integer, got {self.draws!r}")
+        count(self.seed, "seed")
+        if self.weights is not None and (
+            not self.weights
+            or not all(math.isfinite(w) for w in self.weights)
+            or not any(self.weights)
+        ):
+            raise ValueError(f"weights must be finite and not all zero, got {self.weights!r}")
 
     @property
     def interval_level(self) -> float:
@@ -78,6 +102,12 @@ class FamilyPlan:
     ``members`` are the family's hypotheses, each tested as the report tests it; None
     for a member not simulated (counted in m, never rejecting; ``note`` says which).
     ``method`` is the registered rule (holm, bh, e-bh or none) at level ``q``.
+
+    ``arms``: None for a family of two-arm comparisons (members are simulated on the
+    calibration's pair of arms); for a family of contrasts, the number K of arms every
+    member's ``weights`` are given over (one weight per arm of the registration, 0 for an
+    arm a contrast does not weigh), so that the members are simulated together on one set
+    of K arms, as the report computes every contrast from the same runs.
     """
 
     label: str
@@ -86,6 +116,26 @@ class FamilyPlan:
     family: str
     members: tuple[PlannedTest | None, ...]
     note: str = ""
+    arms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in FAMILY_METHODS:
+            raise ValueError(
+                f"method must be one of {', '.join(FAMILY_METHODS)}, got {self.method!r}"
+            )
+        probability(self.q, "q")
+        if not self.members:
+            raise ValueError("members is empty: a family needs at least one member")
+        if self.arms is None:
+            return
+        if count(self.arms, "arms") < 2:
+            raise ValueError(f"arms must be at least 2 for a family of contrasts, got {self.arms}")
+        for member in self.members:
+            if member is not None and (member.weights is None or len(member.weights) != self.arms):
+                raise ValueError(
+                    f"members: {member.label!r} must give one weight per arm ({self.arms}) "
+                    "in a family of contrasts"
+                )
 
 
 def family_levels(method: str, q: float, m: int) -> list[tuple[int, float]]:
@@ -93,7 +143,12 @@ def family_levels(method: str, q: float, m: int) -> list[tuple[int, float]]:
     listed k, at least k members reject at alpha_k. Holm rejects something iff the
     smallest p is at most q/m; Benjamini-Hochberg iff p_(k) <= k q / m for some k; e-BH
     iff e_(k) >= m / (k q) for some k (a member rejecting at alpha_k is e >= 1/alpha_k);
-    ``none`` iff some p <= q."""
+    ``none`` iff some p <= q. ValueError for an unknown method, q outside (0, 1) or m < 1."""
+    if method not in FAMILY_METHODS:
+        raise ValueError(f"method must be one of {', '.join(FAMILY_METHODS)}, got {method!r}")
+    q = probability(q, "q")
+    if count(m, "m") < 1:
+        raise ValueError(f"m must be a positive integer, got {m!r}")
     if method == "none":
         return [(1, q)]
     if method == "holm":

@@ -5,7 +5,8 @@ its Monte Carlo standard error and verdict (:mod:`prereg.stats.calibration.mc_er
 The registered multiplicity family (``family``) gets one row: the chance, with no effect
 on any member (the global null), that its rule rejects at least one member, which is its
 family-wise error and, with every hypothesis null, its false discovery rate too; nominal:
-the registered q.
+the registered q. A family of contrasts is simulated on the registration's arms with no
+effect on any arm, every contrast computed from the same simulated runs.
 """
 
 from __future__ import annotations
@@ -214,6 +215,7 @@ def _family_row(fam: FamilyPlan, acc: _Acc) -> CalibrationRow:
     note = (
         f"global null (no effect on any member): any rejection by {fam.method} at q "
         f"{fam.q:g} over {len(fam.members)} member(s), {simulated} simulated"
+        + (f"; the contrasts on {fam.arms} arms simulated together" if fam.arms else "")
         + ("; FDR = FWER when every hypothesis is null" if fdr else "")
         + (f"; {fam.note}" if fam.note else "")
     )

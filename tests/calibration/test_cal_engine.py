@@ -37,7 +37,10 @@ from prereg.stats.calibration import (
     _tango_cover,
     _tost,
     bootstrap_intervals,
+    contrast_intervals,
+    contrast_pvalues,
 )
+from prereg.stats.calibration.contrast import _unit_contrasts
 from prereg.stats.calibration_model import aggregate, population, simulate, simulate_arms
 from prereg.stats.paired import _exact_upper_p
 
@@ -57,12 +60,15 @@ def _data(
     [(1, None, 0.0), (3, None, 0.05), (3, UNITS, 0.05), (2, UNITS, 0.0)],
 )
 def test_bootstrap_intervals_are_the_functions(runs: int, units, sigma_run: float) -> None:
+    """The vectorised intervals are ``paired_bootstrap``'s default ones (bootstrap-SE x
+    Student t per part, bounded by the outcomes' range), data set by data set."""
     _, yc, yt = _data(12, runs, 25, seed=runs, sigma_run=sigma_run)
     levels = [0.95, 0.8]
     estimate, intervals = bootstrap_intervals(yc, yt, units, 400, 9, levels)
     codes = units if units is not None else np.arange(12)
     labels = np.repeat(codes, runs)
     run_ids = np.tile(np.arange(runs), 12)
+    truncated = 0
     for k in range(yc.shape[0]):
         for (low, high), level in zip(intervals, levels, strict=True):
             res = paired_bootstrap(
@@ -79,6 +85,9 @@ def test_bootstrap_intervals_are_the_functions(runs: int, units, sigma_run: floa
             assert low[k] == pytest.approx(res.low, abs=1e-7)
             assert high[k] == pytest.approx(res.high, abs=1e-7)
             assert estimate[k] == pytest.approx(res.estimate, abs=1e-12)
+            truncated += res.truncated
+    # with 2 runs per arm (t_1 on the run part) the bound to [-1, 1] is exercised too
+    assert truncated > 0 if runs == 2 else truncated == 0
 
 
 @pytest.mark.parametrize("n", [1, 9, 26])
@@ -183,20 +192,39 @@ def test_monitor_and_beta_mixture_are_the_functions() -> None:
     )
 
 
-@pytest.mark.parametrize(("test", "units"), [("paired_bootstrap", None), ("sign_flip_test", UNITS)])
-def test_contrast_tests_are_the_functions(test: str, units) -> None:
+@pytest.mark.parametrize(
+    ("test", "units", "sides"),
+    [
+        ("paired_bootstrap", None, "two-sided"),
+        ("paired_bootstrap", UNITS, "greater"),
+        ("sign_flip_test", UNITS, "two-sided"),
+    ],
+)
+def test_contrast_tests_are_the_functions(test: str, units, sides: str) -> None:
+    """Decision, printed interval and the p a family adjusts, data set by data set, against
+    ``contrast_bootstrap`` (its default interval, computed with its exact bootstrap
+    variance) and ``contrast_sign_flip`` themselves."""
     pop = population(12, 2, 0.4)
     weights = (0.5, -0.5, -0.5, 0.5)
     arms = simulate_arms(pop, [(0.05, -0.05, -0.05, 0.05)], 20, np.random.default_rng(12))[0]
-    plan = PlannedTest("c", test, weights=weights, units=units, draws=300, seed=4, level=0.9)
-    out = _contrast(plan, arms, 0.1, {}, 1000)
+    plan = PlannedTest(
+        "c", test, weights=weights, units=units, draws=300, seed=4, level=0.9, sides=sides
+    )
+    out = _contrast(plan, arms, 0.1)
+    pvals = contrast_pvalues(plan, _unit_contrasts(plan, arms))
     for k in range(arms.shape[1]):
         values = arms[:, k].mean(axis=-1).T  # tasks x cells: every repeat averaged
-        boot = contrast_bootstrap(values, weights, units=units, draws=300, level=0.95, seed=4)
+        decision = 0.95 if sides == "two-sided" else 0.9
+        boot = contrast_bootstrap(values, weights, units=units, draws=300, level=decision, seed=4)
         shown = contrast_bootstrap(values, weights, units=units, draws=300, level=0.9, seed=4)
         if test == "sign_flip_test":
-            rejects = contrast_sign_flip(values, weights, units=units, seed=4).pvalue <= 0.05
+            p = contrast_sign_flip(values, weights, sides, units=units, seed=4).pvalue
+            rejects = p <= 0.05
         else:
-            rejects = boot.low > 0 or boot.high < 0
+            p = boot.pvalue
+            rejects = boot.low > 0 if sides == "greater" else boot.low > 0 or boot.high < 0
         assert out.reject[k] == rejects
         assert out.covered[k] == (shown.low <= 0.1 <= shown.high)
+        assert pvals[k] == pytest.approx(p, rel=1e-9, abs=1e-15)
+        low, high = contrast_intervals(_unit_contrasts(plan, arms)[k : k + 1], 0.9, weights)
+        assert (low[0], high[0]) == pytest.approx((shown.low, shown.high), abs=1e-12)

@@ -41,7 +41,9 @@ def _paired_tasks(
 def test_cluster_labels_resample_clusters_each_counted_once() -> None:
     rng = np.random.default_rng(1)
     control, treatment, task, cluster = _paired_tasks(rng, 0.6, repeats=2)
-    res = paired_bootstrap(control, treatment, cluster, draws=20_000, seed=2)
+    # the percentile interval (small_clusters="none") shows the resampling structure: it
+    # is scipy's percentile bootstrap of the hand-aggregated cluster differences
+    res = paired_bootstrap(control, treatment, cluster, draws=20_000, seed=2, small_clusters="none")
     # hand-aggregated: one difference per cluster, every cluster once
     diff = np.array(
         [treatment[cluster == k].mean() - control[cluster == k].mean() for k in range(CLUSTERS)]
@@ -52,6 +54,15 @@ def test_cluster_labels_resample_clusters_each_counted_once() -> None:
     ref = sps.bootstrap((diff,), np.mean, n_resamples=20_000, method="percentile", random_state=rng)
     assert res.low == pytest.approx(ref.confidence_interval.low, abs=0.1 * res.se)
     assert res.high == pytest.approx(ref.confidence_interval.high, abs=0.1 * res.se)
+    # the default interval over the same clusters: estimate -+ sqrt(n/(n-1)) t_{n-1} x the
+    # draws' SD, i.e. scipy's one-sample t interval of the cluster differences (the draws'
+    # variance within 2% at 20,000 draws: its half-width within 1%)
+    default = paired_bootstrap(control, treatment, cluster, draws=20_000, seed=2)
+    assert default.n == CLUSTERS and np.array_equal(default.distribution, res.distribution)
+    t_ci = sps.ttest_1samp(diff, 0.0).confidence_interval(0.95)
+    half = (t_ci.high - t_ci.low) / 2
+    assert default.low == pytest.approx(t_ci.low, abs=0.02 * half)
+    assert default.high == pytest.approx(t_ci.high, abs=0.02 * half)
     # the task-level bootstrap of the same rows is narrower (clusters ignored)
     tasks = paired_bootstrap(control, treatment, task, draws=20_000, seed=2)
     assert tasks.n == CLUSTERS * PARAPHRASES and tasks.estimate == pytest.approx(res.estimate)
@@ -68,34 +79,53 @@ def test_contrast_bootstrap_units_agree_with_paired_bootstrap_clusters() -> None
     assert by_cluster.estimate == pytest.approx(paired.estimate)
     # the same seed gives the same cluster resamples in both functions
     assert by_cluster.distribution == pytest.approx(paired.distribution)
-    assert (by_cluster.low, by_cluster.high) == pytest.approx((paired.low, paired.high))
+    # so their percentile intervals are the same
+    old = {"draws": 5000, "seed": 4, "small_clusters": "none"}
+    old_contrast = contrast_bootstrap(values, [-1, 1], units=cluster, **old)  # type: ignore[arg-type]
+    old_paired = paired_bootstrap(control, treatment, cluster, **old)  # type: ignore[arg-type]
+    assert (old_contrast.low, old_contrast.high) == pytest.approx((old_paired.low, old_paired.high))
+    # the default intervals are the same t interval: the contrast's with the bootstrap
+    # variance computed exactly (scipy's t interval of the cluster contrasts), the paired
+    # one's with the variance of its 5,000 draws (within 4%: half-width within 2%)
+    d = by_cluster.unit_contrasts
+    t_ci = sps.ttest_1samp(d, 0.0).confidence_interval(0.95)
+    half = (t_ci.high - t_ci.low) / 2
+    assert (by_cluster.low, by_cluster.high) == pytest.approx((t_ci.low, t_ci.high), abs=1e-12)
+    assert (paired.low, paired.high) == pytest.approx((t_ci.low, t_ci.high), abs=0.04 * half)
 
 
-def _coverage(icc: float, reps: int, draws: int) -> tuple[float, float]:
+def _coverage(icc: float, reps: int, draws: int) -> tuple[float, float, float]:
+    """Coverage of the task bootstrap, the cluster bootstrap (default interval) and the
+    cluster bootstrap's percentile interval (``small_clusters="none"``, read from the same
+    draws: without run labels the draws do not depend on the interval)."""
     rng = np.random.default_rng(2024)
     delta = 0.3
-    hits_task = hits_cluster = 0
+    hits_task = hits_cluster = hits_percentile = 0
     for rep in range(reps):
         control, treatment, task, cluster = _paired_tasks(rng, icc, delta)
         t = paired_bootstrap(control, treatment, task, draws=draws, seed=rep)
         c = paired_bootstrap(control, treatment, cluster, draws=draws, seed=rep)
         hits_task += t.low <= delta <= t.high
         hits_cluster += c.low <= delta <= c.high
-    return hits_task / reps, hits_cluster / reps
+        low, high = np.quantile(c.distribution, [0.025, 0.975])
+        hits_percentile += low <= delta <= high
+    return hits_task / reps, hits_cluster / reps, hits_percentile / reps
 
 
 @pytest.mark.slow
 def test_correlated_paraphrases_task_bootstrap_under_covers_cluster_bootstrap_does_not() -> None:
     # 30 clusters x 4 paraphrases, ICC 0.6 of the paired difference: the task bootstrap
     # ignores a design effect of 1 + 3 x 0.6 = 2.8, so its 95% interval covers about
-    # P(|Z| < 1.96 / sqrt(2.8)) = 0.76. Resampling the 30 clusters is valid; what is
-    # left is the small-sample shortfall of any plug-in interval with K = 30 units,
+    # P(|t| < t_{119} / sqrt(2.8)) = 0.76. Resampling the 30 clusters is valid: the
+    # cluster differences are normal here, so the default interval (scipy's t interval of
+    # them, up to the draws' variance) covers 0.95 exactly; the percentile interval keeps
+    # the small-sample shortfall of a plug-in interval with K = 30 units,
     # P(|t_29| < 1.96 sqrt(29/30)) = 0.936. 2000 replications: Monte Carlo SE 0.005.
     reps = 2000
-    task, cluster = _coverage(icc=0.6, reps=reps, draws=1000)
+    task, cluster, percentile = _coverage(icc=0.6, reps=reps, draws=1000)
     k = CLUSTERS
     small_sample = 2 * float(sps.t.cdf(1.959964 * np.sqrt((k - 1) / k), k - 1)) - 1
     mc_se = np.sqrt(0.95 * 0.05 / reps)
     assert task < 0.88
-    assert cluster >= 0.91
-    assert abs(cluster - small_sample) <= 4 * mc_se
+    assert abs(cluster - 0.95) <= 4 * mc_se
+    assert abs(percentile - small_sample) <= 4 * mc_se

@@ -219,7 +219,8 @@ def test_draws_follow_the_exact_bootstrap_distribution() -> None:
     d = values[:, 0] - 0.5 * values[:, 1] - 0.5 * values[:, 2]
     support, prob = _exact_bootstrap(d)
     draws = 40_000
-    res = contrast_bootstrap(values, [1, -0.5, -0.5], draws=draws, seed=3)
+    # the percentile interval and centred p (small_clusters="none") read the draws
+    res = contrast_bootstrap(values, [1, -0.5, -0.5], draws=draws, seed=3, small_clusters="none")
     assert res.estimate == pytest.approx(d.mean())
     # the empirical CDF of the draws at every atom, within 4.5 Monte Carlo SEs
     cdf = np.cumsum(prob)
@@ -246,7 +247,7 @@ def test_percentile_interval_matches_scipy_bootstrap() -> None:
     values = rng.normal(size=(u, c)) + rng.normal(size=(u, 1))
     w = np.array([-1, -1, -1, -1, 1, 1, 1, 1]) / 4
     d = values @ w
-    res = contrast_bootstrap(values, w, draws=20_000, seed=5)
+    res = contrast_bootstrap(values, w, draws=20_000, seed=5, small_clusters="none")
     ref = sps.bootstrap(
         (d,),
         np.mean,
@@ -264,14 +265,17 @@ def test_pvalue_floor_seeding_and_inputs() -> None:
     rng = np.random.default_rng(2)
     values = rng.normal(size=(20, 2))
     values[:, 1] += 5.0  # a huge effect: no centred draw reaches zero
-    res = contrast_bootstrap(values, [-1, 1], draws=999, seed=1)
-    assert res.pvalue == pytest.approx(1 / 1000)
+    res = contrast_bootstrap(values, [-1, 1], draws=999, seed=1, small_clusters="none")
+    assert res.pvalue == pytest.approx(1 / 1000)  # the centred p's floor
     again = contrast_bootstrap(values, [-1, 1], draws=999, seed=1)
     other = contrast_bootstrap(values, [-1, 1], draws=999, seed=2)
-    assert np.array_equal(res.distribution, again.distribution)
+    assert np.array_equal(res.distribution, again.distribution)  # same draws in both modes
     assert not np.array_equal(res.distribution, other.distribution)
-    null = contrast_bootstrap(np.ones((5, 2)), [-1, 1], draws=50)
-    assert null.estimate == 0.0 and null.pvalue == 1.0 and null.low == null.high == 0.0
+    # the default interval and p are computed without the draws: no seed changes them
+    assert (again.low, again.high, again.pvalue) == (other.low, other.high, other.pvalue)
+    for mode in ("t", "none"):
+        null = contrast_bootstrap(np.ones((5, 2)), [-1, 1], draws=50, small_clusters=mode)  # type: ignore[arg-type]
+        assert null.estimate == 0.0 and null.pvalue == 1.0 and null.low == null.high == 0.0
     before = values.copy()
     contrast_bootstrap(values, [-1, 1], draws=10)
     assert np.array_equal(values, before)

@@ -43,7 +43,8 @@ class Contrast(Strict):
     factors, seed 001's E_ab; weights from :func:`prereg.stats.factorial_weights`).
     The per-unit contrast is sum_c w_c m_{u,c}, m_{u,c} the unit's mean outcome in cell
     c; ``test``: ``paired_bootstrap`` (cluster bootstrap over units: bootstrap-SE
-    interval with Student t critical values, p by inverting it) or ``sign_flip_test`` (exact, over units).
+    interval with Student t critical values, p by inverting it) or ``sign_flip_test``
+    (exact, over units).
     """
 
     id: Identifier

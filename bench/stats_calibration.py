@@ -1094,10 +1094,56 @@ def _issue39_rows(reps: int) -> list[Row]:
     return rows
 
 
+def _kappa_rows(reps: int) -> list[Row]:
+    """Cohen's kappa's BCa interval at 60 items, kappa 0.8, prevalence 0.3 for both raters
+    (p11 0.258, p10 = p01 0.042, p00 0.658: po 0.916, pe 0.58)."""
+    rng = np.random.default_rng(3960)
+    cells = np.array([0.258, 0.042, 0.042, 0.658])
+    hits = np.zeros(reps, dtype=bool)
+    for k in range(reps):
+        n11, n10, n01, n00 = rng.multinomial(60, cells)
+        a = np.repeat([1, 1, 0, 0], [n11, n10, n01, n00])
+        b = np.repeat([1, 0, 1, 0], [n11, n10, n01, n00])
+        res = ps.cohens_kappa(a, b, seed=k)
+        hits[k] = bool(res.low <= 0.8 <= res.high)  # nan bounds (no interval) miss
+    setting = f"simulated; 60 items, kappa 0.8, prevalence 0.3, {reps} sets"
+    return [("cohens_kappa", "coverage", setting, 0.95, *_mc(hits))]
+
+
+def _invokerank_rows(reps: int) -> list[Row]:
+    """The InvokeRank calibrated interval (nominal 90%) on bench/invokerank_coverage.py's
+    designs: 8 and 25 prompts per intent, 3 sessions at a session SD of 2.5 and 5 points;
+    roll-up and per-intent coverage."""
+    import contextlib
+    import io
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import invokerank_coverage as irc  # a bench script beside this one
+
+    rows: list[Row] = []
+    designs = [irc.centre(8), irc.centre(25), irc.sessions(2.5), irc.sessions(5.0)]
+    n = min(reps, 400)
+    for design in designs:
+        with contextlib.redirect_stdout(io.StringIO()):
+            got = irc.run_design(design, n, draws=4000, resamples=1000)
+        _, _, cover, se, per, se_i, _, _ = next(r for r in got if r[1] == irc.AFTER)
+        setting = f"simulated; {design.name}, {n} sets"
+        ROW_SETS[setting] = n
+        rows.append(("invokerank: calibrated, roll-up", "coverage", setting, 0.90, cover, se))
+        ROW_SETS[setting + " "] = n * design.mu_d.size
+        rows.append(
+            ("invokerank: calibrated, per intent", "coverage", setting + " ", 0.90, per, se_i)
+        )
+    return rows
+
+
 def summary_table(reps: int) -> None:
     """Every public test and interval of prereg.stats in one table."""
     rows = _paired_binary_rows() + _issue14_rows() + _resampling_rows(reps)
-    rows += _issue39_rows(reps) + _interval_and_planning_rows(reps) + _judged_rows(reps)
+    rows += _issue39_rows(reps) + _kappa_rows(reps) + _invokerank_rows(reps)
+    rows += _interval_and_planning_rows(reps) + _judged_rows(reps)
     print(f"prereg.stats calibration: every public test and interval ({reps} simulated sets each)")
     header = (
         f"{'function':<34} {'figure':<28} {'nominal':>7} {'value':>7} {'MC SE':>6} "
@@ -1139,6 +1185,26 @@ def summary_table(reps: int) -> None:
     print()
 
 
+def issue39_coverage_table(reps: int) -> None:
+    """Issue 39's acceptance table: the cluster bootstrap at 10, 20, 40 clusters (paired
+    difference and contrast), the InvokeRank calibrated interval (8 and 25 prompts per
+    intent; 3 sessions at SD 2.5 and 5 points), kappa at 60 items and the paired difference
+    with 2 repeats; each with its distance from nominal (the bar: 2 points)."""
+    rows = _issue39_rows(reps) + _kappa_rows(reps) + _invokerank_rows(reps)
+    print(f"issue 39: coverage of the intervals the report prints ({reps} sets unless stated)")
+    header = f"{'function':<36} {'nominal':>7} {'value':>7} {'MC SE':>6} {'gap':>6}  setting"
+    print(header)
+    print("-" * len(header))
+    for function, figure, setting, nominal, value, se in rows:
+        if figure != "coverage":
+            print(f"{function:<36} {figure}: {value:g}  {setting}")
+            continue
+        gap = 100 * (value - nominal)
+        shown = "exact" if se is None else f"{se:.4f}"
+        print(f"{function:<36} {nominal:>7.3f} {value:>7.4f} {shown:>6} {gap:>+5.1f}p  {setting}")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="prereg.stats calibration")
     parser.add_argument("--reps", type=int, default=1000)
@@ -1146,10 +1212,17 @@ def main() -> None:
     parser.add_argument("--issue14", action="store_true", help="only the issue 14 tables (6)")
     parser.add_argument("--issue39", action="store_true", help="only the issue 39 tables (7)")
     parser.add_argument("--detail", action="store_true", help="the detailed sections 1-7")
+    parser.add_argument(
+        "--coverage39", action="store_true", help="only issue 39's acceptance coverage table"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     if args.issue39:
         few_clusters_table(250 if args.quick else args.reps)
+        print(f"total {time.perf_counter() - start:.1f} s")
+        return
+    if args.coverage39:
+        issue39_coverage_table(args.reps)
         print(f"total {time.perf_counter() - start:.1f} s")
         return
     if not (args.detail or args.issue14):

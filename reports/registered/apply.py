@@ -408,7 +408,9 @@ def _tost(ctx: _Ctx) -> TestReport:
     ctl, trt = pairs.per_unit(spec.aggregate, spec.unit)
     d = trt - ctl
     margin = float(spec.margin or 0.0)
-    res = stats.tost_paired(d, margin=margin, alpha=spec.alpha)
+    # per-unit outcomes are proportions, so their mean difference lies in [-1, 1]: the
+    # t interval is cut to it (the decision is unchanged for margins inside it)
+    res = stats.tost_paired(d, margin=margin, alpha=spec.alpha, support=(-1.0, 1.0))
     defined = res.pvalue is not None and math.isfinite(res.pvalue)
     # equivalence reachable at all with this many tasks: the margin Tango's test needs
     # with no discordant pair (binary per-task outcomes); t-based: undefined -> None

@@ -8,10 +8,9 @@ under both ``harness.infrastructure`` policies. Each is registered, run offline 
 local host and analysed in a fresh workspace; the checker must find nothing but the known
 violations below.
 
-Known violations come from code other people own and are fixing: each has a test of its
-own marked ``xfail(strict=True)`` on a design that shows it, naming the rule and the
-figure, so it flips to a failure once fixed (then delete it from :data:`KNOWN`). The
-property test tolerates exactly those and reports every other violation class it finds.
+Every violation class found is reported (with the first design that showed it). The
+violations found while the checker was written (unlabelled zero-width bootstrap intervals,
+a TOST t interval past -1) each keep a test on the design that showed them.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -85,38 +84,6 @@ POLICIES: list[dict[str, Any] | None] = [
     {"infrastructure": "count_as_failure", "attempts": 1},
     {"infrastructure": "count_as_failure", "attempts": 2},
 ]
-
-
-@dataclass(frozen=True)
-class Known:
-    """A violation class of today's output from code this test's author does not own."""
-
-    rule: str
-    figure: str  # a regular expression over JSON pointers
-    owner: str
-    message: str = ""  # a regular expression the violation's message must contain
-
-    def matches(self, v: Violation) -> bool:
-        return (
-            v.rule == self.rule
-            and re.fullmatch(self.figure, v.path) is not None
-            and re.search(self.message, v.message) is not None
-        )
-
-    @property
-    def reason(self) -> str:
-        return f"known: {self.rule} at {self.figure} ({self.owner})"
-
-
-SUPPORT_TOST = Known(
-    "support",
-    r"/(primary|secondary/\d+)/interval",
-    "stats/paired.py tost_paired (and reports/registered/apply.py): the t interval of the "
-    "mean paired difference is not held to [-1, 1]; on three tasks its low bound is -1.53",
-    message=r"\(tost_paired\)",
-)
-
-KNOWN: tuple[Known, ...] = (SUPPORT_TOST,)
 
 
 def _class(v: Violation) -> tuple[str, str]:
@@ -257,7 +224,7 @@ def designs(draw: st.DrawFn) -> Design:
 
 
 def test_every_report_of_a_drawn_design_keeps_the_rules() -> None:
-    """Every drawn design is analysed; every violation class outside KNOWN is collected
+    """Every drawn design is analysed; every violation class is collected
     (with the first design that showed it) and all of them are reported at the end."""
     unknown: dict[tuple[str, str], str] = {}
 
@@ -276,11 +243,10 @@ def test_every_report_of_a_drawn_design_keeps_the_rules() -> None:
     )
     def explore(design: Design) -> None:
         for v in run_design(design):
-            if not any(k.matches(v) for k in KNOWN):
-                unknown.setdefault(_class(v), f"{v}\n    in {design}")
+            unknown.setdefault(_class(v), f"{v}\n    in {design}")
 
     explore()
-    assert not unknown, f"{len(unknown)} violation class(es) outside KNOWN:\n" + "\n".join(
+    assert not unknown, f"{len(unknown)} violation class(es):\n" + "\n".join(
         f"{rule} at {figure}: e.g. {first}" for (rule, figure), first in unknown.items()
     )
 
@@ -336,11 +302,6 @@ def _tost_on_three_tasks() -> tuple[Violation, ...]:
     return tuple(run_design(design))
 
 
-CASES: list[tuple[Callable[[], tuple[Violation, ...]], Known]] = [
-    (_tost_on_three_tasks, SUPPORT_TOST),
-]
-
-
 def test_arms_that_agree_on_every_task_print_no_point_interval() -> None:
     """Every paired difference is 0 (every run fails in three arms): the primary, the
     secondary, the per-intent rows, the pairwise table and the contrast withhold their
@@ -364,21 +325,10 @@ def test_arms_that_agree_on_every_task_print_no_point_interval() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("design", "known"),
-    [pytest.param(d, k, marks=pytest.mark.xfail(strict=True, reason=k.reason)) for d, k in CASES],
-    ids=[f"{d.__name__}-{k.figure}" for d, k in CASES],
-)
-def test_a_known_violation_is_still_there(
-    design: Callable[[], tuple[Violation, ...]], known: Known
-) -> None:
-    """Fails (xfail) while the owner's code breaks the rule; passes, and so fails strict,
-    once it is fixed: then delete ``known`` from KNOWN and this case."""
-    assert not [v for v in design() if known.matches(v)]
-
-
-def test_every_known_violation_has_its_case() -> None:
-    assert {k for _, k in CASES} == set(KNOWN)
+def test_a_tost_on_three_tasks_stays_inside_minus_one_one() -> None:
+    """Three tasks, three repeats, the TOST secondary: its t interval reached -1.53 before
+    it was cut to [-1, 1], the range of a difference of proportions (issue 39)."""
+    assert not _tost_on_three_tasks()
 
 
 # --- the bundled pool drafts: shares, ratings, controls and judges ------------------------

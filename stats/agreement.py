@@ -64,7 +64,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from prereg.stats._dist import norm_cdf, norm_ppf, norm_sf
-from prereg.stats._validate import count, counts, probability, vector
+from prereg.stats._validate import count, counts, labels, probability, same_length, vector
 from prereg.stats.intervals import jeffreys_interval
 from prereg.stats.results import ProportionInterval
 
@@ -358,15 +358,10 @@ def cohens_kappa_table(
 
 
 def _labels(values: ArrayLike, name: str) -> NDArray[np.generic]:
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    """One label per item, none missing (an unrated item is dropped by the caller)."""
+    arr = labels(values, name)
     if arr.size == 0:
         raise ValueError(f"{name} is empty")
-    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains nan or infinite values")
-    if arr.dtype.kind == "O" and any(v is None for v in arr):
-        raise ValueError(f"{name} contains None (an unrated item)")
     return arr
 
 
@@ -388,8 +383,7 @@ def cohens_kappa(
     """
     a = _labels(rater_a, "rater_a")
     b = _labels(rater_b, "rater_b")
-    if a.size != b.size:
-        raise ValueError(f"rater_b must label the same {a.size} items as rater_a, got {b.size}")
+    same_length(a, "rater_a", b, "rater_b")  # the same items
     if categories is None:
         cats = sorted(set(a.tolist()) | set(b.tolist()), key=lambda v: (str(type(v)), v))
     else:
@@ -430,8 +424,7 @@ def judge_rates(gold: ArrayLike, judge: ArrayLike, *, level: float = 0.95) -> Ju
     level = probability(level, "level")
     g = _binary(gold, "gold")
     j = _binary(judge, "judge")
-    if j.size != g.size:
-        raise ValueError(f"judge must label the same {g.size} items as gold, got {j.size}")
+    same_length(g, "gold", j, "judge")  # the same items
     tp = int(np.sum((g == 1) & (j == 1)))
     fn = int(np.sum((g == 1) & (j == 0)))
     fp = int(np.sum((g == 0) & (j == 1)))

@@ -58,7 +58,7 @@ from numpy.typing import NDArray
 from prereg.stats._dist import beta_ppf
 from prereg.stats._scipy import optimize, special
 from prereg.stats._scipy import stats as sps
-from prereg.stats._validate import positive, probability, refuse_text
+from prereg.stats._validate import at_least, positive, probability
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -281,11 +281,8 @@ def population(
     intraclass correlation of repeats (default 0.5, raised as needed). ValueError naming
     the argument when the figures cannot arise from binary outcomes.
     """
-    for value, name in ((prompts, "prompts"), (runs, "runs")):
-        refuse_text(value, name)
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    prompts, runs = int(prompts), int(runs)
+    prompts = at_least(prompts, "prompts", 1)
+    runs = at_least(runs, "runs", 1)
     sigma_d = positive(sigma_d, "sigma_d")
     sigma_run = positive(sigma_run, "sigma_run", allow_zero=True)
     base_rate = probability(base_rate, "base_rate")

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from prereg.stats._validate import refuse_text, scalar_or_array
+from prereg.stats._validate import array, binary, labels, same_length, scalar_or_array
 
 __all__ = ["design_effect", "icc_binary"]
 
@@ -20,17 +20,14 @@ def design_effect(cluster_sizes: Any, rho: Any) -> Any:
     over the cluster (prompt) sizes m_p, with rho in [0, 1] (a negative intraclass
     correlation would make clustering look like a gain; refused). Returns a float (an
     array if ``rho`` is an array). Clusters of size 0 are allowed and contribute
-    nothing. References: Kish (1965), Survey Sampling; Rao and Scott (1992), Biometrics
-    48:577-585.
+    nothing; NaN, infinite or negative sizes, no sizes, and a rho outside [0, 1] are
+    refused (ValueError naming the argument). References: Kish (1965), Survey
+    Sampling; Rao and Scott (1992), Biometrics 48:577-585.
     """
-    refuse_text(cluster_sizes, "cluster_sizes")
-    refuse_text(rho, "rho")
-    m = np.asarray(cluster_sizes, dtype=np.float64).ravel()
-    if m.size == 0 or not np.all(np.isfinite(m)) or np.any(m < 0) or m.sum() <= 0:
+    m = array(cluster_sizes, "cluster_sizes", low=0).ravel()
+    if m.sum() <= 0:
         raise ValueError("cluster_sizes must be non-negative with a positive total")
-    r = np.asarray(rho, dtype=np.float64)
-    if not np.all(np.isfinite(r)) or np.any(r < 0.0) or np.any(r > 1.0):
-        raise ValueError(f"rho must be in [0, 1] (an intraclass correlation), got {rho!r}")
+    r = array(rho, "rho", low=0.0, high=1.0)
     kbar = float(np.sum(m * m) / np.sum(m))
     return scalar_or_array(1.0 + (kbar - 1.0) * r)
 
@@ -47,19 +44,17 @@ def icc_binary(outcomes: Any, groups: Any) -> float:
 
     truncated to [0, 1]. Returns nan when it cannot be estimated: fewer than two
     groups, no replication (every group of size one, N = k), or no variation (all
-    outcomes equal), so that callers can fall back to a pooled value. References:
+    outcomes equal), so that callers can fall back to a pooled value. ValueError naming
+    the argument for no outcomes at all (nothing to estimate from: the caller decides
+    what an empty arm means), outcomes that are not 0/1 (NaN among them), a missing
+    group label (NaN or None: numpy would merge every NaN label into one group) and
+    lengths that differ. References:
     Fleiss, Levin and Paik (2003), Statistical Methods for Rates and Proportions,
     ch. 15; Ridout, Demetrio and Firth (1999), Biometrics 55:137-148.
     """
-    refuse_text(outcomes, "outcomes")
-    y = np.asarray(outcomes, dtype=np.float64).ravel()
-    g = np.asarray(groups).ravel()
-    if y.shape != g.shape:
-        raise ValueError(f"outcomes and groups differ in length: {y.size} vs {g.size}")
-    if not np.all((y == 0.0) | (y == 1.0)):
-        raise ValueError("outcomes must be binary (0/1 or bool)")
-    if y.size == 0:
-        return math.nan
+    y = binary(outcomes, "outcomes").ravel()
+    g = labels(np.ravel(groups), "groups")
+    same_length(y, "outcomes", g, "groups")
     _, codes = np.unique(g, return_inverse=True)
     ni = np.bincount(codes).astype(np.float64)
     yi = np.bincount(codes, weights=y)

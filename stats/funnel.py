@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from prereg.stats._validate import count, refuse_text, scalar_or_array
+from prereg.stats._validate import array, broadcastable, count, scalar_or_array
 
 __all__ = ["loss_shares", "pass_hat_k"]
 
@@ -27,12 +27,10 @@ def loss_shares(rates: Any) -> Any:
     still get 0. Rates must lie in [0, 1]. Reference: InvokeRank method v1.0, 4.2 and
     appendix B.
     """
-    refuse_text(rates, "rates")
-    r = np.asarray(rates, dtype=np.float64)
-    if r.ndim == 0 or r.shape[-1] == 0:
+    r = array(rates, "rates", allow_empty=True)
+    if r.ndim == 0 or r.shape[-1] == 0 or r.size == 0:
         raise ValueError("rates must have at least one stage (last axis)")
-    if np.any(np.isnan(r)) or np.any(r < 0) or np.any(r > 1):
-        raise ValueError("rates must lie in [0, 1]")
+    array(r, "rates", low=0.0, high=1.0)  # rates lie in [0, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
         loss = -np.log(r)
         loss = np.where(r == 1.0, 0.0, loss)  # avoid -0.0
@@ -53,19 +51,15 @@ def pass_hat_k(c: Any, n: Any, k: int) -> Any:
     from c successes in n repeats of one prompt (unbiased for p^k when the n repeats
     are i.i.d. Bernoulli(p)). nan when n < k (it cannot be estimated, e.g. pass^3 from
     two repeats). Broadcasts over ``c`` and ``n``; average the per-prompt values for a
-    suite-level figure. Reference: Yao et al. (2025), tau-bench, ICLR.
+    suite-level figure. ValueError naming the argument for NaN, infinite, negative or
+    fractional counts, no counts, c > n, or shapes that do not broadcast. Reference:
+    Yao et al. (2025), tau-bench, ICLR.
     """
     k = count(k, "k")  # 2.5 or "3" refused, not truncated or parsed
-    refuse_text(c, "c")
-    refuse_text(n, "n")
-    ca = np.asarray(c, dtype=np.float64)
-    na = np.asarray(n, dtype=np.float64)
-    if (
-        np.any(ca < 0)
-        or np.any(ca > na)
-        or np.any(ca != np.floor(ca))
-        or np.any(na != np.floor(na))
-    ):
+    ca = array(c, "c", low=0, integer=True)
+    na = array(n, "n", low=0, integer=True)  # n = inf would read 0.0
+    broadcastable(c=ca, n=na)
+    if np.any(ca > na):
         raise ValueError("c and n must be integers with 0 <= c <= n")
     ca, na = np.broadcast_arrays(ca, na)
     out = np.ones(ca.shape)

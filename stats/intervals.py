@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from prereg.stats._dist import beta_ppf
-from prereg.stats._validate import probability, refuse_text, scalar_or_array
+from prereg.stats._validate import array, broadcastable, probability, scalar_or_array
 from prereg.stats.results import ProportionInterval
 
 __all__ = ["jeffreys_interval"]
@@ -23,23 +23,20 @@ def jeffreys_interval(
     the Brown-Cai-DasGupta boundary rule: the lower bound is 0 when successes = 0 and
     the upper bound is 1 when successes = trials. The estimate is successes / trials
     (nan for zero trials, where the interval is [0, 1]). Inputs broadcast; array inputs
-    give array fields. References: Jeffreys (1946); Brown, Cai and DasGupta (2001),
+    give array fields. ValueError naming the argument for NaN, infinity, empty or
+    negative counts, shapes that do not broadcast, deff <= 0 or a level outside (0, 1).
+    References: Jeffreys (1946); Brown, Cai and DasGupta (2001),
     Stat Sci 16:101-133; Kish (1965) for the deflation by the design effect.
     """
     level = probability(level, "level")
-    for value, name in ((successes, "successes"), (trials, "trials"), (deff, "deff")):
-        refuse_text(value, name)
-    x = np.asarray(successes, dtype=np.float64)
-    n = np.asarray(trials, dtype=np.float64)
-    de = np.asarray(deff, dtype=np.float64)
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(n)) and np.all(np.isfinite(de))):
-        raise ValueError("successes, trials and deff must be finite")
-    if np.any(x < 0) or np.any(n < 0):
-        raise ValueError("successes and trials must be non-negative")
+    x = array(successes, "successes", low=0)
+    n = array(trials, "trials", low=0)
+    de = array(deff, "deff")
+    broadcastable(successes=x, trials=n, deff=de)
     if np.any(x > n):
         raise ValueError("successes cannot exceed trials")
     if np.any(de <= 0):
-        raise ValueError("deff must be positive")
+        raise ValueError(f"deff must be positive, got {float(de[de <= 0].ravel()[0]):g}")
     x, n, de = np.broadcast_arrays(x, n, de)
     xe = x / de
     ne = n / de

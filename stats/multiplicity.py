@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from prereg.stats._validate import probability
+from prereg.stats._validate import array, probability
 from prereg.stats.results import MultipleTestResult
 
 __all__ = [
@@ -23,10 +23,9 @@ __all__ = [
 
 
 def _pvalues(pvalues: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
-    p = np.asarray(pvalues, dtype=np.float64).ravel()
-    if np.any(np.isnan(p)) or np.any(p < 0) or np.any(p > 1):
-        raise ValueError("p-values must lie in [0, 1] (no nan)")
-    return p
+    """The p-values in [0, 1] (an empty family allowed: it rejects nothing), or
+    ValueError naming ``pvalues``."""
+    return array(pvalues, "pvalues", allow_empty=True, low=0.0, high=1.0).ravel()
 
 
 def benjamini_hochberg(pvalues: Any, q: float = 0.10) -> MultipleTestResult:
@@ -35,10 +34,12 @@ def benjamini_hochberg(pvalues: Any, q: float = 0.10) -> MultipleTestResult:
     With p_(1) <= ... <= p_(m), reject the k* smallest where
     k* = max{k : p_(k) <= k q / m}. Adjusted p-values are
     min_{j >= i} min(1, m p_(j) / j). Controls the FDR at q under independence or
-    positive regression dependence (PRDS). Reference: Benjamini and Hochberg (1995),
-    JRSS B 57:289-300.
+    positive regression dependence (PRDS). ``q`` must lie in (0, 1) and the p-values in
+    [0, 1] (ValueError naming the argument); an empty family rejects nothing (a
+    per-intent family without intents, ``reports.registered.family``). Reference:
+    Benjamini and Hochberg (1995), JRSS B 57:289-300.
     """
-    q = probability(q, "q", high_open=False)
+    q = probability(q, "q")
     p = _pvalues(pvalues)
     m = p.size
     if m == 0:
@@ -79,9 +80,11 @@ def holm(pvalues: Any, alpha: float = 0.05) -> MultipleTestResult:
 
     Reject p_(1), ..., p_(k) while p_(j) <= alpha / (m - j + 1); stop at the first
     failure. Adjusted p-values are max_{j <= i} min(1, (m - j + 1) p_(j)). Valid under
-    any dependence. Reference: Holm (1979), Scand J Stat 6:65-70.
+    any dependence. ``alpha`` must lie in (0, 1) and the p-values in [0, 1] (ValueError
+    naming the argument); an empty family rejects nothing. Reference: Holm (1979), Scand
+    J Stat 6:65-70.
     """
-    alpha = probability(alpha, "alpha", high_open=False)
+    alpha = probability(alpha, "alpha")
     p = _pvalues(pvalues)
     m = p.size
     if m == 0:
@@ -126,16 +129,15 @@ def e_bh(evalues: Any, q: float = 0.10) -> MultipleTestResult:
     e-values read off e-processes at stopping times. It is BH applied to 1/e, so
     ``adjusted`` holds the BH-adjusted values of min(1, 1/e).
 
-    Edge cases: e-values must be >= 0 (nan is an error); e = inf is always rejected
+    Edge cases: e-values must be >= 0 (nan is an error), ``q`` in (0, 1); e = inf is
+    always rejected
     (it satisfies every bound); e = 0 and any e-value below m / (m q) are never
     rejected; hypotheses tied with the k*-th e-value are all rejected (the rule already
     includes ties). An empty input rejects nothing. ``threshold`` is m / (k* q), inf when
     nothing is rejected. Reference: Wang and Ramdas (2022), JRSS B 84:822-852.
     """
-    q = probability(q, "q", high_open=False)
-    e = np.asarray(evalues, dtype=np.float64).ravel()
-    if np.any(np.isnan(e)) or np.any(e < 0):
-        raise ValueError("e-values must be non-negative (no nan)")
+    q = probability(q, "q")
+    e = array(evalues, "evalues", allow_empty=True, allow_inf=True, low=0.0).ravel()
     m = e.size
     if m == 0:
         return MultipleTestResult(

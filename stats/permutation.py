@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from prereg.stats._scipy import stats as sps
 from prereg.stats._validate import alternative as check_alternative
-from prereg.stats._validate import vector
+from prereg.stats._validate import at_least, count, vector
 from prereg.stats.results import PermutationResult
 
 __all__ = ["exact_permutation_test", "sign_flip_test"]
@@ -102,6 +102,8 @@ def exact_permutation_test(
     doubling the smaller tail when group sizes differ). Above ``max_exact``
     relabelings (default 10^6) the test uses ``draws`` random relabelings (seeded) and
     p = (1 + #extreme) / (1 + draws), which keeps it valid (Phipson and Smyth 2010).
+    ValueError naming the argument for NaN, infinite or no values, ``draws`` below 1
+    and a negative ``max_exact``.
 
     Ties, and invariance. T is a monotone function of the first group's sum S
     (n_x n_y T = n S - n_x total), so relabelings are compared on D = n S - n_x total
@@ -119,6 +121,8 @@ def exact_permutation_test(
     xa = vector(x, "x")
     ya = vector(y, "y")
     alt = check_alternative(alternative)
+    max_exact = count(max_exact, "max_exact")
+    draws = at_least(draws, "draws", 1)
     nx, ny = xa.size, ya.size
     n = nx + ny
     obs = float(xa.mean() - ya.mean())
@@ -271,10 +275,14 @@ def sign_flip_test(
       p = (1 + #extreme) / (1 + draws) (Phipson and Smyth 2010); its Monte Carlo
       standard error is at most 0.0016.
 
+    ValueError naming the argument for NaN, infinite or no differences and ``draws``
+    below 1.
+
     References: Fisher (1935); Pratt and Gibbons (1981); Good (2005).
     """
     d = vector(differences, "differences")
     alt = check_alternative(alternative)
+    draws = at_least(draws, "draws", 1)
     n = d.size
     obs = float(d.mean())
     nz_raw = d[d != 0.0]

@@ -8,9 +8,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prereg.stats._scipy import special
-from prereg.stats._validate import probability
+from prereg.stats._validate import at_least, count, probability
 from prereg.stats.results import MonitorExact, MonitorSimulation
-from prereg.stats.sequential import _log_evalue, _prior
+from prereg.stats.sequential import _log_evalue, _prior, _threshold
 from prereg.stats.sizing import _ceil, mde_paired, min_discordant, prompts_for_mde
 
 __all__ = [
@@ -44,7 +44,7 @@ def mcnemar_sample_size(
         raise ValueError("p01 + p10 cannot exceed 1")
     alpha = probability(alpha, "alpha")
     power = probability(power, "power")
-    if sides not in (1, 2):
+    if isinstance(sides, bool) or sides not in (1, 2):
         raise ValueError(f"sides must be 1 or 2, got {sides!r}")
     psi = p01 + p10
     delta = p10 - p01
@@ -140,10 +140,9 @@ def mcnemar_exact_power(
     by enumeration (Suissa and Shuster 1991, Biometrics 47:361-372; Fagerland, Lydersen
     and Laake 2013). One-sided: in the direction of the larger discordant probability.
     """
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    n = at_least(n, "n", 1)
     p01, p10, alpha, sides = _discordant_inputs(p01, p10, alpha, sides)
-    return float(_exact_power(np.array([int(n)]), p01, p10, alpha, sides)[0])
+    return float(_exact_power(np.array([n]), p01, p10, alpha, sides)[0])
 
 
 #: above this many candidate n the search bisects instead of scanning every n
@@ -205,14 +204,9 @@ def _monitor_inputs(
     p10 = probability(p10, "p10", low_open=False, high_open=False)
     if p01 + p10 > 1.0 + 1e-12:
         raise ValueError("p01 + p10 cannot exceed 1")
-    if int(max_prompts) != max_prompts or max_prompts < 1:
-        raise ValueError(f"max_prompts must be a positive integer, got {max_prompts!r}")
-    if int(min_prompts) != min_prompts or min_prompts < 0:
-        raise ValueError(f"min_prompts must be a non-negative integer, got {min_prompts!r}")
-    thr = float(threshold)
-    if not (math.isfinite(thr) and thr >= 1.0):
-        raise ValueError(f"threshold must be finite and >= 1, got {threshold!r}")
-    return p01, p10, thr
+    at_least(max_prompts, "max_prompts", 1)
+    count(min_prompts, "min_prompts")
+    return p01, p10, _threshold(threshold)
 
 
 def simulate_sequential_monitor(
@@ -236,8 +230,7 @@ def simulate_sequential_monitor(
     Vectorised over simulations in blocks, seeded with ``default_rng(seed)``.
     """
     p01, p10, thr = _monitor_inputs(p01, p10, max_prompts, min_prompts, threshold)
-    if int(sims) != sims or sims < 1:
-        raise ValueError(f"sims must be a positive integer, got {sims!r}")
+    sims = at_least(sims, "sims", 1)
     a, b0 = _prior(prior)
     n_max, sims = int(max_prompts), int(sims)
     # log E(b, c) = (b + c) ln 2 + lgamma(a + b) + lgamma(b0 + c) - lgamma(a + b0 + b + c)

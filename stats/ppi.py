@@ -57,7 +57,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from prereg.stats._dist import norm_ppf
-from prereg.stats._validate import count, probability, vector
+from prereg.stats._validate import count, probability, same_length, vector
 
 __all__ = ["PPIResult", "ppi_mean", "ppi_difference", "PPI_MIN_GOLD"]
 
@@ -195,9 +195,11 @@ def _arm(
     for arr, name in ((y, names[0]), (f, names[1]), (ft, names[2])):
         if np.any(arr < 0.0) or np.any(arr > 1.0):
             raise ValueError(f"{name} must hold values in [0, 1] (0/1 labels or rates)")
-    if f.size != y.size:
+    same_length(y, names[0], f, names[1])  # one prediction per gold label
+    if ft.size < 2:
         raise ValueError(
-            f"{names[1]} must have one prediction per gold label ({y.size}), got {f.size}"
+            f"{names[2]}: {ft.size} unlabelled unit, fewer than two: its variance (and "
+            "so the interval) is undefined"
         )
     if y.size < min_gold:
         raise ValueError(
@@ -260,7 +262,10 @@ def ppi_mean(
     verdict on the same gold unit; ``unlabelled_predictions`` the judge's verdicts on the
     other units (not the gold ones). Values are 0/1 or rates in [0, 1]. ``method`` is
     "ppi" (lambda = 1) or "ppi++" (power-tuned lambda). Fewer than ``min_gold`` gold
-    units are refused. See the module docstring for the formula and assumptions.
+    units are refused, and so are NaN, infinite or out-of-range values, empty arrays,
+    fewer than two unlabelled units and a prediction count other than the labels'
+    (ValueError naming the argument). See the module docstring for the formula and
+    assumptions.
     """
     level = probability(level, "level")
     min_gold = max(2, count(min_gold, "min_gold"))
@@ -320,17 +325,9 @@ def ppi_difference(
         ("treatment_labels", "treatment_predictions", "treatment_unlabelled"),
         min_gold,
     )
-    if paired:
-        if yt.size != yc.size:
-            raise ValueError(
-                f"treatment_labels: paired gold sets must label the same tasks in both "
-                f"arms, got {yc.size} control and {yt.size} treatment units"
-            )
-        if ftt.size != ftc.size:
-            raise ValueError(
-                f"treatment_unlabelled: paired unlabelled sets must hold the same tasks "
-                f"in both arms, got {ftc.size} control and {ftt.size} treatment units"
-            )
+    if paired:  # the same tasks in both arms
+        same_length(yc, "control_labels", yt, "treatment_labels")
+        same_length(ftc, "control_unlabelled", ftt, "treatment_unlabelled")
         part = _fit(yt - yc, ft_ - fc, ftt - ftc, m, 1.0)
         what = "paired difference of means (per-task differences)"
         return _result(part, level, (part.lam,), True, _describe(m, what))

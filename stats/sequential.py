@@ -8,13 +8,22 @@ from typing import Any
 import numpy as np
 
 from prereg.stats._scipy import special
-from prereg.stats._validate import counts, scalar_or_array, vector
+from prereg.stats._validate import (
+    broadcastable,
+    count,
+    counts,
+    refuse_text,
+    same_length,
+    scalar_or_array,
+    vector,
+)
 from prereg.stats.results import EValueResult, MonitorResult
 
 __all__ = ["beta_mixture_evalue", "sequential_monitor"]
 
 
 def _prior(prior: Any) -> tuple[float, float]:
+    refuse_text(prior, "prior")
     try:
         a, b = (float(v) for v in prior)
     except (TypeError, ValueError):
@@ -49,12 +58,14 @@ def beta_mixture_evalue(
     is an e-process: P(sup_t E_t >= 1/alpha) <= alpha (Ville's inequality), and 1/E is a
     valid p-value at any stopping time. The symmetric default prior (uniform) makes the
     test two-sided. ``pvalue`` is min(1, 1/E); ``estimate`` b / (b + c). Inputs
-    broadcast. References: Robbins (1970); Ramdas, Gruenwald, Vovk and Shafer (2023),
-    Stat Sci 38:576-601.
+    broadcast; NaN, infinite, negative or fractional counts, no counts and shapes that
+    do not broadcast are refused (ValueError naming the argument). References: Robbins
+    (1970); Ramdas, Gruenwald, Vovk and Shafer (2023), Stat Sci 38:576-601.
     """
     a, b0 = _prior(prior)
-    bb = counts(b, "b")
-    cc = counts(c, "c")
+    bb = counts(b, "b", allow_empty=False)
+    cc = counts(c, "c", allow_empty=False)
+    broadcastable(b=bb, c=cc)
     bb, cc = np.broadcast_arrays(bb, cc)
     loge = _log_evalue(bb, cc, a, b0)
     e = np.exp(loge)
@@ -81,6 +92,17 @@ def _binary(values: Any, name: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
     return arr.astype(bool)
 
 
+def _threshold(threshold: Any) -> float:
+    refuse_text(threshold, "threshold")
+    try:
+        thr = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"threshold must be a number, got {threshold!r}") from None
+    if not (math.isfinite(thr) and thr >= 1.0):
+        raise ValueError(f"threshold must be finite and >= 1, got {threshold!r}")
+    return thr
+
+
 def sequential_monitor(
     first: Any,
     second: Any,
@@ -98,18 +120,16 @@ def sequential_monitor(
     stopping under H0 is at most 1/threshold, however often one looks. The reported
     ``pvalue`` is the anytime-valid p-value at the decision point,
     min(1, 1 / max_{s <= t} E_s) (the running minimum of 1/E), which stays valid
-    under continuous monitoring and optional stopping.
+    under continuous monitoring and optional stopping. An empty stream (no prompt
+    completed yet, or no paired prompt: ``reports.registered.stopping``) reads E = 1, not
+    stopped; NaN, infinite or non-binary outcomes and streams of different lengths are
+    refused (ValueError naming the argument).
     """
     f = _binary(first, "first")
     s = _binary(second, "second")
-    if f.shape != s.shape:
-        raise ValueError(f"first and second differ in length: {f.size} vs {s.size}")
-    thr = float(threshold)
-    if not (math.isfinite(thr) and thr >= 1.0):
-        raise ValueError(f"threshold must be finite and >= 1, got {threshold!r}")
-    if int(min_prompts) != min_prompts or min_prompts < 0:
-        raise ValueError(f"min_prompts must be a non-negative integer, got {min_prompts!r}")
-    min_prompts = int(min_prompts)
+    same_length(f, "first", s, "second")
+    thr = _threshold(threshold)
+    min_prompts = count(min_prompts, "min_prompts")
     a, b0 = _prior(prior)
     bpath = np.cumsum(f & ~s)
     cpath = np.cumsum(~f & s)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from prereg.stats._validate import positive, probability
+from prereg.stats._validate import at_least, positive, probability
 
 __all__ = ["mde_paired", "prompts_for_mde", "min_discordant"]
 
@@ -25,7 +25,7 @@ _NORMAL = NormalDist()
 def _z_sum(alpha: float, power: float, sides: int = 2) -> float:
     alpha = probability(alpha, "alpha")
     power = probability(power, "power")
-    if sides not in (1, 2):
+    if isinstance(sides, bool) or sides not in (1, 2):
         raise ValueError(f"sides must be 1 or 2, got {sides!r}")
     return _NORMAL.inv_cdf(1.0 - alpha / sides) + _NORMAL.inv_cdf(power)
 
@@ -55,10 +55,8 @@ def mde_paired(
     """
     sigma_d = positive(sigma_d, "sigma_d")
     sigma_run = positive(sigma_run, "sigma_run", allow_zero=True)
-    if int(prompts) != prompts or prompts < 1:
-        raise ValueError(f"prompts must be a positive integer, got {prompts!r}")
-    if int(runs_per_arm) != runs_per_arm or runs_per_arm < 1:
-        raise ValueError(f"runs_per_arm must be a positive integer, got {runs_per_arm!r}")
+    prompts = at_least(prompts, "prompts", 1)
+    runs_per_arm = at_least(runs_per_arm, "runs_per_arm", 1)
     z = _z_sum(alpha, power)
     return z * math.sqrt(sigma_d**2 / prompts + 2.0 * sigma_run**2 / runs_per_arm)
 
@@ -83,8 +81,7 @@ def prompts_for_mde(
     sigma_d = positive(sigma_d, "sigma_d")
     mde = positive(mde, "mde")
     sigma_run = positive(sigma_run, "sigma_run", allow_zero=True)
-    if int(runs_per_arm) != runs_per_arm or runs_per_arm < 1:
-        raise ValueError(f"runs_per_arm must be a positive integer, got {runs_per_arm!r}")
+    runs_per_arm = at_least(runs_per_arm, "runs_per_arm", 1)
     z = _z_sum(alpha, power)
     room = (mde / z) ** 2 - 2.0 * sigma_run**2 / runs_per_arm
     if room <= 0.0:
@@ -99,10 +96,11 @@ def min_discordant(alpha: float = 0.05, sides: int = 2) -> int:
     sides * 2^-m (capped at 1), so the answer is the smallest m with
     sides * 2^-m <= alpha. At alpha = 0.05, two-sided: 6 (p = 0.03125; five give
     0.0625). Fewer discordant pairs can never be significant, whatever the split:
-    a registration can pre-commit to "inconclusive" below this count.
+    a registration can pre-commit to "inconclusive" below this count. ``alpha`` must
+    lie in (0, 1) (ValueError naming it).
     """
-    alpha = probability(alpha, "alpha", high_open=False)
-    if sides not in (1, 2):
+    alpha = probability(alpha, "alpha")
+    if isinstance(sides, bool) or sides not in (1, 2):
         raise ValueError(f"sides must be 1 or 2, got {sides!r}")
     m = max(0, math.ceil(math.log2(sides / alpha)) - 1)
     while min(1.0, sides * 0.5**m) > alpha:

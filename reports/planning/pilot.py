@@ -190,7 +190,8 @@ def repeat_icc(matrices: Mapping[str, Any]) -> RepeatICC:
     for arm, values in matrices.items():
         m = _binary_matrix(values, arm)
         rows, cols = np.nonzero(~np.isnan(m))
-        by_arm[arm] = icc_binary(m[rows, cols], rows)
+        # an arm without a recorded outcome has no ICC (icc_binary refuses empty input)
+        by_arm[arm] = icc_binary(m[rows, cols], rows) if rows.size else math.nan
         outcomes.append(m[rows, cols])
         groups.append(rows + offset)
         offset += m.shape[0]
@@ -199,7 +200,7 @@ def repeat_icc(matrices: Mapping[str, Any]) -> RepeatICC:
         repeats = max(repeats, int(per_prompt.max()) if per_prompt.size else 0)
     y = np.concatenate(outcomes) if outcomes else np.zeros(0)
     g = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
-    rho = icc_binary(y, g)
+    rho = icc_binary(y, g) if y.size else math.nan
     cluster = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
     if math.isfinite(rho) and cluster.size and cluster.sum() > 0:
         deff = float(design_effect(cluster, rho))

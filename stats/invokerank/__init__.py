@@ -35,8 +35,11 @@ names other code reads from ``prereg.stats.invokerank`` (``__all__``; the unders
 are the helpers the tests reach).
 
 May import: only the statistics below it in ``prereg.stats`` (:data:`MAY_IMPORT`: the
-scipy proxies and distribution functions, the clustering, funnel and interval helpers and
-the result types), never the layers above.
+scipy proxies and distribution functions, the argument checks, the clustering, funnel and
+interval helpers and the result types), never the layers above. Every public function
+here refuses bad input with a ValueError naming the argument (NaN, infinity, empty input,
+negative counts, mismatched lengths, non-positive draw counts, levels outside (0, 1);
+issue 39), through the shared checks of ``prereg.stats._validate``.
 
 The method, as the published path states it:
 
@@ -151,6 +154,7 @@ from prereg.stats.invokerank.shares import choice_shares
 MAY_IMPORT: tuple[str, ...] = (
     "prereg.stats._dist",
     "prereg.stats._scipy",
+    "prereg.stats._validate",
     "prereg.stats.clustering",
     "prereg.stats.funnel",
     "prereg.stats.intervals",

@@ -18,6 +18,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prereg.stats._dist import norm_cdf, norm_ppf, t_ppf
+from prereg.stats._validate import (
+    array,
+    at_least,
+    count,
+    counts,
+    integer_labels,
+    probability,
+    same_length,
+)
+from prereg.stats._validate import levels as _levels
 from prereg.stats.intervals import jeffreys_interval
 from prereg.stats.invokerank.minimum import (
     MIN_PROMPTS,
@@ -135,20 +145,44 @@ def bootstrap_score(
     ``centre`` (per intent) and ``rollup_centre``: the displayed score, which every
     interval contains (default: the plug-in score). ``min_prompts`` / ``min_sessions``:
     the small-sample rule (:mod:`prereg.stats.invokerank.minimum`; 0 turns it off).
+    ValueError naming the argument for NaN, infinite or negative counts, no rows, reached
+    above runs, lengths that differ, a missing or fractional prompt or session code,
+    ``resamples`` below 1 (no resample would still print intervals), a level outside
+    (0, 1) and a centre that is NaN or outside [0, 1].
     """
-    n = np.asarray(runs, dtype=np.float64).ravel()
-    y = np.asarray(reached, dtype=np.float64).ravel()
-    c = np.asarray(cell, dtype=np.int64).ravel()
-    if not (n.size == y.size == c.size) or n.size == 0:
-        raise ValueError("runs, reached and cell need one entry per row")
-    if np.any(y < 0) or np.any(y > n) or np.any(c < 0):
-        raise ValueError("need 0 <= reached <= runs and non-negative cells")
+    n = array(runs, "runs", low=0.0).ravel()
+    y = array(reached, "reached", low=0.0).ravel()
+    c = counts(cell, "cell", allow_empty=False).ravel()
+    same_length(n, "runs", y, "reached")
+    same_length(n, "runs", c, "cell")
+    if np.any(y > n):
+        i = int(np.argmax(y > n))
+        raise ValueError(f"reached: {y[i]:g} exceeds its runs ({n[i]:g}) in row {i}")
     if method not in ("corrected", "v1"):
         raise ValueError(f"method must be 'corrected' or 'v1', got {method!r}")
-    p = np.arange(n.size) if prompt is None else np.asarray(prompt, np.int64).ravel()
-    s = np.zeros(n.size, np.int64) if session is None else np.asarray(session, np.int64).ravel()
+    resamples = at_least(resamples, "resamples", 1)
+    levels = _levels(levels)
+    min_prompts = count(min_prompts, "min_prompts")
+    min_sessions = count(min_sessions, "min_sessions")
+    p = np.arange(n.size) if prompt is None else integer_labels(np.ravel(prompt), "prompt")
+    s = (
+        np.zeros(n.size, np.int64)
+        if session is None
+        else integer_labels(np.ravel(session), "session")
+    )
+    same_length(n, "runs", p, "prompt")
+    same_length(n, "runs", s, "session")
     cells = int(c.max()) + 1
     w = _weights(weights, cells)
+    if centre is not None:
+        centre = array(centre, "centre", low=0.0, high=1.0).ravel()
+        if centre.size != cells:
+            raise ValueError(
+                f"mismatched lengths: centre has {centre.size} scores but cell names {cells} "
+                "intents"
+            )
+    if rollup_centre is not None:
+        rollup_centre = probability(rollup_centre, "rollup_centre", low_open=False, high_open=False)
     _, p_index = np.unique(p, return_inverse=True)
     p_index = np.asarray(p_index, np.int64).ravel()
     s_ids, s_index = np.unique(s, return_inverse=True)

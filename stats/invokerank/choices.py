@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import array, binary, counts, integer_labels, same_length
 from prereg.stats.invokerank.logit import ChoiceDesign
 from prereg.stats.invokerank.model import FloatArray
 
@@ -46,23 +47,28 @@ class ChoiceRuns:
 def _choice_runs(
     chosen: Any, available: Any, intent: Any, prompt: Any, position: Any, branded: Any
 ) -> ChoiceRuns:
-    c = np.asarray(chosen, dtype=np.int64).ravel()
-    av = np.asarray(available, dtype=bool)
-    if av.ndim != 2 or av.shape[0] != c.size or c.size == 0:
-        raise ValueError("available must be runs x alternatives, one row per chosen")
-    if np.any(c < -1) or np.any(c >= av.shape[1]):
+    c = array(chosen, "chosen", low=-1, integer=True).ravel().astype(np.int64)
+    av = binary(available, "available", allow_empty=True).astype(bool)
+    if av.ndim != 2:
+        raise ValueError(f"available must be runs x alternatives, got shape {av.shape}")
+    same_length(c, "chosen", av, "available")  # one row per run
+    if np.any(c >= av.shape[1]):
         raise ValueError("chosen must be -1 (no tool) or an alternative index")
     if np.any((c >= 0) & ~av[np.arange(c.size), np.maximum(c, 0)]):
         raise ValueError("a run chose an alternative that was not available to it")
-    cells = np.zeros(c.size, np.int64) if intent is None else np.asarray(intent, np.int64).ravel()
-    units = np.arange(c.size) if prompt is None else np.asarray(prompt, np.int64).ravel()
-    if cells.size != c.size or units.size != c.size or np.any(cells < 0):
-        raise ValueError("intent and prompt need one non-negative entry per run")
+    cells = (
+        np.zeros(c.size, np.int64)
+        if intent is None
+        else counts(np.ravel(intent), "intent", allow_empty=True).ravel()
+    )
+    units = np.arange(c.size) if prompt is None else integer_labels(np.ravel(prompt), "prompt")
+    same_length(c, "chosen", cells, "intent")
+    same_length(c, "chosen", units, "prompt")
 
     def matrix(a: Any, name: str) -> FloatArray | None:
         if a is None:
             return None
-        m = np.asarray(a, dtype=np.float64)
+        m = array(a, name, allow_empty=True, allow_nan=True, allow_inf=True)
         if m.shape != av.shape or not np.all(np.isfinite(m[av])):
             raise ValueError(f"{name} must be runs x alternatives, finite where available")
         return np.where(av, m, 0.0)

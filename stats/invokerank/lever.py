@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import array
 from prereg.stats.invokerank.model import FloatArray
 
 
@@ -19,11 +20,21 @@ def funnel_lever(posterior_means: Any, reference: Any = None) -> FloatArray:
     ``posterior_means`` is cells x stages; Q is their product per cell. The reference
     is the median over cells (the intent median) unless ``reference`` (one rate per
     stage, e.g. the best competitor's) is given. nan where r_k = 0 (unbounded).
+    ValueError naming the argument for rates that are NaN, infinite or outside [0, 1],
+    no cells or stages, and a reference without one rate per stage.
     """
-    r = np.asarray(posterior_means, dtype=np.float64)
+    r = array(posterior_means, "posterior_means", low=0.0, high=1.0)
     if r.ndim != 2:
-        raise ValueError("posterior_means must be cells x stages")
-    ref = np.median(r, axis=0) if reference is None else np.asarray(reference, dtype=float)
+        raise ValueError(f"posterior_means must be cells x stages, got shape {r.shape}")
+    if reference is None:
+        ref = np.median(r, axis=0)
+    else:
+        ref = array(reference, "reference", low=0.0, high=1.0).ravel()
+        if ref.size != r.shape[1]:
+            raise ValueError(
+                f"mismatched lengths: reference has {ref.size} rates but posterior_means "
+                f"has {r.shape[1]} stages"
+            )
     q = np.prod(r, axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         lever = q * np.clip(ref[None, :] / r - 1.0, 0.0, None)
@@ -38,10 +49,13 @@ def competitor_lever(focal: Any, competitors: Any) -> tuple[FloatArray, NDArray[
     where not measured). The best competitor of a cell is the one with the highest
     product of its stage rates (its Q); its rates are the reference of
     :func:`funnel_lever`. Returns (lever, best index per cell; -1 when no competitor of
-    the cell has a finite Q, where the lever is nan).
+    the cell has a finite Q, where the lever is nan). No competitors at all is allowed
+    (every best index -1); ValueError naming the argument for focal rates that are NaN,
+    infinite or outside [0, 1] (a competitor's may be NaN, not measured) and shapes that
+    do not match.
     """
-    f = np.asarray(focal, dtype=np.float64)
-    comp = np.asarray(competitors, dtype=np.float64)
+    f = array(focal, "focal", low=0.0, high=1.0)
+    comp = array(competitors, "competitors", allow_empty=True, allow_nan=True, low=0.0, high=1.0)
     if f.ndim != 2 or comp.ndim != 3 or comp.shape[1:] != f.shape:
         raise ValueError("focal is cells x stages, competitors competitors x cells x stages")
     lever = np.full(f.shape, np.nan)

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prereg.stats._scipy import LazyModule, optimize
+from prereg.stats._validate import array
 from prereg.stats.invokerank.model import FloatArray
 
 sparse = LazyModule("scipy.sparse")
@@ -57,8 +58,50 @@ def _choice_probabilities(design: ChoiceDesign, theta: FloatArray) -> FloatArray
     return out
 
 
+def _check_design(design: Any) -> ChoiceDesign:
+    """The design, or ValueError naming ``design`` and what is wrong with it."""
+    if not isinstance(design, ChoiceDesign):
+        raise ValueError(f"design must be a ChoiceDesign, got {type(design).__name__}")
+    x = array(design.x, "design.x", allow_empty=True)
+    if x.ndim != 3 or x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"design.x must be runs x alternatives x parameters, got {x.shape}")
+    t, a, p = x.shape
+    if np.shape(design.available) != (t, a):
+        raise ValueError(f"design.available must be {t} x {a}, got {np.shape(design.available)}")
+    chosen = array(design.chosen, "design.chosen", low=0, high=a - 1, integer=True)
+    if chosen.shape != (t,):
+        raise ValueError(f"design.chosen must hold {t} choices, got shape {chosen.shape}")
+    if not np.all(np.asarray(design.available, dtype=bool)[np.arange(t), chosen.astype(np.int64)]):
+        raise ValueError("design.chosen: a run chose an alternative not available to it")
+    penalty = array(design.penalty, "design.penalty", allow_empty=True, low=0.0)
+    if penalty.shape != (p,):
+        raise ValueError(f"design.penalty must hold {p} weights, got shape {penalty.shape}")
+    return design
+
+
+def _parameters(theta: Any, name: str, design: ChoiceDesign) -> FloatArray:
+    """Finite parameters, one per column of the design, or ValueError naming ``name``."""
+    th = array(theta, name, allow_empty=True).ravel()
+    if th.size != design.x.shape[2]:
+        raise ValueError(
+            f"mismatched lengths: {name} has {th.size} values but the design has "
+            f"{design.x.shape[2]} parameters"
+        )
+    return th
+
+
 def choice_loglik(design: ChoiceDesign, theta: Any) -> float:
-    """Penalised conditional-logit log-likelihood (the penalty only where weights > 0)."""
+    """Penalised conditional-logit log-likelihood (the penalty only where weights > 0).
+
+    ValueError naming the argument for a malformed design (NaN or infinite covariates,
+    shapes that differ, a choice that is not available) and parameters that are NaN,
+    infinite or not one per column of the design."""
+    design = _check_design(design)
+    return _loglik(design, _parameters(theta, "theta", design))
+
+
+def _loglik(design: ChoiceDesign, theta: Any) -> float:
+    """:func:`choice_loglik` of a checked design (the optimiser's objective)."""
     th = np.asarray(theta, dtype=np.float64)
     probs = _choice_probabilities(design, th)
     picked = probs[np.arange(design.chosen.size), design.chosen]
@@ -79,12 +122,16 @@ def _gradient_hessian(design: ChoiceDesign, theta: FloatArray) -> tuple[FloatArr
 
 
 def fit_choice_logit(design: ChoiceDesign, start: Any = None) -> LogitFit:
-    """Maximise :func:`choice_loglik` by trust-region Newton (scipy ``trust-exact``)."""
+    """Maximise :func:`choice_loglik` by trust-region Newton (scipy ``trust-exact``).
+
+    ValueError naming the argument for a malformed design (as :func:`choice_loglik`) and
+    a ``start`` that is NaN, infinite or not one value per parameter."""
+    design = _check_design(design)
     p = design.x.shape[2]
-    theta0 = np.zeros(p) if start is None else np.asarray(start, dtype=np.float64)
+    theta0 = np.zeros(p) if start is None else _parameters(start, "start", design)
 
     def negative(theta: FloatArray) -> float:
-        return -choice_loglik(design, theta)
+        return -_loglik(design, theta)
 
     last: dict[bytes, tuple[FloatArray, FloatArray]] = {}
 
@@ -117,4 +164,4 @@ def fit_choice_logit(design: ChoiceDesign, start: Any = None) -> LogitFit:
     converged = 0.0 <= decrement < 1e-8
     if converged:
         theta = theta + cov @ grad
-    return LogitFit(params=theta, cov=cov, loglik=choice_loglik(design, theta), converged=converged)
+    return LogitFit(params=theta, cov=cov, loglik=_loglik(design, theta), converged=converged)

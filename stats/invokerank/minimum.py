@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from prereg.stats._validate import array, at_least, count, counts, same_length
+
 #: Fewest prompts in an intent for an interval of (or over) that intent.
 MIN_PROMPTS = 4
 #: Fewest sessions for a calibrated interval that resamples sessions (one session is a
@@ -42,9 +44,17 @@ def too_few_prompts(
     all by default), the label of an interval withheld for too few prompts, or None.
 
     An intent with fewer than ``minimum`` prompts gets "too few prompts (n < m)"; the
-    combination is withheld when any intent it weighs is, naming the smallest."""
-    n = np.asarray(prompts, dtype=np.int64).ravel()
-    w = np.ones(n.size) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+    combination is withheld when any intent it weighs is, naming the smallest.
+    ValueError naming the argument for NaN, infinite, negative or fractional prompt
+    counts, no intents, weights that are NaN, infinite or negative or not one per
+    intent, and a minimum that is not a non-negative integer."""
+    n = counts(prompts, "prompts", allow_empty=False).ravel()
+    minimum = count(minimum, "minimum")
+    if weights is None:
+        w = np.ones(n.size)
+    else:
+        w = array(weights, "weights", allow_empty=True, low=0.0).ravel()
+        same_length(n, "prompts", w, "weights")
     per = [too_few_prompts_text(int(k), minimum) if k < minimum else None for k in n]
     weighed = n[w > 0]
     if weighed.size and int(weighed.min()) < minimum:
@@ -54,7 +64,11 @@ def too_few_prompts(
 
 def too_few_sessions(sessions: int, minimum: int = MIN_SESSIONS) -> str | None:
     """The label of a calibrated interval withheld for too few sessions, or None (one
-    session has no session level to resample)."""
+    session has no session level to resample). ValueError naming the argument for a
+    session count below 1 (NaN, infinite or fractional among them) and a minimum that is
+    not a non-negative integer."""
+    sessions = at_least(sessions, "sessions", 1)
+    minimum = count(minimum, "minimum")
     if 1 < sessions < minimum:
         return f"too few sessions ({sessions} < {minimum})"
     return None

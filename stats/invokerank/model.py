@@ -13,6 +13,8 @@ from typing import Any, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import array, counts, same_length
+
 FUNNEL_STAGES: tuple[str, ...] = ("surfaced", "selected", "invoked", "executed", "completed")
 LEVELS: tuple[float, ...] = (0.90, 0.95)
 #: The score's interval methods a registration may choose (``invokerank: {interval: ...}``;
@@ -33,15 +35,19 @@ FloatArray = NDArray[np.float64]
 def _validate_counts(
     runs: Any, reached: Any, cell: Any
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    m = np.asarray(runs, dtype=np.int64).ravel()
-    r = np.asarray(reached, dtype=np.int64)
-    c = np.asarray(cell, dtype=np.int64).ravel()
-    if r.ndim != 2 or r.shape[0] != m.size or c.size != m.size:
-        raise ValueError("reached must be prompts x stages, with runs and cell per prompt")
+    """The per-prompt counts (runs, prompts x stages reached, intent cell), or ValueError
+    naming the argument: NaN, infinite, negative or fractional counts (numpy would cast
+    NaN to a huge negative integer), no prompts, lengths that differ, counts that are
+    not nested."""
+    m = counts(runs, "runs", allow_empty=False).ravel()
+    r = counts(reached, "reached", allow_empty=False)
+    c = counts(cell, "cell", allow_empty=False).ravel()
+    if r.ndim != 2:
+        raise ValueError(f"reached must be prompts x stages, got shape {r.shape}")
+    same_length(m, "runs", r, "reached")
+    same_length(m, "runs", c, "cell")
     if r.shape[1] == 0 or r.shape[1] > len(FUNNEL_STAGES):
-        raise ValueError("between one and five funnel stages")
-    if np.any(m < 0) or np.any(r < 0) or np.any(c < 0):
-        raise ValueError("counts and cell indices must be non-negative")
+        raise ValueError("reached: between one and five funnel stages")
     chain = np.concatenate([m[:, None], r], axis=1)
     if np.any(np.diff(chain, axis=1) > 0):
         raise ValueError(
@@ -52,9 +58,11 @@ def _validate_counts(
 
 
 def _weights(weights: Any, cells: int) -> FloatArray:
+    """The roll-up weights over ``cells`` intents, normalised (equal when None), or
+    ValueError naming ``weights``."""
     if weights is None:
         return np.full(cells, 1.0 / cells)
-    w = np.asarray(weights, dtype=np.float64).ravel()
-    if w.size != cells or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+    w = array(weights, "weights", allow_empty=True, low=0.0).ravel()
+    if w.size != cells or w.sum() <= 0:
         raise ValueError(f"weights must be {cells} non-negative numbers with a positive sum")
     return np.asarray(w / w.sum())

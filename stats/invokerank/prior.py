@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from prereg.stats._scipy import optimize
 from prereg.stats._scipy import special as spsp
+from prereg.stats._validate import array, positive, probability, same_length
 from prereg.stats.invokerank.model import FloatArray
 from prereg.stats.results import BetaPrior
 
@@ -23,14 +24,15 @@ KAPPA_BOUNDS: tuple[float, float] = (1.0, 10_000.0)
 
 
 def _pair(y: Any, n: Any) -> tuple[FloatArray, FloatArray]:
-    ya = np.asarray(y, dtype=np.float64).ravel()
-    na = np.asarray(n, dtype=np.float64).ravel()
-    if ya.shape != na.shape:
-        raise ValueError(f"successes and trials differ in length: {ya.size} vs {na.size}")
-    if not (np.all(np.isfinite(ya)) and np.all(np.isfinite(na))):
-        raise ValueError("successes and trials must be finite")
-    if np.any(ya < 0) or np.any(ya > na + 1e-12):
-        raise ValueError("need 0 <= successes <= trials")
+    """Per-cell (possibly deflated, so real-valued) successes and trials, or ValueError
+    naming the argument: NaN, infinite or negative counts, no cells, lengths that
+    differ, successes above their trials."""
+    ya = array(y, "successes", low=0.0).ravel()
+    na = array(n, "trials", low=0.0).ravel()
+    same_length(ya, "successes", na, "trials")
+    if np.any(ya > na + 1e-12):
+        i = int(np.argmax(ya > na + 1e-12))
+        raise ValueError(f"successes: {ya[i]:g} exceeds its trials ({na[i]:g}) in cell {i}")
     return ya, na
 
 
@@ -42,8 +44,11 @@ def betabinom_loglik(mu: float, kappa: float, successes: Any, trials: Any) -> fl
 
     with the binomial coefficient through the gamma function, so that deflated
     (non-integer) counts are accepted; on integers it is the sum of
-    ``scipy.stats.betabinom.logpmf``.
+    ``scipy.stats.betabinom.logpmf``. ValueError naming the argument for ``mu`` outside
+    (0, 1), ``kappa`` not finite and positive, and bad counts (see :func:`_pair`).
     """
+    mu = probability(mu, "mu")
+    kappa = positive(kappa, "kappa")
     y, n = _pair(successes, trials)
     return _betabinom_terms(y, n)(mu, kappa)
 
@@ -62,12 +67,15 @@ def _betabinom_terms(y: FloatArray, n: FloatArray) -> Callable[[float, float], f
 
 
 def betabinom_moments(successes: Any, trials: Any) -> tuple[float, float]:
-    """(mu, kappa) by the method of moments over the cells with trials (package docstring)."""
+    """(mu, kappa) by the method of moments over the cells with trials (package docstring).
+
+    ValueError naming the argument for bad counts (as :func:`fit_beta_prior`) and when no
+    cell has trials."""
     y, n = _pair(successes, trials)
     keep = n > 0
     y, n = y[keep], n[keep]
     if y.size == 0:
-        raise ValueError("no cell has trials")
+        raise ValueError("trials: no cell has trials")
     p = y / n
     mu = float(np.mean(p))
     lo, hi = KAPPA_BOUNDS
@@ -98,7 +106,8 @@ def fit_beta_prior(successes: Any, trials: Any) -> BetaPrior:
     bounded to [0, ln 10 000], started from :func:`betabinom_moments`; the moments when
     the optimiser reports no convergence; Jeffreys when fewer than two cells have
     trials, or when the stage sits on a boundary (no success or no failure in any cell,
-    see the package docstring).
+    see the package docstring). ValueError naming the argument for NaN, infinite or
+    negative counts, no cells, lengths that differ and successes above their trials.
     """
     y, n = _pair(successes, trials)
     cells = int(np.sum(n > 0))
@@ -165,8 +174,14 @@ def cap_prior(
 
     kappa_c = min(kappa, N_-c) with N_-c the deflated trials of the other cells; where
     the cap binds (kappa > N_-c), mu_c = Y_-c / N_-c, their pooled rate. A Jeffreys
-    prior is not capped.
+    prior is not capped. ValueError naming the argument for a prior whose mu is outside
+    [0, 1] (a boundary stage's is 0 or 1) or whose kappa is not finite and positive, and
+    bad counts (see :func:`_pair`).
     """
+    if not isinstance(prior, BetaPrior):
+        raise ValueError(f"prior must be a BetaPrior, got {type(prior).__name__}")
+    probability(prior.mu, "prior.mu", low_open=False, high_open=False)
+    positive(prior.kappa, "prior.kappa")
     y, n = _pair(successes, trials)
     if prior.method.startswith("jeffreys"):
         half = np.full(y.shape, 0.5)

@@ -12,6 +12,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import (
+    binary,
+    counts,
+    integer_labels,
+    probability,
+    same_length,
+)
 from prereg.stats.clustering import design_effect
 from prereg.stats.intervals import jeffreys_interval
 from prereg.stats.invokerank.model import FloatArray
@@ -25,11 +32,19 @@ def false_invoke_rate(calls: Any, runs: Any, rho: float, level: float = 0.90) ->
     ``calls[p]`` and ``runs[p]`` are per negative prompt; the design effect is Kish's
     over the prompts' run counts at ``rho`` (4.2, False-Invoke Rate). Use it for focal
     calls (the published False-Invoke Rate) and, separately, for any external call.
+    ValueError naming the argument for NaN, infinite, negative or fractional counts, no
+    prompts or no runs, lengths that differ, calls above their runs, ``rho`` outside
+    [0, 1] and a level outside (0, 1).
     """
-    x = np.asarray(calls, dtype=np.float64).ravel()
-    n = np.asarray(runs, dtype=np.float64).ravel()
+    level = probability(level, "level")
+    x = counts(calls, "calls", allow_empty=False).ravel()
+    n = counts(runs, "runs", allow_empty=False).ravel()
+    same_length(x, "calls", n, "runs")
+    if np.any(x > n):
+        i = int(np.argmax(x > n))
+        raise ValueError(f"calls: {x[i]} exceeds its runs ({n[i]}) on prompt {i}")
     if n.sum() <= 0:
-        raise ValueError("no negative runs")
+        raise ValueError("runs: no negative runs")
     deff = float(design_effect(n, rho))
     return jeffreys_interval(float(x.sum()), float(n.sum()), level=level, deff=deff)
 
@@ -38,11 +53,14 @@ def prompt_rate(hit: Any, prompt: Any, level: float = 0.90) -> ProportionInterva
     """The share of runs with ``hit`` (0/1 per run), with a Jeffreys interval on counts
     deflated at the indicator's own one-way ANOVA rho over ``prompt`` (the stage default
     0.6 when it cannot be estimated): how the published path displays a single rate
-    (4.1, step 8), for rates outside the funnel (the split's, a server's stages)."""
-    h = np.asarray(hit, dtype=np.float64).ravel()
-    p = np.asarray(prompt, dtype=np.int64).ravel()
-    if h.size != p.size or h.size == 0 or not np.all((h == 0) | (h == 1)):
-        raise ValueError("one 0/1 hit and one prompt per run, and at least one run")
+    (4.1, step 8), for rates outside the funnel (the split's, a server's stages).
+    ValueError naming the argument for no runs, a hit that is not 0/1 (NaN among them),
+    a missing or fractional prompt code, lengths that differ and a level outside
+    (0, 1)."""
+    level = probability(level, "level")
+    h = binary(hit, "hit").ravel()
+    p = integer_labels(np.ravel(prompt), "prompt")
+    same_length(h, "hit", p, "prompt")  # one prompt per run
     return _prompt_rate(h, p, level)
 
 

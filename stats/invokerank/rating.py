@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import count, positive
+from prereg.stats._validate import levels as _levels
 from prereg.stats.invokerank.batch import _Batch
 from prereg.stats.invokerank.choices import (
     ChoiceRuns,
@@ -127,10 +129,17 @@ def invoke_rating(
     ``prompt[t]`` its prompt (the bootstrap unit; default: every run its own),
     ``position[t, j]`` the listing position (0 = first) and ``branded[t, j]`` whether
     the prompt names the alternative. Readings of the seed: the comment block above.
+    ``resamples=0`` fits the ratings alone (every interval nan). ValueError naming the
+    argument for no runs, a choice that is NaN, fractional or not an index, an
+    availability that is not 0/1, a missing or fractional intent or prompt code,
+    lengths that differ, a ``prior_sd`` that is not finite and positive, a negative
+    ``resamples`` and a level outside (0, 1).
     """
     data = _choice_runs(chosen, available, intent, prompt, position, branded)
-    if prior_sd is not None and not prior_sd > 0:
-        raise ValueError("prior_sd must be positive (or None: no intent effects)")
+    if prior_sd is not None:
+        positive(prior_sd, "prior_sd (or None: no intent effects)")
+    resamples = count(resamples, "resamples")  # 0: no bootstrap, no interval
+    levels = _levels(levels)
     j = data.available.shape[1]
     counts = np.bincount(data.chosen + 1, minlength=j + 1).astype(np.int64)
     terms = _terms(data, prior_sd)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from prereg.stats._validate import array, at_least
 from prereg.stats.invokerank.model import FloatArray
 
 # --- Between-run variance from replicate runs (7.3) -------------------------------------
@@ -47,14 +48,16 @@ class ReplicateVariance:
 def replicate_variance(
     outcomes: Any, permutations: int = REPLICATE_PERMUTATIONS, seed: int | None = 0
 ) -> ReplicateVariance:
-    """``outcomes[i, r, k]``: 0/1 outcome of prompt i in run r, repeat k (comment above)."""
-    y = np.asarray(outcomes, dtype=np.float64)
+    """``outcomes[i, r, k]``: 0/1 outcome of prompt i in run r, repeat k (comment above).
+
+    ValueError naming the argument for outcomes that are not 0/1 (NaN: an incomplete
+    cube), fewer than two prompts or runs, and ``permutations`` below 1."""
+    y = array(outcomes, "outcomes", allow_empty=True, allow_nan=True, allow_inf=True)
     if y.ndim != 3 or y.shape[0] < 2 or y.shape[1] < 2 or y.shape[2] < 1:
         raise ValueError("outcomes must be prompts x runs x repeats, two prompts and runs at least")
     if not np.all((y == 0) | (y == 1)):
         raise ValueError("outcomes must be 0 or 1 (complete: every prompt in every run)")
-    if int(permutations) < 1:
-        raise ValueError("permutations must be >= 1")
+    permutations = at_least(permutations, "permutations", 1)
     n, r, k = y.shape
     rates = y.mean(axis=(0, 2))
     s2 = float(np.var(rates, ddof=1))

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import at_least, counts, integer_labels, probability, same_length
 from prereg.stats.invokerank.model import FloatArray, _weights
 from prereg.stats.invokerank.rates import _prompt_rate
 from prereg.stats.results import ProportionInterval
@@ -53,10 +54,16 @@ _EXTERNAL = frozenset({"focal", "competitor", "other_external"})
 
 
 def terminal_counts(classes: Sequence[str], intent: Any, cells: int) -> NDArray[np.int64]:
-    """Counts per intent cell (rows) and recorded terminal class (:data:`TERMINAL_CLASSES`)."""
-    cell = np.asarray(intent, dtype=np.int64).ravel()
-    if cell.size != len(classes) or np.any(cell < 0) or np.any(cell >= cells):
-        raise ValueError("one intent cell in 0 .. cells-1 per run")
+    """Counts per intent cell (rows) and recorded terminal class (:data:`TERMINAL_CLASSES`).
+
+    ValueError naming the argument for no runs, an intent code that is NaN, negative,
+    fractional or not below ``cells``, as many intents as classes not given, and
+    ``cells`` below 1."""
+    cells = at_least(cells, "cells", 1)
+    if len(classes) == 0:
+        raise ValueError("classes is empty")
+    cell = _cells(intent, cells)
+    same_length(cell, "intent", list(classes), "classes")
     unknown = sorted(set(classes) - set(TERMINAL_CLASSES))
     if unknown:
         raise ValueError(f"unknown terminal class(es): {', '.join(unknown)}")
@@ -64,6 +71,14 @@ def terminal_counts(classes: Sequence[str], intent: Any, cells: int) -> NDArray[
     for c, name in zip(cell, classes, strict=True):
         out[c, TERMINAL_CLASSES.index(name)] += 1
     return out
+
+
+def _cells(intent: Any, cells: int) -> NDArray[np.int64]:
+    """Intent cell codes in 0 .. cells-1, or ValueError naming ``intent``."""
+    cell = counts(np.ravel(intent), "intent").ravel()
+    if np.any(cell >= cells):
+        raise ValueError(f"intent: {int(cell.max())} is not below cells ({cells})")
+    return cell
 
 
 def split_class(terminal: str, native_met: bool | None) -> str:
@@ -106,15 +121,24 @@ def resolution_split(
 
     The rates carry Jeffreys intervals on counts deflated at the indicator's own
     one-way ANOVA rho over prompts (4.1, step 8; the stage default 0.6 when it cannot be
-    estimated), like every single rate the published path displays.
+    estimated), like every single rate the published path displays. ValueError naming
+    the argument for no runs, a verdict other than True, False or None (NaN among
+    them), an intent or prompt code that is missing, fractional or (intent) not in
+    0 .. cells-1, lengths that differ, ``cells`` below 1 and a level outside (0, 1).
     """
-    if len(native_met) != len(terminal):
-        raise ValueError("one native verdict (or None) per run")
+    level = probability(level, "level")
+    cells = at_least(cells, "cells", 1)
+    if len(terminal) == 0:
+        raise ValueError("terminal is empty")
+    same_length(list(terminal), "terminal", list(native_met), "native_met")
+    for v in native_met:
+        if not (v is None or isinstance(v, (bool, np.bool_)) or v in (0, 1)):
+            raise ValueError(f"native_met: each verdict is True, False or None, got {v!r}")
     split = [split_class(t, v) for t, v in zip(terminal, native_met, strict=True)]
-    cell = np.asarray(intent, dtype=np.int64).ravel()
-    units = np.asarray(prompt, dtype=np.int64).ravel()
-    if cell.size != len(split) or units.size != len(split) or not split:
-        raise ValueError("one intent cell and prompt per run, and at least one run")
+    cell = _cells(intent, cells)
+    units = integer_labels(np.ravel(prompt), "prompt")
+    same_length(list(terminal), "terminal", cell, "intent")
+    same_length(list(terminal), "terminal", units, "prompt")
     counts = np.zeros((cells, len(SPLIT_CLASSES)), dtype=np.int64)
     for c, name in zip(cell, split, strict=True):
         counts[c, SPLIT_CLASSES.index(name)] += 1

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import counts, same_length
 from prereg.stats.clustering import icc_binary
 
 #: The published path's default intra-prompt correlations per stage (4.1, step 2).
@@ -25,9 +26,18 @@ RHO_DEFAULTS: dict[str, float] = {
 
 
 def grouped_icc(successes: Any, trials: Any) -> float:
-    """:func:`prereg.stats.icc_binary` from per-group counts (nan when not estimable)."""
-    y = np.asarray(successes, dtype=np.int64).ravel()
-    n = np.asarray(trials, dtype=np.int64).ravel()
+    """:func:`prereg.stats.icc_binary` from per-group counts (nan when not estimable,
+    e.g. no group with trials).
+
+    ValueError naming the argument for NaN, infinite, negative or fractional counts
+    (a negative count was read as 0), no groups, lengths that differ and successes above
+    their trials."""
+    y = counts(successes, "successes", allow_empty=False).ravel()
+    n = counts(trials, "trials", allow_empty=False).ravel()
+    same_length(y, "successes", n, "trials")
+    if np.any(y > n):
+        i = int(np.argmax(y > n))
+        raise ValueError(f"successes: {y[i]} exceeds its trials ({n[i]}) in group {i}")
     keep = n > 0
     y, n = y[keep], n[keep]
     if y.size == 0:

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from prereg.stats._validate import at_least
+from prereg.stats._validate import levels as _levels
 from prereg.stats.funnel import loss_shares
 from prereg.stats.invokerank.intervals import equal_tailed
 from prereg.stats.invokerank.model import FUNNEL_STAGES, LEVELS, _validate_counts, _weights
@@ -40,14 +42,19 @@ def invokerank(
     prompt's intent cell (0 .. C-1; every cell needs a prompt). ``weights`` are the
     roll-up weights per cell (normalised; equal by default). ``cap=False`` gives plain
     plug-in empirical Bayes (for comparison only; the published path caps).
+    ValueError naming the argument for NaN, infinite, negative or fractional counts, no
+    prompts, lengths that differ, counts that are not nested, a cell without a prompt,
+    bad weights, ``draws`` below 1 and a level outside (0, 1).
     """
     m, r, c = _validate_counts(runs, reached, cell)
+    draws = at_least(draws, "draws", 1)
+    levels = _levels(levels)
     names = tuple(stages)
     if names != FUNNEL_STAGES[: len(names)] or len(names) != r.shape[1]:
         raise ValueError(f"stages must be a prefix of {FUNNEL_STAGES} matching reached")
-    cells = int(c.max()) + 1 if c.size else 0
-    if cells == 0 or np.bincount(c, minlength=cells).min() == 0:
-        raise ValueError("every cell 0 .. C-1 needs at least one prompt")
+    cells = int(c.max()) + 1
+    if np.bincount(c, minlength=cells).min() == 0:
+        raise ValueError("cell: every cell 0 .. C-1 needs at least one prompt")
     w = _weights(weights, cells)
     rng = np.random.default_rng(seed)
     chain = np.concatenate([m[:, None], r], axis=1)

@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from prereg.stats._validate import binary, count, integer_labels, same_length
+from prereg.stats._validate import counts as _codes
+from prereg.stats._validate import levels as _levels
 from prereg.stats.invokerank.model import LEVELS, FloatArray, _weights
 from prereg.stats.invokerank.resample import _unit_counts
 
@@ -83,17 +86,25 @@ def choice_shares(
     ``hits[t, j]`` is 1 when run ``t`` reached the scored level through integration
     ``j``; ``intent[t]`` its intent cell; ``eligible[c, j]`` the eligible set of each
     intent; ``prompt[t]`` the bootstrap unit; ``weights`` the intents' roll-up weights.
+    ``resamples=0`` gives the shares alone (every interval nan). ValueError naming the
+    argument for no runs, hits or eligibility that are not 0/1 (NaN among them), a
+    missing, negative or fractional intent or prompt code, lengths that differ, a
+    negative ``resamples`` and a level outside (0, 1).
     """
-    h = np.asarray(hits, dtype=np.float64)
-    cell = np.asarray(intent, dtype=np.int64).ravel()
-    el = np.asarray(eligible, dtype=bool)
-    if h.ndim != 2 or h.shape[0] != cell.size or el.ndim != 2 or el.shape[1] != h.shape[1]:
+    h = binary(hits, "hits")
+    cell = _codes(np.ravel(intent), "intent", allow_empty=True).ravel()
+    el = binary(eligible, "eligible").astype(bool)
+    if h.ndim != 2 or el.ndim != 2 or el.shape[1] != h.shape[1]:
         raise ValueError("hits is runs x integrations, eligible intents x integrations")
-    if np.any((h != 0) & (h != 1)) or np.any(cell < 0) or np.any(cell >= el.shape[0]):
+    same_length(h, "hits", cell, "intent")  # one intent per run
+    if np.any(cell >= el.shape[0]):
         raise ValueError("hits must be 0/1 and intents index the rows of eligible")
     if np.any(h.sum(axis=1) > 1):
         raise ValueError("a run reaches the scored level through at most one integration")
-    units = np.arange(cell.size) if prompt is None else np.asarray(prompt, np.int64).ravel()
+    units = np.arange(cell.size) if prompt is None else integer_labels(np.ravel(prompt), "prompt")
+    same_length(h, "hits", units, "prompt")
+    resamples = count(resamples, "resamples")  # 0: no bootstrap, no interval
+    levels = _levels(levels)
     w = _weights(weights, el.shape[0])
     design = ((cell[:, None] == np.arange(el.shape[0]))[:, :, None] * h[:, None, :]).reshape(
         cell.size, -1

@@ -144,7 +144,8 @@ def test_icc_truncation_and_undefined_cases() -> None:
     assert math.isnan(icc_binary([1, 0, 1], [1, 1, 1]))  # one group
     assert math.isnan(icc_binary([1, 0, 1], [1, 2, 3]))  # no replication
     assert math.isnan(icc_binary([1, 1, 1, 1], [1, 1, 2, 2]))  # no variation
-    assert math.isnan(icc_binary([], []))
+    with pytest.raises(ValueError, match="outcomes"):  # nothing to estimate from (issue 39)
+        icc_binary([], [])
     with pytest.raises(ValueError):
         icc_binary([0.5, 1], [1, 1])
     with pytest.raises(ValueError):

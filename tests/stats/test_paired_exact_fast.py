@@ -117,3 +117,22 @@ def test_interval_ends_are_where_the_one_sided_tests_start_rejecting(
             continue
         assert _exact_upper_p(x, y, n, end, 0.05) <= 0.05
         assert _exact_upper_p(x, y, n, end - 1e-6, 0.05) > 0.05
+
+
+def test_the_supremum_finds_the_narrow_peak_next_to_the_null_boundary() -> None:
+    """At 1,000 pairs the tail probability has a peak narrower than the coarse nuisance
+    grid's spacing, 0.4/n above the lowest rate |delta0|: missing it made the interval's
+    upper end too narrow, the test's true p there 0.0503 against alpha 0.05 (b 58, c 7).
+    The true p at the reported end, on a fine grid of rates near the boundary summed
+    over the trinomial with scipy, is at most alpha."""
+    n, b, c, alpha = 1000, 58, 7, 0.05
+    d = np.array([1.0] * b + [-1.0] * c + [0.0] * (n - b - c))
+    high = tost_paired(d, margin=0.2, alpha=alpha).high
+    bstar = _observed_tail(b, c, n, alpha)
+    cols = np.arange(n + 1)
+    worst = 0.0
+    for psi in np.linspace(high, high + 0.01, 401):
+        p10, p01 = (psi + high) / 2, (psi - high) / 2
+        tail = sps.binom.pmf(cols, n, p01) * sps.binom.cdf(bstar, n - cols, p10 / (1 - p01))
+        worst = max(worst, float(tail.sum()))
+    assert worst <= alpha + 1e-9

@@ -18,14 +18,28 @@ others' parsing and recording). N processes share the work and the machine's cor
   after all have ended. A worker that fails or dies leaves its finished units stored
   (each record is written as it ends); the run ends with its error, and running again
   resumes.
+- Workers die with their parent (:func:`bind_to_parent`): a parent killed outright
+  (SIGKILL from a scheduler, a timeout or the out-of-memory killer) leaves no worker
+  running units, spending on a provider, or waiting on a channel nobody reads. On Linux
+  the kernel kills each worker when the parent ends (the parent-death signal, asked for
+  as the worker starts, then the parent checked once more in case it ended first);
+  elsewhere a thread of each worker looks for its parent every :data:`PARENT_POLL_S`
+  seconds and ends the worker when it is gone. The parent, for its part, keeps reading
+  the workers' channel until every worker has ended, so no worker blocks writing to it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
 import queue
+import select
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,6 +74,15 @@ from prereg.runners.store.verify import anchor_runs
 #: how often the parent looks for a worker that ended without a word (killed)
 _POLL_S = 0.2
 
+#: how often a worker looks for its parent where no signal tells it the parent ended
+PARENT_POLL_S = 0.5
+
+#: ``prctl`` option: the signal the kernel sends this process when its parent ends (Linux)
+_PR_SET_PDEATHSIG = 1
+
+#: exit code of a worker that ended because its parent had
+ORPHANED_EXIT = 75
+
 
 @dataclass(frozen=True)
 class _Job:
@@ -73,15 +96,20 @@ class _Job:
     max_units: int | None
     store: str | None
     share: WorkerShare | None
+    #: the process id of the parent that started the worker
+    parent: int
 
 
 class _Relay(Progress):
     """A worker's progress: each finished unit's record goes to the parent's bar."""
 
-    def __init__(self, channel: Any) -> None:
+    def __init__(self, channel: Any, parent: int) -> None:
         self.channel = channel
+        self.parent = parent
 
     def advance(self, record: RunRecord, spent: float) -> None:
+        if parent_gone(self.parent):  # no reader: end before the next unit (belt and braces)
+            os._exit(ORPHANED_EXIT)
         self.channel.put(("unit", record))
 
 
@@ -89,6 +117,7 @@ def _work(job: _Job, channel: Any, checked: Preflight | None) -> None:
     """A worker process: run its share, report the summary or the error. ``checked``: the
     parent's preflight, inherited by a forked worker (it then only builds its own drivers,
     whose meter caps its share); a spawned worker checks again."""
+    bind_to_parent(job.parent)
     try:
         ws = Workspace(job.root)
         if checked is None:
@@ -101,7 +130,7 @@ def _work(job: _Job, channel: Any, checked: Preflight | None) -> None:
             ready,
             concurrency=job.concurrency,
             max_units=job.max_units,
-            progress=_Relay(channel),
+            progress=_Relay(channel, job.parent),
             share=job.share,
             anchor=False,
             exits_after=True,  # the worker process ends with its share
@@ -165,6 +194,7 @@ def run_workers(
             max_units=None if max_units is None else split(max_units, count, k),
             store=store,
             share=None if shared else WorkerShare(k, count, spent_before),
+            parent=os.getpid(),
         )
         for k in range(count)
     ]
@@ -179,6 +209,74 @@ def run_workers(
     _raise_first_error(reports)
     skipped = len(units) - pending
     return _summary(ready, units, skipped, reports, count, time.perf_counter() - started)
+
+
+def bind_to_parent(parent: int) -> None:
+    """End this worker process when ``parent`` (the process that started it) ends: on
+    Linux by the parent-death signal (SIGKILL), elsewhere by a thread that looks for the
+    parent every :data:`PARENT_POLL_S` seconds. The parent is checked once after the
+    signal is asked for: a parent that ended before (between the fork and now) sends none.
+    The kernel sends the signal when the parent's thread that started the worker ends;
+    :func:`_supervise` starts and joins every worker from one thread, so that is when the
+    parent ends or has stopped waiting for its workers.
+    """
+    if not (sys.platform.startswith("linux") and _death_signal(signal.SIGKILL)):
+        watch = threading.Thread(
+            target=_watch_parent, args=(parent,), name="prereg-parent", daemon=True
+        )
+        watch.start()
+    if parent_gone(parent):
+        os._exit(ORPHANED_EXIT)
+
+
+def _death_signal(sig: int) -> bool:
+    """Ask the kernel for ``sig`` when this process's parent ends (``prctl``); False where
+    that cannot be asked."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def parent_gone(parent: int) -> bool:
+    """Whether the process that started this one (``parent``) has ended: where processes
+    are re-parented when theirs ends (POSIX), the parent is no longer ``parent``;
+    elsewhere the parent's sentinel says it ended."""
+    if os.name == "posix":
+        return os.getppid() != parent
+    process = multiprocessing.parent_process()
+    return process is not None and not process.is_alive()
+
+
+def _watch_parent(parent: int) -> None:
+    """A worker's thread: end the process (whatever its other threads are doing, a write
+    to the parent's channel included) once the parent has ended. It waits for the parent's
+    exit where the platform reports one (kqueue on macOS and the BSDs, the parent's handle
+    on Windows), at most :data:`PARENT_POLL_S` seconds at a time, and looks again."""
+    wait = _exit_waiter(parent)
+    while not parent_gone(parent):
+        wait(PARENT_POLL_S)
+    os._exit(ORPHANED_EXIT)
+
+
+def _exit_waiter(parent: int) -> Callable[[float], object]:
+    """A function that waits up to the seconds it is given for ``parent`` to exit."""
+    bsd: Any = select  # kqueue's names exist on macOS and the BSDs only
+    if hasattr(bsd, "kqueue"):
+        try:
+            watcher = bsd.kqueue()
+            event = bsd.kevent(
+                parent, filter=bsd.KQ_FILTER_PROC, flags=bsd.KQ_EV_ADD, fflags=bsd.KQ_NOTE_EXIT
+            )
+            watcher.control([event], 0, 0)
+            return lambda seconds: watcher.control(None, 1, seconds)
+        except OSError:  # the parent is gone already (or cannot be watched): poll
+            pass
+    process = multiprocessing.parent_process()
+    if os.name != "posix" and process is not None:
+        return lambda seconds: process.join(seconds)
+    return time.sleep
 
 
 def _limits(drivers: list[Any]) -> list[int]:
@@ -211,7 +309,8 @@ def _supervise(
     drawing thread must not exist when a worker is forked), relay their units to it, and
     return each worker's last word (a summary, an error, or an exit without either) once
     all have ended. Output still buffered is written first, so no forked worker writes it
-    again when it exits."""
+    again when it exits. The channel is read until every worker has ended, whatever ends
+    this loop (an interrupt included), so no worker blocks writing to it."""
     method = _start_method()
     context: Any = multiprocessing.get_context(method)
     channel = context.Queue()
@@ -237,9 +336,21 @@ def _supervise(
             else:
                 reports[int(message[1])] = message
     finally:
-        for process in processes:
-            process.join()
+        _join_reading(processes, channel)
     return reports
+
+
+def _join_reading(processes: list[Any], channel: Any) -> None:
+    """Wait for every worker to end, reading (and dropping) what they still send: a worker
+    writing to a full channel nobody reads would never end."""
+    for process in processes:
+        while process.is_alive():
+            process.join(_POLL_S)
+            try:
+                while True:
+                    channel.get_nowait()
+            except queue.Empty:
+                pass
 
 
 def _start_method() -> str:

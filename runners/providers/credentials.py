@@ -6,10 +6,22 @@ to the SDK; they never store it on an object that gets printed or recorded.
 Everything that leaves a driver for a record, a trace, a log or an error message
 goes through :func:`redact` first, which removes
 
-- the exact values of every provider secret variable currently set (so a key
-  echoed back by a server in an error body is caught whatever its shape), and
+- the values of every provider secret variable currently set, as they are and in the
+  forms an echoing server may encode them in: base64 and base64url (at each of the three
+  byte alignments, so a key inside a longer encoded text is found too), hex (lower and
+  upper case) and URL encoding (every byte percent-encoded, or only the reserved ones);
+- every piece of such a value of :data:`MIN_FRAGMENT` characters or more, wherever it
+  is (a key cut in two, its halves far apart or in two of a response's text blocks, is
+  removed half by half);
 - anything that looks like a provider key or a bearer credential (so a key from
-  another environment, pasted into a prompt or a tool result, is caught too).
+  another environment, pasted into a prompt or a tool result, is caught too), and the
+  secrets of a PostgreSQL connection URL (its userinfo password and ``password``-like
+  query parameters, by the store's own :func:`~prereg.runners.store.postgres.redacted`).
+
+What a driver returns is then checked once more (:func:`holds_key_prefix`): a response
+that still holds the start of a key (``sk-ant-``, or the prefix of a key set here, such
+as ``sk-`` or ``sk-proj-``) holds a credential in a form not removed above, and is
+refused as an infrastructure error rather than stored.
 
 Keys come only from the providers' usual variables (``ANTHROPIC_API_KEY``,
 ``OPENAI_API_KEY``); the SDKs' other credential sources (profiles, config files,
@@ -20,12 +32,17 @@ is always what the user exported. Base URLs come from ``ANTHROPIC_BASE_URL`` /
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard, get_args
+from urllib.parse import quote, quote_plus
 
 from prereg.runners.drivers.base import InfraError
+from prereg.runners.store.postgres import redacted as redacted_url
 
 Provider = Literal["anthropic", "openai"]
 
@@ -68,6 +85,22 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
 
 #: Shortest secret value redacted verbatim (shorter values would redact common words).
 _MIN_SECRET = 6
+
+#: Shortest piece of a secret (or of one of its encoded forms) redacted wherever it is.
+MIN_FRAGMENT = 12
+#: Pieces are found by their runs of ``_GRAM`` characters: text is looked at every ``_GRAM``
+#: characters, so every run it shares with a secret's form of ``2 * _GRAM - 1`` characters
+#: or more is found (at most MIN_FRAGMENT).
+_GRAM = 6
+
+#: Prefixes of provider keys as their providers document them; with the prefix of each
+#: provider key set here (:func:`_own_prefix`), a response still holding one after redaction is
+#: refused (:func:`holds_key_prefix`).
+KNOWN_PREFIXES: tuple[str, ...] = ("sk-ant-", "sk-proj-", "sk-svcacct-", "sk-admin-")
+_OWN_PREFIX = re.compile(r"[A-Za-z]{2,8}-(?:[A-Za-z]{2,12}-)?")
+
+#: A PostgreSQL connection URL in free text (its secrets go, the rest stays readable).
+_DB_URL = re.compile(r"postgres(?:ql)?://[^\s\"'<>`]+")
 
 
 def is_provider(name: str) -> TypeGuard[Provider]:
@@ -114,18 +147,103 @@ def _sorted_secrets(raw: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted((v for v in values if len(v) >= _MIN_SECRET), key=len, reverse=True))
 
 
+def encoded_forms(value: str) -> tuple[str, ...]:
+    """``value`` and the forms a server may echo it in, longest first: base64 and base64url
+    (whole, and the part that is the same wherever in a longer encoded text the value
+    starts: one per byte alignment), hex in both cases, and URL encoding (every byte
+    percent-encoded in both cases, or only the reserved characters)."""
+    data = value.encode()
+    forms = {value, data.hex(), data.hex().upper(), quote(value, safe=""), quote_plus(value)}
+    forms |= {"".join(f"%{b:02X}" for b in data), "".join(f"%{b:02x}" for b in data)}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(data).decode()
+        forms |= {whole, whole.rstrip("=")}
+        for shift in range(3):
+            # the characters that depend on the value's bytes alone: whole groups of three
+            # bytes, after the group it shares with what precedes it
+            encoded = encode(b"\0" * shift + data).decode()
+            forms.add(encoded[4 if shift else 0 : 4 * ((shift + len(data)) // 3)])
+    return tuple(sorted((f for f in forms if len(f) >= _MIN_SECRET), key=len, reverse=True))
+
+
+@dataclass(frozen=True)
+class _Matcher:
+    """What :func:`redact` looks for, built once per set of secret values."""
+
+    #: every form of every value, longest first (replaced where it occurs whole)
+    forms: tuple[str, ...]
+    #: every ``_GRAM`` characters of the forms long enough to be cut: (form, offset) each
+    grams: dict[str, tuple[tuple[str, int], ...]]
+
+
+@functools.lru_cache(maxsize=8)
+def _matcher(secrets: tuple[str, ...]) -> _Matcher:
+    forms = sorted({f for value in secrets for f in encoded_forms(value)}, key=len, reverse=True)
+    grams: dict[str, list[tuple[str, int]]] = {}
+    for form in forms:
+        if len(form) >= MIN_FRAGMENT:
+            for offset in range(len(form) - _GRAM + 1):
+                grams.setdefault(form[offset : offset + _GRAM], []).append((form, offset))
+    return _Matcher(tuple(forms), {gram: tuple(found) for gram, found in grams.items()})
+
+
+@functools.lru_cache(maxsize=8)
+def _prefixes(keys: tuple[str, ...]) -> re.Pattern[str]:
+    """The key prefixes a response may not hold after redaction: the documented ones and
+    those of the provider keys set (``keys``)."""
+    own = {_own_prefix(key.strip()) for key in keys}
+    found = sorted({*KNOWN_PREFIXES, *(p for p in own if p)}, key=len, reverse=True)
+    return re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(re.escape(p) for p in found) + ")")
+
+
+def _own_prefix(value: str) -> str | None:
+    """The prefix of a key's shape (``sk-``, ``sk-ant-``, ``sk-proj-``), if it has one."""
+    found = _OWN_PREFIX.match(value)
+    return found.group(0) if found and len(found.group(0)) < len(value) else None
+
+
+def _pieces(text: str, matcher: _Matcher) -> list[tuple[int, int]]:
+    """Where ``text`` holds a piece of a secret's form of :data:`MIN_FRAGMENT` characters or
+    more: each run in common, grown from a shared gram as far as it goes both ways, merged."""
+    found: list[tuple[int, int]] = []
+    for at in range(0, len(text) - _GRAM + 1, _GRAM):
+        for form, offset in matcher.grams.get(text[at : at + _GRAM], ()):
+            start, end, left, right = at, at + _GRAM, offset, offset + _GRAM
+            while start > 0 and left > 0 and text[start - 1] == form[left - 1]:
+                start, left = start - 1, left - 1
+            while end < len(text) and right < len(form) and text[end] == form[right]:
+                end, right = end + 1, right + 1
+            if end - start >= MIN_FRAGMENT:
+                found.append((start, end))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(found):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def redact(text: str, secrets: tuple[str, ...] | None = None) -> str:
-    """``text`` with every secret value and credential-shaped string replaced
-    (``secrets``: the values to replace, read from the environment when None)."""
+    """``text`` with every secret value (in each of its encoded forms, whole or in pieces),
+    credential-shaped string and connection URL's secret replaced (``secrets``: the values
+    to replace, read from the environment when None)."""
     if not text:
         return text
-    for value in secret_values() if secrets is None else secrets:
-        text = text.replace(value, REDACTED)
+    matcher = _matcher(secret_values() if secrets is None else secrets)
+    for form in matcher.forms:
+        text = text.replace(form, REDACTED)
+    if matcher.grams:
+        pieces = _pieces(text, matcher)
+        for start, end in reversed(pieces):
+            text = text[:start] + REDACTED + text[end:]
     for pattern in _PATTERNS:
         if pattern.groups:
             text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
         else:
             text = pattern.sub(REDACTED, text)
+    if "postgres" in text:
+        text = _DB_URL.sub(lambda m: redacted_url(m.group(0)), text)
     return text
 
 
@@ -143,6 +261,28 @@ def redact_obj(value: Any, secrets: tuple[str, ...] | None = None) -> Any:
     return value
 
 
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def holds_key_prefix(value: Any) -> bool:
+    """Whether a string of ``value`` (a JSON-like value, already redacted) still holds the
+    prefix of a provider key (:data:`KNOWN_PREFIXES`, or that of a key set in
+    :data:`KEY_VARIABLES`): a key in a form :func:`redact` does not remove, which is
+    refused rather than stored."""
+    prefixes = _prefixes(tuple(os.environ.get(name, "") for name in KEY_VARIABLES.values()))
+    return any(prefixes.search(text) for text in _strings(value))
+
+
 def contains_secret(text: str) -> bool:
-    """Whether ``text`` still holds a secret value (used by tests and self-checks)."""
-    return any(value in text for value in secret_values())
+    """Whether ``text`` still holds a secret value in any of its encoded forms (used by
+    tests and self-checks)."""
+    return any(form in text for form in _matcher(secret_values()).forms)

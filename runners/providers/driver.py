@@ -12,9 +12,11 @@ base class does everything around the request, identically for both:
 - after: latency of the successful attempt, usage, the model string returned,
   cost from the price table; every string that leaves the driver is redacted
   (:func:`redacted_turn`: tool name, call id, arguments, text, surfaced tool names,
-  the model returned) and so is the message of every exception it raises, whatever
-  its type (:meth:`ModelDriver.next_turn`): a hostile endpoint that echoes the key
-  back anywhere in a response cannot get it into a record, a trace or the terminal;
+  the model returned; the key as it is, encoded or in pieces) and so is the message of
+  every exception it raises, whatever its type (:meth:`ModelDriver.next_turn`): a hostile
+  endpoint that echoes the key back anywhere in a response cannot get it into a record,
+  a trace or the terminal; a turn that still holds a key's prefix after redaction is
+  refused as an infrastructure error rather than stored;
 - the provider transcript of an episode (raw content blocks / output items, tool
   search results, reasoning items) is kept per episode so the next request sends
   back exactly what the provider returned, not a reconstruction;
@@ -50,7 +52,13 @@ from prereg.runners.drivers.base import (
     Usage,
 )
 from prereg.runners.providers.batch_backend import BatchBackend
-from prereg.runners.providers.credentials import Provider, redact, redact_obj, secret_values
+from prereg.runners.providers.credentials import (
+    Provider,
+    holds_key_prefix,
+    redact,
+    redact_obj,
+    secret_values,
+)
 from prereg.runners.providers.prices import (
     ModelPrice,
     Priced,
@@ -154,7 +162,9 @@ def redacted_turn(turn: Turn) -> Turn:
 
     The transcript sent back to the provider (:class:`Stored`) keeps what it returned;
     only what leaves the driver for the harness, the records and the terminal is
-    redacted.
+    redacted. A turn whose strings still hold the prefix of a provider key afterwards (a
+    key in a form redaction does not know) is refused: :class:`InfraError`, naming the
+    reason and not the text.
     """
     action = turn.action
     secrets = secret_values()  # read once for the turn's strings
@@ -168,7 +178,7 @@ def redacted_turn(turn: Turn) -> Turn:
     elif isinstance(action, Malformed | FinalAnswer | CutAtCap):
         action = replace(action, text=redact(action.text, secrets))
     returned = turn.model_returned
-    return replace(
+    clean = replace(
         turn,
         action=action,
         model_returned=None if returned is None else redact(returned, secrets),
@@ -176,6 +186,21 @@ def redacted_turn(turn: Turn) -> Turn:
         if turn.surfaced is None
         else tuple(redact(n, secrets) for n in turn.surfaced),
     )
+    said: list[Any] = [clean.model_returned, clean.surfaced]
+    if isinstance(action, ToolCall):
+        said += [action.name, action.arguments, action.call_id]
+    elif isinstance(action, Malformed | FinalAnswer | CutAtCap):
+        said.append(action.text)
+    if holds_key_prefix(said):
+        raise InfraError(KEY_PREFIX_REFUSED)
+    return clean
+
+
+#: the reason a response is refused when a key's prefix survives its redaction
+KEY_PREFIX_REFUSED = (
+    "the response still holds the prefix of a provider key after redaction (a key echoed "
+    "back in a form prereg cannot remove); refused rather than stored"
+)
 
 
 def redacted_error(exc: Exception, provider: str) -> InfraError:

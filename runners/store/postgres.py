@@ -38,7 +38,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeGuard
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.runners.record import RunRecord
@@ -180,17 +180,63 @@ def is_postgres_url(location: object) -> TypeGuard[str]:
     return isinstance(location, str) and location.startswith(SCHEMES)
 
 
+#: query parameters of a connection URL whose values are secrets or say where one is (libpq's
+#: ``password``, ``sslpassword``, ``passfile``), and any whose name says it holds one
+_SECRET_PARAMETER = re.compile(r"pass|secret|token|credential", re.IGNORECASE)
+
+#: shortest secret value of a URL removed from a message that may quote it (a shorter one
+#: would cut up the message's own words)
+_MIN_SCRUBBED = 4
+
+
+def _secret_parameter(name: str) -> bool:
+    return bool(_SECRET_PARAMETER.search(unquote(name)))
+
+
 def redacted(url: str) -> str:
-    """``url`` without its password, for messages and reports."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-    except ValueError:  # not even a URL: say only what it claims to be
-        return url.split("://", 1)[0] + "://(unparsable)"
-    host = parts.netloc.rsplit("@", 1)[-1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """``url`` without its secrets, for messages and reports: the password of its userinfo
+    and the value of every query parameter that holds a secret (``password``,
+    ``sslpassword``, ``passfile``, ...) become ``***``. Read by hand rather than by
+    :func:`urllib.parse.urlsplit`, so a malformed URL is redacted too."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    rest, hashed, fragment = rest.partition("#")
+    rest, asked, query = rest.partition("?")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, hosts = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
+    if asked:
+        query = "&".join(
+            f"{name}=***" if eq and _secret_parameter(name) else f"{name}{eq}{value}"
+            for name, eq, value in (part.partition("=") for part in query.split("&"))
+        )
+    return f"{scheme}://{authority}{slash}{path}{asked}{query}{hashed}{fragment}"
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The secret values ``url`` holds (as written and percent-decoded), longest first."""
+    _, _, rest = url.partition("://")
+    rest = rest.partition("#")[0]
+    rest, _, query = rest.partition("?")
+    userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+    values = [userinfo.split(":", 1)[1]] if at and ":" in userinfo else []
+    for part in query.split("&") if query else ():
+        name, eq, value = part.partition("=")
+        if eq and _secret_parameter(name):
+            values.append(value)
+    found = {form for value in values for form in (value, unquote(value))}
+    return tuple(sorted((v for v in found if len(v) >= _MIN_SCRUBBED), key=len, reverse=True))
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` (a driver's error message, which may quote the URL or a value of it) with
+    ``url``'s secrets and the URL itself redacted."""
+    text = text.replace(url, redacted(url))
+    for value in url_secrets(url):
+        text = text.replace(value, "***")
+    return text
 
 
 def _psycopg() -> Any:
@@ -244,7 +290,8 @@ class PgRunStore:
             params = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
             raise BadInput(
-                f"malformed PostgreSQL URL {redacted(url)}: {str(exc).strip()}", field="--store"
+                f"malformed PostgreSQL URL {redacted(url)}: {scrubbed(str(exc).strip(), url)}",
+                field="--store",
             ) from None
         self._params = dict(params)
         params.setdefault("connect_timeout", 10)
@@ -256,6 +303,10 @@ class PgRunStore:
     @property
     def where(self) -> str:
         return redacted(self.url)
+
+    def _message(self, exc: BaseException) -> str:
+        """A database error's message for ours, without the URL's secrets."""
+        return scrubbed(_squash(str(exc)), self.url)
 
     @property
     def name(self) -> str:
@@ -271,7 +322,7 @@ class PgRunStore:
                 self._conn = psycopg.connect(self._conninfo, autocommit=True)
             except psycopg.OperationalError as exc:
                 raise StoreUnavailable(
-                    f"cannot reach the run store {self.where}: {_squash(str(exc))}",
+                    f"cannot reach the run store {self.where}: {self._message(exc)}",
                     field="--store",
                 ) from None
         return self._conn
@@ -287,7 +338,7 @@ class PgRunStore:
                 yield conn
             except psycopg.OperationalError as exc:
                 raise StoreUnavailable(
-                    f"the run store {self.where} failed: {_squash(str(exc))}", field="--store"
+                    f"the run store {self.where} failed: {self._message(exc)}", field="--store"
                 ) from None
 
     def close(self) -> None:
@@ -488,7 +539,7 @@ class PgRunStore:
             except psycopg.DatabaseError as exc:
                 if isinstance(exc, psycopg.OperationalError):
                     raise
-                raise StoreUnreadable(_squash(str(exc))) from None
+                raise StoreUnreadable(self._message(exc)) from None
 
     def records(
         self,

@@ -32,10 +32,11 @@ def assign_by_fractions(
     is spread over the splits in proportion and the result depends only on the
     seed and the cluster ids.
     """
-    by_intent: dict[str, list[str]] = defaultdict(list)
+    # a dict per intent keeps the clusters in first-seen order with O(1) membership (a
+    # list made this quadratic: 4 s for 15,000 clusters, issue 40)
+    by_intent: dict[str, dict[str, None]] = defaultdict(dict)
     for cluster, intent in clusters:
-        if cluster not in by_intent[intent]:
-            by_intent[intent].append(cluster)
+        by_intent[intent].setdefault(cluster, None)
     bounds = []
     total = 0.0
     for name in SPLIT_NAMES:

@@ -17,6 +17,7 @@ so an edit of any line, the last one included, is detectable by ``verify``.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Callable
@@ -26,9 +27,16 @@ from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal, WriteFailure
 from prereg.core.files import write_atomic
+from prereg.core.safeio import MAX_EXPERIMENT_FILE_BYTES, UnreadableFile, read_regular_file
 from prereg.experiments import Experiment, load_experiment
-from prereg.experiments.fingerprints import locked_fingerprints, split_map
+from prereg.experiments.fingerprints import (
+    locked_fingerprints,
+    locked_prompts,
+    split_map,
+    task_fingerprint,
+)
 from prereg.experiments.models import LOCKED_SPLIT, SplitName
+from prereg.experiments.unicode.shingles import SHINGLE, THRESHOLD, ShingleIndex
 from prereg.registry import feasibility
 from prereg.registry.digest import canonical_json, document_digest, file_digest
 from prereg.registry.ledger import Ledger, LedgerHead
@@ -41,6 +49,8 @@ PENDING_SUFFIX = ".pending"
 
 #: Task fingerprint maps of frozen experiments, keyed by their files' digests.
 _SPLIT_MAPS: dict[tuple[tuple[str, str], ...], dict[str, SplitName]] = {}
+#: Locked-split prompts (fingerprint -> (task id, prompt)) of frozen experiments, likewise.
+_LOCKED_PROMPTS: dict[tuple[tuple[str, str], ...], dict[str, tuple[str, str]]] = {}
 
 #: The ledger event that pins a registration's run chain (see :meth:`Registry.anchor_runs`).
 ANCHOR_EVENT = "runs-anchor"
@@ -82,6 +92,40 @@ class RegisterResult:
     created: bool  # False when identical content was already registered
 
 
+def frozen_shape_problem(frozen: Any) -> str | None:
+    """What is mistyped in a parsed frozen copy (``registry/frozen/<id>.json``), or None.
+
+    The members every reader takes: ``digest``, ``ledger_line`` (text, when present), ``document``
+    with ``registration`` and ``experiment.files`` (objects; file names to digests),
+    ``source`` with ``path`` and ``object`` (text), ``feasibility`` (an object or null).
+    """
+    if not isinstance(frozen, dict):
+        return "not a JSON object"
+    if not isinstance(frozen.get("digest"), str):
+        return "'digest' is not text"
+    if not isinstance(frozen.get("ledger_line", ""), str):  # absent in the earliest copies
+        return "'ledger_line' is not text"
+    document = frozen.get("document")
+    if not isinstance(document, dict):
+        return "'document' is not an object"
+    if not isinstance(document.get("registration"), dict):
+        return "'document.registration' is not an object"
+    experiment = document.get("experiment")
+    files = experiment.get("files") if isinstance(experiment, dict) else None
+    if not isinstance(files, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+    ):
+        return "'document.experiment.files' is not an object of file names and digests"
+    source = frozen.get("source")
+    if not isinstance(source, dict) or not all(
+        isinstance(source.get(k), str) for k in ("path", "object")
+    ):
+        return "'source' is not an object with text 'path' and 'object'"
+    if not isinstance(frozen.get("feasibility"), (dict, type(None))):
+        return "'feasibility' is neither an object nor null"
+    return None
+
+
 def frozen_body_digest(frozen: dict[str, Any]) -> str:
     """Digest of a frozen copy without its mirrored ledger line (which the line pins)."""
     return document_digest({k: v for k, v in frozen.items() if k != "ledger_line"})
@@ -108,13 +152,19 @@ def mirror_reads(path: Path) -> tuple[Path, Path, Path]:
     return (path, pending_path(path), path)
 
 
+#: A frozen copy or a ledger mirror: a registration and its experiment's digests.
+MAX_MIRROR_BYTES = 4 * MAX_EXPERIMENT_FILE_BYTES
+
+
 def _read_mirror(path: Path) -> bytes:
     """A mirror's bytes under its final or pending name (FileNotFoundError for neither)."""
     for candidate in mirror_reads(path):
-        try:
-            return candidate.read_bytes()
+        try:  # regular files only, bounded: a FIFO there is "cannot be read", never a hang
+            return read_regular_file(candidate, limit=MAX_MIRROR_BYTES, what="a registry file")
         except FileNotFoundError:
             continue
+        except UnreadableFile as exc:
+            raise OSError(errno.EINVAL, exc.reason) from None
     raise FileNotFoundError(str(path))
 
 
@@ -147,6 +197,13 @@ class Registry:
         path = self.frozen_path(reg_id)
         try:
             data: dict[str, Any] = json.loads(_read_mirror(path))
+            mistyped = frozen_shape_problem(data)
+            if mistyped is not None:  # a typed read: exit 3 naming the file, no traceback
+                raise IntegrityError(
+                    f"frozen copy of '{reg_id}' is not a frozen registration ({mistyped}); "
+                    "run `prereg verify`",
+                    file=str(path),
+                )
             return data
         except FileNotFoundError:
             raise IntegrityError(
@@ -172,7 +229,14 @@ class Registry:
         out = []
         for event in regs:
             frozen = self._load_frozen(event["id"])
-            registration = Registration.model_validate(frozen["document"]["registration"])
+            try:
+                registration = Registration.model_validate(frozen["document"]["registration"])
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                raise IntegrityError(
+                    f"frozen copy of '{event['id']}' holds no valid registration "
+                    f"({str(exc).splitlines()[0]}); run `prereg verify`",
+                    file=str(self.frozen_path(event["id"])),
+                ) from None
             out.append(
                 Entry(
                     id=event["id"],
@@ -263,7 +327,7 @@ class Registry:
 
     def _commit(self, resolved: Resolved) -> RegisterResult:
         reg = resolved.registration
-        experiment = load_experiment(_reader(resolved.files), reg.experiment)
+        experiment = resolved.experiment or load_experiment(_reader(resolved.files), reg.experiment)
         # the split's tasks, so the gate counts clusters and intents and simulates them
         gate = feasibility.check(reg, resolved.n_prompts, experiment.tasks_in_split(reg.split))
         splits = split_map(experiment)
@@ -272,11 +336,13 @@ class Registry:
         existing = self._refusals(resolved, splits)
         if existing is not None:
             return RegisterResult(entry=existing, created=False)
+        self._check_near_duplicates(experiment, resolved.source_path)
         with self.ledger.locked():
             self.finish_pending()
             existing = self._refusals(resolved, splits)
             if existing is not None:
                 return RegisterResult(entry=existing, created=False)
+            self._check_near_duplicates(experiment, resolved.source_path)
             source_object = self.objects.put(resolved.source_bytes)
             for data in resolved.files.values():
                 self.objects.put(data)
@@ -381,6 +447,7 @@ class Registry:
                     + ", ".join(sorted({c["id"] for c in taken.values()}))
                     + ": the locked split is locked whatever the experiment is called"
                 )
+            self._check_claim_near_duplicates(entry)
             event = {
                 "event": "locked-split-claim",
                 "id": entry.id,
@@ -440,31 +507,119 @@ class Registry:
     # ---- the locked split, by content -----------------------------------------------------
 
     def task_splits(self, entry: Entry) -> dict[str, SplitName]:
-        """Task fingerprint -> split under ``entry``'s frozen experiment (cached by content)."""
+        """Task fingerprint -> split under ``entry``'s frozen experiment (cached by content).
+
+        Always the current fingerprint version, recomputed from the frozen experiment (its
+        objects are pinned by digest), so registrations made before a change of the
+        fingerprint function are compared under the new one (issue 40)."""
+        self._frozen_content(entry)
+        return _SPLIT_MAPS[tuple(sorted(entry.files.items()))]
+
+    def locked_prompts(self, entry: Entry) -> dict[str, tuple[str, str]]:
+        """Fingerprint -> (task id, prompt) of the locked split of ``entry``'s frozen
+        experiment (cached by content)."""
+        self._frozen_content(entry)
+        return _LOCKED_PROMPTS[tuple(sorted(entry.files.items()))]
+
+    def _frozen_content(self, entry: Entry) -> None:
         key = tuple(sorted(entry.files.items()))
-        if key not in _SPLIT_MAPS:
-            if len(_SPLIT_MAPS) >= 64:
-                _SPLIT_MAPS.pop(next(iter(_SPLIT_MAPS)))
-            _SPLIT_MAPS[key] = split_map(self.load_experiment(entry))
-        return _SPLIT_MAPS[key]
+        if key in _SPLIT_MAPS and key in _LOCKED_PROMPTS:
+            return
+        for cache in (_SPLIT_MAPS, _LOCKED_PROMPTS):
+            if len(cache) >= 64:
+                cache.pop(next(iter(cache)))
+        experiment = self.load_experiment(entry)
+        _SPLIT_MAPS[key] = split_map(experiment)
+        _LOCKED_PROMPTS[key] = locked_prompts(experiment)
 
     def claimed_tasks(self) -> dict[str, dict[str, Any]]:
         """Fingerprint -> the claim event that holds it, over every claim of the ledger.
 
-        A claim line written before claims named their tasks is read through its
-        claimant's frozen experiment.
+        The fingerprints a claim line names (of the version current when it was written:
+        version 1 before issue 40) and those of the current version, recomputed from the
+        claimant's frozen experiment: the versions' digests never coincide (each hashes
+        its version's name), so one map holds both, and a claim line written before claims
+        named their tasks is covered too.
         """
         held: dict[str, dict[str, Any]] = {}
         entries = {e.id: e for e in self.entries()}
         for event in self.ledger.events():
             if event.get("event") != "locked-split-claim":
                 continue
-            tasks = event.get("tasks")
-            if tasks is None and event.get("id") in entries:
-                tasks = locked_fingerprints(self.task_splits(entries[event["id"]]))
-            for fingerprint in tasks or ():
+            tasks = set(event.get("tasks") or ())
+            if event.get("id") in entries:
+                tasks |= locked_fingerprints(self.task_splits(entries[event["id"]]))
+            for fingerprint in sorted(tasks):
                 held.setdefault(fingerprint, event)
         return held
+
+    def _check_near_duplicates(self, experiment: Experiment, source: str) -> None:
+        """Refuse (exit 4) a new prompt that is a near-duplicate of a claimed test prompt.
+
+        New: its fingerprint is in no earlier registration (a task registered before
+        keeps the rules of :meth:`_check_tasks_by_content`, exact ones). Near: the
+        Jaccard similarity of the two prompts' 5-character shingles of their reader's
+        form is at least :data:`~prereg.experiments.unicode.shingles.THRESHOLD`
+        (docs/experiments.md, "Fingerprints"). Every split counts: a near-duplicate
+        in dev is a test prompt seen by exploratory work, one in test a second spending.
+        A ToolBottleneckBench study's tasks are generated from (family, seed) and differ
+        by design only in their ids: they are neither probed nor indexed.
+        """
+        if experiment.toolbottleneck is not None:
+            return
+        entries = {e.id: e for e in self.entries()}
+        claimed = self._claimed_prompts(entries, None)
+        if not claimed:
+            return
+        known: set[str] = set(claimed)
+        for earlier in entries.values():
+            known.update(self.task_splits(earlier))
+        new = [(t.id, t.prompt) for t in experiment.tasks if task_fingerprint(t) not in known]
+        found = _near_duplicates(new, claimed)
+        if found:
+            raise ProtocolRefusal(
+                f"{len(found)} new prompt(s) of experiment '{experiment.name}' are "
+                f"near-duplicates of test prompts already claimed ({found[0]}): the "
+                "locked split is spent whatever the exact characters; near-duplicates are "
+                f"matched by {SHINGLE}-character shingles of what a reader sees, at "
+                f"Jaccard >= {THRESHOLD:g}",
+                file=source,
+                field="experiment",
+                details=found[:10],
+            )
+
+    def _check_claim_near_duplicates(self, entry: Entry) -> None:
+        """At a claim: refuse (exit 4) test prompts near-duplicates of another
+        registration's claimed test prompts (a copy registered before that claim)."""
+        entries = {e.id: e for e in self.entries()}
+        claimed = self._claimed_prompts(entries, entry.id)
+        mine = [
+            (task_id, prompt)
+            for fp, (task_id, prompt) in self.locked_prompts(entry).items()
+            if fp not in claimed
+        ]
+        found = _near_duplicates(mine, claimed)
+        if found:
+            raise ProtocolRefusal(
+                f"{len(found)} test prompt(s) of '{entry.id}' are near-duplicates of test "
+                f"prompts already claimed ({found[0]}): the locked split is spent "
+                "whatever the exact characters",
+                details=found[:10],
+            )
+
+    def _claimed_prompts(
+        self, entries: dict[str, Entry], exclude: str | None
+    ) -> dict[str, tuple[str, str, str]]:
+        """Fingerprint -> (claimant id, task id, prompt) of every claimed test prompt
+        (of claims by registrations other than ``exclude``), from the frozen copies."""
+        claimed: dict[str, tuple[str, str, str]] = {}
+        for event in self.ledger.events():
+            if event.get("event") != "locked-split-claim" or event.get("id") == exclude:
+                continue
+            if event.get("id") in entries:
+                for fp, (task_id, prompt) in self.locked_prompts(entries[event["id"]]).items():
+                    claimed.setdefault(fp, (event["id"], task_id, prompt))
+        return claimed
 
     def _claimed_by_others(self, reg_id: str, tasks: list[str]) -> dict[str, dict[str, Any]]:
         held = self.claimed_tasks()
@@ -592,3 +747,22 @@ class Registry:
                     **pinned,
                 }
             )
+
+
+def _near_duplicates(
+    prompts: list[tuple[str, str]], claimed: dict[str, tuple[str, str, str]]
+) -> list[str]:
+    """'task X ~ test task Y claimed by Z (similarity s)' for each of ``prompts`` (task id,
+    prompt) near a claimed test prompt (its most similar one)."""
+    if not prompts or not claimed:
+        return []
+    index = ShingleIndex((fp, prompt) for fp, (_, _, prompt) in claimed.items())
+    found = []
+    for task_id, prompt in prompts:
+        for match in index.matches(prompt)[:1]:
+            claimant, claimed_task, _ = claimed[str(match.key)]
+            found.append(
+                f"task '{task_id}' ~ test task '{claimed_task}' claimed by '{claimant}' "
+                f"(similarity {match.similarity:.2f})"
+            )
+    return found

@@ -17,6 +17,7 @@ from prereg.core.errors import BadInput
 from prereg.core.safeio import MAX_REGISTRATION_BYTES, UnreadableFile, escaped, read_regular_file
 from prereg.core.yamlio import load_model, parse_yaml
 from prereg.experiments import Experiment, Task, load_experiment
+from prereg.experiments.fingerprints import refuse_invisible
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.offers import ArmSpec, offers_for
 from prereg.experiments.toolbottleneck.cells import ArmCell
@@ -39,6 +40,8 @@ class Resolved:
     n_prompts: int  # tasks in the registered split
     document: dict[str, Any] = field(repr=False)
     digest: str = ""
+    #: the experiment loaded from exactly ``files`` (so ``register`` loads it once)
+    experiment: Experiment | None = field(default=None, repr=False, compare=False)
 
 
 def build_document(
@@ -389,9 +392,11 @@ def _resolve(path: Path, experiments_dir: Path, shown: str) -> Resolved:
             file=shown,
             field="experiment",
         )
-    read = folder_reader(folder)
+    read = _once(folder_reader(folder))
     experiment = load_experiment(read, registration.experiment)
-    files = {rel: read(rel) for rel in experiment.files}
+    # the prompts as a reader sees them: no undeclared invisible character (issue 40)
+    refuse_invisible(experiment, str(folder))
+    files = {rel: read(rel) for rel in experiment.files}  # the very bytes loaded
     files.update(judge_rubrics(registration, read, shown))
 
     for index, arm in enumerate(registration.arms):
@@ -447,4 +452,17 @@ def _resolve(path: Path, experiments_dir: Path, shown: str) -> Resolved:
         n_prompts=len(tasks),
         document=document,
         digest=document_digest(document),
+        experiment=experiment,
     )
+
+
+def _once(read: Callable[[str], bytes]) -> Callable[[str], bytes]:
+    """``read`` that reads each file once: what is loaded is what is digested and frozen."""
+    seen: dict[str, bytes] = {}
+
+    def cached(relative: str) -> bytes:
+        if relative not in seen:
+            seen[relative] = read(relative)
+        return seen[relative]
+
+    return cached

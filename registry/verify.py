@@ -28,8 +28,17 @@ from prereg.registry.registrations import (
     Entry,
     Registry,
     frozen_body_digest,
+    frozen_shape_problem,
     mirror_reads,
 )
+from prereg.registry.tables import ANCHORS, CLAIMS, ledger_problems
+
+#: The ledger's append-only tables whose lines name a registration (issue 40).
+_LEDGER_TABLES = {
+    "locked-split-claim": CLAIMS,
+    ANCHOR_EVENT: ANCHORS,
+    VERDICTS_ANCHOR_EVENT: ANCHORS,
+}
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,12 @@ def _check_frozen_event(
         return referenced, None
     try:
         frozen = json.loads(raw)
+        shape = frozen_shape_problem(frozen)
+        if shape is not None:
+            problems.append(
+                Problem("frozen-unreadable", reg_id, f"frozen copy {path.name}: {shape}")
+            )
+            return referenced, None
         document = frozen["document"]
         stored_digest = frozen["digest"]
         canonical = canonical_json(frozen) + b"\n"
@@ -349,6 +364,9 @@ def _check_claims(
     # run-chain and verdict-chain anchors share anchors/
     anchors = (ANCHOR_EVENT, VERDICTS_ANCHOR_EVENT)
     _check_mirrors(registry, events, problems, anchors, registry.anchors_dir, "anchor")
+    for event, why in ledger_problems(events, _LEDGER_TABLES):
+        noun = _LEDGER_TABLES[str(event.get("event"))].noun
+        problems.append(Problem(f"{noun}-record", str(event.get("_where")), why))
 
 
 def _check_objects(registry: Registry, referenced: set[str], problems: list[Problem]) -> int:
@@ -458,9 +476,36 @@ def verify_entry(registry: Registry, reg_id: str) -> list[Problem]:
         if event.get("event") == "registration":
             used, _ = _check_frozen_event(registry, event, problems)
             referenced |= used
+    # the newest line is hashed by no later line: only its mirror shows an edit of it,
+    # whichever registration it belongs to (claims and anchors: _check_claims below)
+    newest = events[-1] if events else None
+    if newest is not None and newest.get("event") == "registration" and newest not in mine:
+        _check_newest_registration(registry, newest, problems)
     _check_claims(registry, events, problems)  # every claim: the locked split is shared
     _check_referenced(registry, referenced, problems)
     return problems
+
+
+def _check_newest_registration(
+    registry: Registry, event: dict[str, Any], problems: list[Problem]
+) -> None:
+    """Another registration's line, the ledger's newest, against the line its frozen copy
+    mirrors (only the mirror: its document and objects are that registration's)."""
+    path = registry.frozen_path(str(event.get("id")))
+    raw = _read_mirror_file(path)
+    try:
+        line = json.loads(raw)["ledger_line"] if isinstance(raw, bytes) else None
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        line = None
+    if not isinstance(line, str) or line.encode() != event["_raw"]:
+        problems.append(
+            Problem(
+                "ledger-edited",
+                event["_where"],
+                "the ledger's newest line differs from the copy written with its frozen "
+                "registration (or that copy cannot be read): the line was edited",
+            )
+        )
 
 
 def verified_entry(registry: Registry, reg_id: str) -> Entry:

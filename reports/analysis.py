@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 from prereg.core.errors import ProtocolRefusal, WriteFailure
+from prereg.core.files import refuse_linked_folders
 from prereg.core.forked import fork_map
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
@@ -495,6 +496,9 @@ def analyse(
 ) -> Report:
     """Load, check and analyse registration ``reg_id`` of workspace ``ws``."""
     options = options or Options()
+    # where its report is written (write_report): no folder on the way a link (exit 3)
+    refuse_linked_folders(ws.root, "reports", reg_id, "exploratory", "figures")
+    refuse_linked_folders(ws.root, "reports", reg_id, "figures")
     registry = Registry(ws.registry)
     entry = verified_entry(registry, reg_id)
     loaded = load_runs(

@@ -431,6 +431,7 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "trace",
     "offer",
     "config",
+    "server",
     "obligations",
     "variant_digest",
     "chain",

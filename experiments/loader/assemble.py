@@ -94,6 +94,8 @@ def _load_experiment(read: Reader, name: str) -> Experiment:
         surfaces=surfaces,
         pool=tuple(pool),
         split_of_cluster=split_of_cluster,
+        corpus_file=spec.corpus,
+        format_characters=frozenset(chr(int(c[2:], 16)) for c in spec.format_characters),
         _by_id={t.id: t for t in tasks},
     )
 

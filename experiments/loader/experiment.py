@@ -39,6 +39,11 @@ class Experiment:
     split_names: tuple[str, ...] = SPLIT_NAMES
     #: a ToolBottleneckBench study (``kind: toolbottleneck``): its families and tasks
     toolbottleneck: StudyExperiment | None = None
+    #: the corpus file (experiment-relative), for messages about its prompts
+    corpus_file: str = "corpus.yaml"
+    #: the invisible characters the experiment declares its prompts may hold
+    #: (``format_characters`` in experiment.yaml; see fingerprints.refuse_invisible)
+    format_characters: frozenset[str] = frozenset()
     _by_id: Mapping[str, Task] = field(default_factory=dict, repr=False)
 
     @property

@@ -13,10 +13,11 @@ from rich.text import Text
 
 from prereg.commands._common import FlagHelpGroup, JsonOpt
 from prereg.core.errors import BadInput
+from prereg.core.files import refuse_evidence_folder
 from prereg.core.output import console, emit, err_console
 from prereg.core.untrusted import display, display_text
 from prereg.experiments.machine_text import Machine, snapshot_machine_text
-from prereg.experiments.mcp_snapshot import LIST_ITEMS, Snapshot, read_snapshot, snapshot_digest
+from prereg.experiments.mcp_snapshot import LIST_ITEMS, Snapshot, snapshot_digest
 from prereg.runners.mcp.capture import (
     CLIENT_CAPABILITIES,
     CaptureOptions,
@@ -25,7 +26,7 @@ from prereg.runners.mcp.capture import (
     Target,
     capture_snapshot,
 )
-from prereg.runners.mcp.replay import ReplayServer
+from prereg.runners.mcp.replay import ReplayServer, read_snapshot_file
 from prereg.runners.mcp.serve_http import base_url, bind, endpoints, serve_http
 from prereg.runners.mcp.serve_stdio import serve_stdio
 
@@ -136,6 +137,7 @@ def snapshot_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     target = _target(command, url, env or [], header or [])
+    refuse_evidence_folder(out, what="a snapshot")
     if out.exists() and not force:
         raise BadInput(
             "exists; snapshots are evidence, pass --force to overwrite",
@@ -224,7 +226,7 @@ def serve_cmd(
     ] = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    servers = [ReplayServer(read_snapshot(path)) for path in snapshots]
+    servers = [ReplayServer(read_snapshot_file(path)) for path in snapshots]
     if not http:
         if len(servers) != 1:
             raise BadInput(
@@ -268,7 +270,7 @@ def show_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a snapshot's identity, digest and tools (metadata escaped, never interpreted)."""
-    snap = read_snapshot(snapshot)
+    snap = read_snapshot_file(snapshot)
     data = _summary(snap, str(snapshot))
     data["capabilities"] = snap.capabilities()
     data["tools"] = snap.tools()

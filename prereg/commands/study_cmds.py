@@ -17,7 +17,7 @@ from rich.table import Table
 from prereg.commands._common import FlagHelpGroup, JsonOpt
 from prereg.commands.registry_cmds import input_path
 from prereg.core.errors import BadInput
-from prereg.core.files import write_atomic
+from prereg.core.files import refuse_evidence_folder, write_atomic
 from prereg.core.output import console, dumps, emit, short_digests
 from prereg.core.untrusted import display
 from prereg.experiments.toolbottleneck.compile import CompiledFamily, compile_family
@@ -80,6 +80,7 @@ def run_cmd(
     draws: Annotated[int, typer.Option("--draws", min=100, help="Bootstrap draws.")] = 10_000,
     as_json: JsonOpt = False,
 ) -> None:
+    refuse_evidence_folder(out, what="the study's records")
     check_out(out)
     study = input_path(ctx, study)
     loaded = load_study(study)
@@ -212,6 +213,8 @@ def compile_cmd(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of ids and orderings.", min=0)] = 0,
 ) -> None:
+    if out is not None:
+        refuse_evidence_folder(out, what="compiled variants")
     family = input_path(ctx, family)
     compiled = compile_family(load_family(family), seed=seed, filename=str(family))
     if out is None and as_json:

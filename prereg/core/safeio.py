@@ -56,6 +56,15 @@ MAX_ALIAS_EXPANSION = 1_000_000
 MAX_DEPTH = 64
 #: Integers canonical JSON (RFC 8785) represents exactly: |n| <= 2**53 - 1.
 MAX_SAFE_INTEGER = 2**53 - 1
+#: An exchange file handed to ``import`` (JSONL, CSV, Parquet run records; an Inspect AI
+#: log): 27,000 records with their traces are about 100 MiB as JSONL.
+MAX_EXCHANGE_BYTES = 1024 * MIB
+#: A file of verdicts or gold labels handed to ``judge --import`` / ``judge --gold``.
+MAX_JUDGING_BYTES = 256 * MIB
+#: An MCP snapshot handed to ``mcp serve`` or ``mcp show`` (as an experiment file).
+MAX_SNAPSHOT_BYTES = MAX_EXPERIMENT_FILE_BYTES
+#: A stored calibration (``reports/<id>/calibration.json``, a table of a few KiB).
+MAX_CALIBRATION_BYTES = 16 * MIB
 
 
 def size_text(n: int) -> str:
@@ -189,6 +198,56 @@ def read_regular_file(path: str | Path, *, limit: int, what: str) -> bytes:
     if total > limit:
         raise _too_large(None, limit, what)
     return b"".join(chunks)
+
+
+def read_input(path: str | Path, *, limit: int, what: str) -> bytes:
+    """:func:`read_regular_file`, every refusal as :class:`BadInput` (exit 2) naming the
+    file: nothing there, a folder, a FIFO, a device, a socket, a file over ``limit``."""
+    try:
+        return read_regular_file(path, limit=limit, what=what)
+    except FileNotFoundError:
+        raise escaped(BadInput("file not found", file=str(path))) from None
+    except IsADirectoryError:
+        raise escaped(BadInput(f"is a folder, not {what}", file=str(path))) from None
+    except UnreadableFile as exc:
+        raise escaped(BadInput(exc.reason, file=str(path))) from None
+
+
+def check_input(path: str | Path, *, limit: int, what: str) -> None:
+    """Refuse (:class:`BadInput`, exit 2, naming the file) what :func:`read_input` would
+    refuse, without reading it: for a file a library opens by its name (an Inspect AI
+    log). The file is opened non-blocking and checked again through the open handle."""
+    if "\x00" in str(path):
+        raise escaped(BadInput("is not a valid path (it contains a NUL character)", file=str(path)))
+    try:
+        info = os.stat(path)
+        _check_mode(info.st_mode)
+        if info.st_size > limit:
+            raise _too_large(info.st_size, limit, what)
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags | getattr(os, "O_NOCTTY", 0))
+        try:
+            _check_mode(os.fstat(fd).st_mode)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise escaped(BadInput("file not found", file=str(path))) from None
+    except IsADirectoryError:
+        raise escaped(BadInput(f"is a folder, not {what}", file=str(path))) from None
+    except UnreadableFile as exc:
+        raise escaped(BadInput(exc.reason, file=str(path))) from None
+    except OSError as exc:
+        raise escaped(BadInput(_os_reason(exc), file=str(path))) from None
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text: split at ``\\n`` only (a ``\\r`` before it is
+    dropped), never at U+2028, U+2029, U+0085 or the other breaks ``str.splitlines``
+    knows, which JSON carries raw inside a string."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def _os_reason(exc: OSError) -> str:

@@ -33,7 +33,11 @@ neutralises such text:
   ``\\u`` escapes (four hex digits), which decode to the same string, so ``--json``
   stays exact data.
 
-HTML is escaped by ``html.escape`` in :mod:`prereg.reports.render.html`.
+- **HTML** (:func:`html_text`): what the terminal and Markdown escape (controls, bidi
+  and other format characters, line separators: :func:`display_text`, line breaks
+  kept), then ``html.escape``. Every text child and attribute value of
+  :mod:`prereg.reports.render.html` goes through it, so the four outputs of a report
+  (terminal, ``--json``, report.md, report.html) escape the same characters.
 """
 
 from __future__ import annotations
@@ -182,6 +186,14 @@ def markdown_code(value: object) -> str:
     """
     text = display_text(value)
     return _code_span(text) if text else "` `"
+
+
+def html_text(value: object) -> str:
+    """``value`` as HTML text or an attribute value: unsafe characters (:func:`unsafe`)
+    shown as escapes (``\\x1b``, ``\\u202e``; newlines and tabs kept) by
+    :func:`display_text`, then ``< > & " '`` written as entities by ``html.escape``.
+    The one escaping path of every HTML output."""
+    return html.escape(display_text(value, multiline=True), quote=True)
 
 
 #: Candidates for :func:`json_safe`: C0 controls are escaped by the encoder itself, and the

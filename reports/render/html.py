@@ -1,7 +1,9 @@
 """``report.html``: one self-contained file (inline CSS, figures as base64 PNG).
 
 Escaping is by construction: markup is only ever produced by :func:`el`, which
-runs every text child and every attribute value through ``html.escape``. The
+runs every text child and every attribute value through
+:func:`prereg.core.untrusted.html_text` (control, bidi and other invisible characters
+shown as escapes, as in report.md and on the terminal, then ``html.escape``). The
 only unescaped content is :class:`Raw`, used for markup :func:`el` itself
 produced and for the base64 data of our own figures. Tool metadata, prompts,
 hypotheses and any run field are data, never markup (invariant 10).
@@ -10,11 +12,11 @@ hypotheses and any run field are data, never markup (invariant 10).
 from __future__ import annotations
 
 import base64
-import html
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from prereg.core.untrusted import html_text
 from prereg.reports.calibration.text import TITLE as CALIBRATION_TITLE
 from prereg.reports.calibration.text import calibration_caption, calibration_table
 from prereg.reports.judged.text import judged_lines
@@ -68,17 +70,13 @@ def el(tag: str, *children: Any, **attrs: Any) -> Raw:
         if value is None:
             continue
         name = key.rstrip("_").replace("_", "-")
-        parts.append(f' {name}="{html.escape(str(value), quote=True)}"')
-    inner = "".join(
-        c if isinstance(c, Raw) else html.escape(str(c), quote=True)
-        for c in children
-        if c is not None
-    )
+        parts.append(f' {name}="{html_text(value)}"')
+    inner = "".join(c if isinstance(c, Raw) else html_text(c) for c in children if c is not None)
     return Raw(f"<{tag}{''.join(parts)}>{inner}</{tag}>")
 
 
 def join(items: Sequence[Any]) -> Raw:
-    return Raw("".join(i if isinstance(i, Raw) else html.escape(str(i), quote=True) for i in items))
+    return Raw("".join(i if isinstance(i, Raw) else html_text(i) for i in items))
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Raw:
@@ -117,7 +115,7 @@ def _tests(tests: Sequence[TestReport]) -> Raw:
 def _figure(name: str, png: bytes) -> Raw:
     caption = FIGURES.get(name, (None, name))[1]
     data = base64.b64encode(png).decode("ascii")
-    img = Raw(f'<img alt="{html.escape(caption, quote=True)}" src="data:image/png;base64,{data}">')
+    img = Raw(f'<img alt="{html_text(caption)}" src="data:image/png;base64,{data}">')
     return el("figure", img, el("figcaption", caption))
 
 
@@ -461,7 +459,7 @@ def _toolbottleneck(r: Report) -> list[Any]:
 
 
 def render(report: Report, figures: dict[str, bytes]) -> str:
-    """The self-contained HTML report: every string through html.escape (see ``el``)."""
+    """The self-contained HTML report: every string through html_text (see ``el``)."""
     r = report
     intents = _intents(r, figures)
     body = _title(r) + _simulated(r) + _registration(r) + _runs(r) + _arms(r, figures)

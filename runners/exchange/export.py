@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from prereg.core.errors import BadInput, IntegrityError
+from prereg.core.files import refuse_evidence_folder
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.registry.registrations import Entry, Registry
@@ -94,7 +95,7 @@ def check_export_target(ws: Workspace, out: Path | str, force: bool) -> None:
     if is_stdout(out):
         return
     target = Path(out).resolve()
-    for protected in (ws.registry, ws.runs):
+    for protected in (ws.registry, ws.runs):  # this workspace's, whatever they are named
         root = protected.resolve()
         if target == root or root in target.parents:
             raise BadInput(
@@ -102,6 +103,7 @@ def check_export_target(ws: Workspace, out: Path | str, force: bool) -> None:
                 f"({target}): write it elsewhere",
                 field="--out",
             )
+    refuse_evidence_folder(target, what="an export")  # and any other workspace's
     if target.is_dir():
         raise BadInput(f"{target} is a folder; give a file name", field="--out")
     if target.exists() and not force:

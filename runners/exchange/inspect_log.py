@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
+from prereg.core.safeio import MAX_EXCHANGE_BYTES, check_input
 from prereg.core.workspace import Workspace
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registrations import Entry
@@ -86,8 +87,8 @@ def read_log(path: Path) -> EvalLog:
         from inspect_ai.log import read_eval_log  # lazy: optional extra prereg-agents[inspect]
     except ImportError as exc:
         raise missing_extra("inspect", "--from inspect", exc) from None
-    if not Path(path).is_file():
-        raise BadInput("file not found", file=str(path))
+    # regular files only, bounded (the reader opens it by name): exit 2, never a hang
+    check_input(path, limit=MAX_EXCHANGE_BYTES, what="an Inspect AI log")
     try:
         return read_eval_log(str(path))
     except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file here

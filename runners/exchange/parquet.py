@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
+from prereg.core.safeio import MAX_EXCHANGE_BYTES, read_input
 from prereg.runners.exchange import rows as record_rows
 from prereg.runners.extras import missing_extra
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
@@ -111,10 +112,10 @@ def write_parquet_to(records: Iterable[RunRecord], stream: BinaryIO) -> int:
 def read_parquet(path: Path) -> list[tuple[int, RunRecord]]:
     """(row number from 1, record) of every row; BadInput (exit 2) on the first bad one."""
     pa, pq = require()
+    # regular files only, bounded: a FIFO or /dev/zero is exit 2, never a hang
+    data = read_input(path, limit=MAX_EXCHANGE_BYTES, what="an export file")
     try:
-        table = pq.read_table(str(path))
-    except FileNotFoundError:
-        raise BadInput("file not found", file=str(path)) from None
+        table = pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
         raise BadInput(f"not a readable Parquet file ({exc})", file=str(path)) from None
     names = list(table.column_names)

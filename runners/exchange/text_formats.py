@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
+from prereg.core.safeio import MAX_EXCHANGE_BYTES, read_input, split_lines
 from prereg.runners.exchange import parquet as parquet_export
 from prereg.runners.exchange.rows import bad_row, from_row, to_row
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
@@ -78,15 +79,16 @@ def read_records(path: Path) -> list[tuple[int, RunRecord]]:
     if path.suffix.lower() == ".parquet":
         return parquet_export.read_parquet(path)
     fmt = detect_format(path)
+    # regular files only, bounded: a FIFO or /dev/zero is exit 2, never a hang
+    data = read_input(path, limit=MAX_EXCHANGE_BYTES, what="an export file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput("file not found", file=str(path)) from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"not UTF-8 text ({exc})", file=str(path)) from None
     out: list[tuple[int, RunRecord]] = []
     if fmt == "jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
+        # newline only: U+2028, U+2029 and U+0085 are text inside a record's strings
+        for number, line in enumerate(split_lines(text), start=1):
             if not line.strip():
                 continue
             try:

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.core.files import write_atomic
+from prereg.core.safeio import MAX_JUDGING_BYTES, read_input, split_lines
 from prereg.core.workspace import Workspace
 from prereg.core.yamlio import format_loc
 from prereg.registry.judges import judge_digest
@@ -168,13 +169,13 @@ def _item(line: int, text: str, path: Path) -> Verdict | GoldLabel:
 def read_items(path: Path) -> list[Verdict | GoldLabel]:
     """Every item of the file, parsed; BadInput (exit 2) on the first bad line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path, limit=MAX_JUDGING_BYTES, what="a verdicts file").decode("utf-8")
     except FileNotFoundError:
         raise BadInput("file not found", file=str(path)) from None
     except (IsADirectoryError, UnicodeDecodeError) as exc:
         raise BadInput(f"cannot be read as UTF-8 text ({exc})", file=str(path)) from None
     return [
-        _item(n, line, path) for n, line in enumerate(text.splitlines(), start=1) if line.strip()
+        _item(n, line, path) for n, line in enumerate(split_lines(text), start=1) if line.strip()
     ]
 
 

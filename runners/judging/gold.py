@@ -35,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from prereg.core.errors import BadInput
+from prereg.core.safeio import MAX_JUDGING_BYTES, read_input, split_lines
 from prereg.runners.record import DIGEST_PATTERN, ChainLink
 
 GOLD_FORMAT = "prereg.gold-chain/1"
@@ -145,7 +146,7 @@ def _csv_rows(text: str, path: Path) -> list[GoldRow]:
 
 def _jsonl_rows(text: str, path: Path) -> list[GoldRow]:
     out = []
-    for line, body in enumerate(text.splitlines(), start=1):
+    for line, body in enumerate(split_lines(text), start=1):
         if not body.strip():
             continue
         try:
@@ -168,7 +169,7 @@ def read_gold(path: Path) -> tuple[list[GoldRow], str]:
             file=str(path),
         )
     try:
-        data = path.read_bytes()
+        data = read_input(path, limit=MAX_JUDGING_BYTES, what="a gold file")
         text = data.decode("utf-8-sig")
     except FileNotFoundError:
         raise BadInput("file not found", file=str(path)) from None

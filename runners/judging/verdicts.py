@@ -34,12 +34,15 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 
 from prereg.core.errors import IntegrityError
+from prereg.registry.tables import ChainedTable, declare
 from prereg.runners.judging.gold import GOLD_FORMAT, GoldLabel
 from prereg.runners.record import DIGEST_PATTERN, ChainLink
 from prereg.runners.store.chain import canonical_bytes
 from prereg.runners.store.sqlite import create_schema, wal_mode
 
 VERDICTS_FILENAME = "verdicts.sqlite"
+#: Further problems a refusal lists after the first.
+MAX_LISTED = 20
 FORMAT = "prereg.verdict-chain/1"
 
 #: ``ok``: the answer parsed into a verdict; ``unparseable``: it did not (recorded as it
@@ -122,19 +125,44 @@ class DuplicateVerdict(Exception):
     """The run already has a verdict of this judge (or a gold label of this annotator)."""
 
 
+#: The verdict store's tables under the one rule of every append-only table
+#: (:mod:`prereg.registry.tables`): each column a reader indexes or queries (``judged``
+#: asks which runs a judge has judged by ``judge_digest``; the unique indexes keep one
+#: verdict per run and judge, one label per run and annotator) equals the body's.
+VERDICT_COLUMNS = declare(
+    ChainedTable("verdicts", "verdict", ("record_id", "judge_digest", "registration_digest"))
+)
+GOLD_COLUMNS = declare(
+    ChainedTable("gold", "gold label", ("record_id", "annotator", "registration_digest"))
+)
+
+
 @dataclass(frozen=True)
 class _Table:
-    """One chained table: its model, the key its body is hashed under, its format."""
+    """One chained table: its model, the key its body is hashed under, its format, its
+    columns (and the body fields one row per chain may hold: ``unique``)."""
 
     name: str
     model: type[Verdict] | type[GoldLabel]
     key: str
     format: str
     noun: str
+    columns: ChainedTable
+    unique: tuple[str, ...]
 
 
-_VERDICTS = _Table("verdicts", Verdict, "verdict", FORMAT, "verdict")
-_GOLD = _Table("gold", GoldLabel, "label", GOLD_FORMAT, "gold label")
+_VERDICTS = _Table(
+    "verdicts",
+    Verdict,
+    "verdict",
+    FORMAT,
+    "verdict",
+    VERDICT_COLUMNS,
+    ("record_id", "judge_digest"),
+)
+_GOLD = _Table(
+    "gold", GoldLabel, "label", GOLD_FORMAT, "gold label", GOLD_COLUMNS, ("record_id", "annotator")
+)
 
 
 def _hash(table: _Table, item: BaseModel, index: int, prev: str) -> str:
@@ -213,6 +241,12 @@ class VerdictStore:
         if self._conn is not None:
             return self._conn
         existed = self.path.exists()
+        if existed and not self.path.is_file():  # a folder or a special file in its place
+            raise IntegrityError(
+                "the verdict store is not a regular file (a folder or another non-file is "
+                "in its place); run `prereg verify`",
+                file=str(self.path),
+            )
         if not existed:
             if not create:
                 return None
@@ -250,20 +284,11 @@ class VerdictStore:
                 index, prev = (0, start) if row is None else (row[0] + 1, row[1])
                 link = ChainLink(index=index, prev=prev, hash=_hash(table, item, index, prev))
                 linked = item.model_copy(update={"chain": link})
-                second = linked.judge_digest if isinstance(linked, Verdict) else linked.annotator
-                column = "judge_digest" if table is _VERDICTS else "annotator"
+                columns = table.columns
                 conn.execute(
-                    f"INSERT INTO {table.name} (record_id, {column}, "  # noqa: S608
-                    "registration_digest, chain_index, record_hash, body) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        item.record_id,
-                        second,
-                        item.registration_digest,
-                        index,
-                        link.hash,
-                        linked.model_dump_json(),
-                    ),
+                    f"INSERT INTO {table.name} ({', '.join(columns.columns)}, "  # noqa: S608
+                    "chain_index, record_hash, body) VALUES (?, ?, ?, ?, ?, ?)",
+                    (*columns.body_values(linked), index, link.hash, linked.model_dump_json()),
                 )
                 out.append(linked)
             conn.execute("COMMIT")
@@ -292,45 +317,96 @@ class VerdictStore:
         (DuplicateVerdict when a run already has a label of that annotator)."""
         return list(self._append(_GOLD, labels))
 
-    def _rows(self, table: _Table, digest: str) -> list[tuple[Any, Any, Any]]:
+    def _rows(self, table: _Table, digest: str) -> list[tuple[Any, ...]]:
+        """(chain_index, record_hash, body, *the table's columns) of ``digest``'s rows."""
         conn = self._connect(create=False)
         if conn is None:
             return []
+        # and rows whose column names another digest but whose body states this one (a
+        # moved row: the column problem is named rather than only the gap it leaves)
+        stated = f'"registration_digest":"{digest}"'
         try:
             rows = conn.execute(
-                f"SELECT chain_index, record_hash, body FROM {table.name} "  # noqa: S608
-                "WHERE registration_digest = ? ORDER BY seq",
-                (digest,),
+                f"SELECT chain_index, record_hash, body, {', '.join(table.columns.columns)} "  # noqa: S608
+                f"FROM {table.name} WHERE registration_digest = ? OR instr(body, ?) > 0 "
+                "ORDER BY seq",
+                (digest, stated),
             ).fetchall()
         except sqlite3.OperationalError as exc:
             raise self._broken(f"the {table.name} table cannot be read ({exc})") from None
-        return [(r[0], r[1], r[2]) for r in rows]
+        return [tuple(r) for r in rows]
 
     def _chain(self, table: _Table, digest: str) -> tuple[list[Any], list[str]]:
-        """The digest's items in chain order and every problem of their chain."""
+        """The digest's items in chain order and every problem of their chain: each link,
+        each row's columns against its body (:mod:`prereg.registry.tables`), and a second
+        item of one run and judge (or annotator) that the unique index should have
+        refused. After a link that breaks the chain, the links that continue from it as
+        stored are counted, not named one by one ("after the break")."""
         out: list[Any] = []
         problems: list[str] = []
         prev = digest
-        for position, (index, stored_hash, body) in enumerate(self._rows(table, digest)):
-            where = f"{table.noun} {position} of {digest[:19]}..."
+        broken: int | None = None  # the first break's position
+        after = 0
+        seen: dict[tuple[object, ...], int] = {}
+        position = -1
+        for index, stored_hash, body, *stated in self._rows(table, digest):
+            filed = stated[table.columns.columns.index("registration_digest")] == digest
+            position += filed
+            where = f"table {table.name}: {table.noun} {position} of {digest[:19]}..."
             try:
                 item = table.model.model_validate_json(body)
             except ValueError:
+                if not filed:
+                    continue
+
                 problems.append(f"{where} cannot be read")
+                broken = position if broken is None else broken
+                prev = str(stored_hash)
+                continue
+            if not filed:  # another chain's row by its column
+                if item.registration_digest == digest:
+                    why = table.columns.problem(stated, item)
+                    problems.append(
+                        f"table {table.name}: a {table.noun} of {digest[:19]}... "
+                        f"(run {item.record_id}): {why}"
+                    )
                 continue
             link = item.chain
-            if (
-                link is None
-                or index != position
-                or link.index != position
-                or link.prev != prev
-                or link.hash != stored_hash
-                or item.registration_digest != digest
-                or _hash(table, item, position, prev) != stored_hash
-            ):
-                problems.append(f"{where} (run {item.record_id}) does not continue the chain")
+            intact = (
+                link is not None
+                and link.hash == stored_hash
+                and item.registration_digest == digest
+                and _hash(table, item, link.index, link.prev) == stored_hash
+            )
+            if not (intact and link is not None and link.index == position and link.prev == prev):
+                continues = (
+                    intact and link is not None and link.prev == prev and index == link.index
+                )
+                if broken is not None and continues:
+                    after += 1  # intact, and continues the stored link before it
+                else:
+                    problems.append(f"{where} (run {item.record_id}) does not continue the chain")
+                    broken = position if broken is None else broken
+            elif index != position:
+                problems.append(f"{where} (run {item.record_id}) is stored at position {index}")
+            why = table.columns.problem(stated, item)
+            if why is not None:
+                problems.append(f"{where} (run {item.record_id}): {why}")
+            key = tuple(getattr(item, name) for name in table.unique)
+            if key in seen:
+                problems.append(
+                    f"{where} (run {item.record_id}): a second {table.noun} of "
+                    f"{' and '.join(f'{n} {v}' for n, v in zip(table.unique, key, strict=True))} "
+                    f"({table.noun} {seen[key]} is the first; the store keeps one)"
+                )
+            seen.setdefault(key, position)
             prev = str(stored_hash)
             out.append(item)
+        if after:
+            problems.append(
+                f"table {table.name}: {after} {table.noun}(s) of {digest[:19]}... after the "
+                f"break at {table.noun} {broken} continue the chain as stored"
+            )
         return out, problems
 
     def _verified(self, table: _Table, digest: str) -> list[Any]:
@@ -338,7 +414,7 @@ class VerdictStore:
             raise self._broken("its schema changed: " + "; ".join(self._schema_drift))
         items, problems = self._chain(table, digest)
         if problems:
-            raise self._broken(problems[0])
+            raise self._broken(problems[0], problems[1:])
         return items
 
     def verdicts(self, registration_digest: str) -> list[Verdict]:
@@ -348,6 +424,14 @@ class VerdictStore:
     def gold(self, registration_digest: str) -> list[GoldLabel]:
         """The digest's gold labels in chain order, after the chain verifies (else exit 3)."""
         return list(self._verified(_GOLD, registration_digest))
+
+    def stored_items(self, registration_digest: str) -> tuple[list[Verdict], list[GoldLabel]]:
+        """The digest's verdicts and gold labels that can be read, whether or not their
+        chains verify: what ``verify`` checks further once :meth:`problems` named every
+        problem of the chains (readers use :meth:`verdicts` and :meth:`gold`)."""
+        verdicts, _ = self._chain(_VERDICTS, registration_digest)
+        gold, _ = self._chain(_GOLD, registration_digest)
+        return verdicts, gold
 
     def problems(self) -> tuple[list[tuple[str, str]], dict[str, dict[str, int]]]:
         """((where, what) for every problem of the file: its schema, SQLite's integrity
@@ -381,7 +465,7 @@ class VerdictStore:
             raise ValueError(f"no chained table {table!r}")
         return [
             str(h)
-            for _, h, _ in self._rows(
+            for _, h, *_ in self._rows(
                 _VERDICTS if table == "verdicts" else _GOLD, registration_digest
             )
         ]
@@ -400,12 +484,13 @@ class VerdictStore:
     def spent_usd(self, registration_digest: str) -> float:
         return sum(v.cost_usd or 0.0 for v in self.verdicts(registration_digest))
 
-    def _broken(self, what: str) -> IntegrityError:
+    def _broken(self, what: str, more: Sequence[str] = ()) -> IntegrityError:
         return IntegrityError(
             f"the verdict store fails verification: {what} (a verdict or gold label was "
             "edited, removed or reordered, or the append-only schema changed); run "
             "`prereg verify`",
             file=str(self.path),
+            details=list(more[:MAX_LISTED]),
         )
 
     def close(self) -> None:

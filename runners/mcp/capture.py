@@ -31,6 +31,7 @@ import anyio
 from pydantic import ValidationError
 
 from prereg.core.errors import BadInput, PreregError
+from prereg.core.safeio import MIB, UnreadableFile, read_regular_file
 from prereg.core.untrusted import display_text
 from prereg.core.version import __version__
 from prereg.experiments.mcp_snapshot import (
@@ -564,8 +565,8 @@ def _ended(
     if end is None or not end.is_file():
         return None
     try:
-        status = json.loads(end.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        status = json.loads(read_regular_file(end, limit=MIB, what="a server's end status"))
+    except (OSError, ValueError, UnreadableFile):
         return None
     if "cannot_start" in status:  # as when the SDK itself cannot start the command
         return BadInput(

@@ -26,9 +26,12 @@ protocol requires of any server. Nothing from the request is echoed back.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-from prereg.experiments.mcp_snapshot import Snapshot, snapshot_digest
+from prereg.core.errors import BadInput
+from prereg.core.safeio import MAX_SNAPSHOT_BYTES, UnreadableFile, escaped, read_regular_file
+from prereg.experiments.mcp_snapshot import Snapshot, load_snapshot, snapshot_digest
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -42,6 +45,24 @@ REFUSAL_TEXT = (
 )
 
 Json = Any
+
+
+def read_snapshot_file(path: str | Path) -> Snapshot:
+    """The snapshot in the file at ``path``: a regular file of at most
+    :data:`~prereg.core.safeio.MAX_SNAPSHOT_BYTES`, read through
+    :func:`~prereg.core.safeio.read_regular_file` (a FIFO, a device, a folder, a file too large:
+    exit 2 naming it, never a hang or a machine's memory filled)."""
+    try:
+        data = read_regular_file(path, limit=MAX_SNAPSHOT_BYTES, what="a snapshot")
+    except FileNotFoundError:
+        raise BadInput("no such file", file=str(path), field="(file)") from None
+    except IsADirectoryError:
+        raise BadInput(
+            "is a directory, expected a snapshot file", file=str(path), field="(file)"
+        ) from None
+    except UnreadableFile as exc:
+        raise escaped(BadInput(exc.reason, file=str(path), field="(file)")) from None
+    return load_snapshot(data, str(path))
 
 
 def encode(message: Json) -> bytes:

@@ -8,7 +8,8 @@ many machines with unit claims (:mod:`.postgres`), choosing one from ``--store``
 
 May import: the lower layers, the run record (``prereg.runners.record``) and the
 verdict and gold records whose chains ``prereg verify`` checks beside the runs'
-(:mod:`prereg.runners.judging.verdicts`, :mod:`prereg.runners.judging.anchors`); nothing
+(:mod:`prereg.runners.judging.verdicts`, :mod:`prereg.runners.judging.anchors`,
+:mod:`prereg.runners.judging.belong`); nothing
 of the drivers, the harness or the orchestration, which sit above the store.
 """
 
@@ -20,5 +21,6 @@ MAY_IMPORT: tuple[str, ...] = (
     "prereg.registry",
     "prereg.runners.record",
     "prereg.runners.judging.anchors",
+    "prereg.runners.judging.belong",
     "prereg.runners.judging.verdicts",
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol, Self
 
 from prereg.core.errors import IntegrityError, PreregError
+from prereg.registry.tables import ChainedTable, declare
 from prereg.runners.record import RunRecord
 
 #: (arm, task_id, repeat): one run unit of a registration.
@@ -98,6 +99,11 @@ def indexed_columns(record: RunRecord) -> tuple[object, ...]:
         None if record.success is None else int(record.success),
         record.cost_usd,
     )
+
+
+#: The records table under the one rule of every append-only table
+#: (:mod:`prereg.registry.tables`): its indexed columns against the record's body.
+RUNS = declare(ChainedTable("records", "record", INDEXED_COLUMNS, indexed_columns))
 
 
 @dataclass(frozen=True)

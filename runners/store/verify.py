@@ -30,17 +30,20 @@ from typing import Any, TypeVar, cast
 from pydantic import ValidationError
 
 from prereg.core import forked
-from prereg.core.errors import IntegrityError
+from prereg.core.errors import IntegrityError, PreregError
 from prereg.core.forked import Forked
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registrations import VERDICT_CHAINS, Entry, Registry
+from prereg.registry.units import expand_units, plan_from_registration
 from prereg.registry.verify import Problem
 from prereg.runners.judging.anchors import anchor_problems
+from prereg.runners.judging.belong import belonging_problems
 from prereg.runners.judging.verdicts import VerdictStore
 from prereg.runners.record import RunRecord
 from prereg.runners.store.choose import StoreLocation, is_postgres, open_store
 from prereg.runners.store.interface import (
     INDEXED_COLUMNS,
+    RUNS,
     ChainRow,
     RecordStore,
     StoreUnreadable,
@@ -130,13 +133,11 @@ def _row_problems(row: ChainRow, where: str) -> tuple[list[Problem], RunRecord |
     except ValidationError:
         return [Problem("runs-record", where, "the stored record is not a valid run record")], None
     stated = _STATED_COLUMNS(row)
-    actual = indexed_columns(record)
-    if stated == actual:  # the usual row: one comparison, no names to collect
+    if stated == indexed_columns(record):  # the usual row: one comparison, no names to collect
         return [], record
-    differing = [name for name, a, b in zip(INDEXED_COLUMNS, stated, actual, strict=True) if a != b]
-    if differing:
-        message = f"the row's column(s) {', '.join(differing)} disagree with its record"
-        return [Problem("runs-record", where, message)], record
+    differing = RUNS.problem(stated, record)
+    if differing is not None:
+        return [Problem("runs-record", where, differing)], record
     return [], record
 
 
@@ -301,6 +302,8 @@ def _check_range(
     start = span.start
     prev = chain.genesis(digest) if start == 0 else rows[start - 1].record_hash
     last_seq: object = None if start == 0 else rows[start - 1].seq
+    broken: int | None = None  # the first link that breaks the chain
+    after = 0  # intact links after it, continuing the stored link before each
     for expected in span:
         row = rows[expected]
         where = f"runs {digest[:19]}... link {expected} (record {row.record_id})"
@@ -313,6 +316,16 @@ def _check_range(
                 )
             )
         last_seq = row.seq
+        stored_prev = chain.genesis(digest) if expected == 0 else rows[expected - 1].record_hash
+        continues = (row.prev_hash, row.chain_index) == (prev, expected)
+        if broken is not None and not continues and _intact_as_stored(row, stored_prev):
+            found, record = _row_problems(row, where)  # its columns are still checked
+            problems += found
+            records.append(None if record is None else (record.record_id, convert(record)))
+            after += 1
+            prev = row.record_hash
+            continue
+        before = len(problems)
         if row.chain_index != expected:
             problems.append(
                 Problem(
@@ -322,34 +335,74 @@ def _check_range(
                     "record was removed, inserted or duplicated",
                 )
             )
-        if (row.prev_hash, row.chain_index) != (prev, expected):
+        if not continues:
             problems.append(
                 Problem("runs-chain", where, "its 'prev' column does not continue the chain")
             )
         mine = own.get(expected)
         if mine is not None and _is_as_written(row, mine, expected, prev):
+            if broken is None and len(problems) > before:
+                broken = expected
             records.append((row.record_id, cast(T, None)))  # what _dropped keeps
             prev = mine.hash
             continue
         recomputed, issues = chain.body_problems(
             row.body, expected, prev, row.record_hash, trusted=expected < pinned
         )
-        problems += [Problem("runs-chain", where, issue) for issue in issues]
-        if recomputed is not None and row.record_hash != recomputed:
+        unsound = bool(issues) or row.record_hash != recomputed
+        if unsound and _intact_as_stored(row, row.prev_hash):
+            # sound where it says it is: the chain breaks before it, this link is not edited
             problems.append(
-                Problem("runs-chain", where, "its hash column does not match its content")
+                Problem(
+                    "runs-chain",
+                    where,
+                    f"the link is intact as link {row.chain_index} after the hash it names, "
+                    "but that is not the link stored before it: a record before it was "
+                    "removed, inserted, reordered or edited",
+                )
             )
-        elif read_pinned is not None and expected < pinned and not issues:
+            recomputed = row.record_hash
+        elif unsound:
+            problems += [Problem("runs-chain", where, issue) for issue in issues]
+            if recomputed is not None and row.record_hash != recomputed:
+                problems.append(
+                    Problem("runs-chain", where, "its hash column does not match its content")
+                )
+        elif read_pinned is not None and expected < pinned:
             kept = _pinned_read(row, read_pinned)
             if kept is not None:
                 records.append((row.record_id, kept[0]))
                 prev = recomputed or row.record_hash
                 continue
+        if broken is None and len(problems) > before:
+            broken = expected
         found, record = _row_problems(row, where)
         problems += found
         records.append(None if record is None else (record.record_id, convert(record)))
         prev = recomputed or row.record_hash
+    if after:
+        problems.append(
+            Problem(
+                "runs-chain",
+                f"runs {digest[:19]}... after link {broken}",
+                f"{after} link(s) after the break at link {broken} are intact and continue "
+                "the chain as stored (each hashes to its hash column after the link stored "
+                "before it): not edited, shifted by the break",
+            )
+        )
     return problems, prev, records
+
+
+def _intact_as_stored(row: ChainRow, stored_prev: str) -> bool:
+    """Whether ``row`` is a sound link where it says it is: its prev column is the hash
+    of the row stored before it and its body hashes to its hash column at its own
+    stated index (a link after a break, shifted by a removal or an insertion)."""
+    if type(row.chain_index) is not int or row.prev_hash != stored_prev:
+        return False
+    recomputed, issues = chain.body_problems(
+        row.body, row.chain_index, row.prev_hash, row.record_hash
+    )
+    return not issues and recomputed == row.record_hash
 
 
 def _duplicates(rows: list[ChainRow], digest: str) -> list[Problem]:
@@ -543,6 +596,65 @@ def check_verdicts(folder: Path, registry: Registry) -> tuple[list[Problem], dic
     return problems, counts
 
 
+def _entries_by_digest(registry: Registry) -> dict[str, Entry]:
+    """Each registration by digest; empty where the registry cannot be read (its own
+    check names why)."""
+    try:
+        return {e.digest: e for e in registry.entries()}
+    except (PreregError, KeyError, TypeError, ValueError):
+        return {}
+
+
+def check_planned(registry: Registry, entry: Entry | None, rows: list[ChainRow]) -> list[Problem]:
+    """Records of a unit the registration never planned (arm, task of its split, repeat):
+    what ``analyse`` and ``import`` refuse, reported by ``verify`` too."""
+    if entry is None or not rows:
+        return []
+    try:
+        experiment = registry.load_experiment(entry)
+        plan = plan_from_registration(entry.registration, entry.digest)
+        planned = {unit.key for unit in expand_units(plan, experiment)}
+    except (PreregError, KeyError, TypeError, ValueError, OSError):
+        return []  # a registration that cannot be read: the registry's check names it
+    stray = [r for r in rows if (r.arm, r.task_id, r.repeat) not in planned]
+    if not stray:
+        return []
+    shown = ", ".join(f"{r.arm}/{r.task_id}/{r.repeat} (link {r.chain_index})" for r in stray[:5])
+    return [
+        Problem(
+            "runs-unplanned",
+            f"runs of '{entry.id}'",
+            f"{len(stray)} record(s) of units the registration does not plan (arm, task of "
+            f"the split, repeat): {shown}{' ...' if len(stray) > 5 else ''}",
+        )
+    ]
+
+
+def check_belonging(
+    folder: Path,
+    entries: Mapping[str, Entry],
+    judged: set[str],
+    runs: Mapping[str, Mapping[str, RunRecord]],
+) -> list[Problem]:
+    """Verdicts and gold labels of runs that are not there or need none, and verdicts of
+    judges not registered (:func:`prereg.runners.judging.belong.belonging_problems`)."""
+    problems: list[Problem] = []
+    with VerdictStore(folder) as store:
+        for digest in sorted(judged):
+            entry = entries.get(digest)
+            if entry is None:
+                continue  # verdicts of no registration: check_verdicts names them
+            try:
+                verdicts, gold = store.stored_items(digest)
+            except (sqlite3.DatabaseError, IntegrityError):
+                return problems  # an unreadable store: check_verdicts named it
+            problems += [
+                Problem("verdicts-belonging", f"verdicts of '{entry.id}'", why)
+                for why in belonging_problems(entry, verdicts, gold, runs.get(digest, {}))
+            ]
+    return problems
+
+
 def verify_runs(
     runs: StoreLocation, registry: Registry, verdicts: Path | None = None
 ) -> RunsReport:
@@ -550,13 +662,18 @@ def verify_runs(
     PostgreSQL URL) and of the verdict store in ``verdicts`` (default: the workspace's
     ``runs/`` beside ``registry``)."""
     report = RunsReport()
-    found, report.verdicts = check_verdicts(verdicts or registry.root.parent / "runs", registry)
+    folder = verdicts or registry.root.parent / "runs"
+    found, report.verdicts = check_verdicts(folder, registry)
     report.problems += found
+    judged = {digest for per in report.verdicts.values() for digest in per}
+    entries = _entries_by_digest(registry)
+    kept: dict[str, dict[str, RunRecord]] = {}  # the records of judged digests, by id
     store, problem = _present(runs)
     if problem is not None:
         report.problems.append(problem)
     if store is None:
         report.problems += _missing_chains(registry, set())
+        report.problems += check_belonging(folder, entries, judged, kept)
         return report
     try:
         report.problems += store_problems(store)
@@ -564,11 +681,16 @@ def verify_runs(
         for digest in digests:
             rows = store.chain_rows(digest)
             report.records += len(rows)
-            problems, head = check_chain(rows, digest)
+            if digest in judged:
+                problems, head, records = check_chain_records(rows, digest, _as_is)
+                kept[digest] = {r[0]: r[1] for r in records if r is not None}
+            else:
+                problems, head = check_chain(rows, digest)
             report.problems += problems
             report.problems += check_anchors(registry, digest, rows)
             report.problems += check_owner(registry, digest, rows)
             report.problems += check_claim(registry, digest, rows)
+            report.problems += check_planned(registry, entries.get(digest), rows)
             report.heads[digest] = {"count": len(rows), "head": head}
         report.problems += _missing_chains(registry, set(digests))
     except (sqlite3.DatabaseError, StoreUnreadable) as exc:
@@ -577,6 +699,7 @@ def verify_runs(
         )
     finally:
         store.close()
+    report.problems += check_belonging(folder, entries, judged, kept)
     return report
 
 

@@ -183,7 +183,8 @@ def test_a_link_hashed_over_non_canonical_bytes_past_the_anchor_is_refused(
     assert any("does not match its hash" in d for d in refused.value.details)
     code, data = _verify(cli, ws)
     assert code == 3
-    assert {p["kind"] for p in data["runs"]["problems"]} == {"runs-chain"}
+    # the appended record repeats a unit under an unplanned repeat: verify names that too
+    assert {p["kind"] for p in data["runs"]["problems"]} == {"runs-chain", "runs-unplanned"}
     analysed = cli("-w", ws, "analyse", PILOT_ID, "--json")
     assert analysed.code == 3, analysed.stdout
     assert (ws / "registry" / "ledger.jsonl").read_bytes() == ledger  # never pinned
@@ -216,5 +217,5 @@ def test_verify_names_it_under_an_anchor_a_ledger_writer_forged(
     code, data = _verify(cli, ws)
     assert code == 3
     problems = data["runs"]["problems"]
-    assert {p["kind"] for p in problems} == {"runs-chain"}
+    assert {p["kind"] for p in problems} == {"runs-chain", "runs-unplanned"}  # as above
     assert any("does not match its hash" in p["message"] for p in problems)

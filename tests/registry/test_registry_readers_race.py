@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from prereg.commands.registry_cmds import init_workspace
+from prereg.registry import registrations
 from prereg.registry.ledger import Ledger, LedgerLine
 from prereg.registry.registrations import PENDING_SUFFIX, Registry
 from prereg.registry.verify import verify
@@ -52,6 +53,17 @@ def _rename_on_first_pending_read(monkeypatch: pytest.MonkeyPatch, final: Path) 
         return _READ_BYTES(self)
 
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    original = registrations.read_regular_file
+
+    def read_regular_file(path: str | Path, *, limit: int, what: str) -> bytes:
+        # the registry's own reader (regular files only, bounded) meets the same race
+        if Path(path).name == final.name + PENDING_SUFFIX and not fired:
+            fired.append(Path(path).name)
+            os.replace(path, final)
+            raise FileNotFoundError(str(path))
+        return original(path, limit=limit, what=what)
+
+    monkeypatch.setattr(registrations, "read_regular_file", read_regular_file)
     return fired
 
 

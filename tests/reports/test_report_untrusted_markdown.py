@@ -15,6 +15,7 @@ import re
 import unicodedata
 
 import pytest
+import yaml
 from markdown_it import MarkdownIt
 
 from prereg.cli import main
@@ -48,6 +49,12 @@ def markdown(tmp_path_factory: pytest.TempPathFactory) -> str:
     ws = tmp_path_factory.mktemp("md") / "ws"
     assert _cli("init", ws)[0] == 0
     tasks = make_lab(ws, n_tasks=6, description=TOOL, prompt=PROMPT)
+    # the prompts' invisible format characters declared, as an experiment meaning them must
+    experiment_path = ws / "experiments" / "lab" / "experiment.yaml"
+    experiment = yaml.safe_load(experiment_path.read_text())
+    hidden = {c for c in PROMPT if unicodedata.category(c) == "Cf"}
+    experiment["format_characters"] = sorted(f"U+{ord(c):04X}" for c in hidden)
+    _dump(experiment_path, experiment)
     draft = ws / "drafts" / "lab-md.yaml"
     _dump(draft, registration("lab-md", title=TITLE, hypothesis=HYPOTHESIS))
     code, out = _cli("-w", ws, "register", draft, "--json")

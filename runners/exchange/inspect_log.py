@@ -183,6 +183,15 @@ def scorer_of(log: EvalLog, outcome: str, path: Path) -> str:
         return outcome
     if len(names) == 1:
         return names[0]
+    if not names and log.status == "error" and log.error is not None:
+        # the eval itself failed before scoring: say so, not "no score" (issue 43)
+        raise BadInput(
+            "the Inspect eval ended in an error before any sample was scored: "
+            f"{redact(log.error.message) or 'no message'}; nothing was imported (run the "
+            "eval again, or `inspect eval-retry` it, then import the new log)",
+            file=str(path),
+            field="error",
+        )
     raise BadInput(
         f"cannot tell which score decides '{outcome}': the log has {names or 'none'} "
         f"(name one '{outcome}', or keep a single scorer)",

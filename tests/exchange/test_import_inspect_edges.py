@@ -205,3 +205,34 @@ def test_a_confirmatory_registration_takes_no_earlier_runs(
 
 def _ledger(root: Path) -> str:
     return "".join(p.read_text() for p in (root / "registry").rglob("*.jsonl"))
+
+
+def test_an_errored_eval_is_named_by_its_error(
+    workspace: Path, tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    """An eval that failed before scoring (status "error", no sample scored) is refused
+    with the eval's own error, not with "cannot tell which score decides" (issue 43)."""
+    a, b, _ = _tasks(workspace, "dev")
+    now = datetime.now(UTC)
+    failing = "model server refused the request (HTTP 529 overloaded)"
+    log = EvalLog(
+        eval=EvalSpec(
+            created=now.isoformat(),
+            task="edges-task",
+            dataset=EvalDataset(name="d"),
+            model=MODEL,
+            config=EvalConfig(epochs=2),
+            metadata={"arm": "baseline"},
+        ),
+        status="error",
+        error=EvalError(message=failing, traceback="", traceback_ansi=""),
+        samples=[_sample(a, 1, None, now, error=failing), _sample(b, 1, None, now, error=failing)],
+    )
+    path = tmp_path / "errored.eval"
+    write_eval_log(log, str(path))
+    before = tree_digest(workspace / "runs")
+    result = _import(cli, workspace, path, "edges")
+    assert result.code == 2, result.stderr
+    assert "ended in an error before any sample was scored" in result.stderr
+    assert failing in result.stderr and "which score decides" not in result.stderr
+    assert tree_digest(workspace / "runs") == before

@@ -345,6 +345,17 @@ FIGURES = {
 }
 
 
+def caption(name: str, report: Report) -> str:
+    """A figure's caption, saying what it shows (the forest plot without intent rows shows
+    the whole design's difference only, and is titled so)."""
+    if name == "forest" and not any(
+        r.interval is not None and _ok(r.difference, r.interval.low, r.interval.high)
+        for r in report.per_intent
+    ):
+        return "Paired difference between the arms, whole design (no intent with an interval)"
+    return FIGURES.get(name, (None, name))[1]
+
+
 #: The figure whose drawing grows with the programme (a row per arm and intent): drawn
 #: in a forked child while this process draws the others (:class:`Drawing`).
 LARGEST = "terminal_breakdown"

@@ -21,7 +21,7 @@ from prereg.reports.calibration.text import TITLE as CALIBRATION_TITLE
 from prereg.reports.calibration.text import calibration_caption, calibration_table
 from prereg.reports.judged.text import judged_lines
 from prereg.reports.model import Report, TestReport
-from prereg.reports.render.figures import FIGURES
+from prereg.reports.render.figures import caption as figure_caption
 from prereg.reports.render.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
@@ -112,8 +112,8 @@ def _tests(tests: Sequence[TestReport]) -> Raw:
     )
 
 
-def _figure(name: str, png: bytes) -> Raw:
-    caption = FIGURES.get(name, (None, name))[1]
+def _figure(name: str, png: bytes, r: Report) -> Raw:
+    caption = figure_caption(name, r)
     data = base64.b64encode(png).decode("ascii")
     img = Raw(f'<img alt="{html_text(caption)}" src="data:image/png;base64,{data}">')
     return el("figure", img, el("figcaption", caption))
@@ -221,7 +221,7 @@ def _arms(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
             table(*configuration_table(r)),
         ]
     if "arm_rates" in figures:
-        body.append(_figure("arm_rates", figures["arm_rates"]))
+        body.append(_figure("arm_rates", figures["arm_rates"], r))
     return body
 
 
@@ -254,7 +254,7 @@ def _stopping(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
             ),
         ]
         if "eprocess" in figures:
-            body.append(_figure("eprocess", figures["eprocess"]))
+            body.append(_figure("eprocess", figures["eprocess"], r))
     return body
 
 
@@ -293,8 +293,16 @@ def _intents(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
     if r.per_intent:
         intents = [table(*intent_table(r))]
         if "forest" in figures:
-            intents.append(_figure("forest", figures["forest"]))
+            intents.append(_figure("forest", figures["forest"], r))
     return intents
+
+
+def _whole_design(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
+    """The forest plot of the whole design when there are no intent rows to hold it (the
+    Markdown lists every figure; the HTML must show it too)."""
+    if r.per_intent or "forest" not in figures:
+        return []
+    return [_figure("forest", figures["forest"], r)]
 
 
 def _registered_intents(r: Report, intents: list[Any]) -> list[Any]:
@@ -381,7 +389,7 @@ def _exploratory(r: Report, figures: Mapping[str, bytes], intents: list[Any]) ->
             *intents,
         ]
     if "funnel" in figures:
-        body.append(_figure("funnel", figures["funnel"]))
+        body.append(_figure("funnel", figures["funnel"], r))
     for title, header, rows in exploratory_tables(r.exploratory):
         body += [el("h3", title), table(header, rows)]
     return body
@@ -463,7 +471,7 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     r = report
     intents = _intents(r, figures)
     body = _title(r) + _simulated(r) + _registration(r) + _runs(r) + _arms(r, figures)
-    body += _primary(r)
+    body += _primary(r) + _whole_design(r, figures)
     body += _stopping(r, figures) + _secondary(r) + _multiplicity(r)
     body += _registered_intents(r, intents) + _calibration(r) + _controls(r)
     body += _toolbottleneck(r)

@@ -20,6 +20,7 @@ from prereg.reports.calibration.text import calibration_caption, calibration_tab
 from prereg.reports.judged.text import judged_lines
 from prereg.reports.model import Report, TestReport
 from prereg.reports.render.figures import FIGURES
+from prereg.reports.render.figures import caption as figure_caption
 from prereg.reports.render.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
@@ -369,7 +370,7 @@ def _figures(r: Report) -> list[str]:
         for name in r.figures:
             if name not in FIGURES:  # only the report's own figures, by their fixed names
                 continue
-            out += [f"![{esc(FIGURES[name][1])}](figures/{name}.png)", ""]
+            out += [f"![{esc(figure_caption(name, r))}](figures/{name}.png)", ""]
     return out
 
 

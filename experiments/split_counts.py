@@ -1,5 +1,5 @@
 """The counts per split that ``prereg split show`` reports: tasks and clusters per split,
-intent and polarity of a loaded experiment.
+intent and polarity of a loaded experiment, and with ``--tasks`` the tasks themselves.
 
 Apart from :mod:`.splits`, which the loader uses to assign the splits: counting needs the
 loaded :class:`~prereg.experiments.loader.Experiment`, and one module doing both made an
@@ -39,3 +39,24 @@ def describe_splits(experiment: Experiment) -> dict[str, Any]:
         "intents": list(experiment.intents),
         "splits": splits,
     }
+
+
+def task_rows(experiment: Experiment, split: str | None = None) -> list[dict[str, str]]:
+    """Every task (of ``split``, else of every split in order): its id, split, intent,
+    cluster and polarity, never its prompt. What an Inspect import or a debugging session
+    needs to name tasks (issue 43); ValueError for a split the experiment lacks."""
+    if split is not None and split not in experiment.split_names:
+        known = ", ".join(experiment.split_names)
+        raise ValueError(f"experiment '{experiment.name}' has no split '{split}' ({known})")
+    names = [split] if split is not None else list(experiment.split_names)
+    return [
+        {
+            "id": t.id,
+            "split": name,
+            "intent": t.intent,
+            "cluster": t.cluster,
+            "polarity": t.polarity,
+        }
+        for name in names
+        for t in experiment.tasks_in_split(name)
+    ]

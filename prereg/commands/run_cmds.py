@@ -28,7 +28,7 @@ from prereg.core.untrusted import display
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
-from prereg.experiments.split_counts import describe_splits
+from prereg.experiments.split_counts import describe_splits, task_rows
 from prereg.reports.inspect_export import export_inspect
 from prereg.runners.api import run_registration
 from prereg.runners.exchange.export import export_parquet, export_registration, is_stdout
@@ -361,10 +361,29 @@ def split_show(
     experiment: Annotated[
         str, typer.Argument(help="Experiment folder name.", autocompletion=complete_experiment)
     ],
+    tasks: Annotated[
+        bool,
+        typer.Option(
+            "--tasks",
+            help="Also list every task: id, split, intent, cluster, polarity (no prompt).",
+        ),
+    ] = False,
+    only: Annotated[
+        str | None,
+        typer.Option("--split", help="With --tasks: only this split's tasks.", metavar="NAME"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Counts per split, intent and polarity (whole clusters go to one split)."""
-    data = describe_splits(_workspace_experiment(workspace(ctx), experiment))
+    loaded = _workspace_experiment(workspace(ctx), experiment)
+    data = describe_splits(loaded)
+    if only is not None and not tasks:
+        raise BadInput("--split NAME lists one split's tasks: use it with --tasks", field="--split")
+    if tasks:
+        try:
+            data["task_list"] = task_rows(loaded, only)
+        except ValueError as exc:
+            raise BadInput(str(exc), field="--split") from None
 
     def human() -> None:
         polarities = ("positive", "negative", "optional")
@@ -394,6 +413,13 @@ def split_show(
                 end_section=True,
             )
         console.print(table)
+        if "task_list" in data:
+            listing = Table(title=display(f"{len(data['task_list'])} tasks"))
+            for column in ("id", "split", "intent", "cluster", "polarity"):
+                listing.add_column(column, no_wrap=column == "id")
+            for row in data["task_list"]:
+                listing.add_row(*(display(row[c]) for c in row))
+            console.print(listing)
 
     emit(data, as_json, human)
 

@@ -54,7 +54,7 @@ th{background:#f3f3f3}.verdict{font-size:1.3em;padding:.6em;border-radius:4px;ba
 .banner{background:#fff3cd;border:1px solid #e0c36a;padding:.6em;font-weight:bold}
 blockquote{border-left:4px solid #ccc;margin:.5em 0;padding:.2em .8em;white-space:pre-wrap}
 code{background:#f5f5f5;padding:0 .2em}.muted{color:#666;font-size:.9em}
-.scroll{overflow-x:auto;max-width:100%}td{overflow-wrap:anywhere}td:first-child{overflow-wrap:normal}
+.scroll{overflow-x:auto;max-width:100%}
 table.nested{margin:0;font-size:1em}table.nested th{font-weight:normal;white-space:nowrap}
 img{max-width:100%;height:auto}figure{margin:1em 0}
 """

@@ -4,7 +4,8 @@ A user opening report.html on a phone saw tables push the page to 941 px at 420 
 wide and the host row as one raw JSON string. Here Chromium lays the demo's reports
 out at phone and desktop widths, and a script in the page measures what a reader
 would see: the page never scrolls sideways (tables scroll inside their own box), no
-figure is wider than the screen, and the host is a table, not JSON.
+figure is wider than the screen, no token in a table cell is broken across lines (issue
+43), and the host is a table, not JSON.
 """
 
 from __future__ import annotations
@@ -45,8 +46,21 @@ const out = [...document.querySelectorAll('body *')]
   .map((e) => e.tagName + '.' + (e.className || ''));
 const images = [...document.images].map((i) => ({loaded: i.naturalWidth > 0,
   right: i.getBoundingClientRect().right}));
+// a token (a run without white space, e.g. "0.6527" or "47.6%") laid out on two lines
+const broken = [];
+const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+  if (!node.parentElement.closest('td')) continue;
+  for (const m of node.data.matchAll(/[^\\s\\-\\/]+/g)) {
+    const range = document.createRange();
+    range.setStart(node, m.index);
+    range.setEnd(node, m.index + m[0].length);
+    const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+    if (tops.size > 1) broken.push(m[0]);
+  }
+}
 document.title = JSON.stringify({scroll: root.scrollWidth, client: root.clientWidth,
-  out: out.slice(0, 10), images: images});
+  out: out.slice(0, 10), images: images, broken: broken.slice(0, 10)});
 </script>"""
 
 
@@ -101,6 +115,8 @@ def test_the_demo_reports_read_well_on_a_phone_and_a_desktop(
             assert seen["out"] == [], where
             assert seen["images"] and all(i["loaded"] for i in seen["images"]), where
             assert all(i["right"] <= seen["client"] + 1 for i in seen["images"]), where
+            # no number or word broken inside a table cell (issue 43: "0.6|527", "47.6|%")
+            assert seen["broken"] == [], where
 
 
 def _host_is_a_table(demo: dict[str, Path]) -> None:

@@ -383,7 +383,7 @@ class ExperimentFile(Strict):
     splits: SplitSpec
     #: invisible characters (category Cf and the other default-ignorables, such as
     #: U+200D ZERO WIDTH JOINER in an emoji sequence or U+200C in Persian) that the
-    #: corpus's prompts may hold, as ``U+XXXX``; ``register`` refuses any other
+    #: corpus's prompts may hold, written like ``U+200D``; ``register`` refuses any other
     #: (issue 40). The fingerprints remove them either way.
     format_characters: list[Annotated[str, Field(pattern=r"^U\+(10|0?[0-9A-F])?[0-9A-F]{4}$")]] = (
         Field(default_factory=list)

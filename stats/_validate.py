@@ -321,3 +321,26 @@ def levels(values: Iterable[float], name: str = "levels") -> tuple[float, ...]:
     if not items:
         raise ValueError(f"{name} is empty")
     return tuple(probability(v, name) for v in items)
+
+
+def draw_count(draws: Any, name: str = "draws") -> int:
+    """A positive integer number of resamples, or ValueError naming ``name`` (a float
+    with a fraction, nan, infinity, text, a boolean, zero or a negative count)."""
+    try:
+        value = count(draws, name)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {draws!r}")
+    return value
+
+
+def rng_seed(seed: Any) -> int | None:
+    """None or a non-negative integer seed for ``numpy.random.default_rng``, or
+    ValueError naming ``seed`` (numpy would raise a TypeError for 1.5). Integers pass
+    unchanged (a float round trip would alter seeds above 2^53)."""
+    if seed is None:
+        return None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed)
+    return count(seed, "seed")

@@ -9,7 +9,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prereg.stats._dist import norm_ppf, norm_sf, t_ppf, t_sf
-from prereg.stats._validate import count, probability, vector
+from prereg.stats._validate import draw_count, probability, rng_seed, vector
+from prereg.stats._validate import labels as missing_refused
 from prereg.stats.results import BootstrapResult
 
 #: The fewest resampled clusters (prompts, or the registered unit) at which the interval
@@ -37,38 +38,9 @@ def _codes(labels: Any, n: int, name: str) -> tuple[NDArray[np.intp], int]:
     arr = np.asarray(labels)
     if arr.ndim != 1 or arr.size != n:
         raise ValueError(f"{name} must be one-dimensional with one label per row ({n})")
-    if arr.dtype.kind in "fc" and not bool(np.all(np.isfinite(arr))):
-        raise ValueError(f"{name} contains nan or infinite labels")
-    if arr.dtype.kind == "O" and any(
-        v is None or (isinstance(v, (float, np.floating)) and not math.isfinite(v))
-        for v in arr.tolist()
-    ):
-        raise ValueError(f"{name} contains missing labels (None or nan)")
+    arr = missing_refused(arr, name)
     _, codes = np.unique(arr, return_inverse=True)
     return codes.astype(np.intp).ravel(), int(codes.max()) + 1 if n else 0
-
-
-def _draw_count(draws: Any, name: str = "draws") -> int:
-    """A positive integer number of resamples, or ValueError naming ``name`` (a float
-    with a fraction, nan, infinity, text, a boolean, zero or a negative count)."""
-    try:
-        value = count(draws, name)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {draws!r}")
-    return value
-
-
-def _seed(seed: Any) -> int | None:
-    """None or a non-negative integer seed for ``numpy.random.default_rng``, or
-    ValueError naming ``seed`` (numpy would raise a TypeError for 1.5). Integers pass
-    unchanged (a float round trip would alter seeds above 2^53)."""
-    if seed is None:
-        return None
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
-        return int(seed)
-    return count(seed, "seed")
 
 
 def _cells(
@@ -519,8 +491,8 @@ def paired_bootstrap(
         raise ValueError(f"small_clusters must be 't' or 'none', got {small_clusters!r}")
     n_obs = int(yc.size)
     level = probability(level, "level")
-    draws = _draw_count(draws)
-    seed = _seed(seed)
+    draws = draw_count(draws)
+    seed = rng_seed(seed)
     pcode, n_prompts = _codes(prompts, n_obs, "prompts")
     rc, n_rc = (
         (np.zeros(n_obs, np.intp), 1)

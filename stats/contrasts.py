@@ -17,15 +17,13 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from prereg.stats._validate import count, probability, refuse_text
+from prereg.stats._validate import count, draw_count, probability, refuse_text, rng_seed
 from prereg.stats.bootstrap import (
     _codes,
-    _draw_count,
     _half_width,
     _inverted_pvalue,
     _Part,
     _prompt_draws,
-    _seed,
 )
 from prereg.stats.permutation import DEFAULT_DRAWS, sign_flip_test
 from prereg.stats.results import ContrastResult, PermutationResult
@@ -270,8 +268,8 @@ def contrast_bootstrap(
     if small_clusters not in ("t", "none"):
         raise ValueError(f"small_clusters must be 't' or 'none', got {small_clusters!r}")
     level = probability(level, "level")
-    draws = _draw_count(draws)
-    seed = _seed(seed)
+    draws = draw_count(draws)
+    seed = rng_seed(seed)
     d, w, n_rows = _unit_contrasts(values, weights, units)
     n = int(d.size)
     if n < 2:
@@ -348,7 +346,7 @@ def contrast_sign_flip(
     2 / 2^U: seed 001's 12 intents give p = .0098 (40 / 4096) for compact encoding.
     ``values``, ``weights`` and ``units`` as in :func:`contrast_bootstrap`.
     """
-    draws, seed = _draw_count(draws), _seed(seed)
+    draws, seed = draw_count(draws), rng_seed(seed)
     d, _, _ = _unit_contrasts(values, weights, units)
     res = sign_flip_test(d, alternative, draws=draws, seed=seed)
     return replace(res, method=f"{res.method}, of a contrast over {d.size} units")

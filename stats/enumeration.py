@@ -37,8 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from prereg.stats._validate import count, positive, probability, vector
-from prereg.stats.bootstrap import _draw_count, _seed
+from prereg.stats._validate import count, draw_count, positive, probability, rng_seed, vector
 from prereg.stats.contrasts import _unit_contrasts, contrast_bootstrap
 
 __all__ = [
@@ -112,7 +111,7 @@ def mc_standard_error(pvalue: float, draws: int) -> float:
     count that is not a positive integer (an exact p has no Monte Carlo error: it is 0
     without asking this function, as :func:`resampled_contrast` sets it)."""
     p = probability(pvalue, "pvalue", low_open=False, high_open=False)
-    b = _draw_count(draws)
+    b = draw_count(draws)
     return math.sqrt(p * (1.0 - p) / b)
 
 
@@ -267,8 +266,8 @@ def resampled_contrast(
     Needs at least two units; ValueError naming the argument for bad input (as
     :func:`prereg.stats.contrast_bootstrap`; ``max_enumerated`` a positive integer).
     """
-    draws, seed = _draw_count(draws), _seed(seed)
-    limit = _draw_count(max_enumerated, "max_enumerated")
+    draws, seed = draw_count(draws), rng_seed(seed)
+    limit = draw_count(max_enumerated, "max_enumerated")
     d, _, _ = _unit_contrasts(values, weights, units)
     if d.size < 2:
         raise ValueError(f"a bootstrap needs at least two resampling units, got {d.size}")

@@ -24,10 +24,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prereg.stats._dist import norm_ppf, t_ppf
-from prereg.stats._validate import probability
+from prereg.stats._validate import draw_count, probability
 from prereg.stats.bootstrap import _blocks as _boot_blocks
 from prereg.stats.bootstrap import _counts as _boot_counts
-from prereg.stats.bootstrap import _draw_count
 from prereg.stats.bootstrap import _multiplicities as _boot_multiplicities
 from prereg.stats.calibration.contrast import _outcomes
 from prereg.stats.calibration.outcome import Outcome
@@ -160,7 +159,7 @@ def bootstrap_intervals(
             f"yc and yt must be non-empty (data sets x tasks x repeats) arrays of one shape, "
             f"got {yc.shape} and {yt.shape}"
         )
-    draws = _draw_count(draws)
+    draws = draw_count(draws)
     levels = [probability(level, "levels") for level in levels]
     sims, p, r = yc.shape
     if units is not None and (np.shape(units) != (p,) or int(np.min(units)) < 0):

@@ -15,8 +15,7 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from prereg.stats._validate import probability, refuse_text
-from prereg.stats.bootstrap import _draw_count, _seed
+from prereg.stats._validate import draw_count, probability, refuse_text, rng_seed
 from prereg.stats.calibration.bootstrap import _bootstrap, _BootstrapDraws
 from prereg.stats.calibration.contrast import (
     _contrast,
@@ -259,8 +258,8 @@ def calibrate(
     ValueError naming the argument for a non-positive ``sims`` or ``draws``, a non-finite
     ``effect``, a ``power_target`` outside (0, 1) or a negative ``seed``.
     """
-    sims, draws = _draw_count(sims, "sims"), _draw_count(draws, "draws")
-    seed = _seed(seed)
+    sims, draws = draw_count(sims, "sims"), draw_count(draws, "draws")
+    seed = rng_seed(seed)
     refuse_text(effect, "effect")
     if not math.isfinite(float(effect)):
         raise ValueError(f"effect must be finite, got {effect!r}")

@@ -14,8 +14,7 @@ import math
 
 import numpy as np
 
-from prereg.stats._validate import probability
-from prereg.stats.bootstrap import _draw_count
+from prereg.stats._validate import draw_count, probability
 from prereg.stats.calibration_model import BoolArray
 
 #: a rate is judged against nominal +- this many Monte Carlo standard errors
@@ -32,7 +31,7 @@ def verdict(quantity: str, estimate: float, nominal: float | None, sims: int) ->
         raise ValueError(f"estimate must be a rate or nan, got {estimate!r}")
     if nominal is None or math.isnan(estimate):
         return "-"
-    sims = _draw_count(sims, "sims")
+    sims = draw_count(sims, "sims")
     nominal = probability(nominal, "nominal")
     se = math.sqrt(nominal * (1.0 - nominal) / sims)
     tolerance = MC_Z * se + 1e-12

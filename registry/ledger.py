@@ -30,11 +30,13 @@ GENESIS = PREFIX + "0" * 64
 # write page by page); it waits this long, this many times, for the line to end.
 PARTIAL_LINE_WAIT = 0.02
 PARTIAL_LINE_RETRIES = 10
+# How much of the ledger's end :meth:`Ledger.head` reads at first (a line is ~400 bytes).
+TAIL_BLOCK = 16384
 
 
 @dataclass(frozen=True)
 class LedgerLine:
-    number: int  # 1-based line number in the file
+    number: int  # 1-based line number in the file (0: read from the end by Ledger.head)
     raw: bytes  # the line's exact bytes, without the newline
     data: dict[str, Any] | None  # None when the line is not valid JSON
 
@@ -115,12 +117,50 @@ class Ledger:
         return [line.data for line in self.lines() if line.data is not None]
 
     def head(self) -> LedgerHead:
-        lines = self.lines()
-        if not lines:
-            return LedgerHead(seq=0, hash=GENESIS)
-        last = lines[-1]
+        """The newest line's seq and hash, read from the end of the file.
+
+        An append needs only the newest line, and a confirmatory run appends one anchor
+        per stored record (:meth:`Registry.pin_link`), so reading the whole ledger here
+        would make a run quadratic in its records. A file whose end is not a whole line
+        (an append in progress, a damaged end) is read whole, as :meth:`lines` reads it.
+        """
+        last = self._last_line()
+        if last is None:
+            lines = self.lines()
+            if not lines:
+                return LedgerHead(seq=0, hash=GENESIS)
+            last = lines[-1]
         seq = int(last.data.get("seq", 0)) if last.data else 0
         return LedgerHead(seq=seq, hash=last.hash)
+
+    def _last_line(self) -> LedgerLine | None:
+        """The newest line, reading back from the end in blocks; None when the file is
+        missing or empty, does not end with a newline, or ends with a blank line (then
+        :meth:`head` reads it whole, as :meth:`lines` does)."""
+        try:
+            with open(self.path, "rb") as handle:
+                end = handle.seek(0, os.SEEK_END)
+                block = TAIL_BLOCK
+                while True:
+                    start = max(0, end - block)
+                    handle.seek(start)
+                    tail = handle.read(end - start)
+                    if not tail.endswith(b"\n"):
+                        return None
+                    cut = tail.rfind(b"\n", 0, len(tail) - 1)
+                    if cut >= 0 or start == 0:
+                        break
+                    block *= 4
+        except OSError:
+            return None
+        raw = tail[cut + 1 : -1]
+        if not raw.strip():
+            return None
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = None
+        return LedgerLine(number=0, raw=raw, data=data if isinstance(data, dict) else None)
 
     def prepare(self, event: dict[str, Any]) -> bytes:
         """The exact bytes of the next line for ``event``; hold :meth:`locked`.

@@ -704,6 +704,35 @@ class Registry:
                 }
             )
 
+    def pin_link(self, entry: Entry, count: int, head: str) -> dict[str, Any]:
+        """Pin one link of ``entry``'s run chain as soon as it is stored (issue 40, item 8).
+
+        A confirmatory run on the locked split calls this for every record it appends
+        (:func:`prereg.runners.store.verify.link_pin`), so removing records of a run killed
+        before its end-of-run anchor leaves a chain shorter than the ledger pinned. The
+        link is the one this process just wrote (its hash over the bytes it wrote), so
+        it is pinned as a verified head is. Cost independent of the ledger's length: the
+        ledger's newest line is read from the file's end, and mirrors a killed writer
+        left pending are finished only when one is in the way.
+        """
+        event = {
+            "event": ANCHOR_EVENT,
+            "id": entry.id,
+            "digest": entry.digest,
+            "count": count,
+            "head": head,
+        }
+        with self.ledger.locked():
+            line = self.ledger.prepare(event)
+            path = self.anchors_dir / f"{json.loads(line)['seq']:06d}.json"
+            if pending_path(path).exists():
+                self.finish_pending()
+                line = self.ledger.prepare(event)
+                path = self.anchors_dir / f"{json.loads(line)['seq']:06d}.json"
+            self._append_mirrored(path, line, line)
+            parsed: dict[str, Any] = json.loads(line)
+            return parsed
+
     def _append_anchor(self, event: dict[str, Any]) -> dict[str, Any]:
         """Append an anchor line, mirrored in ``anchors/<seq>.json``; hold the lock."""
         line = self.ledger.prepare(event)

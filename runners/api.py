@@ -42,7 +42,7 @@ from prereg.runners.store.choose import (
 )
 from prereg.runners.store.interface import WrittenLinks
 from prereg.runners.store.sqlite import store_path, writable
-from prereg.runners.store.verify import anchor_runs, verified_records
+from prereg.runners.store.verify import anchor_runs, link_pin, verified_records
 
 
 @dataclass
@@ -139,7 +139,7 @@ def run_ready(
     if exits_after:
         settle_heap(ready.driver, ready.plan)
     records = open_store(ready.runs)
-    written = WrittenLinks()
+    written = WrittenLinks(pin=link_pin(ready.registry, ready.entry))
     try:
         summary = execute(
             ready.plan,

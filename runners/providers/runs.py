@@ -59,8 +59,9 @@ from prereg.runners.providers.factory import create_run_drivers, spent_so_far
 from prereg.runners.providers.prices import load_prices, worst_case_usd
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.store.choose import StoreLocation, open_store, resolve_store
+from prereg.runners.store.interface import WrittenLinks
 from prereg.runners.store.sqlite import RunStore
-from prereg.runners.store.verify import anchor_runs, verified_records
+from prereg.runners.store.verify import anchor_runs, link_pin, verified_records
 from prereg.runners.toolbottleneck.study import StudyUnits
 
 ASSUMPTION = (
@@ -360,6 +361,7 @@ def run_batched(
                 concurrency=concurrency,
                 max_units=max_units,
                 progress=progress,
+                written=WrittenLinks(pin=link_pin(registry, entry)),
             )
             return summary, report, driver.primed_count()
         finally:

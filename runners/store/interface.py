@@ -17,7 +17,7 @@ transaction (:mod:`prereg.runners.store.chain`). Choosing a store:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Self
 
@@ -126,8 +126,12 @@ class WrittenLinks:
     provider bench's wall time; issue 15). Links written by any other process are checked
     in full, and ``prereg verify`` and ``analyse`` always check every link."""
 
-    def __init__(self) -> None:
+    def __init__(self, pin: Callable[[int, str], object] | None = None) -> None:
+        """``pin``: called with (count, head) after each link is added, to pin it in the
+        registry at once (a confirmatory run; see
+        :func:`prereg.runners.store.verify.link_pin`)."""
         self._by_digest: dict[str, dict[int, WrittenLink]] = {}
+        self._pin = pin
 
     def add(self, linked: RunRecord) -> None:
         """``linked``: a record as :meth:`RecordStore.append` returned it."""
@@ -135,6 +139,8 @@ class WrittenLinks:
             return
         links = self._by_digest.setdefault(linked.registration_digest, {})
         links[linked.chain.index] = WrittenLink(linked.chain.hash, indexed_columns(linked))
+        if self._pin is not None:
+            self._pin(linked.chain.index + 1, linked.chain.hash)
 
     def of(self, digest: str) -> Mapping[int, WrittenLink]:
         return self._by_digest.get(digest, {})

@@ -853,3 +853,17 @@ def anchor_runs(
     if head["count"]:
         registry.anchor_runs(entry, int(head["count"]), str(head["head"]))
     return head
+
+
+def link_pin(registry: Registry, entry: Entry) -> Callable[[int, str], object] | None:
+    """The per-link pin of a run on the locked split, for :class:`WrittenLinks` (None
+    for any other run).
+
+    A confirmatory run pins every link it stores, at once (issue 40, item 8): the
+    end-of-run anchor alone left a window in which a run killed before its end could
+    have its records deleted and be run again, leaving a consistent, shorter history.
+    What stays open is at most one link per unit in flight: a kill between a record's
+    append and its pin (docs/integrity.md)."""
+    if entry.registration.split != LOCKED_SPLIT:
+        return None
+    return partial(registry.pin_link, entry)

@@ -22,6 +22,7 @@ from typing import Any
 from filelock import FileLock
 
 from prereg.core.errors import IntegrityError, WriteFailure
+from prereg.core.safeio import MIB, UnreadableFile, read_regular_file
 from prereg.core.version import code_version
 from prereg.registry.digest import PREFIX, canonical_json, sha256_hex
 
@@ -30,6 +31,8 @@ GENESIS = PREFIX + "0" * 64
 # write page by page); it waits this long, this many times, for the line to end.
 PARTIAL_LINE_WAIT = 0.02
 PARTIAL_LINE_RETRIES = 10
+# The largest ledger read (a confirmatory run adds ~430 bytes a record: millions of records).
+MAX_LEDGER_BYTES = 4096 * MIB
 # How much of the ledger's end :meth:`Ledger.head` reads at first (a line is ~400 bytes).
 TAIL_BLOCK = 16384
 
@@ -86,18 +89,25 @@ class Ledger:
         if not os.path.lexists(self.path):
             return b""
         try:
-            data = self.path.read_bytes()
+            data = self._read_file()
             for _ in range(PARTIAL_LINE_RETRIES):
                 if not data or data.endswith(b"\n"):
                     break
                 time.sleep(PARTIAL_LINE_WAIT)  # an append in progress: let it finish
-                data = self.path.read_bytes()
+                data = self._read_file()
             return data  # still no newline: a damaged last line, for the chain check
         except OSError as exc:  # a folder, a broken link or a loop in place of the file
             raise IntegrityError(
                 f"the ledger cannot be read ({exc.strerror or exc}); it should be a file",
                 file=str(self.path),
             ) from None
+        except UnreadableFile as exc:  # a FIFO or a device: never blocks, never read whole
+            raise IntegrityError(
+                f"the ledger cannot be read: it {exc.reason}", file=str(self.path)
+            ) from None
+
+    def _read_file(self) -> bytes:
+        return read_regular_file(self.path, limit=MAX_LEDGER_BYTES, what="a ledger")
 
     def lines(self) -> list[LedgerLine]:
         out = []

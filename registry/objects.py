@@ -11,6 +11,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from prereg.core.errors import IntegrityError
+from prereg.core.safeio import MAX_EXPERIMENT_FILE_BYTES, UnreadableFile, read_regular_file
 from prereg.registry.digest import PREFIX, sha256_hex
 
 
@@ -36,8 +38,17 @@ class ObjectStore:
         return digest
 
     def get(self, digest: str) -> bytes:
-        """The stored bytes; FileNotFoundError if the object is missing."""
-        return self.path(digest).read_bytes()
+        """The stored bytes; FileNotFoundError if the object is missing, IntegrityError
+        (exit 3) when something else stands in its place (a folder, a FIFO, a device, a
+        file over the size an experiment file may have): never blocks, never reads more."""
+        path = self.path(digest)
+        try:
+            return read_regular_file(path, limit=MAX_EXPERIMENT_FILE_BYTES, what="an object")
+        except IsADirectoryError:
+            reason = "is a folder"
+        except UnreadableFile as exc:
+            reason = exc.reason
+        raise IntegrityError(f"the stored object {digest} {reason}", file=str(path))
 
     def exists(self, digest: str) -> bool:
         return self.path(digest).is_file()

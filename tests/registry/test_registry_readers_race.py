@@ -145,13 +145,13 @@ def test_a_half_written_last_line_is_waited_for(
     whole = _READ_BYTES(registry.ledger.path)
     reads: list[int] = []
 
-    def read_bytes(self: Path) -> bytes:
-        if self == registry.ledger.path:
+    def read_file(self: Ledger) -> bytes:
+        if self.path == registry.ledger.path:
             reads.append(1)
             return whole[: len(whole) - 40] if len(reads) == 1 else whole
-        return _READ_BYTES(self)
+        return _READ_BYTES(self.path)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Ledger, "_read_file", read_file)
     report = verify(registry)
     assert len(reads) >= 2 and report.problems == []
 

@@ -117,6 +117,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "study_cmds",
         "ToolBottleneckBench studies: compile task families into matched pressure variants.",
     ),
+    "view": ("view_cmds", "Open Inspect AI's viewer on a registration's runs, one log per arm."),
+    "experiment": (
+        "experiment_cmds",
+        "Write a selection experiment from an MCP snapshot and a prompt file.",
+    ),
 }
 #: where the modules named in :data:`COMMANDS` live (all in the cli layer)
 COMMAND_PACKAGE = "prereg.commands"

@@ -28,6 +28,7 @@ from prereg.core.workspace import init_workspace as create_workspace
 from prereg.core.yamlio import load_yaml
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.models import LOCKED_SPLIT
+from prereg.experiments.scaffold import list_experiments
 from prereg.registry.registrations import Entry, Registry
 from prereg.registry.units import expand_units, plan_from_registration
 from prereg.registry.verify import verify as verify_registry
@@ -447,7 +448,18 @@ def _print_list(entries: list[Entry], states: dict[str, RunState]) -> None:
     console.print(table)
 
 
-def list_cmd(ctx: typer.Context, store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+def list_cmd(
+    ctx: typer.Context,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+    experiments: Annotated[
+        bool,
+        typer.Option(
+            "--experiments",
+            help="List the workspace's experiments instead: surfaces and tasks per split.",
+        ),
+    ] = False,
+) -> None:
     """List registrations in ledger order.
 
     Ids are shown whole; digests are abbreviated like git's (the shortest prefix no
@@ -455,9 +467,15 @@ def list_cmd(ctx: typer.Context, store: StoreOpt = None, as_json: JsonOpt = Fals
     The status says how many planned units have an ok run ("no runs" before the first),
     the verdict of the last `prereg analyse`, and whether a registration is not
     runnable, superseded or holds its experiment's locked split. On a narrow terminal
-    the less needed columns are left out.
+    the less needed columns are left out. --experiments lists the workspace's
+    experiments (experiments/NAME/) instead: each one's surfaces and task counts per
+    split, or the problem that keeps it from loading.
     """
     ws = workspace(ctx)
+    if experiments:
+        listed = {"experiments": list_experiments(ws)}
+        emit(listed, as_json, lambda: print_experiments(listed["experiments"]))
+        return
     registry = Registry(ws.registry)
     entries = registry.entries()
     states = run_states(ws, registry, entries, store)
@@ -465,6 +483,25 @@ def list_cmd(ctx: typer.Context, store: StoreOpt = None, as_json: JsonOpt = Fals
         "registrations": [{**_entry_json(ws, e), "runs": states[e.id].to_json()} for e in entries]
     }
     emit(data, as_json, lambda: _print_list(entries, states))
+
+
+def print_experiments(experiments: list[dict[str, Any]]) -> None:
+    """``list --experiments``: one row per experiment."""
+    if not experiments:
+        console.print("no experiments (experiments/NAME/experiment.yaml)")
+        return
+    table = Table("experiment", "surfaces", "tasks per split")
+    for item in experiments:
+        if "problem" in item:
+            table.add_row(display(item["experiment"]), display(item["problem"], "red"), "")
+            continue
+        surfaces = ", ".join(
+            s["id"] if s["role"] == "surface" else f"{s['id']} ({s['role']})"
+            for s in item["surfaces"]
+        )
+        splits = ", ".join(f"{k} {n}" for k, n in item["tasks_per_split"].items())
+        table.add_row(display(item["experiment"]), display(surfaces), splits)
+    console.print(table)
 
 
 def _word(value: object) -> str:

@@ -3,6 +3,12 @@
 An export is a registration's run records with their chain links. Import checks,
 before anything is written (so a refusal writes nothing):
 
+0. the file reads as rows (exit 2 otherwise: not UTF-8, not Parquet, a line that is not
+   JSON, a missing column); then, before any row is validated, every row's content
+   hashes to its own chain link (:func:`check_links`): a cell edited after export is
+   tampering (exit 3, naming the file and row), even where the edit also leaves a record
+   that would not validate; then every record validates (exit 2 naming the line and field:
+   a record prereg would not have written, its chain link intact);
 1. every record names a registration of this workspace, with its digest, and that
    registration verifies (exit 3 otherwise);
 2. each digest's records form an intact chain from its first link (an edited,
@@ -23,17 +29,20 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from prereg.core.errors import IntegrityError, ProtocolRefusal
+from pydantic import BaseModel
+
+from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
 from prereg.core.workspace import Workspace
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.hosts import DRIVERS
 from prereg.registry.registrations import Entry, Registry
 from prereg.registry.units import expand_units, plan_from_registration
 from prereg.registry.verify import verified_entry
-from prereg.runners.exchange.text_formats import read_records
+from prereg.runners.exchange.text_formats import RawRow, read_rows, validate_row, validate_rows
 from prereg.runners.prepare import open_registry
 from prereg.runners.record import RunRecord
 from prereg.runners.store import chain
@@ -58,6 +67,75 @@ def _refuse(message: str, path: str, details: list[str]) -> IntegrityError:
     if len(details) > MAX_LISTED:
         listed.append(f"... and {len(details) - MAX_LISTED} more")
     return IntegrityError(f"{message}; nothing was imported", file=path, details=listed)
+
+
+@cache
+def _defaults() -> dict[str, Any]:
+    """Every optional record field's default as the record's JSON spells it (shared:
+    never mutated)."""
+    out: dict[str, Any] = {}
+    for name, info in RunRecord.model_fields.items():
+        if not info.is_required():
+            value = info.get_default(call_default_factory=True)
+            out[name] = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    return out
+
+
+def _content(fields: dict[str, Any]) -> dict[str, Any]:
+    """What a row's chain hash covers (:func:`chain.content` of the record it holds),
+    from its unvalidated fields: missing fields at their defaults, without the link."""
+    out = dict(_defaults())
+    for key, value in fields.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    out.pop("chain", None)
+    for name in chain.ADDED_FIELDS:
+        if name in out and out[name] is None:
+            del out[name]
+    return out
+
+
+def _link_problem(path: Path, row: RawRow) -> str | None:
+    """What is wrong with the row against its own chain link: its content does not hash
+    to it, or cannot be hashed; None when it does, or when the row states no link
+    (validation, then the chain check, say what is wrong with such a row)."""
+    number, fields, _ = row
+    stated = fields.get("chain")
+    if not isinstance(stated, dict):
+        return None
+    index, prev, claimed = stated.get("index"), stated.get("prev"), stated.get("hash")
+    if type(index) is not int or not isinstance(prev, str) or not isinstance(claimed, str):
+        return None
+    where = f"row {number}: record {fields.get('record_id')!r}"
+    try:
+        if chain.link_hash(_content(fields), index, prev) == claimed:
+            return None
+        problem = f"{where}: its content does not match its hash (edited after export)"
+    except (TypeError, ValueError, RecursionError) as exc:  # e.g. a number read as inf
+        problem = f"{where} cannot be canonicalised ({exc}), so it cannot match its hash"
+    try:  # another spelling of the same record (a field left at its default, say)
+        record = validate_row(path, row)
+        if chain.link_hash(chain.content(record), index, prev) == claimed:
+            return None
+    except (BadInput, TypeError, ValueError, RecursionError):
+        pass
+    return problem
+
+
+def check_links(path: Path, rows: list[RawRow]) -> None:
+    """Refuse (exit 3, naming the file and first row) rows whose content does not hash to
+    their own chain link: edited after export. Runs before validation, so an edit that
+    also leaves an invalid record is reported as what it is, tampering, not bad input."""
+    edited = [(row[0], problem) for row in rows if (problem := _link_problem(path, row))]
+    if edited:
+        raise _refuse(
+            f"the records do not form an intact chain: {len(edited)} record(s) were edited "
+            "after export (their content does not match their chain hash)",
+            f"{path}:{edited[0][0]}",
+            [problem for _, problem in edited],
+        )
 
 
 def _entries(registry: Registry, rows: list[tuple[int, RunRecord]], path: str) -> dict[str, Entry]:
@@ -232,7 +310,9 @@ def import_file(ws: Workspace, path: Path, store: str | None = None) -> dict[str
     Records already stored (the same links) are counted, not written again.
     """
     runs = resolve_store(ws.runs, store)
-    rows = read_records(path)
+    raw = read_rows(path)  # exit 2: the file does not read as rows
+    check_links(path, raw)  # exit 3: a row edited after export, before any validation
+    rows = validate_rows(path, raw)  # exit 2: a record prereg would not have written
     registry = open_registry(ws)
     target = open_store(runs)
     try:

@@ -4,18 +4,21 @@ JSONL is the lossless form (the record as stored). CSV flattens tokens, funnel
 stages and oracle verdicts into columns and JSON-encodes the lists (selected
 operations, trace), so a CSV export imports back to the same records.
 
-Import validates every record before writing any: a malformed line is bad input
-(exit 2, naming the line and field); the digest check against the registry is
-done by the caller (exit 3), so this module stays free of the registry.
+Import reads every row first (:func:`read_rows`: a file that does not read as rows is
+bad input, exit 2), then the caller checks each row against its chain link (exit 3,
+:mod:`.importing`), then validates every record (:func:`validate_rows`: a malformed record
+is bad input, exit 2, naming the line and field) before writing any. The digest check
+against the registry is the caller's too, so this module stays free of the registry.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import ValidationError
 
@@ -73,11 +76,19 @@ def detect_format(path: Path) -> Format:
     )
 
 
-def read_records(path: Path) -> list[tuple[int, RunRecord]]:
-    """(line number, record) for every record in the file; BadInput on the first bad one."""
+#: One row of an export as read, before validation: (line or row number, the record's
+#: fields as JSON values, and for JSON Lines the line itself, which validation parses).
+RawRow = tuple[int, dict[str, Any], str | None]
+
+
+def read_rows(path: Path) -> list[RawRow]:
+    """Every row of the file as the record's JSON fields, unvalidated: what ``prereg
+    import`` checks against each row's chain link before validating it
+    (:mod:`.importing`). BadInput (exit 2) for a file that does not read as rows: not
+    UTF-8, a line that is not a JSON object, a missing column, a ragged CSV row."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
-        return parquet_export.read_parquet(path)
+        return [(n, fields, None) for n, fields in parquet_export.read_parquet_rows(path)]
     fmt = detect_format(path)
     # regular files only, bounded: a FIFO or /dev/zero is exit 2, never a hang
     data = read_input(path, limit=MAX_EXCHANGE_BYTES, what="an export file")
@@ -85,16 +96,19 @@ def read_records(path: Path) -> list[tuple[int, RunRecord]]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"not UTF-8 text ({exc})", file=str(path)) from None
-    out: list[tuple[int, RunRecord]] = []
+    out: list[RawRow] = []
     if fmt == "jsonl":
         # newline only: U+2028, U+2029 and U+0085 are text inside a record's strings
         for number, line in enumerate(split_lines(text), start=1):
             if not line.strip():
                 continue
             try:
-                out.append((number, RunRecord.model_validate_json(line)))
-            except (ValidationError, ValueError) as exc:
-                raise bad_row(path, number, exc) from None
+                fields = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise BadInput(f"not a JSON object ({exc})", file=f"{path}:{number}") from None
+            if not isinstance(fields, dict):
+                raise BadInput("not a JSON object", file=f"{path}:{number}")
+            out.append((number, fields, line))
         return out
     reader = csv.DictReader(io.StringIO(text, newline=""))
     missing = [
@@ -112,7 +126,28 @@ def read_records(path: Path) -> list[tuple[int, RunRecord]]:
                 "the row has more or fewer fields than the header", file=f"{path}:{number}"
             )
         try:
-            out.append((number, RunRecord.model_validate(from_row(dict(row)))))
-        except (ValidationError, ValueError) as exc:
+            out.append((number, from_row(dict(row)), None))
+        except (ValueError, RecursionError) as exc:  # a cell of the wrong type, JSON that is not
             raise bad_row(path, number, exc) from None
     return out
+
+
+def validate_row(path: Path, row: RawRow) -> RunRecord:
+    """The row as a run record; BadInput (exit 2) naming the line and field otherwise."""
+    number, fields, line = row
+    try:
+        if line is not None:
+            return RunRecord.model_validate_json(line)
+        return RunRecord.model_validate(fields)
+    except (ValidationError, ValueError) as exc:
+        raise bad_row(path, number, exc) from None
+
+
+def validate_rows(path: Path, rows: list[RawRow]) -> list[tuple[int, RunRecord]]:
+    """(line number, record) for every row; BadInput on the first that does not validate."""
+    return [(row[0], validate_row(Path(path), row)) for row in rows]
+
+
+def read_records(path: Path) -> list[tuple[int, RunRecord]]:
+    """(line number, record) for every record in the file; BadInput on the first bad one."""
+    return validate_rows(path, read_rows(path))

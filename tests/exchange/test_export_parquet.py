@@ -61,7 +61,7 @@ def registered_only(tmp_path: Path, ran: Path) -> Path:
 
 
 def test_a_parquet_export_imports_back_to_the_same_records(
-    parquet_file: Path, registered_only: Path, ran: Path
+    parquet_file: Path, registered_only: Path, ran: Path, jsonl_export: list[dict[str, Any]]
 ) -> None:
     code, text = prereg("-w", registered_only, "import", parquet_file, "--json")
     assert code == 0, text

@@ -12,8 +12,10 @@ records read back equal the records written.
 On the code before this issue the JSONL reader split lines with ``str.splitlines()``
 (a record holding U+2028 could not be imported) and CSV and Parquet dropped ``server``.
 
-One documented limit: in CSV (and Parquet, which shares its cells) an empty text cell is
-null, so the generated text fields are non-empty.
+One documented limit: in CSV an empty text cell is null, so the generated text fields are
+non-empty (Parquet keeps empty strings: tests/exchange/test_parquet_typed_columns.py). The
+Parquet file is typed (timestamps, lists, structs: checked there against pyarrow); the
+generated instants carry a non-UTC offset, which must read back as written.
 """
 
 from __future__ import annotations
@@ -318,3 +320,42 @@ def test_line_separators_inside_text_survive(fmt: str, separator: str, tmp_path:
         }
     )
     assert _through(fmt, [record], tmp_path) == [record]
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(batch=st.lists(records(), min_size=1, max_size=3))
+def test_parquet_is_typed_and_keeps_empty_strings(batch: list[RunRecord], tmp_path: Path) -> None:
+    """Parquet, unlike CSV, keeps an empty string apart from null; its columns are typed
+    (read with pyarrow: timestamps in UTC beside the stated offset, lists, structs)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    emptied = [
+        r.model_copy(
+            update={
+                "intent": "",
+                "model_requested": "",
+                "selected_operations": ["", *r.selected_operations],
+            }
+        )
+        for r in batch
+    ]
+    back = _through("parquet", emptied, tmp_path)
+    assert [r.model_dump(mode="json") for r in back] == [r.model_dump(mode="json") for r in emptied]
+    table = pq.read_table(tmp_path / "export.parquet")
+    started = table.schema.field("started_at").type
+    assert pa.types.is_timestamp(started) and started.tz == "UTC"
+    assert table.column("started_at").to_pylist() == [r.started_at for r in emptied]
+    assert table.column("started_at_utc_offset_s").to_pylist() == [
+        int(r.started_at.utcoffset().total_seconds())  # type: ignore[union-attr]  # aware
+        for r in emptied
+    ]
+    assert pa.types.is_list(table.schema.field("selected_operations").type)
+    assert pa.types.is_list(table.schema.field("trace").type)
+    assert table.column("selected_operations").to_pylist() == [
+        r.selected_operations for r in emptied
+    ]

@@ -120,7 +120,7 @@ def test_analyse_in_parallel_writes_the_same_report(ran_template: Path, tmp_path
     report, figures = _report(many)
     assert (report, figures) == _report(one)
     assert report["invokerank"]["arms"] and figures  # the forked sections are there
-    assert report["figures"][-1] == "terminal_breakdown"  # the figure drawn in a child
+    assert "terminal_breakdown" in report["figures"]  # the figure drawn in a child
     assert sorted(report["figures"]) == sorted(n[: -len(".png")] for n in figures if ".png" in n)
 
 

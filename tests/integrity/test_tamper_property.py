@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prereg.core.errors import BadInput
-from prereg.runners.exchange.text_formats import read_records
+from prereg.runners.exchange.text_formats import read_rows, validate_rows
 from tests.conftest import tree_digest
 from tests.integrity.tamper_tools import PILOT_ID, db_path, logical_content
 
@@ -72,11 +72,16 @@ def _edit(data: Any, content: bytes) -> tuple[bytes, list[tuple[int, str, int]]]
 
 def _parsed(path: Path) -> str | None:
     """A digest of the records as import reads them; None when the file does not read as
-    records."""
+    rows (exit 2). Rows that read but do not validate as the records written were edited:
+    import checks each row against its chain link first, so that is exit 3 (issue 43)."""
     try:
-        records = [record.model_dump(mode="json") for _, record in read_records(path)]
+        rows = read_rows(path)
     except BadInput:
         return None
+    try:
+        records = [record.model_dump(mode="json") for _, record in validate_rows(path, rows)]
+    except BadInput:
+        return "reads as rows, not as the records written"
     return hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()
 
 

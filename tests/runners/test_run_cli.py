@@ -157,7 +157,7 @@ def test_import_refuses_a_foreign_digest(ws: Path, cli: Any, tmp_path: Path) -> 
     register(cli, other, PILOT)
     result = cli("-w", other, "import", bad, "--json")
     assert result.code == 3
-    assert tampered["record_id"] in result.stderr and "line 2" in result.stderr
+    assert tampered["record_id"] in result.stderr and "tampered.jsonl:2" in result.stderr
     assert RunStore(other / "runs").records() == []  # nothing was written
 
 
@@ -173,9 +173,12 @@ def test_import_refuses_malformed_records(ws: Path, cli: Any, tmp_path: Path) ->
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(lines) + "\n")
     result = cli("-w", ws, "import", bad, "--json")
-    assert result.code == 2
+    # the chain is checked before the record is validated (issue 43, item 6): an edit
+    # that also breaks the record's shape is still an edit, exit 3, naming the row
+    assert result.code == 3
     err = result.json()
-    assert err["file"].endswith("bad.jsonl:2") and err["field"] == "funnel"
+    assert err["file"].endswith("bad.jsonl:2") and "edited after export" in err["message"]
+    assert broken["record_id"] in result.stderr
 
 
 def test_split_show(ws: Path, cli: Any) -> None:

@@ -59,6 +59,7 @@ from prereg.reports.model import (
     Report,
     ResolutionRate,
     ResolutionSplitReport,
+    RhoEstimate,
     ServerFunnel,
     ServerStage,
     ShareRow,
@@ -303,6 +304,12 @@ INTERVALS: dict[tuple[type[BaseModel], str], Quantity] = {
         PROPORTION,
         estimate=lambda s: s.rate,
         label=_parent_text(ServerFunnel, "note"),
+    ),
+    (RhoEstimate, "interval"): Quantity(
+        "intra-prompt correlation rho (Figure 8)",
+        PROPORTION,
+        estimate=lambda r: r.rho,
+        label=_own_text("note"),
     ),
 }
 

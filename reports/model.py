@@ -701,6 +701,80 @@ class ServerFunnel(Model):
     provenance: Provenance
 
 
+class NeedTypeTest(Model):
+    """Need type per intent and the exact intent-level permutation test (seed 6.2): do the
+    intents that need a tool (private state, action, fresh data) score higher than those a
+    host can answer from knowledge? One-sided, exact over every way of choosing the
+    tool-need intents among the coded ones."""
+
+    coding: dict[str, str] = Field(
+        default_factory=dict, description="intent -> need type, as given (scored intents only)"
+    )
+    tool_need: list[str] = Field(default_factory=list)
+    answerable: list[str] = Field(default_factory=list)
+    uncoded: list[str] = Field(default_factory=list, description="scored intents with no need type")
+    mean_tool_need: float | None = None
+    mean_answerable: float | None = None
+    difference: float | None = Field(
+        None, description="mean score of tool-need intents minus answerable ones (q scale)"
+    )
+    pvalue: float | None = Field(None, description="exact one-sided permutation p")
+    relabelings: int | None = Field(None, description="C(coded intents, tool-need intents)")
+    smallest_p: float | None = Field(None, description="1 / relabelings: the smallest p possible")
+    reason: str | None = Field(None, description="why the test is not run")
+    note: str = ""
+    provenance: Provenance | None = None
+
+
+class IntentNegatives(Model):
+    """Calls on one intent's negative runs (seed 6.5, Figure 3's FIR column), the arm's two
+    definitions, each with the arm-level Jeffreys interval deflated at the arm's rho_S."""
+
+    intent: str
+    false_invoke: NegativeRate | None
+    any_external: NegativeRate | None
+
+
+class RhoEstimate(Model):
+    """One intra-prompt correlation of Figure 8: a cell's (an intent at a stage, sequential
+    counts) with its prompt-bootstrap interval, or the arm's pooled or within-intent rho."""
+
+    stage: str
+    intent: str = Field(description="an intent, or 'all intents' for pooled and within-intent")
+    kind: Literal["cell", "pooled", "within_intent"]
+    rho: float | None = Field(description="null: undefined (no replication or no variation)")
+    groups: int = Field(description="prompts with runs at the stage's parent")
+    interval: LabelledInterval | Interval | None = Field(
+        None, description="percentile bootstrap over the cell's prompts (cells only)"
+    )
+    note: str | None = None
+
+
+class RhoBlock(Model):
+    """Figure 8 for one arm: pooled, within-intent and per-intent rho per measured stage."""
+
+    rows: list[RhoEstimate] = Field(default_factory=list)
+    note: str = ""
+    provenance: Provenance | None = None
+
+
+class ChoiceFactor(Model):
+    """The two-level choice of seed eq. (4), P(focal) = P(external) P(focal | external),
+    for one intent or all intents, from the recorded terminal classes of positive runs."""
+
+    intent: str
+    runs: int
+    external: int = Field(description="runs whose first external call went anywhere")
+    focal: int
+    competitor: int
+    answered_without_search: int
+    searched_then_declined: int
+    other_no_tool: int = Field(description="unresolved (and other no-tool classes)")
+    p_external: float | None
+    p_focal_given_external: float | None
+    p_focal: float | None
+
+
 class ArmInvokeRank(Model):
     arm: str
     surface: str
@@ -779,6 +853,16 @@ class ArmInvokeRank(Model):
     )
     terminal: list[TerminalRow] = Field(default_factory=list)
     resolution: ResolutionSplitReport | None = None
+    need_test: NeedTypeTest | None = Field(
+        None, description="need type per intent and the exact intent-level test (6.2)"
+    )
+    false_invoke_by_intent: list[IntentNegatives] = Field(
+        default_factory=list, description="calls on negative runs per intent (6.5)"
+    )
+    rho: RhoBlock | None = Field(None, description="Figure 8: rho per intent and stage (7.4)")
+    choice_factors: list[ChoiceFactor] = Field(
+        default_factory=list, description="the two-level choice of eq. (4) per intent"
+    )
 
 
 class InvokeRankReport(Model):
@@ -794,6 +878,11 @@ class InvokeRankReport(Model):
     seed: int | None
     pass_k: int
     arms: list[ArmInvokeRank]
+    replicates: str | None = Field(
+        None,
+        description="replicate run rates with their within-run range (Figure 7): why they "
+        "are not shown when the registration has one run (session) per arm",
+    )
 
 
 class JudgedRate(Model):

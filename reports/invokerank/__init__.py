@@ -5,7 +5,9 @@ per-intent counts (:mod:`.counts`), the published score and its intervals per ar
 intent (:mod:`.scores`, bounds as the model's intervals in :mod:`.intervals`), false
 invokes on negative prompts (:mod:`.negatives`), first choices (:mod:`.choices`), the
 rating, Selection Shares and competitor Levers (:mod:`.rating`), terminal classes and the
-resolution split (:mod:`.terminal`) and the per-server funnel (:mod:`.servers`); and the
+resolution split (:mod:`.terminal`), the per-server funnel (:mod:`.servers`) and the
+seed's further analyses: need type and the intent-level test, false invokes per intent,
+rho per intent, the two-level choice (:mod:`.analyses`); and the
 registered control arms judged by their fixed rules (:mod:`.controls`). The estimator
 itself is :mod:`prereg.stats.invokerank`; this package turns analysed runs into its inputs
 and its results into the report model.

@@ -54,6 +54,13 @@ from prereg import stats
 from prereg.experiments.offers import ArmOffer
 from prereg.registry.schema import Registration
 from prereg.registry.units import arm_config
+from prereg.reports.invokerank.analyses import (
+    REPLICATES_ONE_RUN,
+    choice_factors,
+    need_test,
+    negatives_by_intent,
+    rho_block,
+)
 from prereg.reports.invokerank.choices import Choices, first_choices
 from prereg.reports.invokerank.counts import _evidence, _positive, prompt_counts, score_level
 from prereg.reports.invokerank.intervals import LEVELS, _iv
@@ -134,11 +141,13 @@ def arm_invokerank(
     native: Mapping[str, bool] | None = None,
     interval: ScoreInterval = "published",
     branded: Collection[str] = frozenset(),
+    need_types: Mapping[str, str] | None = None,
 ) -> ArmInvokeRank:
     """The InvokeRank block of one arm (module docstring); ``native``: record id -> the
     native judge's verdict (:mod:`prereg.reports.judged.section`); ``interval``: the registered
     interval method, which gives the score's intervals (the other is kept beside them);
-    ``branded``: the task ids whose prompt names the focal integration."""
+    ``branded``: the task ids whose prompt names the focal integration; ``need_types``:
+    intent -> need type, for the intent-level test of seed 6.2 (:mod:`.analyses`)."""
     runs = _positive(observations, meta.id)
     level, stages, reason = score_level(runs)
     evidence, mixed = _evidence(
@@ -165,6 +174,7 @@ def arm_invokerank(
             choice_blocks(observations, meta.id, seed, runs, native, branded, choices=choices)
         )
         base["server_funnel"] = server_funnel(runs, meta.offer, meta.id)
+        base["choice_factors"] = choice_factors(base["terminal"])
     if level == "not_computed":
         return ArmInvokeRank(**base, level=level, reason=reason, stages=[], q=None)
     prompts = prompt_counts(runs, stages)
@@ -218,6 +228,10 @@ def arm_invokerank(
         )
     focal, external = _negatives(observations, meta.id, rho_s)
     pk, _ = _pass_k(prompts, [True] * len(prompts.tasks))
+    intent_scores = [
+        _with_calibrated(i, boot, c, interval)
+        for c, i in enumerate(_intent_scores(result, prompts, meta.id, per_intent))
+    ]
     return ArmInvokeRank(
         **base,
         level=level,
@@ -230,15 +244,15 @@ def arm_invokerank(
         weights=weights_text,
         positive_runs=len(runs),
         prompts=len(prompts.tasks),
-        intents=[
-            _with_calibrated(i, boot, c, interval)
-            for c, i in enumerate(_intent_scores(result, prompts, meta.id, per_intent))
-        ],
+        intents=intent_scores,
         priors=_priors(result, prompts.intents),
         funnel=pooled_funnel(prompts, stages),
         loss_shares_pooled=pooled_loss_shares(prompts, stages),
         false_invoke=focal,
         any_external=external,
+        false_invoke_by_intent=negatives_by_intent(observations, meta.id, rho_s),
+        need_test=need_test(intent_scores, need_types),
+        rho=rho_block(prompts, stages, seed),
         pass_k=pk,
         provenance=Provenance(
             function="prereg.stats.invokerank",
@@ -326,10 +340,12 @@ def invokerank_section(
     native: Mapping[str, bool] | None = None,
     interval: ScoreInterval = "published",
     branded: Collection[str] = frozenset(),
+    need_types: Mapping[str, str] | None = None,
 ) -> InvokeRankReport | None:
     """The InvokeRank section over the given arms (None when no run was analysed);
     ``interval``: the registered interval method of the score; ``branded``: the task ids
-    whose prompt names the focal integration (the Invoke Rating's branded term)."""
+    whose prompt names the focal integration (the Invoke Rating's branded term);
+    ``need_types``: intent -> need type (the intent-level test of seed 6.2)."""
     parts = SectionParts.of(
         observations,
         metas,
@@ -338,6 +354,7 @@ def invokerank_section(
         native=native,
         interval=interval,
         branded=branded,
+        need_types=need_types,
     )
     return parts.assembled([block() for block in parts.arms])
 
@@ -379,6 +396,7 @@ class SectionParts:
             seed=self.seed,
             pass_k=PASS_K,
             arms=mark_ties(arms),
+            replicates=REPLICATES_ONE_RUN,
         )
 
 
@@ -388,12 +406,13 @@ def invokerank_report(
     native: Mapping[str, bool] | None = None,
     branded: Collection[str] = frozenset(),
     offers: Mapping[str, ArmOffer] | None = None,
+    need_types: Mapping[str, str] | None = None,
 ) -> InvokeRankReport | None:
     """The section for a registration's analysed runs; ``native``: the native judge's
     verdicts by record id, for the Agent Resolution Split; ``branded``: the ids of the
     corpus tasks recorded ``branded: true``; ``offers``: each arm's offer as run, for the
-    per-server funnel."""
-    parts = invokerank_parts(reg, observations, native, branded, offers)
+    per-server funnel; ``need_types``: intent -> need type (seed 6.2's test)."""
+    parts = invokerank_parts(reg, observations, native, branded, offers, need_types)
     return parts.assembled([block() for block in parts.arms])
 
 
@@ -403,9 +422,14 @@ def invokerank_parts(
     native: Mapping[str, bool] | None = None,
     branded: Collection[str] = frozenset(),
     offers: Mapping[str, ArmOffer] | None = None,
+    need_types: Mapping[str, str] | None = None,
 ) -> SectionParts:
     """:func:`invokerank_report` in pieces (``build_report`` spreads the arms' blocks
-    over processes)."""
+    over processes). ``need_types`` default to a registered ``invokerank.need_types``
+    when the registration schema has one (it has none yet: the test then says why it
+    is not run)."""
+    if need_types is None:
+        need_types = getattr(reg.invokerank, "need_types", None)
     metas = [replace(m, offer=(offers or {}).get(m.id)) for m in arm_metas(reg)]
     return SectionParts.of(
         observations,
@@ -415,6 +439,7 @@ def invokerank_parts(
         native=native,
         interval=reg.invokerank.interval if reg.invokerank is not None else "published",
         branded=branded,
+        need_types=need_types,
     )
 
 

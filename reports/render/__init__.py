@@ -2,7 +2,8 @@
 
 Owns: wording every renderer shares (:mod:`.text`), the terminal summary (:mod:`.terminal`)
 and its width-fitting tables (:mod:`.table`), Markdown (:mod:`.markdown`), self-contained
-HTML (:mod:`.html`), the figures (:mod:`.figures`, matplotlib's Agg backend) and writing
+HTML (:mod:`.html`), the figures (:mod:`.figures`, matplotlib's Agg backend; the
+InvokeRank Figures 2, 3, 5 and 8 in :mod:`.invokerank_figures`) and writing
 them all to ``reports/<id>/`` (:mod:`.write`). Rendering computes nothing: every figure
 comes from the model.
 

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import io
 import math
+import re
+import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from prereg.core.forked import Forked
-from prereg.reports.model import Interval, Report
+from prereg.reports.model import Interval, Report, TestReport
+from prereg.reports.render import invokerank_figures as ir_figures
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -33,6 +37,14 @@ ROOM_IN = 0.6
 #: room per character of the longest tick label left of the axes: more than any
 #: lowercase or digit glyph of the default 10-point font needs (a wider label falls back)
 CHAR_IN = 0.1
+#: the smallest text a figure draws, in points: smaller text (a legend's, say) is raised to
+#: it when the figure is drawn (:func:`_png`), so report.html can keep every figure's text
+#: legible by one rule (:data:`MIN_TEXT_CSS_PX`)
+MIN_FONT_PT = 9.0
+#: the smallest height, in CSS px, report.html shows a figure's text at, at any viewport
+#: width: a figure narrower than its box scales down no further than this and scrolls
+#: sideways in its own box instead (docs/reports.md, "report.html on a phone")
+MIN_TEXT_CSS_PX = 9.0
 #: no "Software" text chunk (matplotlib's version in it would differ between installs)
 _METADATA: dict[str, Any] = {"Software": None}
 
@@ -58,7 +70,9 @@ def _canvas(width: float, height: float, labels: Sequence[str] = ()) -> tuple[Fi
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: as above
     from matplotlib.figure import Figure  # lazy: as above
 
-    left = ROOM_IN + CHAR_IN * max((len(label) for label in labels), default=0)
+    left = ROOM_IN + CHAR_IN * max(
+        (len(line) for label in labels for line in label.split("\n")), default=0
+    )
     full_w, full_h = width + left + ROOM_IN, height + 2 * ROOM_IN
     fig = Figure(figsize=(full_w, full_h), dpi=_DPI)
     FigureCanvasAgg(fig)
@@ -84,6 +98,7 @@ def _png(fig: Figure) -> bytes:
     from matplotlib.image import imsave  # lazy: matplotlib, only figures need it
 
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    _floor_fonts(fig)
     canvas.draw()
     box = fig.get_tightbbox(canvas.get_renderer()).padded(PAD_IN)
     x0, y0 = round(box.x0 * _DPI), round(box.y0 * _DPI)
@@ -102,8 +117,73 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def _floor_fonts(fig: Figure) -> None:
+    """Raise every text smaller than :data:`MIN_FONT_PT` to it (before the drawing that
+    lays legends out, so they make room)."""
+    from matplotlib.text import Text  # lazy: matplotlib, only figures need it
+
+    for text in fig.findobj(Text):
+        size = text.get_fontsize()
+        if text.get_text() and isinstance(size, int | float) and size < MIN_FONT_PT:
+            text.set_fontsize(MIN_FONT_PT)
+
+
+def min_text_px() -> float:
+    """The smallest text of every figure, in the PNG's own pixels (:data:`MIN_FONT_PT`
+    at the drawing's resolution)."""
+    return MIN_FONT_PT * _DPI / 72.0
+
+
+def min_display_scale() -> float:
+    """The least report.html scales a figure's PNG by: its smallest text then stands
+    :data:`MIN_TEXT_CSS_PX` high."""
+    return MIN_TEXT_CSS_PX / min_text_px()
+
+
 def _drawn(fig: Figure | None) -> bytes | None:
     return None if fig is None else _png(fig)
+
+
+#: the width, in inches, a figure is drawn for (before its labels): with labels of a dozen
+#: characters it fits a phone's column at a scale that keeps its text legible
+NARROW_IN = 4.5
+#: characters per line of a wrapped axis label, and of a wrapped row label
+WRAP_CHARS, LABEL_CHARS = 44, 24
+
+
+def _wrap(text: str, width: int = WRAP_CHARS) -> str:
+    """An axis label or title on lines of at most ``width`` characters (words kept whole)."""
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def _wrap_label(label: str) -> str:
+    """A row label on lines of at most :data:`LABEL_CHARS`: broken after a factorial
+    cell's ``--`` or a comma or a space, never inside a word (an arm id without one stays
+    whole)."""
+    if len(label) <= LABEL_CHARS:
+        return label
+    if ", " in label:  # a clause a line ("primary: mcnemar_exact," / "per task")
+        return "\n".join(_wrap_label(part) for part in label.replace(", ", ",\n").split("\n"))
+    lines: list[str] = []
+    for part in re.findall(r".+?(?:--| |$)", label):
+        if lines and len(lines[-1]) + len(part.rstrip()) <= LABEL_CHARS:
+            lines[-1] += part
+        else:
+            lines.append(part)
+    return "\n".join(line.rstrip() for line in lines if line.strip())
+
+
+def _narrow(labels: Sequence[str]) -> float:
+    """The width to draw a figure of these row labels for: :data:`NARROW_IN`, less what
+    labels longer than a dozen characters take, so the whole still fits a phone."""
+    longest = max((len(line) for label in labels for line in label.split("\n")), default=0)
+    return max(3.2, NARROW_IN - 0.09 * max(0, longest - 12))
+
+
+def _lines(labels: Sequence[str]) -> float:
+    """How much taller rows of these labels are than rows of one-line labels."""
+    lines: int = max((label.count("\n") + 1 for label in labels), default=1)
+    return math.sqrt(lines)
 
 
 def _ok(*values: float | None) -> bool:
@@ -119,7 +199,8 @@ def arm_rates_figure(report: Report) -> Figure | None:
     arms = [a for a in report.arms if _ok(a.rate, a.interval.low, a.interval.high)]
     if not arms:
         return None
-    fig, ax = _canvas(6.0, 0.6 + 0.55 * len(arms), [a.id for a in arms])
+    labels = [_wrap_label(a.id) for a in arms]
+    fig, ax = _canvas(_narrow(labels), 0.6 + 0.55 * len(arms) * _lines(labels), labels)
     for i, arm in enumerate(arms):
         rate = float(arm.rate or 0.0)
         lo, hi = float(arm.interval.low or 0.0), float(arm.interval.high or 0.0)
@@ -132,11 +213,11 @@ def arm_rates_figure(report: Report) -> Figure | None:
             capsize=4,
             clip_on=False,  # a rate of 0 or 1 is drawn whole, not cut at the frame
         )
-    ax.set_yticks(range(len(arms)), [a.id for a in arms])
+    ax.set_yticks(range(len(arms)), labels)
     ax.set_xlim(-0.03, 1.03)
     ax.invert_yaxis()
     level = arms[0].interval.level
-    ax.set_xlabel(f"{report.outcome} rate per run ({level:.0%} Jeffreys, deflated by DEFF)")
+    ax.set_xlabel(_wrap(f"{report.outcome} rate per run ({level:.0%} Jeffreys, deflated by DEFF)"))
     ax.grid(axis="x", alpha=0.3)
     return fig
 
@@ -175,7 +256,8 @@ def forest_figure(report: Report) -> Figure | None:
         return None
     first_pooled = len(rows)
     rows += pooled
-    fig, ax = _canvas(6.0, 0.7 + 0.45 * len(rows), [r[0] for r in rows])
+    labels = [_wrap_label(r[0]) for r in rows]
+    fig, ax = _canvas(_narrow(labels), 0.7 + 0.45 * len(rows) * _lines(labels), labels)
     for i, (_, diff, interval) in enumerate(rows):
         d = float(diff or 0.0)
         lo, hi = float(interval.low or 0.0), float(interval.high or 0.0)
@@ -190,7 +272,7 @@ def forest_figure(report: Report) -> Figure | None:
             clip_on=False,
         )
     ax.axvline(0.0, color="#999999", lw=1)
-    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.set_yticks(range(len(rows)), labels)
     ax.invert_yaxis()
     ax.set_xlim(-1.05, 1.05)
     compare = list(report.primary.compare) if report.primary is not None else []
@@ -198,7 +280,9 @@ def forest_figure(report: Report) -> Figure | None:
         compare = [a.id for a in report.arms[:2]]
     what = f"{compare[1]} - {compare[0]}" if len(compare) == 2 else "between arms"
     level = rows[0][2].level
-    ax.set_xlabel(f"paired difference {what} ({level:.0%} intervals; intents listed, not flagged)")
+    ax.set_xlabel(
+        _wrap(f"paired difference {what} ({level:.0%} intervals; intents listed, not flagged)")
+    )
     ax.grid(axis="x", alpha=0.3)
     return fig
 
@@ -214,7 +298,7 @@ def funnel_figure(report: Report) -> Figure | None:
     if not arms:
         return None
     stages = ["surfaced", "selected", "invoked", "executed", "completed"]
-    fig, ax = _canvas(6.5, 3.0)
+    fig, ax = _canvas(NARROW_IN + 0.5, 3.0)
     width = 0.8 / len(arms)
     for j, (arm, f) in enumerate(arms):
         xs, ys = [], []
@@ -224,11 +308,11 @@ def funnel_figure(report: Report) -> Figure | None:
                 xs.append(i + j * width)
                 ys.append(cell["rate"])
         ax.bar(xs, ys, width=width, label=arm)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(stages))], stages)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(stages))], stages, rotation=30)
     ax.set_ylim(0, 1)
-    ax.set_ylabel("share of positive runs reaching the stage")
+    ax.set_ylabel(_wrap("share of positive runs reaching the stage", 30))
     ax.legend(frameon=False)
-    ax.set_title("Funnel per arm (measured stages only; exploratory)", fontsize=9)
+    ax.set_title(_wrap("Funnel per arm (measured stages only; exploratory)"), fontsize=9)
     return fig
 
 
@@ -241,7 +325,7 @@ def eprocess_figure(report: Report) -> Figure | None:
     stop = report.stopping
     if stop is None or not stop.path:
         return None
-    fig, ax = _canvas(6.0, 3.0)
+    fig, ax = _canvas(NARROW_IN, 3.0)
     xs = list(range(1, len(stop.path) + 1))
     ax.plot(xs, stop.path, color="#1f4e79", lw=1.5)
     ax.axhline(
@@ -259,9 +343,223 @@ def eprocess_figure(report: Report) -> Figure | None:
             label=f"crossed at task {stop.stop_at}",
         )
     ax.set_yscale("log")
-    ax.set_xlabel("tasks, in the registered stopping order (seeded)")
+    ax.set_xlabel(_wrap("tasks, in the registered stopping order (seeded)"))
     ax.set_ylabel("beta-mixture e-value")
     ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+# --- The registered primary effect (issue 43, item 4) ------------------------------------
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A registered reference value drawn as vertical lines: the equivalence margin of a
+    registered TOST of the same comparison, or the registered plan's MDE."""
+
+    label: str
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class PrimaryEffect:
+    """What the primary-effect figure plots, read from the report model only: the
+    registered primary test's estimate and interval as report.json holds them (the
+    contrast, the paired difference or, with one arm and no test, the rate), never an
+    interval the report withheld (``low``/``high`` None, ``reason`` says why)."""
+
+    kind: str  # "contrast", "paired difference" or "rate"
+    label: str  # what is estimated, as the figure names it
+    estimate: float
+    low: float | None
+    high: float | None
+    level: float
+    method: str
+    reason: str | None  # why the bounds are withheld, or why the interval has no width
+    support: tuple[float, float] | None
+    references: tuple[Reference, ...] = ()
+    #: what the estimate is, in the report's words (the test's estimate label, or the
+    #: contrast's registered description); the figure's axis says it
+    detail: str | None = None
+
+    @property
+    def withheld(self) -> bool:
+        return self.low is None or self.high is None
+
+
+def _support(report: Report, contrast: str | None) -> tuple[float, float] | None:
+    if contrast is None:
+        return (-1.0, 1.0)
+    c = next((c for c in report.contrasts if c.id == contrast), None)
+    if c is None or not c.weights:
+        return None
+    return (
+        sum(w for w in c.weights.values() if w < 0),
+        sum(w for w in c.weights.values() if w > 0),
+    )
+
+
+def _references(report: Report, test: TestReport) -> tuple[Reference, ...]:
+    """The registered margin of a TOST of the same comparison (the primary itself, or a
+    secondary), and the registered plan's MDE on the primary's side(s)."""
+    refs: list[Reference] = []
+    for t in (test, *report.secondary):
+        if t.test != "tost_paired" or t.margin is None or not math.isfinite(t.margin):
+            continue
+        if list(t.compare) != list(test.compare) or t.contrast != test.contrast:
+            continue
+        m = float(t.margin)
+        refs.append(Reference(f"equivalence margin ±{m:g} (TOST, {t.registration_field})", (-m, m)))
+        break
+    plan = report.registration_document.get("plan") or {}
+    mde = plan.get("mde") if isinstance(plan, dict) else None
+    if isinstance(mde, int | float) and math.isfinite(mde) and mde > 0:
+        sides = {"greater": (float(mde),), "less": (-float(mde),)}
+        refs.append(
+            Reference(f"planning MDE {mde:g} (registered plan)", sides.get(test.sides, (-mde, mde)))
+        )
+    return tuple(refs)
+
+
+def primary_effect(report: Report) -> PrimaryEffect | None:
+    """The registered primary effect as plotted (None: nothing was estimated)."""
+    p = report.primary
+    if p is None:
+        arms = report.arms
+        if len(arms) != 1 or not _ok(arms[0].rate):
+            return None
+        a, rate_iv = arms[0], arms[0].interval
+        bounded = _ok(rate_iv.low, rate_iv.high)
+        return PrimaryEffect(
+            kind="rate",
+            label=f"{report.outcome} rate of {a.id}",
+            estimate=float(a.rate or 0.0),
+            low=float(rate_iv.low or 0.0) if bounded else None,
+            high=float(rate_iv.high or 0.0) if bounded else None,
+            level=rate_iv.level,
+            method=rate_iv.method,
+            reason=rate_iv.reason,
+            support=(0.0, 1.0),
+        )
+    if not _ok(p.estimate):
+        return None
+    iv = p.interval
+    bounded = iv is not None and _ok(iv.low, iv.high)
+    reason = iv.reason if iv is not None else None
+    if not bounded and not reason:
+        reason = p.reason
+    if p.contrast is not None:
+        kind, label = "contrast", f"contrast '{p.contrast}'"
+        described = next((c.description for c in report.contrasts if c.id == p.contrast), None)
+        detail = f"{label}: {described}" if described else p.estimate_label
+    else:
+        kind = "paired difference"
+        label = f"{p.compare[1]} - {p.compare[0]}" if len(p.compare) == 2 else "between arms"
+        detail = p.estimate_label
+    return PrimaryEffect(
+        kind=kind,
+        label=label,
+        estimate=float(p.estimate or 0.0),
+        low=float(iv.low or 0.0) if bounded and iv is not None else None,
+        high=float(iv.high or 0.0) if bounded and iv is not None else None,
+        level=iv.level if iv is not None else 1 - p.alpha,
+        method=iv.method if iv is not None else p.method,
+        reason=reason,
+        support=_support(report, p.contrast) if kind == "contrast" else (-1.0, 1.0),
+        references=_references(report, p),
+        detail=detail or None,
+    )
+
+
+def _x_range(effect: PrimaryEffect) -> tuple[float, float]:
+    """The x range: the estimate, its bounds, zero (a difference) and every reference,
+    with room around them, inside the quantity's support (a little past its ends, so a
+    point on an end is drawn whole)."""
+    xs = [effect.estimate]
+    xs += [v for v in (effect.low, effect.high) if v is not None]
+    xs += [v for ref in effect.references for v in ref.values]
+    if effect.kind != "rate":
+        xs.append(0.0)
+    lo, hi = min(xs), max(xs)
+    pad = max(0.12 * (hi - lo), 0.05)
+    lo, hi = lo - pad, hi + pad
+    if effect.support is not None:
+        s_lo, s_hi = effect.support
+        edge = 0.03 * (s_hi - s_lo)
+        lo, hi = max(lo, s_lo - edge), min(hi, s_hi + edge)
+    return lo, hi
+
+
+#: colours and line styles of the references, in order (margin, MDE)
+_REFERENCE_STYLES = (("#b22222", "--"), ("#555555", ":"))
+
+
+def primary_effect_png(report: Report) -> bytes | None:
+    """The registered primary effect with its interval (PNG)."""
+    return _drawn(primary_effect_figure(report))
+
+
+def primary_effect_figure(report: Report) -> Figure | None:
+    """The primary effect: a point with its interval on the quantity's own axis; where
+    the interval is withheld, the point alone and the reason written in the figure;
+    the registered margin or MDE as reference lines, in the legend."""
+    effect = primary_effect(report)
+    if effect is None:
+        return None
+    fig, ax = _canvas(4.0, 1.6 if effect.reason else 1.2)
+    y = 0.0
+    colour = "#7f2704"
+    if effect.withheld:
+        ax.plot([effect.estimate], [y], "D", color=colour, clip_on=False)
+        numbers = f"estimate {effect.estimate:.3f}; no interval"
+    else:
+        lo, hi = float(effect.low or 0.0), float(effect.high or 0.0)
+        ax.errorbar(
+            [effect.estimate],
+            [y],
+            xerr=[[max(effect.estimate - lo, 0.0)], [max(hi - effect.estimate, 0.0)]],
+            fmt="D",
+            color=colour,
+            capsize=5,
+            clip_on=False,
+        )
+        numbers = f"{effect.estimate:.3f} [{lo:.3f}, {hi:.3f}]"
+    x_lo, x_hi = _x_range(effect)
+    where = (effect.estimate - x_lo) / (x_hi - x_lo)  # the numbers stay inside the frame
+    ax.annotate(
+        numbers,
+        (effect.estimate, y),
+        xytext=(0, 8),
+        textcoords="offset points",
+        ha="left" if where < 0.3 else "right" if where > 0.7 else "center",
+    )
+    if effect.reason:
+        ax.text(
+            0.5,
+            0.96,
+            textwrap.fill(effect.reason, 44),
+            transform=ax.transAxes,
+            ha="center",
+            va="top",
+            fontsize=MIN_FONT_PT,
+            color="#333333",
+        )
+    if effect.kind != "rate":
+        ax.axvline(0.0, color="#999999", lw=1)
+    for ref, (ref_colour, style) in zip(effect.references, _REFERENCE_STYLES, strict=False):
+        for i, value in enumerate(ref.values):
+            ax.axvline(
+                value, color=ref_colour, ls=style, lw=1.2, label=ref.label if i == 0 else None
+            )
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(-0.8, 2.0 if effect.reason else 0.9)
+    ax.set_yticks([])
+    interval = "no interval" if effect.withheld else f"{effect.level:.0%} interval"
+    ax.set_xlabel(textwrap.fill(f"{effect.detail or effect.label} ({interval})", 48))
+    ax.grid(axis="x", alpha=0.3)
+    if effect.references:
+        below = LEGEND_GAP_IN / (ax.get_position().height * fig.get_figheight())
+        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -below), ncol=1)
     return fig
 
 
@@ -337,17 +635,45 @@ def terminal_breakdown_figure(report: Report) -> Figure | None:
 
 
 FIGURES = {
+    "primary_effect": (primary_effect_png, "The registered primary effect with its interval"),
     "arm_rates": (arm_rates, "Per-arm outcome rates with intervals"),
     "forest": (forest, "Paired differences per intent (forest plot)"),
     "funnel": (funnel, "Funnel per arm (where measured)"),
     "eprocess": (eprocess, "E-process of the registered stopping rule"),
     "terminal_breakdown": (terminal_breakdown, "Terminal classes per intent (Figure 4)"),
+    "ir_funnel": (
+        lambda r: _drawn(ir_figures.ir_funnel_figure(r, _canvas)),
+        "InvokeRank funnel per arm with intervals (Figure 2)",
+    ),
+    "ir_intents": (
+        lambda r: _drawn(ir_figures.ir_intents_figure(r, _canvas)),
+        "InvokeRank score per intent with intervals (Figure 3)",
+    ),
+    "ir_metadata": (
+        lambda r: _drawn(ir_figures.ir_metadata_figure(r, _canvas)),
+        "Paired changes beside calls on negatives (Figure 5)",
+    ),
+    "ir_rho": (
+        lambda r: _drawn(ir_figures.ir_rho_figure(r, _canvas)),
+        "Intra-prompt rho per intent with intervals (Figure 8)",
+    ),
 }
 
 
 def caption(name: str, report: Report) -> str:
     """A figure's caption, saying what it shows (the forest plot without intent rows shows
-    the whole design's difference only, and is titled so)."""
+    the whole design's difference only, and is titled so; the primary effect names what
+    it is and whether its interval is withheld)."""
+    if name == "primary_effect":
+        effect = primary_effect(report)
+        if effect is not None:
+            shown = (
+                "no interval: " + (effect.reason or "withheld")
+                if effect.withheld
+                else f"{effect.level:.0%} interval"
+            )
+            what = effect.label if effect.kind == "contrast" else f"{effect.kind} {effect.label}"
+            return f"Registered primary effect: {what} ({shown})"
     if name == "forest" and not any(
         r.interval is not None and _ok(r.difference, r.interval.low, r.interval.high)
         for r in report.per_intent

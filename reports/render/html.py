@@ -1,5 +1,12 @@
 """``report.html``: one self-contained file (inline CSS, figures as base64 PNG).
 
+At the top, under the title: a summary block (the verdict, the primary test's estimate
+and interval or the reason it has none, the n) and a table of contents linking every
+section's heading (each ``h2`` has an ``id``). Each figure sits in a box of its own that
+scrolls sideways: it scales down to fit the column, but never below the scale at which
+its smallest text stands :data:`~prereg.reports.render.figures.MIN_TEXT_CSS_PX` CSS px
+high (docs/reports.md, "report.html on a phone"); every figure drawn is shown.
+
 Escaping is by construction: markup is only ever produced by :func:`el`, which
 runs every text child and every attribute value through
 :func:`prereg.core.untrusted.html_text` (control, bidi and other invisible characters
@@ -13,6 +20,10 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import re
+import struct
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +33,7 @@ from prereg.reports.calibration.text import calibration_caption, calibration_tab
 from prereg.reports.judged.text import judged_lines
 from prereg.reports.model import Report, TestReport
 from prereg.reports.render.figures import caption as figure_caption
+from prereg.reports.render.figures import min_display_scale, min_text_px
 from prereg.reports.render.text import (
     CONTROLS_NOTE,
     EXPLORATORY_BANNER,
@@ -57,11 +69,35 @@ code{background:#f5f5f5;padding:0 .2em}.muted{color:#666;font-size:.9em}
 .scroll{overflow-x:auto;max-width:100%}
 table.nested{margin:0;font-size:1em}table.nested th{font-weight:normal;white-space:nowrap}
 img{max-width:100%;height:auto}figure{margin:1em 0}
+figure .scroll img{display:block}
+.summary{border:1px solid #c9d6e3;border-radius:4px;padding:.4em .9em;background:#f8fafc}
+.summary dt{font-weight:bold;margin-top:.3em}.summary dd{margin:0 0 0 1em}
+nav.toc ul{margin:.2em 0;padding-left:1.2em}nav.toc{font-size:.95em;margin:1em 0}
 """
 
 
 class Raw(str):
     """Markup that is already safe (produced by :func:`el`, or our own base64)."""
+
+
+class Heading(Raw):
+    """A section heading (``h2``) with its anchor; the table of contents links each."""
+
+    text: str
+    anchor: str
+
+
+def _slug(text: str) -> str:
+    """An ``id`` from a heading's text: ASCII letters, digits and hyphens only."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48].strip("-")
+    return "sec-" + (slug or "section")
+
+
+def _h2(text: str, anchor: str | None = None) -> Heading:
+    anchor = anchor or _slug(text)
+    heading = Heading(el("h2", text, id=anchor))
+    heading.text, heading.anchor = text, anchor
+    return heading
 
 
 def el(tag: str, *children: Any, **attrs: Any) -> Raw:
@@ -112,11 +148,29 @@ def _tests(tests: Sequence[TestReport]) -> Raw:
     )
 
 
+def png_width(png: bytes) -> int:
+    """A PNG's width in pixels (its IHDR chunk)."""
+    width: int = struct.unpack(">I", png[16:20])[0]
+    return width
+
+
 def _figure(name: str, png: bytes, r: Report) -> Raw:
+    """A figure in a box of its own: it scales down to the column, to no less than the
+    scale that keeps its smallest text legible, and the box scrolls sideways past that
+    (never the page). ``data-text-px``: its smallest text's height in the PNG's pixels,
+    what the browser test scales to measure the text as shown."""
     caption = figure_caption(name, r)
     data = base64.b64encode(png).decode("ascii")
-    img = Raw(f'<img alt="{html_text(caption)}" src="data:image/png;base64,{data}">')
-    return el("figure", img, el("figcaption", caption))
+    width = png_width(png)
+    floor = math.ceil(width * min_display_scale())
+    style = f"width:100%;max-width:{width}px;min-width:{min(floor, width)}px;height:auto"
+    img = Raw(
+        f'<img alt="{html_text(caption)}" style="{html_text(style)}" '
+        f'data-text-px="{min_text_px():.2f}" src="data:image/png;base64,{data}">'
+    )
+    return el(
+        "figure", el("div", img, class_="scroll"), el("figcaption", caption), data_figure=name
+    )
 
 
 def _title(r: Report) -> list[Any]:
@@ -141,7 +195,7 @@ def _registration(r: Report) -> list[Any]:
     body: list[Any] = []
     prov = r.provenance
     body += [
-        el("h2", "Registration"),
+        _h2("Registration"),
         table(
             ["field", "value"],
             [
@@ -177,7 +231,7 @@ def _runs(r: Report) -> list[Any]:
     body: list[Any] = []
     runs, comp = r.runs, r.completeness
     body += [
-        el("h2", "Runs"),
+        _h2("Runs"),
         table(
             ["", ""],
             [
@@ -212,7 +266,7 @@ def _runs(r: Report) -> list[Any]:
 def _arms(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
     body: list[Any] = []
     body += [
-        el("h2", f"Per-arm rates (registered outcome: {r.outcome})"),
+        _h2(f"Per-arm rates (registered outcome: {r.outcome})"),
         table(*arm_table(r)),
     ]
     if configurations_differ(r):
@@ -225,14 +279,82 @@ def _arms(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
     return body
 
 
-def _primary(r: Report) -> list[Any]:
+def _primary(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
     body: list[Any] = []
-    body += [el("h2", "Primary test (registered)"), el("p", primary_line(r))]
+    body += [_h2("Primary test (registered)"), el("p", primary_line(r))]
     if r.primary is not None:
         body.append(el("p", f"Reading: {r.primary.reading}: {r.primary.reason}"))
     if r.difference is not None:
         body.append(el("p", bootstrap_line(r)))
+    if PRIMARY_FIGURE in figures:
+        body.append(_figure(PRIMARY_FIGURE, figures[PRIMARY_FIGURE], r))
     return body
+
+
+#: the figure of the registered primary effect (render.figures.FIGURES)
+PRIMARY_FIGURE = "primary_effect"
+
+
+def summary_rows(r: Report) -> list[tuple[str, str]]:
+    """The summary block's rows (label, text): the verdict, the primary test's estimate
+    and interval (or why it has none), and the n. Also what the tests read."""
+    label, text = headline(r)
+    rows = [(label, text)]
+    p = r.primary
+    if p is None:
+        rows.append(("Primary test", "not computed (no completed run)"))
+    else:
+        iv = p.interval
+        withheld = iv is None or iv.low is None or iv.high is None
+        shown = (
+            "no interval: " + ((iv.reason if iv is not None else None) or p.reason)
+            if withheld
+            else interval(iv)
+        )
+        what = f"contrast '{p.contrast}'" if p.contrast else " - ".join(reversed(p.compare))
+        rows.append(("Primary test", f"{p.test}, {what}: estimate {num(p.estimate)}"))
+        rows.append(("Interval", shown))
+        on = f"{p.n} tasks" if p.unit == "task" else f"{p.n} tasks in {p.units} {p.unit}s"
+        rows.append(("n", f"{on}; {r.runs.used} runs used of {r.runs.records} records"))
+    return rows
+
+
+def _summary(r: Report) -> Raw:
+    items: list[Any] = []
+    for label, text in summary_rows(r):
+        items += [el("dt", label), el("dd", text)]
+    return el("section", el("dl", *items), class_="summary", id="summary")
+
+
+def _contents(headings: Sequence[Heading]) -> Raw:
+    links = [el("li", el("a", "Summary", href="#summary"))]
+    links += [el("li", el("a", h.text, href=f"#{h.anchor}")) for h in headings]
+    return el("nav", el("strong", "Contents"), el("ul", *links), class_="toc", id="contents")
+
+
+def _anchored(body: list[Any]) -> tuple[list[Any], list[Heading]]:
+    """The body with every heading's anchor unique (a repeated one numbered), and the
+    headings in order."""
+    seen: Counter[str] = Counter()
+    out: list[Any] = []
+    headings: list[Heading] = []
+    for item in body:
+        if isinstance(item, Heading):
+            seen[item.anchor] += 1
+            if seen[item.anchor] > 1:
+                item = _h2(item.text, f"{item.anchor}-{seen[item.anchor]}")
+            headings.append(item)
+        out.append(item)
+    return out, headings
+
+
+def _other_figures(r: Report, figures: Mapping[str, bytes], body: list[Any]) -> list[Any]:
+    """Every drawn figure no section holds (report.md lists every figure; so does this)."""
+    shown = "".join(str(b) for b in body)
+    rest = [n for n in figures if f'data-figure="{html_text(n)}"' not in shown]
+    if not rest:
+        return []
+    return [_h2("Figures"), *[_figure(n, figures[n], r) for n in rest]]
 
 
 def _stopping(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
@@ -245,7 +367,7 @@ def _stopping(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
             else f"never crossed (max e = {num(s.max_evalue, 2)})"
         )
         body += [
-            el("h2", "Stopping rule (registered; decides the verdict)"),
+            _h2("Stopping rule (registered; decides the verdict)"),
             el(
                 "p",
                 f"{s.rule}, threshold {s.threshold:g}, min prompts {s.min_prompts}, "
@@ -262,7 +384,7 @@ def _secondary(r: Report) -> list[Any]:
     body: list[Any] = []
     if r.secondary:
         body += [
-            el("h2", "Secondary tests (registered; never change the verdict)"),
+            _h2("Secondary tests (registered; never change the verdict)"),
             _tests(r.secondary),
         ]
     return body
@@ -272,16 +394,16 @@ def _multiplicity(r: Report) -> list[Any]:
     body: list[Any] = []
     if r.pairwise:
         body += [
-            el("h2", "Paired changes between the arms (descriptive)"),
+            _h2("Paired changes between the arms (descriptive)"),
             table(*pairwise_table(r)),
         ]
     if r.contrasts:
-        body += [el("h2", "Registered contrasts"), table(*contrast_table(r))]
+        body += [_h2("Registered contrasts"), table(*contrast_table(r))]
         body += [el("p", f"{c.id}: {c.note}") for c in r.contrasts if c.note]
     if r.multiplicity is not None:
         m = r.multiplicity
         body += [
-            el("h2", f"Multiplicity (registered: {m.method}, q = {m.q:g}, family {m.family})"),
+            _h2(f"Multiplicity (registered: {m.method}, q = {m.q:g}, family {m.family})"),
             el("p", m.note),
             table(*multiplicity_table(r)),
         ]
@@ -308,7 +430,7 @@ def _whole_design(r: Report, figures: Mapping[str, bytes]) -> list[Any]:
 def _registered_intents(r: Report, intents: list[Any]) -> list[Any]:
     body: list[Any] = []
     if intents and r.per_intent_registered:
-        body += [el("h2", "Per-intent paired differences (listed, not flagged)"), *intents]
+        body += [_h2("Per-intent paired differences (listed, not flagged)"), *intents]
     return body
 
 
@@ -318,7 +440,7 @@ def _calibration(r: Report) -> list[Any]:
         note = r.calibration_note
         return [] if note is None else [el("p", f"Calibration: {note}", class_="muted")]
     return [
-        el("h2", CALIBRATION_TITLE),
+        _h2(CALIBRATION_TITLE),
         el("p", calibration_caption(r.calibration), class_="muted"),
         table(*calibration_table(r.calibration)),
     ]
@@ -328,7 +450,7 @@ def _controls(r: Report) -> list[Any]:
     body: list[Any] = []
     if r.controls:
         body += [
-            el("h2", "Instrument controls (registered)"),
+            _h2("Instrument controls (registered)"),
             el("p", CONTROLS_NOTE),
             table(
                 ["check", "arm", "statistic", "estimate", "interval", "rule", "verdict"],
@@ -356,7 +478,7 @@ def _judged(r: Report) -> list[Any]:
     lines = judged_lines(r)
     if not lines:
         return []
-    return [el("h2", lines[0]), el("ul", *[el("li", line.strip()) for line in lines[1:]])]
+    return [_h2(lines[0]), el("ul", *[el("li", line.strip()) for line in lines[1:]])]
 
 
 def _invokerank(r: Report) -> list[Any]:
@@ -364,7 +486,7 @@ def _invokerank(r: Report) -> list[Any]:
     if r.invokerank is None:
         return []
     body: list[Any] = [
-        el("h2", "InvokeRank score (descriptive, not registered)"),
+        _h2("InvokeRank score (descriptive, not registered)"),
         el("p", r.invokerank.note, class_="muted"),
         el("p", f"Display rule: {r.invokerank.display_rule}."),
         el(
@@ -382,7 +504,7 @@ def _invokerank(r: Report) -> list[Any]:
 
 def _exploratory(r: Report, figures: Mapping[str, bytes], intents: list[Any]) -> list[Any]:
     body: list[Any] = []
-    body += [el("h2", "Exploratory"), el("p", r.exploratory.get("note", ""), class_="muted")]
+    body += [_h2("Exploratory"), el("p", r.exploratory.get("note", ""), class_="muted")]
     if intents and not r.per_intent_registered:
         body += [
             el("p", "Per-intent paired differences (not registered; listed, not flagged):"),
@@ -397,7 +519,7 @@ def _exploratory(r: Report, figures: Mapping[str, bytes], intents: list[Any]) ->
 
 def _surfaces(r: Report) -> list[Any]:
     body: list[Any] = []
-    body.append(el("h2", "Surfaces and tasks (untrusted content, shown as data)"))
+    body.append(_h2("Surfaces and tasks (untrusted content, shown as data)"))
     for s in r.surfaces:
         control = f" (control {s['control']})" if s.get("control") else ""
         body += [
@@ -430,7 +552,7 @@ def _surfaces(r: Report) -> list[Any]:
 def _provenance(r: Report) -> list[Any]:
     body: list[Any] = []
     body += [
-        el("h2", "Provenance"),
+        _h2("Provenance"),
         el(
             "p",
             "Every number's provenance (runs used, function, parameters, registration "
@@ -454,7 +576,7 @@ def _toolbottleneck(r: Report) -> list[Any]:
     if study is None:
         return []
     body: list[Any] = [
-        el("h2", "ToolBottleneckBench study"),
+        _h2("ToolBottleneckBench study"),
         el("p", el("strong", study.label)),
     ]
     for t in study.tables:
@@ -471,13 +593,17 @@ def render(report: Report, figures: dict[str, bytes]) -> str:
     r = report
     intents = _intents(r, figures)
     body = _title(r) + _simulated(r) + _registration(r) + _runs(r) + _arms(r, figures)
-    body += _primary(r) + _whole_design(r, figures)
+    body += _primary(r, figures) + _whole_design(r, figures)
     body += _stopping(r, figures) + _secondary(r) + _multiplicity(r)
     body += _registered_intents(r, intents) + _calibration(r) + _controls(r)
     body += _toolbottleneck(r)
     body += _invokerank(r) + _judged(r)
     body += _exploratory(r, figures, intents)
+    body += _other_figures(r, figures, body)
     body += _surfaces(r) + _provenance(r)
+    body, headings = _anchored(body)
+    top = len(_title(r)) + len(_simulated(r))
+    body = [*body[:top], _summary(r), _contents(headings), *body[top:]]
 
     head = join(
         [

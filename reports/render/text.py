@@ -10,7 +10,15 @@ import json
 import math
 from typing import Any
 
-from prereg.reports.model import ArmInvokeRank, IntentScore, Interval, InvokeRating, Report
+from prereg.reports.model import (
+    ArmInvokeRank,
+    IntentScore,
+    Interval,
+    InvokeRating,
+    NegativeRate,
+    Report,
+)
+from prereg.reports.render.invokerank_figures import comparisons, withheld
 
 EXPLORATORY_BANNER = (
     "EXPLORATORY: not a confirmatory claim. Nothing in this report may be "
@@ -493,8 +501,11 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
     ]
     intents, stages, shares, priors, funnel, negatives = [], [], [], [], [], []
     for a in scored:
+        fir = {x.intent: x.false_invoke for x in a.false_invoke_by_intent}
+        needs = a.need_test.coding if a.need_test is not None else {}
         for i in a.intents:
             ivs = {round(iv.level, 2): iv for iv in i.intervals}
+            neg = fir.get(i.intent)
             intents.append(
                 [
                     i.intent,
@@ -507,6 +518,10 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
                     points_interval(ivs.get(0.95)),
                     points_interval(_other(report, i)),
                     pct(i.pass_k) + f" ({i.pass_k_prompts} prompts)",
+                    "no negative runs"
+                    if neg is None
+                    else f"{pct(neg.rate)} ({neg.calls} / {neg.runs})",
+                    needs.get(i.intent, "not coded"),
                 ]
             )
             shares.append(
@@ -587,6 +602,8 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
                 "95% interval",
                 f"{_beside(report)} 90%",
                 f"pass^{ir.pass_k}",
+                "False-Invoke Rate (negatives)",
+                "need type",
             ],
             intents,
         ),
@@ -628,6 +645,7 @@ def invokerank_tables(report: Report) -> list[tuple[str, list[str], list[list[An
     ]
     out += invokerank_choice_tables(report)
     out.append(server_funnel_table(report))
+    out += analysis_tables(report)  # the seed's further analyses (issue 41, item 4)
     return [t for t in out if t[2]]
 
 
@@ -757,6 +775,270 @@ def invokerank_choice_lines(report: Report) -> list[str]:
                 f", unjudged no-tool {res.unjudged}; Host Self-Serve Rate "
                 + ("unknown (no native judge)" if hss is None else pct(hss.rate))
             )
+    return out + analysis_lines(report)
+
+
+# --- The seed's further analyses in the InvokeRank section (issue 41, item 4) ----------
+# Tables appended by invokerank_tables (report.md, report.html) and lines printed under the
+# terminal's leaderboard (invokerank_choice_lines). Nothing computes: every number is read
+# from the report model (the Figure 5 table joins the report's paired changes with the
+# arms' calls on negatives, via render.invokerank_figures.comparisons).
+
+
+IRTable = tuple[str, list[str], list[list[Any]]]
+
+
+def _outcome(report: Report) -> str:
+    """The registered outcome (a hand-built fragment of a report may lack it)."""
+    return str(getattr(report, "outcome", None) or "the outcome")
+
+
+def _calls(neg: NegativeRate | None) -> str:
+    return "no negative runs" if neg is None else f"{neg.calls} / {neg.runs}"
+
+
+def _rate(neg: NegativeRate | None) -> str:
+    if neg is None:
+        return "-"
+    return f"{pct(neg.rate)} ({ir_interval(neg.interval, 'pct')})"
+
+
+def need_table(report: Report) -> IRTable:
+    ir = report.invokerank
+    rows = []
+    for a in ir.arms if ir is not None else []:
+        t = a.need_test
+        if t is None:
+            continue
+        coding = ", ".join(f"{k}: {v}" for k, v in t.coding.items()) or "-"
+        if t.reason is not None:
+            rows.append([a.arm, coding, "-", "-", "-", "-", t.reason])
+            continue
+        rows.append(
+            [
+                a.arm,
+                coding,
+                points(t.mean_tool_need),
+                points(t.mean_answerable),
+                points(t.difference),
+                f"{pvalue(t.pvalue)} (exact, {t.relabelings} relabelings; smallest "
+                f"possible {pvalue(t.smallest_p)})",
+                "uncoded: " + ", ".join(t.uncoded) if t.uncoded else "",
+            ]
+        )
+    return (
+        "Need type per intent and the exact intent-level permutation test (seed 6.2; "
+        "one-sided: tool-need intents score higher)",
+        [
+            "arm",
+            "need type per intent",
+            "mean score, tool-need",
+            "mean score, knowledge",
+            "difference (points)",
+            "p",
+            "note",
+        ],
+        rows,
+    )
+
+
+def negatives_table(report: Report) -> IRTable:
+    ir = report.invokerank
+    rows = []
+    for a in ir.arms if ir is not None else []:
+        for x in a.false_invoke_by_intent:
+            rows.append(
+                [
+                    a.arm,
+                    x.intent,
+                    _calls(x.false_invoke),
+                    _rate(x.false_invoke),
+                    _calls(x.any_external),
+                    _rate(x.any_external),
+                ]
+            )
+    return (
+        "False-Invoke Rate per intent (negative runs; Jeffreys at the arm's rho_S, as the "
+        "arm-level rate)",
+        [
+            "arm",
+            "intent",
+            "focal calls / runs",
+            "False-Invoke Rate",
+            "any external / runs",
+            "any external rate",
+        ],
+        rows,
+    )
+
+
+def _rho_interval(iv: Interval | None) -> str:
+    return "-" if iv is None else ir_interval(iv)
+
+
+def rho_table(report: Report) -> IRTable:
+    ir = report.invokerank
+    rows = []
+    for a in ir.arms if ir is not None else []:
+        if a.rho is None:
+            continue
+        for r in a.rho.rows:
+            label = {"pooled": "pooled", "within_intent": "within intent"}.get(r.kind, r.intent)
+            rows.append(
+                [
+                    a.arm,
+                    r.stage,
+                    label,
+                    "undefined" if r.rho is None else num(r.rho, 2),
+                    _rho_interval(r.interval),
+                    r.groups,
+                ]
+            )
+    return (
+        "Intra-prompt correlation rho per intent (Figure 8; sequential counts, prompts as "
+        "groups; 90% percentile bootstrap over the intent's prompts)",
+        ["arm", "stage", "estimate", "rho", "interval", "groups (prompts)"],
+        rows,
+    )
+
+
+def factor_table(report: Report) -> IRTable:
+    ir = report.invokerank
+    rows = []
+    for a in ir.arms if ir is not None else []:
+        for f in a.choice_factors:
+            rows.append(
+                [
+                    a.arm,
+                    f.intent,
+                    f.runs,
+                    f"{f.external} ({pct(f.p_external)})",
+                    f"{f.focal} / {f.external} ({pct(f.p_focal_given_external)})",
+                    f"{f.focal} ({pct(f.p_focal)})",
+                    f.answered_without_search,
+                    f.searched_then_declined,
+                    f.other_no_tool,
+                ]
+            )
+    return (
+        "Two-level choice, eq. (4): P(focal) = P(external) x P(focal | external) "
+        "(positive runs; counts, no interval)",
+        [
+            "arm",
+            "intent",
+            "runs",
+            "external call",
+            "focal | external",
+            "focal",
+            "no search",
+            "searched, declined",
+            "other no tool",
+        ],
+        rows,
+    )
+
+
+def _arm_negatives(report: Report) -> dict[str, NegativeRate | None]:
+    ir = report.invokerank
+    return {a.arm: a.false_invoke for a in (ir.arms if ir is not None else [])}
+
+
+def metadata_table(report: Report) -> IRTable:
+    """Figure 5: each paired change beside both arms' focal calls on negative runs; no
+    table when no arm has a negative run (it would repeat the paired changes shown above
+    beside "no negative runs")."""
+    negatives = _arm_negatives(report)
+    if all(n is None for n in negatives.values()):
+        return ("", [], [])
+    rows = [
+        [
+            c.baseline,
+            c.candidate,
+            c.source if c.intent is None else f"{c.source}: {c.intent}",
+            "-" if c.tasks is None else c.tasks,
+            pct(c.baseline_rate) if c.baseline_rate is not None else "-",
+            pct(c.candidate_rate) if c.candidate_rate is not None else "-",
+            num(c.estimate),
+            c.note if c.interval is None and c.note else interval(c.interval),
+            "-" if c.intent is not None else _calls(negatives.get(c.baseline)),
+            "-" if c.intent is not None else _calls(negatives.get(c.candidate)),
+        ]
+        for c in comparisons(report)
+    ]
+    return (
+        f"Paired changes in {_outcome(report)} beside calls on negatives (Figure 5; focal "
+        "calls on negative runs per arm)",
+        [
+            "baseline",
+            "candidate",
+            "comparison",
+            "tasks",
+            "baseline rate",
+            "candidate rate",
+            "change",
+            "interval",
+            "focal calls on negatives, baseline",
+            "focal calls on negatives, candidate",
+        ],
+        rows,
+    )
+
+
+def withheld_table(report: Report) -> IRTable:
+    return (
+        "InvokeRank figures not drawn",
+        ["figure", "why"],
+        [[name, why] for name, why in withheld(report)],
+    )
+
+
+def replicates_table(report: Report) -> IRTable:
+    ir = report.invokerank
+    rows = [[ir.replicates]] if ir is not None and ir.replicates else []
+    return ("Replicate run rates (Figure 7)", ["not shown"], rows)
+
+
+def analysis_tables(report: Report) -> list[IRTable]:
+    """The tables of this module that have rows."""
+    tables = [
+        need_table(report),
+        negatives_table(report),
+        rho_table(report),
+        factor_table(report),
+        metadata_table(report),
+        replicates_table(report),
+        withheld_table(report),
+    ]
+    return [t for t in tables if t[2]]
+
+
+def analysis_lines(report: Report) -> list[str]:
+    """Per arm, the need-type test and the largest per-intent False-Invoke Rate, for the
+    terminal (the tables are in report.md and report.html)."""
+    ir = report.invokerank
+    out: list[str] = []
+    said: set[str | None] = set()
+    for a in ir.arms if ir is not None else []:
+        t = a.need_test
+        if t is not None and t.reason is None:
+            out.append(
+                f"{a.arm}: need type: tool-need minus knowledge intents {points(t.difference)} "
+                f"points, exact permutation p = {pvalue(t.pvalue)} ({t.relabelings} relabelings)"
+            )
+        elif t is not None and t.reason not in said:
+            said.add(t.reason)
+            out.append(f"need-type test (seed 6.2) {t.reason}")
+        fir = [x for x in a.false_invoke_by_intent if x.false_invoke is not None]
+        if fir:
+            top = max(fir, key=lambda x: x.false_invoke.rate if x.false_invoke else 0.0)
+            neg = top.false_invoke
+            assert neg is not None
+            out.append(
+                f"{a.arm}: highest False-Invoke Rate by intent: {top.intent} "
+                f"{neg.calls} / {neg.runs} ({pct(neg.rate)}; {ir_interval(neg.interval, 'pct')})"
+            )
+    if ir is not None and ir.replicates:
+        out.append(ir.replicates)
     return out
 
 

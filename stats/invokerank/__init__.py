@@ -28,7 +28,9 @@ and the between-run variance of replicate runs. One idea per module:
 - ``calibrated``: the calibrated interval, a bootstrap of the plug-in score (7.5);
 - ``minimum``: the small-sample rule: the fewest prompts per intent (and sessions) for an
   interval to be shown;
-- ``replicates``: the between-run variance of replicate runs and its permutation test (7.3).
+- ``replicates``: the between-run variance of replicate runs and its permutation test (7.3);
+- ``rho_intervals``: rho with intent means removed and the cell rho's prompt-bootstrap
+  interval (7.4, Figure 8).
 
 The modules import one another directly, never this package, which only re-exports the
 names other code reads from ``prereg.stats.invokerank`` (``__all__``; the underscore names

@@ -21,7 +21,11 @@ def _captions(ws: Path, reg_id: str) -> tuple[list[str], list[str]]:
     folder = ws / "reports" / reg_id
     md = re.findall(r"!\[([^\]]*)\]\(figures/forest\.png\)", (folder / "report.md").read_text())
     html = (folder / "report.html").read_text()
-    forest = re.findall(r"<figure><img alt=\"([^\"]*)\"[^>]*><figcaption>([^<]*)<", html)
+    forest = re.findall(
+        r"<figure data-figure=\"forest\"><div class=\"scroll\"><img alt=\"([^\"]*)\"[^>]*>"
+        r"</div><figcaption>([^<]*)<",
+        html,
+    )
     return md, [c for alt, c in forest if alt == c and "aired difference" in c]
 
 

@@ -15,6 +15,9 @@ pytest.importorskip("matplotlib")
 
 
 def _tight(fig: object) -> bytes:
+    """matplotlib's tight save of the figure, with the figures' font floor applied first
+    (``_png`` raises text below ``MIN_FONT_PT`` before it draws)."""
+    figures._floor_fonts(fig)  # type: ignore[arg-type]
     buf = io.BytesIO()
     fig.savefig(  # type: ignore[attr-defined]
         buf, format="png", dpi=figures._DPI, bbox_inches="tight", metadata=figures._METADATA

@@ -1,0 +1,313 @@
+"""The InvokeRank section's figures as the seed draws them (issue 41, item 4): Figure 2
+(the funnel with intervals), Figure 3 (the score per intent with intervals), Figure 5
+(paired changes beside calls on negatives) and Figure 8 (rho per intent with intervals).
+
+Each figure is drawn from numbers already in the report (nothing is computed here) by a
+``*_figure`` function (what tests read), on the canvas :mod:`.figures` gives it
+(``_canvas``, passed in: that module registers these in its ``FIGURES``, so this one does
+not import it), which :mod:`.figures` saves as PNG. A figure that cannot be defended at the
+report's size is not drawn, and :func:`withheld` says why (the report's tables print it):
+
+- Figure 2 needs a measured funnel stage with its Jeffreys interval (it has width at
+  every size);
+- Figure 3 and Figure 8 need at least one interval that the small-sample rules let
+  through; rows whose interval is withheld are drawn as open markers labelled
+  "no interval", never as a point that looks certain;
+- Figure 5 needs a paired change with an interval;
+- Figure 7 (replicate run rates) is never drawn from one registration, whose arms are
+  one run each (the section's ``replicates`` says so).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prereg.reports.model import Interval, PairwiseChange, Report
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+#: ``figures._canvas``: a figure with one axes of the given size, room for ``labels``.
+Canvas = Callable[[float, float, Sequence[str]], "tuple[Figure, Axes]"]
+
+#: One row of a point-and-interval chart: label, estimate, (low, high) or None.
+Row = tuple[str, float, tuple[float, float] | None]
+
+
+def _outcome(report: Report) -> str:
+    """The registered outcome (a hand-built fragment of a report may lack it)."""
+    return str(getattr(report, "outcome", None) or "the outcome")
+
+
+def _pairwise(report: Report) -> list[PairwiseChange]:
+    """The report's paired changes (a hand-built fragment may lack them)."""
+    return list(getattr(report, "pairwise", None) or [])
+
+
+def _finite(*values: float | None) -> bool:
+    return all(v is not None and math.isfinite(v) for v in values)
+
+
+def _bounds(iv: Interval | None) -> tuple[float, float] | None:
+    if iv is None or not _finite(iv.low, iv.high):
+        return None
+    return float(iv.low or 0.0), float(iv.high or 0.0)
+
+
+def funnel_rows(report: Report) -> list[Row]:
+    """Figure 2: each arm's pooled stages, runs reaching over positive runs."""
+    ir = report.invokerank
+    rows: list[Row] = []
+    for a in ir.arms if ir is not None else []:
+        for s in a.funnel:
+            if s.trials and s.displayed is not None:
+                rows.append((f"{a.arm}: {s.stage}", s.successes / s.trials, _bounds(s.displayed)))
+    return rows
+
+
+def intent_rows(report: Report) -> list[Row]:
+    """Figure 3: each arm's score per intent with the score's 90% interval."""
+    ir = report.invokerank
+    rows: list[Row] = []
+    for a in ir.arms if ir is not None else []:
+        for i in a.intents:
+            first = next((iv for iv in i.intervals if round(iv.level, 2) == 0.9), None)
+            rows.append((f"{i.intent}: {a.arm}", i.q, _bounds(first)))
+    return rows
+
+
+def rho_rows(report: Report) -> list[Row]:
+    """Figure 8: each cell's rho (defined ones) with its bootstrap interval."""
+    ir = report.invokerank
+    rows: list[Row] = []
+    for a in ir.arms if ir is not None else []:
+        for r in a.rho.rows if a.rho is not None else []:
+            if r.kind == "cell" and r.rho is not None:
+                rows.append((f"{a.arm}: {r.stage}: {r.intent}", r.rho, _bounds(r.interval)))
+    return rows
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One paired change between two arms of the registration, as the report prints it:
+    a placebo or blinded control against its reference, or a descriptive pairwise change."""
+
+    baseline: str
+    candidate: str
+    source: str
+    estimate: float | None
+    interval: Interval | None
+    baseline_rate: float | None = None
+    candidate_rate: float | None = None
+    tasks: int | None = None
+    intent: str | None = None  # a row of the primary comparison's per-intent table
+    note: str | None = None  # why the interval is null, when the report says
+
+
+def comparisons(report: Report) -> list[Comparison]:
+    """Figure 5's comparisons: the placebo and blinded controls (each against its
+    reference), the pairwise changes between plain arms, and the registered primary
+    comparison (unless a control pairs the same arms) with its per-intent rows (none
+    without InvokeRank)."""
+    if report.invokerank is None:
+        return []
+    out = [
+        Comparison(c.reference, c.arm, f"{c.control} control", c.estimate, c.interval)
+        for c in getattr(report, "controls", None) or []
+        if c.control in ("placebo", "blinded") and c.reference is not None
+    ]
+    out += [
+        Comparison(
+            p.control,
+            p.treatment,
+            "pairwise (descriptive)",
+            p.estimate,
+            p.interval,
+            p.control_rate,
+            p.treatment_rate,
+            p.tasks,
+        )
+        for p in _pairwise(report)
+    ]
+    primary = getattr(report, "primary", None)
+    if primary is not None and len(primary.compare) == 2:
+        base, cand = primary.compare
+        if not any({c.baseline, c.candidate} == {base, cand} for c in out):
+            out.append(
+                Comparison(
+                    base,
+                    cand,
+                    f"primary ({primary.test}, per {primary.unit})",
+                    primary.estimate,
+                    primary.interval,
+                )
+            )
+        out += [
+            Comparison(
+                base,
+                cand,
+                "primary, per intent",
+                r.difference,
+                r.interval,
+                r.control_rate,
+                r.treatment_rate,
+                r.tasks,
+                intent=r.intent,
+                note=r.interval_note,
+            )
+            for r in getattr(report, "per_intent", None) or []
+        ]
+    return out
+
+
+def metadata_rows(report: Report) -> list[Row]:
+    """Figure 5: paired changes with an interval, labelled with both arms' focal calls
+    on negative runs."""
+    ir = report.invokerank
+    if ir is None:
+        return []
+    negatives = {a.arm: a.false_invoke for a in ir.arms}
+    if all(n is None for n in negatives.values()):
+        return []  # Figure 5 sets changes beside calls on negatives: none here
+
+    def calls(arm: str) -> str:
+        neg = negatives.get(arm)
+        return "-" if neg is None else f"{neg.calls}/{neg.runs}"
+
+    rows: list[Row] = []
+    for c in comparisons(report):
+        bounds = _bounds(c.interval)
+        if c.estimate is None or bounds is None:
+            continue
+        level = c.interval.level if c.interval is not None else 0.0
+        if c.intent is not None:  # the seed gives calls on negatives for whole arms only
+            label = f"{c.candidate} vs {c.baseline}: {c.intent}, {level:.0%}"
+        else:
+            label = (
+                f"{c.candidate} vs {c.baseline}, {level:.0%} "
+                f"(negatives {calls(c.baseline)} -> {calls(c.candidate)})"
+            )
+        rows.append((label, c.estimate, bounds))
+    return rows
+
+
+def withheld(report: Report) -> list[tuple[str, str]]:
+    """(figure, why it is not drawn) for the section's figures without defensible data."""
+    if report.invokerank is None:
+        return []
+    out = []
+    if not funnel_rows(report):
+        out.append(("Figure 2 (funnel)", "no measured funnel stage with an interval"))
+    if not any(b is not None for _, _, b in intent_rows(report)):
+        out.append(
+            (
+                "Figure 3 (score per intent)",
+                "no intent has a 90% interval (the small-sample rule withholds them: "
+                "see the score table's reasons)",
+            )
+        )
+    if not any(b is not None for _, _, b in rho_rows(report)):
+        out.append(
+            (
+                "Figure 8 (rho per intent)",
+                "no intent has a rho interval (too few prompts, undefined or degenerate: "
+                "see the rho table)",
+            )
+        )
+    if all(a.false_invoke is None for a in report.invokerank.arms):
+        out.append(("Figure 5 (paired changes)", "no arm has a negative run"))
+    elif comparisons(report) and not metadata_rows(report):
+        out.append(("Figure 5 (paired changes)", "no paired change has an interval"))
+    if report.invokerank.replicates:
+        out.append(("Figure 7 (replicate runs)", "one run per arm in this registration"))
+    return out
+
+
+def _chart(
+    canvas: Canvas, rows: list[Row], xlabel: str, title: str, xlim: tuple[float, float]
+) -> Figure:
+    labels = [label if b is not None else f"{label} (no interval)" for label, _, b in rows]
+    fig, ax = canvas(6.0, 0.6 + 0.32 * len(rows), labels)
+    for y, (_, est, bounds) in enumerate(rows):
+        if bounds is None:
+            ax.plot([est], [y], "o", mfc="white", color="#7f7f7f", clip_on=False)
+            continue
+        lo, hi = bounds
+        ax.errorbar(
+            [est],
+            [y],
+            xerr=[[max(est - lo, 0.0)], [max(hi - est, 0.0)]],
+            fmt="o",
+            color="#1f4e79",
+            capsize=3,
+            clip_on=False,
+        )
+    ax.set_yticks(range(len(rows)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(*xlim)
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def ir_funnel_figure(report: Report, canvas: Canvas) -> Figure | None:
+    rows = funnel_rows(report)
+    if not rows:
+        return None
+    return _chart(
+        canvas,
+        rows,
+        "share of positive runs reaching the stage (90% Jeffreys, deflated by DEFF)",
+        "InvokeRank funnel per arm (Figure 2)",
+        (-0.03, 1.03),
+    )
+
+
+def ir_intents_figure(report: Report, canvas: Canvas) -> Figure | None:
+    rows = intent_rows(report)
+    if not any(b is not None for _, _, b in rows):
+        return None
+    scaled: list[Row] = [
+        (label, 100 * q, None if b is None else (100 * b[0], 100 * b[1])) for label, q, b in rows
+    ]
+    method = report.invokerank.interval_method if report.invokerank is not None else "published"
+    return _chart(
+        canvas,
+        scaled,
+        f"score per intent, points (90% interval, {method}; open: withheld, too few prompts)",
+        "InvokeRank score per intent (Figure 3)",
+        (-3.0, 103.0),
+    )
+
+
+def ir_rho_figure(report: Report, canvas: Canvas) -> Figure | None:
+    rows = rho_rows(report)
+    if not any(b is not None for _, _, b in rows):
+        return None
+    return _chart(
+        canvas,
+        rows,
+        "intra-prompt rho (90% percentile bootstrap over prompts; open: no interval)",
+        "Repeat clustering per intent (Figure 8)",
+        (-0.03, 1.03),
+    )
+
+
+def ir_metadata_figure(report: Report, canvas: Canvas) -> Figure | None:
+    rows = metadata_rows(report)
+    if not rows:
+        return None
+    fig = _chart(
+        canvas,
+        rows,
+        f"paired change in {_outcome(report)} (candidate - baseline)",
+        "Paired changes beside focal calls on negatives (Figure 5)",
+        (-1.05, 1.05),
+    )
+    fig.axes[0].axvline(0.0, color="#999999", lw=1)
+    return fig

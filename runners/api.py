@@ -28,6 +28,7 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.registrations import Entry, Registry
+from prereg.registry.selection import UnitSelection
 from prereg.registry.units import RunPlan, build_offers
 from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute, settle_heap
 from prereg.runners.prepare import prepare
@@ -65,15 +66,18 @@ def preflight(
     store: str | None = None,
     share: WorkerShare | None = None,
     prices: Path | str | None = None,
+    selection: UnitSelection | None = None,
 ) -> Preflight:
     """Everything ``prereg run`` checks and claims before a unit runs: the registration
     verified and runnable, the store writable (a paid call whose record cannot be written
     is lost), the drivers built, every control applicable (refused, exit 2, before the
     locked split is claimed: a refused run must not spend it), the locked split claimed
     (idempotent for this registration; refused, exit 4, if another claimed it), and the
-    stored chain verified (a run resumes only onto a chain that verifies)."""
+    stored chain verified (a run resumes only onto a chain that verifies). ``selection``:
+    a pilot's subset of the units (refused for a confirmatory registration, exit 4, before
+    anything is claimed)."""
     runs = resolve_store(ws.runs, store)
-    registry, entry, plan, experiment = prepare(ws, registration_id)
+    registry, entry, plan, experiment = prepare(ws, registration_id, selection)
     check_store_writable(ws, runs)
     if driver is None:
         try:
@@ -100,8 +104,10 @@ def run_registration(
     anchor: bool = True,
     exits_after: bool = False,
     prices: Path | str | None = None,
+    selection: UnitSelection | None = None,
 ) -> RunSummary:
-    """Run (or resume) a registration; ``driver`` overrides the registered drivers: one
+    """Run (or resume) a registration; ``selection``: only these units
+    (:mod:`prereg.registry.selection`); ``driver`` overrides the registered drivers: one
     driver for every arm, or one per arm id (benches, tests). ``store``: the run store
     (``--store``; :func:`prereg.runners.store.choose.resolve_store`). ``share`` and ``anchor``:
     for a worker process of ``prereg run --workers N`` (:mod:`prereg.runners.workers`),
@@ -112,7 +118,15 @@ def run_registration(
     check_run_options(concurrency, max_units)
     if exits_after:
         settle_heap()  # what is loaded so far, before the checks allocate
-    ready = preflight(ws, registration_id, driver=driver, store=store, share=share, prices=prices)
+    ready = preflight(
+        ws,
+        registration_id,
+        driver=driver,
+        store=store,
+        share=share,
+        prices=prices,
+        selection=selection,
+    )
     return run_ready(
         ready,
         concurrency=concurrency,

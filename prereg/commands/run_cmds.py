@@ -29,6 +29,7 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.split_counts import describe_splits, task_rows
+from prereg.registry.selection import UnitSelection
 from prereg.reports.inspect_export import export_inspect
 from prereg.runners.api import run_registration
 from prereg.runners.exchange.export import export_parquet, export_registration, is_stdout
@@ -64,6 +65,29 @@ def run(
     ] = 4,
     max_units: Annotated[
         int | None, typer.Option("--max-units", min=0, help="Run at most N missing units.")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            help="Pilot: only the first N tasks of the split (as `split show --tasks` lists "
+            "them, after --task and --intent), every arm and repeat. Exploratory only.",
+        ),
+    ] = None,
+    task: Annotated[
+        list[str] | None,
+        typer.Option("--task", help="Pilot: only this task (repeatable). Exploratory only."),
+    ] = None,
+    arm: Annotated[
+        list[str] | None,
+        typer.Option("--arm", help="Pilot: only this arm (repeatable). Exploratory only."),
+    ] = None,
+    intent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--intent", help="Pilot: only this intent's tasks (repeatable). Exploratory only."
+        ),
     ] = None,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="Do not draw the progress bar.")
@@ -113,8 +137,11 @@ def run(
     Infrastructure failures are recorded as infra_error and retried on the next run.
     """
     ws = workspace(ctx)
+    selection = UnitSelection(
+        tasks=tuple(task or ()), arms=tuple(arm or ()), intents=tuple(intent or ()), limit=limit
+    )
     progress = None if (as_json or no_progress) else RichProgress(registration_id)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"selection": selection.describe()} if selection else {}
     if workers > 1 and not dry_run:
         refuse_workers_with(batch=batch, prices=prices)
     if prices is not None:  # checked for every host: the local one would never read it
@@ -124,11 +151,18 @@ def run(
             refuse_batch_with_shared_store(store)
         if dry_run:
             data = estimate_run(
-                ws, registration_id, batch=batch, max_units=max_units, prices=prices, store=store
+                ws,
+                registration_id,
+                batch=batch,
+                max_units=max_units,
+                prices=prices,
+                store=store,
+                selection=selection,
             )
+            data.update(extra)
             emit(data, as_json, lambda: _print_dry_run(data))
             return
-        summary, extra = provider_run(
+        summary, provider_extra = provider_run(
             ws,
             registration_id,
             batch=batch,
@@ -138,7 +172,9 @@ def run(
             progress=progress,
             on_poll=_batch_poll_printer(as_json) if batch else None,
             store=store,
+            selection=selection,
         )
+        extra.update(provider_extra)
     elif workers == 1:
         summary = run_registration(
             ws,
@@ -148,6 +184,7 @@ def run(
             progress=progress,
             store=store,
             exits_after=PROCESS.program,
+            selection=selection,
         )
     else:
         summary = run_workers(
@@ -159,6 +196,7 @@ def run(
             progress=progress,
             store=store,
             exits_after=PROCESS.program,
+            selection=selection,
         )
     extra = redact_obj(extra)  # batch ids and the like come from the provider
     data = {**summary_json(summary), **extra}
@@ -170,7 +208,11 @@ def run(
         rows = [
             ("digest", summary.registration_digest),
             ("driver", f"{summary.driver} (evidence class {summary.evidence_class})"),
-            ("planned units", str(summary.planned)),
+            (
+                "planned units",
+                str(summary.planned)
+                + (" (the pilot's selection; exploratory)" if selection else ""),
+            ),
             ("skipped (already recorded)", str(summary.skipped_existing)),
             ("completed this run", f"{summary.completed} ({summary.successes} succeeded)"),
             ("infra failures (retried next run)", str(summary.failed)),

@@ -26,7 +26,9 @@ from urllib.parse import urlsplit
 
 #: Runs of different evidence classes are never pooled (DESIGN.md, invariant 8).
 #: ``inspect``: runs imported from Inspect AI logs (``prereg import --from inspect``).
-EvidenceClass = Literal["replay", "local", "api", "inspect"]
+#: ``cached``: provider runs of an exploratory pilot made with ``prereg run --cache``
+#: (responses may come from the response cache; never a driver's registered class).
+EvidenceClass = Literal["replay", "local", "api", "inspect", "cached"]
 DriverName = Literal["replay", "local", "anthropic", "openai", "openai-chat", "inspect"]
 #: How a host reaches the offered tools: ``client`` (the harness sends them as client-side
 #: tools and executes the calls) or ``connector`` (the provider connects to the replay

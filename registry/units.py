@@ -37,8 +37,8 @@ from prereg.experiments.offers import (
 from prereg.experiments.surfaces import Role, Surface, Tool
 from prereg.experiments.toolbottleneck.cells import ArmCell
 from prereg.registry.digest import canonical_json
+from prereg.registry.pilot import PilotOptions
 from prereg.registry.schema import Registration
-from prereg.registry.selection import UnitSelection
 
 
 @dataclass(frozen=True)
@@ -186,10 +186,11 @@ class RunPlan:
     #: of every compiled variant (``<arm>/<task>``, from the frozen document)
     study_cells: Mapping[str, ArmCell] = field(default_factory=dict)
     variants: Mapping[str, str] = field(default_factory=dict)
-    #: the units this run keeps (``run --limit/--task/--arm/--intent``, exploratory only;
-    #: :mod:`prereg.registry.selection`); None: the whole plan. Never set on a plan made
-    #: for analysis.
-    selection: UnitSelection | None = None
+    #: a pilot's options (``run --limit/--task/--arm/--intent/--cache``, exploratory only;
+    #: :mod:`prereg.registry.pilot`): the units this run keeps, and whether provider
+    #: responses come from the response cache; None: the whole plan, no cache. Never set
+    #: on a plan made for analysis.
+    pilot: PilotOptions | None = None
 
     def config(self, arm: str) -> ArmConfig:
         """The arm's configuration (the registration's defaults when none was resolved)."""
@@ -386,8 +387,8 @@ def expand_units(plan: RunPlan, experiment: Experiment) -> list[RunUnit]:
                         design_seed=plan.seed,
                     )
                 )
-    if plan.selection:
-        return plan.selection.apply(units, tasks)
+    if plan.pilot:
+        return plan.pilot.apply(units, tasks)
     return units
 
 

@@ -158,6 +158,12 @@ def check_runs(entry: Entry, observations: Sequence[Obs], planned: Sequence[Unit
             ),
         )
     reg = entry.registration
+    if reg.kind == "confirmatory" and "cached" in classes:
+        raise IntegrityError(
+            f"{classes['cached']} run(s) of confirmatory '{entry.id}' carry the evidence class "
+            "'cached' (a pilot's response cache): a confirmatory analysis reads fresh "
+            "responses only, and `prereg run --cache` is refused for it"
+        )
     drivers = {arm.id: reg.config_of(arm.id).host.driver for arm in reg.arms}
     wrong_driver = [
         o

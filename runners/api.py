@@ -27,8 +27,8 @@ from prereg.core.errors import BadInput, WriteFailure
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
+from prereg.registry.pilot import PilotOptions
 from prereg.registry.registrations import Entry, Registry
-from prereg.registry.selection import UnitSelection
 from prereg.registry.units import RunPlan, build_offers
 from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute, settle_heap
 from prereg.runners.prepare import prepare
@@ -66,18 +66,18 @@ def preflight(
     store: str | None = None,
     share: WorkerShare | None = None,
     prices: Path | str | None = None,
-    selection: UnitSelection | None = None,
+    pilot: PilotOptions | None = None,
 ) -> Preflight:
     """Everything ``prereg run`` checks and claims before a unit runs: the registration
     verified and runnable, the store writable (a paid call whose record cannot be written
     is lost), the drivers built, every control applicable (refused, exit 2, before the
     locked split is claimed: a refused run must not spend it), the locked split claimed
     (idempotent for this registration; refused, exit 4, if another claimed it), and the
-    stored chain verified (a run resumes only onto a chain that verifies). ``selection``:
-    a pilot's subset of the units (refused for a confirmatory registration, exit 4, before
-    anything is claimed)."""
+    stored chain verified (a run resumes only onto a chain that verifies). ``pilot``: a
+    pilot's options (a subset of the units, the response cache), refused for a
+    confirmatory registration (exit 4) before anything is claimed."""
     runs = resolve_store(ws.runs, store)
-    registry, entry, plan, experiment = prepare(ws, registration_id, selection)
+    registry, entry, plan, experiment = prepare(ws, registration_id, pilot)
     check_store_writable(ws, runs)
     if driver is None:
         try:
@@ -104,10 +104,10 @@ def run_registration(
     anchor: bool = True,
     exits_after: bool = False,
     prices: Path | str | None = None,
-    selection: UnitSelection | None = None,
+    pilot: PilotOptions | None = None,
 ) -> RunSummary:
-    """Run (or resume) a registration; ``selection``: only these units
-    (:mod:`prereg.registry.selection`); ``driver`` overrides the registered drivers: one
+    """Run (or resume) a registration; ``pilot``: a pilot's options
+    (:mod:`prereg.registry.pilot`); ``driver`` overrides the registered drivers: one
     driver for every arm, or one per arm id (benches, tests). ``store``: the run store
     (``--store``; :func:`prereg.runners.store.choose.resolve_store`). ``share`` and ``anchor``:
     for a worker process of ``prereg run --workers N`` (:mod:`prereg.runners.workers`),
@@ -125,7 +125,7 @@ def run_registration(
         store=store,
         share=share,
         prices=prices,
-        selection=selection,
+        pilot=pilot,
     )
     return run_ready(
         ready,

@@ -17,8 +17,8 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.hosts import DRIVERS
+from prereg.registry.pilot import PilotOptions
 from prereg.registry.registrations import Entry, Registry
-from prereg.registry.selection import UnitSelection
 from prereg.registry.units import RunPlan, plan_from_registration
 from prereg.registry.verify import verified_entry
 
@@ -33,13 +33,13 @@ IMPORTED = frozenset(name for name, spec in DRIVERS.items() if spec.imported)
 
 
 def prepare(
-    ws: Workspace, registration_id: str, selection: UnitSelection | None = None
+    ws: Workspace, registration_id: str, pilot: PilotOptions | None = None
 ) -> tuple[Registry, Entry, RunPlan, Experiment]:
     """(registry, entry, plan, frozen experiment) of a verified registration, with the
     protocol checks that do not write anything (runnable, locked split kind).
 
-    ``selection``: a pilot's subset of the units (``run --limit/--task/--arm/--intent``),
-    checked (a confirmatory registration refuses it, exit 4) and carried on the plan."""
+    ``pilot``: a pilot's options (``run --limit/--task/--arm/--intent/--cache``), checked
+    (a confirmatory registration refuses them, exit 4) and carried on the plan."""
     registry = open_registry(ws)
     entry = verified_entry(registry, registration_id)
     reg = entry.registration
@@ -68,7 +68,7 @@ def prepare(
     if experiment.toolbottleneck is not None:  # the registered variant digests (issue 19)
         document = json.loads(entry.frozen_path.read_bytes())["document"]
         plan = replace(plan, variants=dict(document["experiment"]["variants"]))
-    if selection:
-        selection.check(plan, experiment.tasks_in_split(plan.split))
-        plan = replace(plan, selection=selection)
+    if pilot:
+        pilot.check(plan, experiment.tasks_in_split(plan.split))
+        plan = replace(plan, pilot=pilot)
     return registry, entry, plan, experiment

@@ -47,7 +47,7 @@ from typing import Any
 from prereg.core import errors
 from prereg.core.errors import PreregError
 from prereg.core.workspace import Workspace
-from prereg.registry.selection import UnitSelection
+from prereg.registry.pilot import PilotOptions
 from prereg.registry.units import expand_units
 from prereg.runners.api import (
     Preflight,
@@ -100,7 +100,7 @@ class _Job:
     #: the process id of the parent that started the worker
     parent: int
     #: the pilot's subset of the units (``run --limit/--task/--arm/--intent``), if any
-    selection: UnitSelection | None = None
+    pilot: PilotOptions | None = None
 
 
 class _Relay(Progress):
@@ -129,7 +129,7 @@ def _work(job: _Job, channel: Any, checked: Preflight | None) -> None:
                 job.registration_id,
                 store=job.store,
                 share=job.share,
-                selection=job.selection,
+                pilot=job.pilot,
             )
         else:
             drivers = create_run_drivers(checked.plan, ws, runs=checked.runs, share=job.share)
@@ -163,7 +163,7 @@ def run_workers(
     progress: Progress | None = None,
     store: str | None = None,
     exits_after: bool = False,
-    selection: UnitSelection | None = None,
+    pilot: PilotOptions | None = None,
 ) -> RunSummary:
     """Run (or resume) a registration with ``workers`` processes (see the module
     docstring); one worker, or nothing left to run, is a plain run in this process
@@ -171,7 +171,7 @@ def run_workers(
     check_run_options(concurrency, max_units)
     if workers < 1:
         raise errors.BadInput("--workers must be at least 1", field="workers")
-    ready = preflight(ws, registration_id, store=store, selection=selection)
+    ready = preflight(ws, registration_id, store=store, pilot=pilot)
     units = expand_units(ready.plan, ready.experiment)
     with open_store(ready.runs) as records:
         settled = settled_keys(ready.plan, records)
@@ -191,7 +191,7 @@ def run_workers(
             progress=progress,
             store=store,
             exits_after=exits_after,
-            selection=selection,
+            pilot=pilot,
         )
     preload(ready.driver, ready.plan)
     shared = is_postgres(ready.runs)
@@ -206,7 +206,7 @@ def run_workers(
             store=store,
             share=None if shared else WorkerShare(k, count, spent_before),
             parent=os.getpid(),
-            selection=selection,
+            pilot=pilot,
         )
         for k in range(count)
     ]

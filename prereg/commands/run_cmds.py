@@ -29,7 +29,7 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.split_counts import describe_splits, task_rows
-from prereg.registry.selection import UnitSelection
+from prereg.registry.pilot import PilotOptions
 from prereg.reports.inspect_export import export_inspect
 from prereg.runners.api import run_registration
 from prereg.runners.exchange.export import export_parquet, export_registration, is_stdout
@@ -89,6 +89,15 @@ def run(
             "--intent", help="Pilot: only this intent's tasks (repeatable). Exploratory only."
         ),
     ] = None,
+    cache: Annotated[
+        bool,
+        typer.Option(
+            "--cache/--no-cache",
+            help="Pilot: answer a request from the workspace's response cache when this "
+            "unit sent it before (provider hosts; records labelled evidence class "
+            "'cached', never pooled with fresh runs). Exploratory only.",
+        ),
+    ] = False,
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="Do not draw the progress bar.")
     ] = False,
@@ -137,11 +146,21 @@ def run(
     Infrastructure failures are recorded as infra_error and retried on the next run.
     """
     ws = workspace(ctx)
-    selection = UnitSelection(
-        tasks=tuple(task or ()), arms=tuple(arm or ()), intents=tuple(intent or ()), limit=limit
+    pilot = PilotOptions(
+        tasks=tuple(task or ()),
+        arms=tuple(arm or ()),
+        intents=tuple(intent or ()),
+        limit=limit,
+        cache=cache,
     )
+    if cache and batch:
+        raise BadInput(
+            "--cache answers synchronous requests; a --batch run sends its requests in one "
+            "provider batch: use one or the other",
+            field="cache",
+        )
     progress = None if (as_json or no_progress) else RichProgress(registration_id)
-    extra: dict[str, Any] = {"selection": selection.describe()} if selection else {}
+    extra: dict[str, Any] = {"pilot": pilot.describe()} if pilot else {}
     if workers > 1 and not dry_run:
         refuse_workers_with(batch=batch, prices=prices)
     if prices is not None:  # checked for every host: the local one would never read it
@@ -157,7 +176,7 @@ def run(
                 max_units=max_units,
                 prices=prices,
                 store=store,
-                selection=selection,
+                pilot=pilot,
             )
             data.update(extra)
             emit(data, as_json, lambda: _print_dry_run(data))
@@ -172,7 +191,7 @@ def run(
             progress=progress,
             on_poll=_batch_poll_printer(as_json) if batch else None,
             store=store,
-            selection=selection,
+            pilot=pilot,
         )
         extra.update(provider_extra)
     elif workers == 1:
@@ -184,7 +203,7 @@ def run(
             progress=progress,
             store=store,
             exits_after=PROCESS.program,
-            selection=selection,
+            pilot=pilot,
         )
     else:
         summary = run_workers(
@@ -196,7 +215,7 @@ def run(
             progress=progress,
             store=store,
             exits_after=PROCESS.program,
-            selection=selection,
+            pilot=pilot,
         )
     extra = redact_obj(extra)  # batch ids and the like come from the provider
     data = {**summary_json(summary), **extra}
@@ -211,7 +230,7 @@ def run(
             (
                 "planned units",
                 str(summary.planned)
-                + (" (the pilot's selection; exploratory)" if selection else ""),
+                + (" (a pilot's selection; exploratory)" if pilot.selects else ""),
             ),
             ("skipped (already recorded)", str(summary.skipped_existing)),
             ("completed this run", f"{summary.completed} ({summary.successes} succeeded)"),

@@ -68,6 +68,7 @@ from prereg.runners.providers.prices import (
     worst_case_usd,
 )
 from prereg.runners.providers.ratelimit import RateLimiter
+from prereg.runners.providers.response_cache import ResponseCache, plain_response
 from prereg.runners.providers.retry import RetryStats, with_retries
 from prereg.runners.providers.send import Encoded
 from prereg.runners.providers.send import hold as hold_wire
@@ -317,6 +318,14 @@ class ModelDriver(ABC):
         self._transcripts = _Transcripts()
         self._primed: dict[str, Parsed | InfraError] = {}
         self._specs: dict[tuple[object, ...], tuple[object, Encoded]] = {}
+        #: the pilot's response cache (``run --cache``), or None
+        self.cache: ResponseCache | None = None
+
+    def use_cache(self, cache: ResponseCache) -> None:
+        """Answer requests from ``cache`` where it holds them (``run --cache``); every
+        record this driver makes then carries the evidence class ``cached``."""
+        self.cache = cache
+        self.evidence_class = "cached"
 
     # ---- provider-specific -------------------------------------------------------------
 
@@ -467,13 +476,13 @@ class ModelDriver(ABC):
                 )
         stored = self._transcripts.get(key, len(history))
         body = self.build_request(episode, history, stored)
-        parsed, latency, retries = await self._request(body)
+        parsed, latency, retries = await self._request(body, episode.label)
         merged, merged_latency = parsed, latency
         for _ in range(_MAX_CONTINUATIONS):
             if not merged.paused:
                 break
             body = self._continuation(body, merged)
-            more, more_latency, more_retries = await self._request(body)
+            more, more_latency, more_retries = await self._request(body, episode.label)
             retries += more_retries
             merged = _merge(merged, more)
             merged_latency = _add(merged_latency, more_latency)
@@ -489,11 +498,22 @@ class ModelDriver(ABC):
             self._transcripts.by_episode.pop(key, None)
         return turn
 
-    async def _request(self, body: dict[str, Any]) -> tuple[Parsed, float | None, int]:
-        """One request with spend hold, rate limit and retries.
+    async def _request(
+        self, body: dict[str, Any], unit: str | None = None
+    ) -> tuple[Parsed, float | None, int]:
+        """One request with spend hold, rate limit and retries; from the response cache
+        instead when the pilot uses one and it holds this unit's request.
 
         Returns (parsed, latency ms of the successful attempt, retries it took).
         """
+        cache_key = None
+        if self.cache is not None and unit is not None:
+            cache_key = self.cache.key(self.provider, unit, body)
+            kept = self.cache.get(cache_key)
+            if kept is not None:  # nothing sent, nothing spent, no latency measured
+                parsed = self.parse(kept, batch=False)
+                spent = None if parsed.turn.cost_usd is None else 0.0
+                return replace(parsed, turn=replace(parsed.turn, cost_usd=spent)), None, 0
         prompt_tokens = wire_tokens(hold_wire(body))
         max_out = int(body.get("max_tokens") or body.get("max_output_tokens") or 0)
         price = self.price
@@ -505,6 +525,7 @@ class ModelDriver(ABC):
         )
         latency: list[float | None] = [None]
         parsed_box: list[Parsed] = []
+        responses: list[Any] = []
         attempts = [0]
 
         async def attempt() -> Any:
@@ -520,6 +541,7 @@ class ModelDriver(ABC):
             latency[0] = (time.perf_counter() - started) * 1000.0
             parsed = self.parse(response, batch=False)
             parsed_box.append(parsed)
+            responses.append(response)
             self.limiter.settle(reservation, parsed.total_tokens)
             return response
 
@@ -537,6 +559,10 @@ class ModelDriver(ABC):
         parsed = parsed_box[-1]
         if hold is not None:
             self.spend.settle(hold, parsed.turn.cost_usd)
+        if self.cache is not None and cache_key is not None:
+            kept = redact_obj(plain_response(responses[-1]))  # no secret is kept on disk
+            if not holds_key_prefix(kept):
+                self.cache.put(cache_key, kept)
         return parsed, latency[0], attempts[0] - 1
 
 

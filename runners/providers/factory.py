@@ -24,7 +24,9 @@ from prereg.runners.drivers.base import Driver, InfraError
 from prereg.runners.drivers.connector import connector_url
 from prereg.runners.drivers.table import FACTORIES, create_driver
 from prereg.runners.providers.credentials import KEY_VARIABLES, MissingKey, api_key, is_provider
+from prereg.runners.providers.driver import ModelDriver
 from prereg.runners.providers.prices import PriceTable, load_prices
+from prereg.runners.providers.response_cache import ResponseCache
 from prereg.runners.providers.settings import ProviderSettings
 from prereg.runners.providers.spend import SpendMeter
 from prereg.runners.share import WorkerShare
@@ -90,6 +92,11 @@ def create_run_drivers(
                 spend = _meter(plan, ws, runs, share)
             built[config.host_key] = _build(config, plan, spend, prices, settings, for_batch)
         out[arm] = built[config.host_key]
+    if plan.pilot is not None and plan.pilot.cache:  # run --cache (exploratory pilots)
+        cache = ResponseCache(ws.root / ".cache" / "responses")
+        for driver in built.values():
+            if isinstance(driver, ModelDriver):
+                driver.use_cache(cache)
     return out
 
 

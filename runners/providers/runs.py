@@ -42,7 +42,7 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.hosts import PROVIDER_DRIVERS
-from prereg.registry.selection import UnitSelection
+from prereg.registry.pilot import PilotOptions
 from prereg.registry.units import ArmConfig, Budgets, RunPlan, RunUnit, expand_units, unit_budgets
 from prereg.runners.drivers.base import InfraError
 from prereg.runners.harness import Harness
@@ -113,10 +113,10 @@ def estimate_run(
     max_units: int | None = None,
     prices: Path | str | None = None,
     store: str | None = None,
-    selection: UnitSelection | None = None,
+    pilot: PilotOptions | None = None,
 ) -> dict[str, Any]:
     """The dry-run report (see the module docstring); sends and writes nothing.
-    ``selection``: a pilot's subset of the units, as ``run`` would run it.
+    ``pilot``: a pilot's options (subset of the units, response cache), as ``run`` takes them.
 
     ``store``: the run store the recorded units and spend are read from (``--store``,
     else ``PREREG_STORE``, else the workspace's runs/; SQLite or PostgreSQL).
@@ -124,7 +124,7 @@ def estimate_run(
     ``arms`` gives each arm's units, requests and spend bound under its own configuration;
     the top-level figures are their sums (a bound is unknown when any arm's is).
     """
-    _, entry, plan, experiment = prepare(ws, registration_id, selection)
+    _, entry, plan, experiment = prepare(ws, registration_id, pilot)
     if batch:  # refused here exactly as ``run --batch`` refuses it (run_batched)
         check_batchable(plan)
     runs = resolve_store(ws.runs, store)
@@ -322,13 +322,13 @@ def run_batched(
     progress: Progress | None = None,
     on_poll: Callable[[BatchStatus], None] | None = None,
     prices: Path | str | None = None,
-    selection: UnitSelection | None = None,
+    pilot: PilotOptions | None = None,
 ) -> tuple[RunSummary, BatchReport]:
     """Run a single-turn registration's missing units through the provider's batch API
-    (``selection``: a pilot's subset, :mod:`prereg.registry.selection`)."""
+    (``pilot``: a pilot's options, :mod:`prereg.registry.pilot`)."""
     if concurrency < 1:
         raise BadInput("--concurrency must be at least 1", field="concurrency")
-    registry, entry, plan, experiment = prepare(ws, registration_id, selection)
+    registry, entry, plan, experiment = prepare(ws, registration_id, pilot)
     check_batchable(plan)
     plan = replace(plan, batch=True)
     drivers = create_run_drivers(plan, ws, prices=prices, for_batch=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from prereg.core.workspace import Workspace
-from prereg.registry.selection import UnitSelection
+from prereg.registry.pilot import PilotOptions
 from prereg.runners.api import run_registration
 from prereg.runners.orchestrate import Progress, RunSummary
 from prereg.runners.providers.batch import BatchStatus
@@ -29,7 +29,7 @@ def provider_run(
     progress: Progress | None,
     on_poll: Callable[[BatchStatus], None] | None = None,
     store: str | None = None,
-    selection: UnitSelection | None = None,
+    pilot: PilotOptions | None = None,
 ) -> tuple[RunSummary, dict[str, Any]]:
     """Run through the batch path (``--batch``, ``on_poll`` sees each poll of a batch) or
     with another price table (``--prices``); returns the run summary and extra fields
@@ -44,7 +44,7 @@ def provider_run(
             progress=progress,
             on_poll=on_poll,
             prices=prices,
-            selection=selection,
+            pilot=pilot,
         )
         return summary, {"batch": report.to_json()}
     summary = run_registration(
@@ -55,6 +55,6 @@ def provider_run(
         progress=progress,
         store=store,
         prices=prices,
-        selection=selection,
+        pilot=pilot,
     )
     return summary, {"prices": str(prices)}

@@ -52,7 +52,7 @@ def test_limit_runs_the_first_tasks_with_every_arm_and_repeat(pilot: Path, cli: 
     result = cli("-w", pilot, "run", PILOT, "--limit", "4", "--json")
     assert result.code == 0, result.stderr
     assert _stored(pilot) == _units(listed[:4])
-    assert result.json()["selection"]["limit"] == 4
+    assert result.json()["pilot"]["limit"] == 4
     assert result.json()["planned"] == len(_units(listed[:4]))
 
 
@@ -94,7 +94,13 @@ def test_the_dry_run_and_workers_take_the_same_selection(pilot: Path, cli: Any) 
 
 @pytest.mark.parametrize(
     "option",
-    [["--limit", "2"], ["--task", "t001"], ["--arm", "semantic"], ["--intent", "find-tracks"]],
+    [
+        ["--limit", "2"],
+        ["--task", "t001"],
+        ["--arm", "semantic"],
+        ["--intent", "find-tracks"],
+        ["--cache"],
+    ],
 )
 def test_a_confirmatory_registration_refuses_every_filter(
     ws: Path, cli: Any, option: list[str]

@@ -9,6 +9,13 @@ whatever the live servers do. Two concerns are kept apart in the file:
   method the server offers, every page of the raw result, in order. These are
   the JSON objects the server sent, not the SDK's models of them: the v2 SDK
   drops unknown fields and reorders keys, and a snapshot must not.
+* ``server.revisions`` (optional; snapshots taken since issue 43): for each further
+  protocol revision the capturing SDK could ask for and the server accepted with
+  different answers (an older handshake revision answered differently, or a
+  2026-07-28-era revision reached by ``server/discover``), that revision's own answers:
+  the raw ``initialize`` or ``server/discover`` result and its list pages. Revisions
+  answered exactly as the main recording are listed in ``protocol_versions`` instead.
+  Absent in older snapshots, so their bytes and digests are unchanged.
 * ``capture``: how and when it was taken (time, transport, command line, SDK
   version). Provenance only; never digested, so two snapshots of an unchanged
   server share a digest.
@@ -82,6 +89,62 @@ class ListRecording(_Strict):
         return self
 
 
+#: The ``_meta`` key of a ``server/discover`` result that carries the server's identity.
+SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
+
+
+class RevisionRecording(_Strict):
+    """What the server answered a client that asked for one protocol revision.
+
+    Exactly one of ``initialize`` (a handshake-era revision: the raw InitializeResult)
+    and ``discover`` (a 2026-07-28-era revision: the raw ``server/discover`` result),
+    and the raw pages of every list method, as asked for at that revision.
+    """
+
+    initialize: dict[str, Any] | None = None
+    discover: dict[str, Any] | None = None
+    lists: dict[str, ListRecording]
+
+    @model_validator(mode="after")
+    def _one_opening(self) -> RevisionRecording:
+        if (self.initialize is None) == (self.discover is None):
+            raise ValueError("give exactly one of 'initialize' or 'discover'")
+        if self.initialize is not None:
+            _check_initialize(self.initialize)
+        if self.discover is not None:
+            _require(self.discover, "capabilities", dict)
+            supported = self.discover.get("supportedVersions")
+            if not isinstance(supported, list) or not all(isinstance(v, str) for v in supported):
+                raise ValueError("'supportedVersions' must be a list of strings")
+            if "instructions" in self.discover and not isinstance(
+                self.discover["instructions"], str
+            ):
+                raise ValueError("'instructions' must be a string")
+        _check_lists(self.lists)
+        return self
+
+    @property
+    def era(self) -> Literal["handshake", "modern"]:
+        return "handshake" if self.initialize is not None else "modern"
+
+    def opening(self) -> dict[str, Any]:
+        """The raw result that opened the revision (initialize or server/discover)."""
+        opening = self.initialize if self.initialize is not None else self.discover
+        return copy.deepcopy(opening) or {}
+
+    def capabilities(self) -> dict[str, Any]:
+        return dict(copy.deepcopy(self.opening().get("capabilities") or {}))
+
+    def server_info(self) -> dict[str, Any] | None:
+        """``serverInfo`` (handshake) or the discover result's ``_meta`` identity (modern)."""
+        opening = self.opening()
+        if self.initialize is not None:
+            return dict(opening["serverInfo"])
+        meta = opening.get("_meta")
+        info = meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+        return dict(info) if isinstance(info, dict) else None
+
+
 class ServedContent(_Strict):
     """What the server serves: the part of a snapshot its digest covers."""
 
@@ -98,33 +161,23 @@ class ServedContent(_Strict):
         "time with the same answers otherwise; the replay negotiates among these. Absent "
         "(older snapshots): only initialize.protocolVersion.",
     )
+    revisions: dict[str, RevisionRecording] | None = Field(
+        default=None,
+        description="Per negotiated protocol revision, the answers of a revision the live "
+        "server accepted with answers other than the main recording's (an older handshake "
+        "revision answered differently, or a server/discover-era revision). Absent (older "
+        "snapshots): none.",
+    )
 
     @field_validator("initialize")
     @classmethod
     def _initialize_shape(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _require(value, "protocolVersion", str)
-        _require(value, "capabilities", dict)
-        info = _require(value, "serverInfo", dict)
-        _require(info, "name", str, "serverInfo.")
-        _require(info, "version", str, "serverInfo.")
-        if "instructions" in value and not isinstance(value["instructions"], str):
-            raise ValueError("'instructions' must be a string")
-        return value
+        return _check_initialize(value)
 
     @field_validator("lists")
     @classmethod
     def _lists_shape(cls, value: dict[str, ListRecording]) -> dict[str, ListRecording]:
-        unknown = sorted(set(value) - set(LIST_ITEMS))
-        if unknown:
-            raise ValueError(
-                f"unknown list method(s) {unknown}; expected some of {sorted(LIST_ITEMS)}"
-            )
-        if TOOLS_LIST not in value or value[TOOLS_LIST].pages is None:
-            raise ValueError("'tools/list' must be recorded with its pages")
-        for method, recording in value.items():
-            if recording.pages is not None:
-                _check_pages(method, recording.pages)
-        return value
+        return _check_lists(value)
 
     @field_validator("protocol_versions")
     @classmethod
@@ -143,8 +196,37 @@ class ServedContent(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _revisions_consistent(self) -> ServedContent:
+        if self.revisions is None:
+            return self
+        if not self.revisions:
+            raise ValueError("'revisions' must hold at least one revision when given")
+        main = set(self.protocol_versions or [self.initialize["protocolVersion"]])
+        for revision, recording in self.revisions.items():
+            if revision in main:
+                raise ValueError(
+                    f"revision {revision!r} is served by the main recording "
+                    "('protocol_versions'); record it once"
+                )
+            opening = recording.opening()
+            if recording.initialize is not None and opening["protocolVersion"] != revision:
+                raise ValueError(
+                    f"revisions.{revision}: the initialize result negotiated "
+                    f"{opening['protocolVersion']!r}, not {revision!r}"
+                )
+            if recording.discover is not None and revision not in opening["supportedVersions"]:
+                raise ValueError(
+                    f"revisions.{revision}: the discover result does not list {revision!r} "
+                    "in 'supportedVersions'"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _finite(self) -> ServedContent:
         lists = [r.pages for r in self.lists.values() if r.pages is not None]
+        for recording in (self.revisions or {}).values():
+            lists.append([recording.opening()])
+            lists.extend(r.pages for r in recording.lists.values() if r.pages is not None)
         if any(not math.isfinite(f) for f in _floats([self.initialize, lists])):
             raise ValueError("a number is not finite (JSON has no NaN or infinity)")
         return self
@@ -222,6 +304,16 @@ class Snapshot(_Strict):
     def initialize_result(self) -> dict[str, Any]:
         return copy.deepcopy(self.server.initialize)
 
+    def revisions(self) -> list[str]:
+        """Every revision the live server negotiated at capture time and a replay can
+        answer: the main recording's (:meth:`protocol_versions`) and each one of
+        ``server.revisions``, oldest first (revision dates sort as revisions do)."""
+        return sorted({*self.protocol_versions(), *(self.server.revisions or {})})
+
+    def revision(self, version: str) -> RevisionRecording | None:
+        """The answers recorded for ``version`` when they differ from the main recording."""
+        return (self.server.revisions or {}).get(version)
+
     def identity(self) -> dict[str, Any]:
         """The server's identity as one plain dict (for reports and host surfaces)."""
         return {
@@ -269,8 +361,13 @@ class Snapshot(_Strict):
         before, the recorded page boundaries and cursors are kept; otherwise the tools
         are served as one page. ``derivation`` names the transformation; it and the
         source's digest go into the provenance block, which the digest leaves out.
+
+        The revisions recorded apart (``server.revisions``) are dropped: they hold the
+        untransformed answers, so the derived server speaks only the main recording's
+        revisions (``protocol_versions``).
         """
         served = self.server.model_dump(mode="json", exclude_none=True)
+        served.pop("revisions", None)
         if initialize is not None:
             served["initialize"] = copy.deepcopy(initialize)
         if tools is not None:
@@ -308,10 +405,12 @@ def digest_document(snapshot: Snapshot) -> dict[str, Any]:
     replaced by the position of the page it leads to, so page boundaries still count.
     """
     served = snapshot.server.model_dump(mode="json", exclude_none=True)
-    for recording in served["lists"].values():
-        for index, page in enumerate(recording.get("pages") or []):
-            if page.get("nextCursor") is not None:
-                page["nextCursor"] = {"prereg:page": index + 1}
+    lists = [served["lists"], *(r["lists"] for r in (served.get("revisions") or {}).values())]
+    for recordings in lists:
+        for recording in recordings.values():
+            for index, page in enumerate(recording.get("pages") or []):
+                if page.get("nextCursor") is not None:
+                    page["nextCursor"] = {"prereg:page": index + 1}
     return {"format": snapshot.format, "server": _json_safe_ints(served)}
 
 
@@ -436,6 +535,29 @@ def _require(obj: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any
     if not isinstance(obj[key], kind) or isinstance(obj[key], bool):
         raise ValueError(f"'{prefix}{key}' must be a {'string' if kind is str else 'object'}")
     return obj[key]
+
+
+def _check_initialize(value: dict[str, Any]) -> dict[str, Any]:
+    _require(value, "protocolVersion", str)
+    _require(value, "capabilities", dict)
+    info = _require(value, "serverInfo", dict)
+    _require(info, "name", str, "serverInfo.")
+    _require(info, "version", str, "serverInfo.")
+    if "instructions" in value and not isinstance(value["instructions"], str):
+        raise ValueError("'instructions' must be a string")
+    return value
+
+
+def _check_lists(value: dict[str, ListRecording]) -> dict[str, ListRecording]:
+    unknown = sorted(set(value) - set(LIST_ITEMS))
+    if unknown:
+        raise ValueError(f"unknown list method(s) {unknown}; expected some of {sorted(LIST_ITEMS)}")
+    if TOOLS_LIST not in value or value[TOOLS_LIST].pages is None:
+        raise ValueError("'tools/list' must be recorded with its pages")
+    for method, recording in value.items():
+        if recording.pages is not None:
+            _check_pages(method, recording.pages)
+    return value
 
 
 def _check_pages(method: str, pages: list[dict[str, Any]]) -> None:

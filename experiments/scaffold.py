@@ -331,7 +331,8 @@ def new_experiment(
     try:
         (staging / "snapshots").mkdir()
         for sid in SURFACES:
-            write_atomic(staging / "snapshots" / f"{sid}.json", raw, what="a snapshot copy")
+            data = raw if sid == "original" else _main_recording(raw)
+            write_atomic(staging / "snapshots" / f"{sid}.json", data, what="a snapshot copy")
         header = f"# Written by `prereg experiment new` from {prompts_path.name}.\n"
         write_atomic(staging / "corpus.yaml", _dump(header, corpus), what="the corpus")
         write_atomic(staging / "service.yaml", SERVICE.encode(), what="the service")
@@ -399,3 +400,15 @@ def list_experiments(ws: Workspace) -> list[dict[str, Any]]:
         if not p.name.startswith(".") and (p / "experiment.yaml").is_file()
     )
     return [experiment_summary(ws, name) for name in names]
+
+
+def _main_recording(raw: bytes) -> bytes:
+    """The snapshot without the revisions recorded apart (``server.revisions``): the
+    edited copy's descriptions are edited in the main recording, and a client that
+    negotiated another recorded revision would be served that revision's own, unedited
+    descriptions (docs/mcp.md). A snapshot without them is kept byte for byte."""
+    document = json.loads(raw)
+    if not document.get("server", {}).get("revisions"):
+        return raw
+    del document["server"]["revisions"]
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()

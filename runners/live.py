@@ -175,6 +175,7 @@ def recapture_options(registered: Snapshot | None) -> CaptureOptions:
     return CaptureOptions(
         capabilities=frozenset(declared),
         negotiate=registered.server.protocol_versions is not None,
+        revisions=registered.server.revisions is not None,
     )
 
 

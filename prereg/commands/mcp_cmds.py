@@ -45,10 +45,13 @@ with --url (streamable HTTP). The snapshot records, verbatim as JSON, the server
 initialize result (name, version, title, description, instructions, capabilities,
 protocol version) and every page of tools/list (and of prompts/resources lists when
 advertised). It uses the initialize handshake (protocol revisions up to 2025-11-25),
-which every host speaks, and asks for each older revision too: those the server
-answers identically are recorded, and the replay negotiates among them as the live
-server would. A warning names tool text that looks machine-dependent (a time zone, host
-or user name, an absolute path): it would change the digest on another machine.
+which every host speaks, and asks for every other revision the installed mcp SDK's
+client can request too: each older handshake revision, and each newer one reached
+through server/discover (2026-07-28). Each revision the server accepts is recorded
+(those answered identically once, the others with their own answers), and the replay
+negotiates among them as the live server would. A warning names tool text that looks
+machine-dependent (a time zone, host or user name, an absolute path): it would change
+the digest on another machine.
 The digest (sha256 over RFC 8785 canonical JSON) covers what
 the server serves, not when or how it was taken (capture time, command line and the
 bytes of opaque pagination cursors are left out): two snapshots of an unchanged server
@@ -67,8 +70,15 @@ SERVE_HELP = """Serve snapshots from a replay server that refuses every tool cal
 Each snapshot is served exactly as recorded (identity, capabilities, tools/list pages).
 Every tools/call is answered with an isError result (marked in _meta "prereg/replay")
 and nothing is executed; a name the snapshot does not list gets JSON-RPC -32602.
-The replay speaks the initialize handshake it recorded; server/discover (2026-07-28)
-gets "method not found", on which current SDK clients fall back to the handshake.
+The replay negotiates every protocol revision the snapshot recorded (up to the newest
+the installed mcp SDK knows) and answers each with that revision's recorded
+capabilities, identity and lists: initialize for handshake revisions, server/discover
+for 2026-07-28-era ones. A client asking for a revision the snapshot lacks gets the
+closest recorded one: over initialize, the newest recorded revision older than the one
+asked for (none older, or an unknown revision: the snapshot's main one); over
+server/discover, error -32022 naming the recorded ones. A snapshot without a
+server/discover revision answers it "method not found", on which current SDK clients
+fall back to the handshake.
 
 stdio (the default) serves one snapshot on stdin/stdout: a host starts one process per
 server. --http serves a pool on one port: snapshot i (0-based, in the order given) at
@@ -129,8 +139,9 @@ def snapshot_cmd(
         bool,
         typer.Option(
             "--negotiate/--no-negotiate",
-            help="Also ask the server for each older protocol revision and record those it "
-            "answers identically, so the replay can negotiate them (one connection each).",
+            help="Also ask the server for every other protocol revision the installed SDK "
+            "can request and record the answers of each it accepts, so the replay can "
+            "negotiate them (one connection each).",
         ),
     ] = True,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
@@ -147,7 +158,9 @@ def snapshot_cmd(
     if not out.parent.is_dir():
         raise BadInput("the folder does not exist", file=str(out), field="--out")
 
-    options = CaptureOptions(capabilities=_capabilities(client_capabilities), negotiate=negotiate)
+    options = CaptureOptions(
+        capabilities=_capabilities(client_capabilities), negotiate=negotiate, revisions=negotiate
+    )
     snap = capture_snapshot(target, timeout=timeout, errlog=sys.stderr, options=options)
     _write_atomically(out, snap.to_json_bytes())
     data = _summary(snap, str(out))
@@ -309,6 +322,7 @@ def _summary(snap: Snapshot, file: str) -> dict[str, Any]:
         "digest": snapshot_digest(snap),
         "server": snap.identity(),
         "protocol_versions": snap.protocol_versions(),
+        "revisions": snap.revisions(),
         "tool_names": snap.tool_names(),
         "lists": lists,
         "capture": snap.capture.model_dump(mode="json", exclude_none=True),
@@ -328,6 +342,8 @@ def _show_human(snap: Snapshot, data: dict[str, Any]) -> None:
         if ident[label]:
             console.print(Text(f"{label}: ").append_text(display(ident[label], limit=400)))
     console.print(Text(f"digest {data['digest']}"))
+    revisions = ", ".join(display_text(v, 40) for v in data["revisions"])
+    console.print(Text(f"revisions replayed: {revisions}"))
     table = Table("tool", "title", "description", title=display(data["file"]))
     for tool in snap.tools():
         table.add_row(

@@ -3,8 +3,9 @@
 * :mod:`prereg.experiments.mcp_snapshot`: the snapshot model, :func:`load_snapshot`,
   :func:`snapshot_digest` (re-exported here).
 * :mod:`.capture`: records a live server with the ``mcp`` SDK (imported lazily).
-* :mod:`.replay`: the transport-free protocol core that serves a snapshot verbatim and
-  refuses every tool call; :mod:`.serve_stdio` and :mod:`.serve_http` carry it.
+* :mod:`.replay`: the transport-free protocol core that serves a snapshot verbatim,
+  negotiates every protocol revision it recorded (issue 43; docs/mcp.md) and refuses
+  every tool call; :mod:`.serve_stdio` and :mod:`.serve_http` carry it.
 
 Recorded metadata is untrusted third-party data throughout: it is stored, hashed and
 served as opaque JSON, never executed or interpreted; :mod:`.untrusted` makes it safe

@@ -6,9 +6,13 @@ fields they do not know and reorder keys. So the transport is wrapped in a tap t
 keeps a deep copy of every raw JSON-RPC result as it arrives off the wire, before
 the session touches it; the snapshot stores those raw objects.
 
-The handshake era (``initialize``) is used on purpose: it is the era every host and
-every server speaks, so a replay of it can be offered to any host. The SDK is
-imported lazily so that loading or replaying a snapshot never pays for it.
+The main recording uses the handshake era (``initialize``) on purpose: it is the era
+every host and every server speaks, so a replay of it can be offered to any host. With
+``CaptureOptions.revisions`` the capture also asks for every other revision the installed
+SDK's client can request (each older handshake revision, and each 2026-07-28-era one
+through ``server/discover``) and records the answers of each one the server accepts, so
+the replay can negotiate what the live server negotiated. The SDK is imported lazily so
+that loading or replaying a snapshot never pays for it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from prereg.experiments.mcp_snapshot import (
     CaptureInfo,
     ListRecording,
     RecordedError,
+    RevisionRecording,
     ServedContent,
     Snapshot,
 )
@@ -87,10 +92,18 @@ CLIENT_CAPABILITIES = ("sampling", "elicitation", "roots")
 
 @dataclass(frozen=True)
 class CaptureOptions:
-    """How to capture: which capabilities to declare; whether to negotiate each revision."""
+    """How to capture: which capabilities to declare; whether to negotiate each revision.
+
+    ``negotiate``: ask for each older handshake revision and list those answered exactly
+    as the main recording (``protocol_versions``). ``revisions`` (with ``negotiate``):
+    also record the answers of every revision accepted with other answers, and of each
+    2026-07-28-era revision (``server.revisions``). Off by default so that re-taking a
+    snapshot from before revisions were recorded gives its digest again.
+    """
 
     capabilities: frozenset[str] = frozenset()
     negotiate: bool = True
+    revisions: bool = False
 
 
 Target = StdioTarget | HttpTarget
@@ -151,40 +164,123 @@ async def _capture(
 
 
 async def _record_negotiated(target: Target, errlog: TextIO, options: CaptureOptions) -> Snapshot:
-    """The SDK's own offer first (the newest handshake revision), then each older one.
+    """The SDK's own offer first (the newest handshake revision), then each other one.
 
-    A live server answers a revision it supports with that revision; the replay can
-    answer it too when everything else the server sent was identical (the same
-    initialize result but for the version, the same pages). A revision accepted with
-    different answers is noted in the provenance and not replayed: the snapshot holds
-    one set of answers.
+    A live server answers a revision it supports with that revision. Those answered
+    exactly as the main recording but for the version (the same initialize result
+    otherwise, the same pages) are listed in ``protocol_versions``. One accepted with
+    different answers is recorded under ``server.revisions`` with ``options.revisions``,
+    else noted in the provenance and not replayed. With ``options.revisions`` each
+    2026-07-28-era revision the SDK speaks is asked for too, through ``server/discover``.
     """
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS as HANDSHAKE  # lazy: mcp SDK
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS as MODERN  # lazy: mcp SDK
 
     main, declared = await _record(target, errlog, options.capabilities, offer=None)
     recorded = main.initialize["protocolVersion"]
     offers = [v for v in HANDSHAKE if v != recorded] if options.negotiate else []
+    modern = list(MODERN) if options.negotiate and options.revisions else []
     answers: dict[str, ServedContent] = {}
+    discovered: dict[str, RevisionRecording | None] = {}
 
     async def ask(offer: str) -> None:
         answers[offer], _ = await _record(target, errlog, options.capabilities, offer=offer)
 
+    async def discover(version: str) -> None:
+        discovered[version] = await _record_modern(target, errlog, options.capabilities, version)
+
     async with anyio.create_task_group() as group:  # one connection per revision, at once
         for offer in offers:
             group.start_soon(ask, offer)
+        for version in modern:
+            group.start_soon(discover, version)
     versions: list[str] = [recorded]
     differing: list[str] = []
+    revisions: dict[str, RevisionRecording] = {}
     for offer in offers:
         if answers[offer].initialize.get("protocolVersion") != offer:
             continue  # the server does not speak it
-        (versions if _same_answers(main, answers[offer]) else differing).append(offer)
+        if _same_answers(main, answers[offer]):
+            versions.append(offer)
+        elif options.revisions:
+            revisions[offer] = RevisionRecording(
+                initialize=answers[offer].initialize, lists=answers[offer].lists
+            )
+        else:
+            differing.append(offer)
+    for version in modern:
+        if (recording := discovered[version]) is not None:
+            revisions[version] = recording
     # Not negotiated: which other revisions it speaks is unknown, as in older snapshots.
     known = _known_order(versions) if options.negotiate else None
-    served = main.model_copy(update={"protocol_versions": known})
+    update: dict[str, Any] = {"protocol_versions": known}
+    if revisions:
+        update["revisions"] = {v: revisions[v] for v in _known_order(list(revisions))}
+    try:
+        served = ServedContent.model_validate({**main.model_dump(exclude_none=True), **update})
+    except ValidationError as exc:
+        raise CaptureError(
+            "the server's answers cannot be recorded", details=[str(e["msg"]) for e in exc.errors()]
+        ) from None
     capture = _provenance(target).model_copy(
         update={"client_capabilities": declared, "versions_differing": differing or None}
     )
     return Snapshot(server=served, capture=capture)
+
+
+async def _record_modern(
+    target: Target, errlog: TextIO, capabilities: frozenset[str], version: str
+) -> RevisionRecording | None:
+    """One session at a 2026-07-28-era ``version``: the raw ``server/discover`` result
+    and every list, or None when the server does not speak ``version`` (it refuses the
+    probe, answers without listing the revision, or is gone)."""
+    from mcp import Client, Implementation, types  # lazy: the mcp SDK, only when capturing
+    from mcp.shared.exceptions import MCPError  # lazy: the mcp SDK, only when capturing
+
+    tape = _Tape()
+    with _server_end(target) as end:
+        transport = _TapTransport(_transport(target, errlog, end), tape)
+        client_info = Implementation(name=CLIENT_NAME, version=__version__)
+        try:
+            async with Client(
+                transport,
+                mode=version,  # adopt the revision: no probe, the one below is ours
+                cache=None,
+                client_info=client_info,
+                **_capability_callbacks(capabilities),
+            ) as client:
+                try:
+                    await client.session.send_discover(version)
+                except MCPError as exc:
+                    if _connection_closed(exc):
+                        raise
+                    return None  # method not found, -32022: not a revision it speaks
+                discover = tape.last_result("server/discover")
+                supported = discover.get("supportedVersions")
+                if not isinstance(supported, list) or version not in supported:
+                    return None
+                try:
+                    client.session.adopt(types.DiscoverResult.model_validate(discover))
+                except (ValidationError, RuntimeError) as exc:
+                    raise CaptureError(
+                        f"the server's server/discover answer at {version} is not valid MCP",
+                        field="server/discover",
+                        details=[str(exc)[:500]],
+                    ) from None
+                lists = await _lists(client, tape, discover.get("capabilities") or {})
+        except Exception as exc:
+            command = target.command if isinstance(target, StdioTarget) else []
+            ended = _ended(end, command, exc, answered=bool(tape.results), offer=version)
+            if ended is None:
+                raise
+            raise ended from None
+    try:
+        return RevisionRecording(discover=discover, lists=lists)
+    except ValidationError as exc:
+        raise CaptureError(
+            f"the server's answers at {version} cannot be recorded",
+            details=[str(e["msg"]) for e in exc.errors()],
+        ) from None
 
 
 def _known_order(versions: list[str]) -> list[str]:
@@ -229,7 +325,6 @@ async def _session(
 ) -> tuple[ServedContent, dict[str, Any]]:
     """The session of :func:`_record`, its raw messages kept on ``tape``."""
     from mcp import Client, Implementation  # lazy: the mcp SDK, only when capturing
-    from mcp.shared.exceptions import MCPError  # lazy: the mcp SDK, only when capturing
 
     transport = _TapTransport(_transport(target, errlog, end), tape)
     client_info = Implementation(name=CLIENT_NAME, version=__version__)
@@ -241,21 +336,7 @@ async def _session(
         **_capability_callbacks(capabilities),
     ) as client:
         initialize = tape.last_result("initialize")
-        server_capabilities = initialize.get("capabilities") or {}
-        lists: dict[str, ListRecording] = {}
-        for method in LIST_ITEMS:
-            if method != TOOLS_LIST and LIST_CAPABILITY[method] not in server_capabilities:
-                continue
-            try:
-                lists[method] = ListRecording(pages=await _pages(client, method, tape))
-            except MCPError as exc:
-                if _connection_closed(exc):  # no answer at all: the server is gone
-                    raise
-                if method == TOOLS_LIST:
-                    raise CaptureError(
-                        f"tools/list failed: {exc.error.code} {exc.error.message}", field=TOOLS_LIST
-                    ) from None
-                lists[method] = ListRecording(error=RecordedError(**tape.last_error(method)))
+        lists = await _lists(client, tape, initialize.get("capabilities") or {})
     try:
         served = ServedContent(initialize=initialize, lists=lists)
     except ValidationError as exc:
@@ -263,6 +344,29 @@ async def _session(
             "the server's answers cannot be recorded", details=[str(e["msg"]) for e in exc.errors()]
         ) from None
     return served, tape.client_capabilities
+
+
+async def _lists(
+    client: Any, tape: _Tape, server_capabilities: dict[str, Any]
+) -> dict[str, ListRecording]:
+    """Every list method the server advertises (tools/list always), raw pages or error."""
+    from mcp.shared.exceptions import MCPError  # lazy: the mcp SDK, only when capturing
+
+    lists: dict[str, ListRecording] = {}
+    for method in LIST_ITEMS:
+        if method != TOOLS_LIST and LIST_CAPABILITY[method] not in server_capabilities:
+            continue
+        try:
+            lists[method] = ListRecording(pages=await _pages(client, method, tape))
+        except MCPError as exc:
+            if _connection_closed(exc):  # no answer at all: the server is gone
+                raise
+            if method == TOOLS_LIST:
+                raise CaptureError(
+                    f"tools/list failed: {exc.error.code} {exc.error.message}", field=TOOLS_LIST
+                ) from None
+            lists[method] = ListRecording(error=RecordedError(**tape.last_error(method)))
+    return lists
 
 
 def _capability_callbacks(capabilities: frozenset[str]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ stay distinct when two members are copies of the same server (a clone-swap pair)
 
 The transport is the 2025-11-25 streamable HTTP one, stateless: every POST carries one
 JSON-RPC message (or a batch) and is answered with ``application/json``; notifications
-get 202. No ``Mcp-Session-Id`` is issued, so clients open no GET stream; GET and DELETE
+get 202. A request's ``MCP-Protocol-Version`` header names the handshake revision the
+client negotiated, whose recorded answers it gets (2026-07-28 requests name theirs in
+their own ``_meta``). No ``Mcp-Session-Id`` is issued, so clients open no GET stream; GET and DELETE
 on an endpoint get 405. A request whose ``Origin`` is not this host is refused (403),
 the DNS-rebinding guard the specification asks of local servers.
 """
@@ -76,7 +78,8 @@ def build_app(servers: list[ReplayServer], host: str) -> Callable[..., Any]:
             body = await request.body()
             if len(body) > MAX_BODY:
                 return Response(status_code=413)
-            answer = server.handle_bytes(body)
+            version = request.headers.get("mcp-protocol-version")
+            answer = server.handle_bytes(body, version)
             if answer is None:
                 return Response(status_code=202)
             status = 400 if _is_parse_error(answer) else 200

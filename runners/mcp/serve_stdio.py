@@ -2,7 +2,8 @@
 
 A plain blocking loop: every answer is immediate (nothing is ever executed), so there
 is nothing to run concurrently. Stdout carries protocol messages only; the loop ends
-when the host closes stdin.
+when the host closes stdin. One process is one connection: the handshake revision it
+negotiates answers the requests that follow (:class:`~.replay.ReplayConnection`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ def serve_stdio(
     """Answer each line on ``stdin`` until end of input."""
     reader = stdin if stdin is not None else sys.stdin.buffer
     writer = stdout if stdout is not None else sys.stdout.buffer
+    connection = server.connection()
     for line in reader:
         if not line.strip():
             continue
-        answer = server.handle_bytes(line)
+        answer = connection.handle_bytes(line)
         if answer is None:
             continue
         try:

@@ -72,10 +72,10 @@ class LoggingReplay(ReplayServer):
         super().__init__(*args, **kwargs)
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
-    def handle(self, message: Any) -> Any:
+    def handle(self, message: Any, version: str | None = None) -> Any:
         if isinstance(message, dict) and isinstance(message.get("method"), str):
             self.requests.append((message["method"], dict(message.get("params") or {})))
-        return super().handle(message)
+        return super().handle(message, version)
 
     def calls(self) -> list[tuple[str, dict[str, Any]]]:
         return [

@@ -8,9 +8,16 @@ compiler and the loader of a study live elsewhere (:mod:`.registrable`, :mod:`.v
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from prereg.core.yamlio import FieldRuleError
 
@@ -97,22 +104,108 @@ class RepairLane(Strict):
 
 
 class StudySwitch(RepairLane):
-    """A configuration switch: another configuration, no repair, the same two cells."""
+    """A configuration switch: another configuration, no repair, at the repair's cells.
+
+    The decision matrix reads its ``stressed`` arm (seed 4.3: switches are compared on the
+    stressed cells); its ``unstressed`` arm is kept so earlier registrations load (it
+    entered the old, switch-based Sigma^k) and is no longer read."""
 
     id: ArmId
 
 
+class OtherRepair(RepairLane):
+    """A repair aimed at *another* pressure, run on this repair's two cells (seed 4.3,
+    K_l): its Sigma^k is the gain it makes specific to this stress, and Delta = Sigma -
+    max_k Sigma^k measures the repair against it (the wrong-layer control)."""
+
+    id: ArmId
+    pressure: Literal["R", "V", "W", "D"]
+
+
+class Incumbent(Strict):
+    """One more configuration the repair was run on (its repaired and no-repair lanes):
+    the decision matrix compares each incumbent's repaired lane with every other
+    configuration at the stressed cell and counts the incumbents ("x of N")."""
+
+    id: ArmId
+    repaired: RepairLane
+    control: RepairLane
+
+
+def _omit_absent(data: Any, names: tuple[str, ...]) -> Any:
+    if isinstance(data, dict):
+        for name in names:
+            if data.get(name) is None:
+                data.pop(name, None)
+    return data
+
+
 class StudyRepair(Strict):
-    """A repair aimed at one pressure (seed 4.3): the repaired lane, the no-repair lane
-    of the incumbent configuration, and the switches it is compared with."""
+    """A repair aimed at one pressure (seed 4.3): the repaired lane and the no-repair lane
+    of the incumbent configuration, the repairs aimed at the other pressures run on the
+    same cells (``other_repairs``: Sigma^k and Delta), the configurations it is compared
+    with in the decision matrix (``switches``, and the other ``incumbents``' no-repair
+    lanes), and the TOST equivalence margin of its stress gain (``equivalence_margin``, a
+    proportion, tested at the 5% level).
+
+    The fields added by issue 42 (``other_repairs``, ``incumbents``,
+    ``equivalence_margin``) are left out of the document when absent, so a registration
+    that does not use them digests exactly as before; ``switches`` may now be left out
+    (absent: the other incumbents are the switches)."""
 
     id: ArmId
     pressure: Literal["R", "V", "W", "D"]
     repaired: RepairLane
     control: RepairLane
-    switches: list[StudySwitch] = Field(min_length=1)
+    switches: list[StudySwitch] | None = None
+    other_repairs: list[OtherRepair] | None = None
+    incumbents: list[Incumbent] | None = None
+    equivalence_margin: float | None = Field(None, gt=0, lt=1)
+
+    @model_serializer(mode="wrap")
+    def _omit_added(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Absent added fields are not digested (earlier registrations keep their digest)."""
+        return _omit_absent(
+            handler(self), ("switches", "other_repairs", "incumbents", "equivalence_margin")
+        )
+
+    @model_validator(mode="after")
+    def _others(self) -> StudyRepair:
+        for i, other in enumerate(self.other_repairs or []):
+            if other.pressure == self.pressure:
+                raise FieldRuleError(
+                    f"other_repairs[{i}].pressure",
+                    f"a repair aimed at another pressure than {self.pressure} (Sigma^k "
+                    "compares the repair with the other pressures' repairs)",
+                )
+        ids = [self.id] + [i.id for i in self.incumbents or []]
+        for name, listed in (
+            ("other_repairs", [o.id for o in self.other_repairs or []]),
+            ("switches", [s.id for s in self.switches or []]),
+            ("incumbents", ids),
+        ):
+            dupes = sorted({x for x in listed if listed.count(x) > 1})
+            if dupes:
+                raise FieldRuleError(name, f"duplicate id(s): {', '.join(dupes)}")
+        return self
 
     def lanes(self) -> list[tuple[str, RepairLane]]:
-        return [("repaired", self.repaired), ("control", self.control)] + [
-            (f"switches.{s.id}", s) for s in self.switches
-        ]
+        """Every lane with its field path (the arms they name must exist)."""
+        out: list[tuple[str, RepairLane]] = [("repaired", self.repaired), ("control", self.control)]
+        out += [(f"switches.{s.id}", s) for s in self.switches or []]
+        out += [(f"other_repairs.{o.id}", o) for o in self.other_repairs or []]
+        for inc in self.incumbents or []:
+            out += [
+                (f"incumbents.{inc.id}.repaired", inc.repaired),
+                (f"incumbents.{inc.id}.control", inc.control),
+            ]
+        return out
+
+
+def check_repair_ids(repairs: list[StudyRepair] | None) -> None:
+    """Repair ids are unique within a study or registration (several repairs may aim at
+    one pressure; each is named by its id)."""
+    ids = [r.id for r in repairs or []]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise FieldRuleError("repairs", f"duplicate repair id(s): {', '.join(dupes)}")

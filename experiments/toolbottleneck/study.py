@@ -27,7 +27,7 @@ from prereg.core.safeio import (
     read_regular_file,
 )
 from prereg.core.yamlio import FieldRuleError, load_model
-from prereg.experiments.toolbottleneck.cells import ArmId, StudyRepair
+from prereg.experiments.toolbottleneck.cells import ArmId, StudyRepair, check_repair_ids
 from prereg.experiments.toolbottleneck.cells import RepairLane as RepairLane
 from prereg.experiments.toolbottleneck.cells import StudySwitch as StudySwitch
 from prereg.experiments.toolbottleneck.family import (
@@ -119,6 +119,7 @@ class StudyFile(Strict):
         ids = [a.id for a in self.arms]
         if len(set(ids)) != len(ids):
             raise FieldRuleError("arms", "arm ids must be unique")
+        check_repair_ids(self.repairs)
         for i, repair in enumerate(self.repairs):
             for name, lane in repair.lanes():
                 for side in ("stressed", "unstressed"):

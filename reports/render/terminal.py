@@ -72,7 +72,14 @@ def _invokerank(report: Report, console: Console) -> None:
 TIED = "tied with (90% intervals overlap)"
 
 #: The study tables the terminal shows (the rest are in report.md and report.html).
-STUDY_TERMINAL = ("Contrasts by resampling unit", "Failure census", "Decision matrix")
+STUDY_TERMINAL = (
+    "Contrasts by resampling unit",
+    "Failure census",
+    "Decision matrix",
+    "Repairs against",  # specificity, activation and equivalence (seed 4.3, 5.4)
+    "Does the failure record reveal the pressure?",  # the decoder (seed appendix H)
+    "Decoder comparisons",
+)
 
 
 def _toolbottleneck(report: Report, console: Console) -> None:

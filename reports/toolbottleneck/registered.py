@@ -31,8 +31,8 @@ Holm), the seed's other tables, computed from the verified run records:
   records measured them and "not measured" otherwise (invariant 7).
 - **The completion-cap sweep** (appendix E.1) when arms give both menu ends under two caps.
 - **The decoder** (:mod:`prereg.reports.toolbottleneck.decoder`, appendix H) over the
-  single-failure packets of the first arm's configuration, when it has packets from two
-  intents or more.
+  packets of every configuration that holds the first arm's cell and its three
+  single-stress endpoint cells: the ten feature sets and the five paired gains.
 
 On the simulated policy every number describes the mechanism, never a model: the
 section's label says SIMULATED POLICY first, in every rendering. On a model host
@@ -54,13 +54,12 @@ from prereg.experiments.toolbottleneck.registrable import family_of_task
 from prereg.registry.resolve import study_player
 from prereg.registry.schema import Registration
 from prereg.reports.toolbottleneck.census import census_tables, truncation, truncation_stratum
-from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_table, packets
+from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_tables, packets
 from prereg.reports.toolbottleneck.episodes import Episode, Episodes, episodes
 from prereg.reports.toolbottleneck.model import StudyReport, StudyTable
 from prereg.reports.toolbottleneck.repairs import (
-    MATRIX_NOTE,
     RepairRow,
-    repair_result,
+    analyse_repairs,
     repair_tables,
 )
 from prereg.runners.record import RunRecord
@@ -501,18 +500,28 @@ class StudyRow:
     first_unmet_obligation: str | None
     terminal_flag: str | None
     calls: int
+    turns: int = 0
+    tokens_input: int | None = None
+    verdicts: Mapping[str, bool | None] | None = None
 
 
-def study_rows(registration: Registration, records: Sequence[Episode]) -> list[StudyRow]:
+def study_rows(
+    registration: Registration,
+    records: Sequence[Episode],
+    run_records: Sequence[RunRecord] = (),
+) -> list[StudyRow]:
     """The scored episodes with their arms' cells (a unit counted as a failure fails,
-    with the failure record ``infrastructure``)."""
+    with the failure record ``infrastructure``); an episode's ok run record in
+    ``run_records`` gives its turns, prompt tokens and nine verdicts (the decoder's)."""
     cells = {a.id: a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None}
+    ok = {(x.arm, x.task_id, x.repeat): x for x in run_records if x.status == "ok"}
     out = []
     for r in records:
         cell = cells.get(r.arm)
         if cell is None:
             continue
         cap = registration.config_of(r.arm).budgets.completion_cap
+        run = None if r.counted_failure else ok.get(r.unit)
         out.append(
             StudyRow(
                 r.arm,
@@ -527,20 +536,28 @@ def study_rows(registration: Registration, records: Sequence[Episode]) -> list[S
                 r.first_unmet_obligation,
                 r.terminal_flag,
                 r.calls,
+                r.calls if run is None else run.turns,
+                None if run is None else run.tokens.input,
+                None if run is None else run.obligations,
             )
         )
     return out
 
 
-def _decoder(registration: Registration, records: Sequence[Episode]) -> list[StudyTable]:
+def _decoder(
+    registration: Registration, records: Sequence[Episode], run_records: Sequence[RunRecord]
+) -> list[StudyTable]:
     first = registration.arms[0]
     if first.toolbottleneck is None or first.toolbottleneck.catalog is not None:
         return []
-    result = decode_pressure(packets(study_rows(registration, records), first.id))
+    rows = study_rows(registration, records, run_records)
+    result = decode_pressure(packets(rows, first.id), seed=registration.design.seed)
     if result is None:
         return []
-    title, header, rows, note = decoder_table(result)
-    return [StudyTable(title=title, columns=header, rows=rows, note=note)]
+    return [
+        StudyTable(title=title, columns=header, rows=body, note=note)
+        for title, header, body, note in decoder_tables(result)
+    ]
 
 
 def _repair_rows(records: Sequence[Episode]) -> list[RepairRow]:
@@ -646,19 +663,13 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
         tables.append(
             StudyTable(title=title, columns=header, rows=[[str(c) for c in b] for b in body])
         )
-    results = []
-    for repair in registration.repairs or []:
-        try:
-            results.append(repair_result(_repair_rows(scored), repair))
-        except ValueError as exc:  # fewer than two families measured
-            tables.append(
-                StudyTable(title=f"Repair {repair.id}", columns=[], rows=[], note=str(exc))
-            )
-    for i, (title, header, body) in enumerate(repair_tables(results)):
-        tables.append(
-            StudyTable(title=title, columns=header, rows=body, note=MATRIX_NOTE if i else None)
-        )
-    tables += _decoder(registration, scored)
+    # repairs (issue 42): Holm across them; one failing (fewer than two families) says why
+    results, failed = analyse_repairs(
+        _repair_rows(scored), registration.repairs or [], seed=registration.design.seed
+    )
+    for title, header, body, note in repair_tables(results, failed):
+        tables.append(StudyTable(title=title, columns=header, rows=body, note=note))
+    tables += _decoder(registration, scored, records)
     tables = _say_how_infrastructure_counted(counted, tables)
     if on_model_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))

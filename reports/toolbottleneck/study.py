@@ -41,7 +41,7 @@ from prereg.reports.toolbottleneck.census import (
     truncation_stratum,
 )
 from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_markdown, packets
-from prereg.reports.toolbottleneck.repairs import repair_result, repairs_markdown
+from prereg.reports.toolbottleneck.repairs import analyse_repairs, repairs_markdown
 from prereg.runners.toolbottleneck.study import StudyRecord, StudyRun
 from prereg.stats.contrasts import factorial_weights
 from prereg.stats.enumeration import (
@@ -373,8 +373,8 @@ def study_markdown(
     for unit in units:
         lines += _contrast_section(records, baseline, draws, unit)
     lines += _cap_section(records, baseline)
-    lines += repairs_markdown([repair_result(records, r, draws=draws) for r in repairs])
-    lines += decoder_markdown(decode_pressure(packets(records, baseline)))
+    lines += repairs_markdown(*analyse_repairs(records, repairs, draws=draws))
+    lines += decoder_markdown(decode_pressure(packets(records, baseline), draws=draws))
     lines += [
         "## Failure census",
         "",

@@ -9,7 +9,10 @@ cost measured. Expected values are worked out from the scripted model: without t
 workflow prompt (``sloppy``) it reads only the first record, so on the high workflow it
 misses two facts and fails, on the low one (all facts in one record) it succeeds; with
 the prompt it follows the chain and succeeds on both; the switch (another model) follows
-the chain unprompted. So L = 1, Gamma = 1, Sigma = 1 - 0 = 1, Sigma^k = 1, Delta = 0.
+the chain unprompted. So L = 1, Gamma = 1, Sigma = 1 - 0 = 1. Specificity is measured
+against the other pressures' repairs (issue 42): an interface guide (a D repair) run on
+the same W cells leaves the model sloppy, so its Sigma^k = 0 and Delta = Sigma - Sigma^k =
+1; the switch enters only the decision matrix.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from tests.toolbottleneck.tb_agent import StudyBrain
 STUDY = "two-families"
 FAMILIES = ["overdue-case-escalation", "invoice-payment-approval"]
 PROMPT = "Workflow guide: follow every record's lookup key to the next record. mode: correct"
+GUIDE = "Interface guide: raw records place values under payload. mode: sloppy"
 
 
 @pytest.fixture
@@ -78,6 +82,8 @@ def _doc(driver: str = "anthropic", **over: Any) -> dict[str, Any]:
             _arm("base-low", "low"),
             _arm("sw-high", "high", **sonnet),
             _arm("sw-low", "low", **sonnet),
+            _arm("ig-high", "high", system_prompt=GUIDE),
+            _arm("ig-low", "low", system_prompt=GUIDE),
         ],
         "system_prompt": "You are an agent. mode: sloppy",
         "repairs": [
@@ -87,6 +93,10 @@ def _doc(driver: str = "anthropic", **over: Any) -> dict[str, Any]:
                 "repaired": {"stressed": "wp-high", "unstressed": "wp-low"},
                 "control": {"stressed": "base-high", "unstressed": "base-low"},
                 "switches": [{"id": "sonnet", "stressed": "sw-high", "unstressed": "sw-low"}],
+                "other_repairs": [
+                    {"id": "guide", "pressure": "D", "stressed": "ig-high", "unstressed": "ig-low"}
+                ],
+                "equivalence_margin": 0.05,
             }
         ],
         "host": {"driver": driver, "model": "claude-haiku-4-5"},
@@ -146,7 +156,7 @@ def test_a_prompt_repair_runs_on_a_model_host(
     assert _register(study_ws, cli, _doc()).code == 0
     result = cli("-w", study_ws, "run", "prompt-repair", "--json", "--concurrency", "2")
     assert result.code == 0, result.stderr
-    assert result.json()["completed"] == 12
+    assert result.json()["completed"] == 16
     # the registered prompts went out as the provider's system field
     systems = {str(b.get("system")) for b in fake.model_bodies("anthropic")}
     assert PROMPT in systems and "You are an agent. mode: sloppy" in systems
@@ -159,13 +169,13 @@ def test_a_prompt_repair_runs_on_a_model_host(
     for family in FAMILIES:  # the scripted behaviour, checked before it is relied on
         assert success[("base-high", family)] is False
         assert all(success[(a, family)] for a in ("wp-high", "wp-low", "base-low", "sw-high"))
-    mean = {a: sum(success[(a, f)] for f in FAMILIES) / 2 for a, _ in success}
+    mean = {a: sum(bool(success[(a, f)]) for f in FAMILIES) / 2 for a, _ in success}
     loss = mean["base-low"] - mean["base-high"]
     gain = mean["wp-high"] - mean["base-high"]
     specific = gain - (mean["wp-low"] - mean["base-low"])
-    switch = (mean["sw-high"] - mean["base-high"]) - (mean["sw-low"] - mean["base-low"])
-    expected = [loss, gain, specific, switch, specific - switch]
-    assert expected == [1.0, 1.0, 1.0, 1.0, 0.0]
+    other = (mean["ig-high"] - mean["base-high"]) - (mean["ig-low"] - mean["base-low"])
+    expected = [loss, gain, specific, other, specific - other]
+    assert expected == [1.0, 1.0, 1.0, 0.0, 1.0]
 
     out = cli("-w", study_ws, "analyse", "prompt-repair", "--json", "--allow-incomplete")
     assert out.code == 0, out.stderr
@@ -173,9 +183,16 @@ def test_a_prompt_repair_runs_on_a_model_host(
     assert study["label"].startswith("MODEL HOST")
     table = next(t for t in study["tables"] if t["title"].startswith("Repairs against"))
     row = table["rows"][0]
-    assert row[:2] == ["workflow-prompt", "W"] and row[5] == "sonnet"
-    shown = [row[2], row[3], row[4], row[6], row[7]]
-    assert [float(cell.split(" pp")[0]) / 100 for cell in shown] == expected
-    matrix = next(t for t in study["tables"] if t["title"].startswith("Decision matrix"))
+    assert row[:2] == ["workflow-prompt", "W"] and row[-1] == "2"  # two families
+    assert "too few families (2 < 10)" in row[2]  # no interval at two families
+    spec = next(t for t in study["tables"] if t["title"].startswith("Specificity"))
+    (srow,) = spec["rows"]
+    assert srow[3:5] == ["guide", "D"]
+    shown = [row[2], row[3], row[4], srow[5], srow[6]]
+    assert [float(cell.split(" pp")[0].split(";")[0]) / 100 for cell in shown] == expected
+    tost = next(t for t in study["tables"] if t["title"].startswith("Equivalence"))
+    assert tost["rows"][0][2] == "±5.0 pp"
+    matrix = next(t for t in study["tables"] if t["title"].startswith("Decision matrix at"))
+    assert matrix["rows"][0][1] == "sonnet"
     wall, cost = matrix["rows"][0][4], matrix["rows"][0][5]
     assert "not measured" not in wall and "not measured" not in cost  # the provider's

@@ -281,24 +281,102 @@ def test_every_rendering_labels_the_policy_simulated(demo: dict[str, Any]) -> No
 def test_the_decoder_reads_the_single_failure_packets_counted_by_hand(
     demo: dict[str, Any],
 ) -> None:
-    """Packets of the first arm's configuration (sim-truncating, routed): the baseline cell
-    succeeds and exactly one of its single-stress endpoint cells fails."""
-    success = {(r["arm"], r["task_id"], r["repeat"]): r["success"] for r in demo["records"]}
-    base = dict(menu=8, workflow="low", encoding="raw", policy="sim-truncating")
-    stressed = {
-        "V": _arm(base | {"menu": 128}),
-        "W": _arm(base | {"workflow": "high"}),
-        "D": _arm(base | {"encoding": "linked"}),
-    }
-    classes = dict.fromkeys(stressed, 0)
+    """Packets of every configuration (both policies on the routed menu; the fixed lanes
+    have no W or D cell), pooled: the baseline cell succeeds and exactly one of its own
+    configuration's single-stress endpoint cells fails."""
+    by_unit = {(r["arm"], r["task_id"], r["repeat"]): r for r in demo["records"]}
+    success = {unit: r["success"] for unit, r in by_unit.items()}
+    classes = dict.fromkeys(("V", "W", "D"), 0)
     units = {(t, k) for _, t, k in success}
-    for task, repeat in units:
-        if not success[(_arm(base), task, repeat)]:
-            continue
-        failed = [p for p, arm in stressed.items() if not success[(arm, task, repeat)]]
-        if len(failed) == 1:
-            classes[failed[0]] += 1
+    single: list[tuple[str, dict[str, Any]]] = []  # (label, the failed record)
+    for policy in ("sim-truncating", "sim-steady"):
+        base = dict(menu=8, workflow="low", encoding="raw", policy=policy)
+        stressed = {
+            "V": _arm(base | {"menu": 128}),
+            "W": _arm(base | {"workflow": "high"}),
+            "D": _arm(base | {"encoding": "linked"}),
+        }
+        for task, repeat in sorted(units):
+            if not success[(_arm(base), task, repeat)]:
+                continue
+            failed = [p for p, arm in stressed.items() if not success[(arm, task, repeat)]]
+            if len(failed) == 1:
+                classes[failed[0]] += 1
+                single.append((failed[0], by_unit[(stressed[failed[0]], task, repeat)]))
     decoder = _table(demo, "Does the failure record reveal the pressure?")
-    assert f"({sum(classes.values())} single-failure packets" in decoder["title"]
+    assert (
+        f"({sum(classes.values())} single-failure packets from 2 configurations"
+        in (decoder["title"])
+    )
     assert ", ".join(f"{p} {n}" for p, n in classes.items()) in decoder["note"]
-    assert [row[0] for row in decoder["rows"]] == ["obligation", "flag", "record", "calls"]
+    assert [row[0] for row in decoder["rows"]] == [
+        "constant",
+        "flag",
+        "obligation",
+        "record",
+        "record+trace",
+        "calls",
+        "trace",
+        "verdicts",
+        "termination",
+        "menu-proxy",
+    ]
+    # every feature set recomputed from the exported records (docs: readings D2-D5), with
+    # a plain leave-one-intent-out lookup
+    order = ("availability", "selection", "protocol", "dependencies", "evidence")
+    order += ("conclusion", "final_state", "budgets", "contract")
+    limits = {"completion_cap", "episode_budget", "call_limit", "turn_limit", "infeasible"}
+
+    def bins(calls: int) -> str:
+        return "0" if calls == 0 else "1-2" if calls <= 2 else "3-5" if calls <= 5 else "6+"
+
+    def features(r: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+        ob, flag = r["first_unmet_obligation"], r["terminal_flag"]
+        shape = (bins(r["calls"]), flag if flag in limits else "answered")
+        per = r["tokens"]["input"] / r["turns"] if r["turns"] else None
+        proxy = "no request" if per is None else f"2^{int(np.floor(np.log2(per)))}"
+        return {
+            "constant": (),
+            "flag": (flag,),
+            "obligation": (ob,),
+            "record": (ob, flag),
+            "record+trace": (ob, flag, *shape),
+            "calls": (shape[0],),
+            "trace": shape,
+            "verdicts": tuple((r["obligations"] or {}).get(o) for o in order),
+            "termination": (flag if flag in limits else ob,),
+            "menu-proxy": (proxy,),
+        }
+
+    rows = {row[0]: row for row in decoder["rows"]}
+    for name in rows:
+        keyed = [(r["intent"], label, features(r)[name]) for label, r in single]
+        predicted = []
+        for intent, _, key in keyed:
+            fold = [(lab, k) for i, lab, k in keyed if i != intent]
+            pool = [lab for lab, k in fold if k == key] or [lab for lab, _ in fold]
+            best = max(pool.count(c) for c in "VWD")
+            predicted.append(next(c for c in "VWD" if pool.count(c) == best))
+        recalls = [
+            np.mean([p == c for (_, lab, _), p in zip(keyed, predicted, strict=True) if lab == c])
+            for c in "VWD"
+            if classes[c]
+        ]
+        assert rows[name][2].startswith(f"{100 * np.mean(recalls):.1f}%"), name
+    # four intents: every interval is withheld, with its reason
+    assert all("too few intents (4 < 10): no interval" in row[2] for row in decoder["rows"])
+    gains = _table(demo, "Decoder comparisons")
+    assert len(gains["rows"]) == 5 and "99% intervals" in gains["title"]
+    # both tables in every rendering: report.json (above), Markdown, HTML, the terminal
+    folder = Path(demo["report_dir"])
+    console = Console(record=True, width=250)
+    render_terminal.render(
+        Report.model_validate_json((folder / "report.json").read_text()), console
+    )
+    for text in (
+        (folder / "report.md").read_text(),
+        (folder / "report.html").read_text(),
+        console.export_text(),
+    ):
+        assert "Does the failure record reveal the pressure?" in text
+        assert "Decoder comparisons" in text and "record+trace - calls" in text

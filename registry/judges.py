@@ -3,8 +3,11 @@
 A judge is configured like a host (driver, model, params) plus what it decides
 (``outcome``), the rubric it is given (a file of the experiment, digested into the
 registration like every referenced file, with a ``rubric_version`` string) and which
-runs it judges (``sample``: every run that needs a verdict by default), and optionally
-which tasks people label as gold (``gold_sample``: a registered draw, :class:`GoldSample`).
+runs it judges (``sample``: every run that needs a verdict by default; ``arms``: every
+arm by default, or the arms it is assigned, e.g. one judge per host), and optionally
+which tasks people label as gold (``gold_sample``: a registered draw, :class:`GoldSample`)
+and the kappa against gold from which it is trusted (``trust_kappa``, default
+:data:`TRUST_KAPPA`; applied by :mod:`prereg.reports.judged.section`).
 
 Model families (:data:`FAMILIES`): a judge of the same family as a host arm may prefer
 its own family's answers (InvokeRank 5.5, 6.4 and 7.6: judge family and host family
@@ -37,6 +40,10 @@ from prereg.registry.hosts import DRIVERS, DriverName
 #: What a judge decides: a run's Completed stage, or whether a no-tool answer met the need.
 JudgedOutcome = Literal["completed", "native_self_service"]
 JUDGED_OUTCOMES: tuple[str, ...] = ("completed", "native_self_service")
+
+#: The default trust threshold (seed 5.5: the judge is trusted at Cohen's kappa >= 0.70
+#: against the gold set); a judge registers another with ``trust_kappa``.
+TRUST_KAPPA = 0.70
 
 #: The rule-based judge's only model name (driver ``local``): offline, deterministic.
 LOCAL_JUDGE_MODEL = "local-rules-v1"
@@ -115,15 +122,33 @@ class Judge(BaseModel):
     confound_declared: bool = False
     #: the registered gold draw (absent: none registered, and left out of every digest)
     gold_sample: GoldSample | None = None
+    #: the trust threshold: the judge is trusted when its Cohen's kappa against unanimous
+    #: gold labels is at least this (absent: :data:`TRUST_KAPPA`, the seed's 0.70)
+    trust_kappa: float | None = Field(None, gt=0.0, le=1.0)
+    #: the arms whose runs this judge decides (absent: every arm). The seed's judge per
+    #: host lists each host's arms; the crossed design registers both judges without it.
+    arms: list[str] | None = Field(None, min_length=1)
 
     @model_serializer(mode="wrap")
     def _omit_absent_gold_sample(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """An absent ``gold_sample`` is left out, so a judge without one digests (and
-        identifies its verdicts) exactly as before the field existed."""
+        """An absent ``gold_sample`` (``trust_kappa``, ``arms``) is left out, so a judge
+        without one digests (and identifies its verdicts) exactly as before the field
+        existed."""
         data = handler(self)
-        if isinstance(data, dict) and data.get("gold_sample") is None:
-            data.pop("gold_sample", None)
+        if isinstance(data, dict):
+            for name in ("gold_sample", "trust_kappa", "arms"):
+                if data.get(name) is None:
+                    data.pop(name, None)
         return data
+
+    @property
+    def threshold(self) -> float:
+        """The registered trust threshold, or the default :data:`TRUST_KAPPA`."""
+        return TRUST_KAPPA if self.trust_kappa is None else self.trust_kappa
+
+    def decides(self, arm: str) -> bool:
+        """Whether this judge decides runs of ``arm`` (its registered ``arms``, or all)."""
+        return self.arms is None or arm in self.arms
 
     @model_validator(mode="after")
     def _rules(self) -> Judge:
@@ -163,13 +188,17 @@ def wrap_judges(value: Any) -> Any:
 def confound_problem(
     judges: Sequence[Judge], hosts: Sequence[tuple[str, str, str | None]]
 ) -> tuple[str, str] | None:
-    """(field, message) for the first judge of a host arm's family that does not declare
-    the confound; ``hosts`` are (arm, driver, model)."""
+    """(field, message) for the first judge of the family of a host arm it decides that
+    does not declare the confound; ``hosts`` are (arm, driver, model)."""
     for index, judge in enumerate(judges):
         family = model_family(judge.driver, judge.model)
         if family is None or judge.confound_declared:
             continue
-        same = [arm for arm, driver, model in hosts if model_family(driver, model) == family]
+        same = [
+            arm
+            for arm, driver, model in hosts
+            if judge.decides(arm) and model_family(driver, model) == family
+        ]
         if same:
             return (
                 f"judge[{index}].confound_declared",

@@ -216,6 +216,24 @@ def _check_offers(registration: Registration, experiment: Experiment, shown: str
         ) from None
 
 
+def check_need_types(
+    registration: Registration, experiment: Experiment, source: bytes, shown: str
+) -> None:
+    """Every intent ``invokerank.need_types`` names is one of the experiment's (its values
+    are checked by the schema): BadInput at the key, exit 2."""
+    spec = registration.invokerank
+    for intent in (spec.need_types or {}) if spec is not None else {}:
+        if intent not in experiment.intents:
+            raise _refuse_at(
+                source,
+                shown,
+                _written(source, shown, ("invokerank", "need_types", intent)),
+                f"invokerank.need_types.{intent}",
+                f"unknown intent '{intent}' of experiment '{registration.experiment}' "
+                f"(intents: {', '.join(sorted(experiment.intents))})",
+            )
+
+
 def read_registration(path: Path, shown: str) -> bytes:
     """The bytes of a registration file: a regular file of at most 1 MiB, else BadInput.
 
@@ -425,6 +443,7 @@ def _resolve(path: Path, experiments_dir: Path, shown: str) -> Resolved:
             field="host.live.surface",
         )
     _check_offers(registration, experiment, shown)
+    check_need_types(registration, experiment, source, shown)
     if registration.split not in experiment.split_names:
         raise BadInput(
             f"experiment '{registration.experiment}' has no split '{registration.split}'",

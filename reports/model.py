@@ -865,6 +865,19 @@ class ArmInvokeRank(Model):
     )
 
 
+class JudgeInvokeRank(Model):
+    """One completion judge's own InvokeRank (issue 41, item 3): every arm it decides, with
+    Completed taken from this judge's verdicts where no oracle decided it."""
+
+    judge: str
+    rubric_version: str
+    trust: str = Field(description="trusted, untrusted or not_assessed (no gold labels)")
+    withheld: str | None = Field(
+        None, description="why the scores are not shown (an untrusted judge)"
+    )
+    arms: list[ArmInvokeRank] = Field(default_factory=list)
+
+
 class InvokeRankReport(Model):
     note: str
     display_rule: str
@@ -882,6 +895,16 @@ class InvokeRankReport(Model):
         None,
         description="replicate run rates with their within-run range (Figure 7): why they "
         "are not shown when the registration has one run (session) per arm",
+    )
+    completed_by: str | None = Field(
+        None,
+        description="which judge's verdicts fill Completed where no oracle decided it, per "
+        "arm, and any judge withheld as untrusted (null: no completion judge)",
+    )
+    by_judge: list[JudgeInvokeRank] = Field(
+        default_factory=list,
+        description="with two or more completion judges: each judge's own InvokeRank "
+        "(its Completed stage from its verdicts), under its name",
     )
 
 
@@ -909,7 +932,26 @@ class JudgedRate(Model):
         "decided it: runs, agreements, Cohen's kappa with its interval (a check of the "
         "judge, not a gold set)",
     )
+    withheld: str | None = Field(
+        None,
+        description="why the rate and the prediction-powered figures are withheld (the "
+        "judge is untrusted: its kappa against gold is below the registered threshold)",
+    )
     provenance: Provenance
+
+
+class JudgeTrust(Model):
+    """Whether a judge is trusted: Cohen's kappa against unanimous gold labels on the
+    positive-prompt runs it decides, against its registered threshold (seed 5.5)."""
+
+    status: Literal["trusted", "untrusted", "not_assessed"]
+    threshold: float
+    kappa: float | None = None
+    kappa_low: float | None = None
+    kappa_high: float | None = None
+    runs: int = Field(0, description="gold runs (unanimous labels) with a parsed verdict")
+    agree: int = 0
+    reason: str
 
 
 class JudgeInfo(Model):
@@ -923,6 +965,8 @@ class JudgeInfo(Model):
     judge_digest: str
     confound_declared: bool
     models_returned: list[str]
+    arms: list[str] | None = Field(None, description="the arms it decides (null: every arm)")
+    trust: JudgeTrust | None = None
 
 
 class JudgedReport(Model):

@@ -8,9 +8,17 @@ name is checked by the registration, :mod:`.registration`).
 from __future__ import annotations
 
 import difflib
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import Field, StrictFloat, StrictInt, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from prereg.core.yamlio import FieldRuleError
 from prereg.registry.schema.base import Identifier, Probability, Strict, StrictPair
@@ -136,6 +144,11 @@ class Multiplicity(Strict):
     family: Literal["per-intent", "secondary", "contrasts"] = "per-intent"
 
 
+#: A need type (seed 3.3 and 6.2): the native judge's vocabulary (``runners.judging.ask.NEEDS``
+#: and ``reports.invokerank.analyses.NEEDS``; a test holds them equal).
+NeedType = Literal["knowledge", "private_state", "action", "fresh_data"]
+
+
 class InvokeRankSpec(Strict):
     """How the report's InvokeRank section estimates the score (issue 17, item 5)."""
 
@@ -145,3 +158,20 @@ class InvokeRankSpec(Strict):
         "published path's (default) or the calibrated bootstrap (InvokeRank 7.5); the "
         "other is shown beside it, labelled",
     )
+    #: intent -> need type (seed 6.2, Table 2; issue 41 item 4): the coding the intent-level
+    #: permutation test reads. Absent: the test is not run, and the field is not digested.
+    need_types: dict[Identifier, NeedType] | None = Field(
+        None,
+        description="need type per intent (knowledge, private_state, action, fresh_data), "
+        "for the exact intent-level permutation test of seed 6.2; every intent named must "
+        "be one of the experiment's",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_need_types(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """An absent ``need_types`` is left out, so a registration without it digests
+        exactly as before the field existed."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("need_types") is None:
+            data.pop("need_types", None)
+        return data

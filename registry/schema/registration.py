@@ -20,7 +20,7 @@ from pydantic import (
 
 from prereg.core.yamlio import FieldRuleError
 from prereg.experiments.models import LOCKED_SPLIT, SplitName
-from prereg.experiments.toolbottleneck.cells import StudyRepair
+from prereg.experiments.toolbottleneck.cells import StudyRepair, check_repair_ids
 from prereg.registry.factorial import DesignError, expand
 from prereg.registry.hosts import DRIVERS
 from prereg.registry.judges import Judge, confound_problem, wrap_judges
@@ -75,7 +75,9 @@ class Registration(Strict):
     #: the InvokeRank score's interval method (issue 17, item 5); absent: published
     invokerank: InvokeRankSpec | None = None
     #: ToolBottleneckBench repairs against switches (issue 19, seed 4.3): each names the
-    #: repaired lane, the no-repair lane and the switches (arm ids); absent: none
+    #: repaired lane, the no-repair lane and the switches (arm ids); issue 42 adds the
+    #: other pressures' repairs, more incumbents and a TOST margin, each left out of the
+    #: document when absent (cells.StudyRepair); absent: none
     repairs: list[StudyRepair] | None = None
 
     @model_serializer(mode="wrap")
@@ -155,12 +157,21 @@ class Registration(Strict):
         return self
 
     def _check_judges(self) -> None:
-        """Judge ids are unique; a judge of a host arm's model family declares the confound."""
+        """Judge ids are unique; a judge's ``arms`` are registered arms; a judge of the model
+        family of a host arm it decides declares the confound."""
         judges = self.judge or []
         keys = [j.key for j in judges]
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:
             raise FieldRuleError("judge", f"duplicate judge id(s): {', '.join(dupes)} (give 'id')")
+        ids = [a.id for a in self.arms]
+        for index, judge in enumerate(judges):
+            unknown = [a for a in judge.arms or [] if a not in ids]
+            if unknown:
+                raise FieldRuleError(
+                    f"judge[{index}].arms",
+                    f"names unknown arm(s) {', '.join(unknown)} (arms: {', '.join(ids)})",
+                )
         hosts = [
             (a.id, self.config_of(a.id).host.driver, self.config_of(a.id).host.model)
             for a in self.arms
@@ -170,7 +181,9 @@ class Registration(Strict):
             raise FieldRuleError(*problem)
 
     def _check_repairs(self, ids: list[str]) -> None:
-        """Every lane of a repair names registered arms (study arms, issue 19)."""
+        """Every lane of a repair names registered arms (study arms, issue 19); repair ids
+        are unique (issue 42: several repairs may aim at one pressure)."""
+        check_repair_ids(self.repairs)
         for index, repair in enumerate(self.repairs or []):
             for name, lane in repair.lanes():
                 for side in ("stressed", "unstressed"):

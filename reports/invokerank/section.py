@@ -80,7 +80,7 @@ from prereg.reports.invokerank.scores import (
 )
 from prereg.reports.invokerank.servers import server_funnel
 from prereg.reports.invokerank.terminal import resolution_block, terminal_rows
-from prereg.reports.model import ArmInvokeRank, InvokeRankReport, Provenance
+from prereg.reports.model import ArmInvokeRank, InvokeRankReport, JudgeInvokeRank, Provenance
 from prereg.reports.observations import Obs
 from prereg.reports.pairs import runset
 from prereg.stats.invokerank import MIN_PROMPTS, ScoreInterval, bootstrap_score, too_few_prompts
@@ -369,6 +369,11 @@ class SectionParts:
     seed: int | None
     interval: ScoreInterval
     empty: bool  # no run analysed: no section
+    #: the judge-related parts (issue 41, item 3): which judge fills Completed, and each
+    #: completion judge's own blocks, computed after the arms' in ``arms`` (one entry per
+    #: judge: its key, rubric version, trust, withheld reason and how many blocks it has)
+    completed_by: str | None = None
+    judges: tuple[tuple[str, str, str, str | None, int], ...] = ()
 
     @classmethod
     def of(
@@ -382,11 +387,36 @@ class SectionParts:
             for meta in metas
         ]
         interval = options.get("interval", "published")
-        return cls(blocks if observations else [], seed, interval, not observations)
+        if not observations:
+            return cls([], seed, interval, True)
+        # a completion judge's own InvokeRank: the same blocks over the observations with
+        # Completed from its verdicts (reports.judged.section.JudgedObservations)
+        judges = []
+        for key, (version, trust, withheld, runs) in getattr(observations, "by_judge", {}).items():
+            mine = _by_arm(runs)
+            metas_of = [m for m in metas if m.id in mine]
+            blocks += [partial(arm_invokerank, mine[m.id], m, seed, **options) for m in metas_of]
+            judges.append((key, version, trust, withheld, len(metas_of)))
+        completed_by = getattr(observations, "completed_by", None)
+        return cls(blocks, seed, interval, False, completed_by, tuple(judges))
 
     def assembled(self, arms: list[ArmInvokeRank]) -> InvokeRankReport | None:
         if self.empty:
             return None
+        judged = arms[len(arms) - sum(j[-1] for j in self.judges) :]
+        arms = arms[: len(arms) - len(judged)]
+        by_judge = []
+        for key, version, trust, withheld, count in self.judges:
+            mine, judged = judged[:count], judged[count:]
+            by_judge.append(
+                JudgeInvokeRank(
+                    judge=key,
+                    rubric_version=version,
+                    trust=trust,
+                    withheld=withheld,
+                    arms=mark_ties(mine),
+                )
+            )
         return InvokeRankReport(
             note=NOTE + " " + INTERVAL_NOTES[self.interval],
             display_rule=DISPLAY_RULE,
@@ -397,6 +427,8 @@ class SectionParts:
             pass_k=PASS_K,
             arms=mark_ties(arms),
             replicates=REPLICATES_ONE_RUN,
+            completed_by=self.completed_by,
+            by_judge=by_judge,
         )
 
 
@@ -425,11 +457,10 @@ def invokerank_parts(
     need_types: Mapping[str, str] | None = None,
 ) -> SectionParts:
     """:func:`invokerank_report` in pieces (``build_report`` spreads the arms' blocks
-    over processes). ``need_types`` default to a registered ``invokerank.need_types``
-    when the registration schema has one (it has none yet: the test then says why it
-    is not run)."""
-    if need_types is None:
-        need_types = getattr(reg.invokerank, "need_types", None)
+    over processes). ``need_types`` default to the registered ``invokerank.need_types``
+    (absent: the test says why it is not run)."""
+    if need_types is None and reg.invokerank is not None:
+        need_types = reg.invokerank.need_types
     metas = [replace(m, offer=(offers or {}).get(m.id)) for m in arm_metas(reg)]
     return SectionParts.of(
         observations,

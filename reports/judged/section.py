@@ -5,9 +5,15 @@ the store) and refuses, exit 3, any verdict of a judge or rubric the registratio
 not name: a verdict under a rubric revised after the fact is never mixed in (InvokeRank
 5.5, 7.6). Then:
 
+- trust (:func:`judge_trust`): each judge's Cohen's kappa against unanimous gold labels
+  against its registered threshold (``trust_kappa``, default 0.70); an untrusted judge's
+  figures are withheld (its rate and prediction-powered figures null, ``withheld`` says
+  why; it fills no Completed stage and no native class);
 - the Completed stage: a run whose record leaves Completed null (no oracle decided it)
-  takes the first registered completion judge's parsed verdict, for the InvokeRank
-  section only; a recorded Completed (an oracle's) is never replaced;
+  takes the parsed verdict of the first registered completion judge that decides its
+  arm (``Judge.arms``), for the InvokeRank section only; a recorded Completed (an
+  oracle's) is never replaced; with two or more completion judges each also gets its own
+  InvokeRank (:class:`JudgedObservations`);
 - the Agent Resolution Split: no-tool runs take the first registered native judge's
   parsed verdict; runs without one stay "unjudged", counted first, and the class
   shares that would drop them are not shown (:mod:`prereg.reports.invokerank.terminal`);
@@ -45,7 +51,7 @@ from prereg.core.errors import IntegrityError, WriteFailure
 from prereg.registry.judges import Judge, judge_digest
 from prereg.registry.registrations import VERDICT_CHAINS, Entry, Registry
 from prereg.registry.schema import Registration
-from prereg.reports.model import JudgedRate, JudgedReport, JudgeInfo, Provenance
+from prereg.reports.model import JudgedRate, JudgedReport, JudgeInfo, JudgeTrust, Provenance
 from prereg.reports.observations import Obs, replaced
 from prereg.reports.pairs import runset
 from prereg.runners.judging.anchors import heads_of, verified_judgements
@@ -154,29 +160,137 @@ def load_verdicts(runs: Path, entry: Entry, registry: Registry | None = None) ->
     return Judgements(verdicts, gold, anchor)
 
 
-def _first(reg: Registration, outcome: str) -> Judge | None:
-    return next((j for j in reg.judge or [] if j.outcome == outcome), None)
+def _first(reg: Registration, outcome: str, arm: str | None = None) -> Judge | None:
+    """The first registered ``outcome`` judge (that decides ``arm``, when given)."""
+    return next(
+        (j for j in reg.judge or [] if j.outcome == outcome and (arm is None or j.decides(arm))),
+        None,
+    )
+
+
+def _of(judge: Judge, verdicts: Sequence[Verdict]) -> dict[str, Verdict]:
+    """record id -> this judge's verdict (verdicts are of registered judges: checked)."""
+    return {v.record_id: v for v in verdicts if v.judge == judge.key}
+
+
+def judge_trust(
+    judge: Judge,
+    mine: Mapping[str, Verdict],
+    gold: Sequence[GoldLabel],
+    runs: Sequence[Obs] | None = None,
+) -> JudgeTrust:
+    """Whether ``judge`` is trusted (seed 5.5): Cohen's kappa of its parsed verdicts
+    against the unanimous gold labels of its outcome, over ``runs`` (the positive-prompt
+    runs it decides; None: every run it has a verdict on), at least its threshold.
+    No such gold run, or kappa undefined (every gold run and verdict of one outcome): not
+    assessed (the judge stays "uncalibrated"); kappa below the threshold: untrusted."""
+    threshold = judge.threshold
+    ids = None if runs is None else {o.record_id for o in runs if _needs(judge, o)}
+    labels = [g for g in gold if g.outcome == judge.outcome and (ids is None or g.record_id in ids)]
+    agreement = _judge_vs_gold(consensus(labels), mine) if labels else None
+    if agreement is None:
+        return JudgeTrust(
+            status="not_assessed",
+            threshold=threshold,
+            reason="no gold-labelled run with a parsed verdict: trust not assessed "
+            "(uncalibrated judge)",
+        )
+    kappa = agreement["kappa"]
+    fields = {
+        "threshold": threshold,
+        "kappa": kappa,
+        "kappa_low": agreement["kappa_low"],
+        "kappa_high": agreement["kappa_high"],
+        "runs": agreement["runs"],
+        "agree": agreement["agree"],
+    }
+    if kappa is None:
+        why = agreement["note"] or "undefined"
+        return JudgeTrust(
+            status="not_assessed",
+            reason=f"Cohen's kappa against gold is undefined ({why}) on {agreement['runs']} "
+            "gold run(s): trust not assessed (uncalibrated judge); label runs of both "
+            "outcomes",
+            **fields,
+        )
+    if kappa < threshold:
+        return JudgeTrust(
+            status="untrusted",
+            reason=f"Cohen's kappa against gold {kappa:.2f} on {agreement['runs']} gold "
+            f"run(s) is below the registered trust threshold {threshold:.2f}",
+            **fields,
+        )
+    return JudgeTrust(
+        status="trusted",
+        reason=f"Cohen's kappa against gold {kappa:.2f} on {agreement['runs']} gold run(s) "
+        f"is at least the registered trust threshold {threshold:.2f}",
+        **fields,
+    )
+
+
+def _trusts(
+    reg: Registration, verdicts: Sequence[Verdict], observations: Sequence[Obs] | None = None
+) -> dict[str, JudgeTrust]:
+    """judge key -> its trust (:func:`judge_trust`) for every registered judge."""
+    gold = getattr(verdicts, "gold", None) or ()
+    return {j.key: judge_trust(j, _of(j, verdicts), gold, observations) for j in reg.judge or []}
+
+
+def _withheld(judge: Judge, trust: JudgeTrust) -> str:
+    return (
+        f"withheld: judge '{judge.key}' is untrusted ({trust.reason}); its verdicts fill no figure"
+    )
 
 
 def verdict_map(reg: Registration, verdicts: Sequence[Verdict], outcome: str) -> dict[str, bool]:
-    """record id -> the first registered ``outcome`` judge's parsed verdict."""
-    judge = _first(reg, outcome)
-    if judge is None:
-        return {}
-    return {
-        v.record_id: v.met
-        for v in verdicts
-        if v.judge == judge.key and v.parse == "ok" and v.met is not None
-    }
+    """record id -> the parsed verdict of the first registered ``outcome`` judge that
+    decides the run's arm (judges registered with ``arms`` judge only those arms' runs, so
+    a run takes the first such judge with a verdict on it, and a judge deciding every arm
+    ends the search); an untrusted judge's verdicts are left out."""
+    trust = _trusts(reg, verdicts)
+    out: dict[str, bool] = {}
+    claimed: set[str] = set()
+    for judge in reg.judge or []:
+        if judge.outcome != outcome:
+            continue
+        mine = _of(judge, verdicts)
+        if trust[judge.key].status != "untrusted":
+            for rid, v in mine.items():
+                if rid not in claimed and v.parse == "ok" and v.met is not None:
+                    out[rid] = v.met
+        claimed |= mine.keys()
+        if judge.arms is None:
+            break
+    return out
 
 
-def with_completed(
-    reg: Registration, observations: Sequence[Obs], verdicts: Sequence[Verdict]
-) -> tuple[Obs, ...]:
-    """Observations whose null Completed takes the completion judge's verdict."""
-    judged = verdict_map(reg, verdicts, "completed")
-    if not judged:
-        return tuple(observations)
+class JudgedObservations(tuple[Obs, ...]):
+    """The observations the InvokeRank section reads (Completed filled from each arm's
+    completion judge), with what it says about the judges beside them (a tuple of
+    observations, so every consumer of observations takes it unchanged):
+
+    - ``completed_by``: which judge fills each arm's Completed, and any judge withheld;
+    - ``by_judge``: with two or more completion judges, judge key -> (rubric version,
+      trust status, withheld reason or None, the observations of the arms it decides with
+      Completed from its verdicts), for each judge's own InvokeRank.
+    """
+
+    completed_by: str | None
+    by_judge: dict[str, tuple[str, str, str | None, tuple[Obs, ...]]]
+
+    def __new__(
+        cls,
+        observations: Sequence[Obs],
+        completed_by: str | None = None,
+        by_judge: dict[str, tuple[str, str, str | None, tuple[Obs, ...]]] | None = None,
+    ) -> JudgedObservations:
+        self = super().__new__(cls, observations)
+        self.completed_by = completed_by
+        self.by_judge = by_judge or {}
+        return self
+
+
+def _filled(observations: Sequence[Obs], judged: Mapping[str, bool]) -> tuple[Obs, ...]:
     out = []
     for o in observations:
         met = judged.get(o.record_id)
@@ -186,10 +300,56 @@ def with_completed(
     return tuple(out)
 
 
+def _parsed_map(mine: Mapping[str, Verdict]) -> dict[str, bool]:
+    return {rid: v.met for rid, v in mine.items() if v.parse == "ok" and v.met is not None}
+
+
+def with_completed(
+    reg: Registration, observations: Sequence[Obs], verdicts: Sequence[Verdict]
+) -> JudgedObservations:
+    """Observations whose null Completed takes the verdict of the first completion judge
+    that decides the run's arm, unless that judge is untrusted (then Completed stays
+    null and ``completed_by`` says why); see :class:`JudgedObservations`."""
+    judges = [j for j in reg.judge or [] if j.outcome == "completed"]
+    if not judges:
+        return JudgedObservations(observations)
+    trust = _trusts(reg, verdicts, observations)
+    maps = {j.key: _parsed_map(_of(j, verdicts)) for j in judges}
+    judged: dict[str, bool] = {}
+    said: list[str] = []
+    for arm in reg.arms:
+        judge = _first(reg, "completed", arm.id)
+        if judge is None:
+            said.append(f"arm {arm.id}: no completion judge")
+            continue
+        t = trust[judge.key]
+        if t.status == "untrusted":
+            said.append(f"arm {arm.id}: {_withheld(judge, t)}")
+            continue
+        label = "trusted judge" if t.status == "trusted" else UNCALIBRATED
+        said.append(f"arm {arm.id} from judge '{judge.key}' ({label})")
+        ids = {o.record_id for o in observations if o.arm == arm.id}
+        judged.update({rid: met for rid, met in maps[judge.key].items() if rid in ids})
+    by_judge: dict[str, tuple[str, str, str | None, tuple[Obs, ...]]] = {}
+    if len(judges) >= 2:
+        for judge in judges:
+            t = trust[judge.key]
+            withheld = _withheld(judge, t) if t.status == "untrusted" else None
+            mine = [o for o in observations if judge.decides(o.arm)]
+            runs = () if withheld else _filled(mine, maps[judge.key])
+            by_judge[judge.key] = (judge.rubric_version, t.status, withheld, runs)
+    note = (
+        "Completed where no oracle decided it: "
+        + "; ".join(said)
+        + " (a judge's verdicts fill the stage for the InvokeRank section only)"
+    )
+    return JudgedObservations(_filled(observations, judged), note, by_judge)
+
+
 def _asked(judge: Judge, o: Obs) -> bool:
     """Whether the judge was asked about the run (``prereg judge``'s own rule): any ok run
     whose first call executed for the completion judge, negative prompts included."""
-    if not o.ok:
+    if not o.ok or not judge.decides(o.arm):
         return False
     if judge.outcome == "completed":
         return o.funnel.get("executed") is True
@@ -301,8 +461,11 @@ def judged_report(
     infos: list[JudgeInfo] = []
     rates: list[JudgedRate] = []
     chains = verdicts.heads() if isinstance(verdicts, Judgements) else None
+    gold_all = getattr(verdicts, "gold", None) or ()
     for digest, (judge, rubric) in registered_digests(entry).items():
         mine = {v.record_id: v for v in verdicts if v.judge_digest == digest}
+        trust = judge_trust(judge, mine, gold_all, observations)
+        withheld = _withheld(judge, trust) if trust.status == "untrusted" else None
         infos.append(
             JudgeInfo(
                 judge=judge.key,
@@ -315,34 +478,81 @@ def judged_report(
                 judge_digest=digest,
                 confound_declared=judge.confound_declared,
                 models_returned=sorted({v.model_returned or "" for v in mine.values()}),
+                arms=judge.arms,
+                trust=trust,
             )
         )
-        gold = [g for g in (getattr(verdicts, "gold", None) or ()) if g.outcome == judge.outcome]
+        gold = [g for g in gold_all if g.outcome == judge.outcome]
+        decided = [arm.id for arm in reg.arms if judge.decides(arm.id)]
         arm_runs = {
-            arm.id: [o for o in observations if o.arm == arm.id and _needs(judge, o)]
-            for arm in reg.arms
+            arm: [o for o in observations if o.arm == arm and _needs(judge, o)] for arm in decided
         }
         left_out = {
-            arm.id: sum(
+            arm: sum(
                 1
                 for o in observations
-                if o.arm == arm.id and o.polarity != "positive" and _asked(judge, o)
+                if o.arm == arm and o.polarity != "positive" and _asked(judge, o)
             )
-            for arm in reg.arms
+            for arm in decided
         }
-        consumed = _first(reg, judge.outcome) == judge
         mine_rates = {
-            arm: _rate(judge, arm, runs, mine, gold, consumed, chains, left_out[arm])
+            arm: _rate(
+                judge,
+                arm,
+                runs,
+                mine,
+                gold,
+                _first(reg, judge.outcome, arm) == judge and withheld is None,
+                chains,
+                left_out[arm],
+            )
             for arm, runs in arm_runs.items()
         }
-        if gold and len(reg.arms) >= 2:
-            control, treatment = reg.compared_arms()
+        control, treatment = reg.compared_arms() if len(reg.arms) >= 2 else ("", "")
+        if gold and control in arm_runs and treatment in arm_runs:
             diff = paired_difference(arm_runs[control], arm_runs[treatment], mine, gold, judge)
             target = mine_rates[treatment]
             if target.corrected is not None:
                 target.corrected["difference"] = {"control": control, **diff}
+        if withheld is not None:
+            mine_rates = {arm: _withhold(r, withheld) for arm, r in mine_rates.items()}
         rates += mine_rates.values()
     return JudgedReport(note=NOTE, judges=infos, rates=rates)
+
+
+def _withhold(rate: JudgedRate, why: str) -> JudgedRate:
+    """An untrusted judge's rate: the rate and every prediction-powered figure withheld
+    (the counts and the agreement figures, which say why, stay)."""
+    corrected = None
+    if rate.corrected is not None:
+        corrected = {**rate.corrected, **_WITHHELD_FIGURES, "reason": why}
+        if "difference" in corrected:
+            corrected["difference"] = {
+                **corrected["difference"],
+                **_WITHHELD_FIGURES,
+                "reason": why,
+            }
+    return rate.model_copy(
+        update={
+            "rate": None,
+            "corrected": corrected,
+            "withheld": why,
+            "label": f"untrusted judge ({why.removeprefix('withheld: ')})",
+        }
+    )
+
+
+_WITHHELD_FIGURES: dict[str, Any] = {
+    name: None
+    for name in (
+        "estimate",
+        "low",
+        "high",
+        "se",
+        "judge_rate",
+        "rectifier",
+    )
+}
 
 
 def _label(corrected: dict[str, Any] | None) -> str:

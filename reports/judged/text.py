@@ -21,12 +21,16 @@ def judged_lines(report: Report) -> list[str]:
     out = ["Judged outcomes (registered judges; never the verdict)"]
     for j in section.judges:
         declared = "; family confound declared" if j.confound_declared else ""
+        arms = "" if j.arms is None else f"; decides arm(s) {', '.join(j.arms)}"
+        trust = "" if j.trust is None else f"; trust: {_TRUST[j.trust.status]} ({j.trust.reason})"
         out.append(
             f"judge {j.judge}: {j.outcome} by {j.driver} {j.model}, rubric {j.rubric} "
-            f"{j.rubric_version} ({j.rubric_digest[:19]}){declared}"
+            f"{j.rubric_version} ({j.rubric_digest[:19]}){declared}{arms}{trust}"
         )
     for r in section.rates:
         rate = "no parsed verdict" if r.rate is None else f"{r.met}/{r.judged} = {r.rate:.1%}"
+        if r.withheld is not None:
+            rate = "withheld"
         corrected = "" if r.corrected is None else _corrected(r.corrected)
         oracle = ""
         if r.oracle_agreement is not None:
@@ -38,6 +42,39 @@ def judged_lines(report: Report) -> list[str]:
             f"({r.unparseable} unparseable); judge rate {rate} [{r.label}]{corrected}{oracle}"
             f"{_consumed(r.provenance.parameters)}{_left_out(r.provenance.parameters)}"
         )
+    return out + invokerank_judge_lines(report)
+
+
+_TRUST = {"trusted": "trusted", "untrusted": "UNTRUSTED", "not_assessed": "not assessed"}
+
+
+def _score(a: Any) -> str:
+    """An arm's score in a judge's own InvokeRank, with its 90% interval when shown."""
+    if a.q is None:
+        return f"{a.arm}: {a.label} ({a.reason})"
+    iv = a.intervals[0] if a.intervals else None
+    if iv is None or iv.low is None or iv.high is None:
+        why = f" (90% interval: {iv.reason})" if iv is not None and iv.reason else ""
+        return f"{a.arm}: {a.symbol} {100 * a.q:.1f}{why}"
+    return f"{a.arm}: {a.symbol} {100 * a.q:.1f} (90% {100 * iv.low:.1f} to {100 * iv.high:.1f})"
+
+
+def invokerank_judge_lines(report: Report) -> list[str]:
+    """Which judge fills the InvokeRank Completed stage, and each completion judge's own
+    InvokeRank (issue 41, item 3), under its name; withheld for an untrusted judge."""
+    ir = getattr(report, "invokerank", None)  # a partial report (the judged part) has none
+    if ir is None:
+        return []
+    out = []
+    if ir.completed_by:
+        out.append(f"InvokeRank {ir.completed_by}")
+    for j in ir.by_judge:
+        head = f"InvokeRank under judge {j.judge} (rubric {j.rubric_version}, {_TRUST[j.trust]})"
+        if j.withheld is not None:
+            out.append(f"{head}: {j.withheld}")
+        else:
+            scores = "; ".join(_score(a) for a in j.arms) or "no arm scored"
+            out.append(f"{head}: {scores}")
     return out
 
 

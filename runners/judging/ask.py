@@ -56,7 +56,7 @@ def final_answer(record: RunRecord) -> str | None:
 
 def needs_verdict(record: RunRecord, judge: Judge) -> bool:
     """Whether ``judge`` decides something about ``record`` (module docstring)."""
-    if record.status != "ok":
+    if record.status != "ok" or not judge.decides(record.arm):
         return False
     if judge.outcome == "completed":
         return record.funnel.executed is True

@@ -33,6 +33,9 @@ HOSTILE: list[tuple[str, str]] = [
     ("entities", "H11 &amp; &lt;b&gt; &#x1b; &#8238;"),
     ("private-unassigned", "H12 \ue000 \U0010fffd \u0378 \U000effff"),
     ("long", "H13 " + "A\u202e" * 2000 + "B" * 20000),
+    # C1 OSC and DCS ended by the C1 string terminator, a 7-bit DCS, and a cursor-position
+    # query (a terminal answers it by typing into the input), as a judge's rationale may hold
+    ("c1-osc-dcs-query", "H14 \x9d0;title\x9c \x90q\x9c \x1bP1$r\x1b\\ \x1b[6n why"),
 ]
 
 #: Every hostile string in one (for a field that holds one value).

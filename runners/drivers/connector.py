@@ -20,8 +20,11 @@ share:
   latency ride on the first turn; the unrolled ones carry zeros (no further request),
   so the record's sums are the request's;
 - redaction: every string of an unrolled turn, the provider's MCP results included,
-  passes :func:`redact` before it leaves the driver. The optional authorization token
-  (:data:`TOKEN_VARIABLE`) is sent to the provider and never stored or shown.
+  passes :func:`redact` before it leaves the driver, and a response any of whose strings
+  (an MCP result's too) still holds a key-shaped string afterwards is refused as an
+  infrastructure error rather than stored (:func:`holds_key_prefix`). The optional
+  authorization token (:data:`TOKEN_VARIABLE`) is sent to the provider and never stored
+  or shown.
 """
 
 from __future__ import annotations
@@ -46,8 +49,14 @@ from prereg.runners.drivers.base import (
     Turn,
     Usage,
 )
-from prereg.runners.providers.credentials import redact, redact_obj
+from prereg.runners.providers.credentials import (
+    holds_key_prefix,
+    redact,
+    redact_obj,
+    secret_values,
+)
 from prereg.runners.providers.driver import (
+    KEY_PREFIX_REFUSED,
     ModelDriver,
     Parsed,
     _merge,
@@ -205,12 +214,20 @@ def unroll(first: Turn, calls: Sequence[ToolCall], final: Action) -> list[Turn]:
 
 
 def redacted(turn: Turn) -> Turn:
-    """:func:`redacted_turn`, and the provider's MCP result of a call too."""
+    """:func:`redacted_turn`, and the provider's MCP result of a call too: its content and
+    text redacted, and refused (:class:`InfraError`, :data:`KEY_PREFIX_REFUSED`, naming the
+    reason and not the text) when they still hold a key-shaped string afterwards, as every
+    other string of a turn is (:func:`holds_key_prefix`)."""
     turn = redacted_turn(turn)
     action = turn.action
     if isinstance(action, ToolCall) and action.host_result is not None:
         result = action.host_result
-        clean = ToolResult(redact_obj(result.content), result.is_error, redact(result.text))
+        secrets = secret_values()  # read once for the result's strings
+        clean = ToolResult(
+            redact_obj(result.content, secrets), result.is_error, redact(result.text, secrets)
+        )
+        if holds_key_prefix([clean.content, clean.text]):
+            raise InfraError(KEY_PREFIX_REFUSED)
         turn = replace(turn, action=replace(action, host_result=clean))
     return turn
 

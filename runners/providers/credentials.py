@@ -19,9 +19,11 @@ goes through :func:`redact` first, which removes
   query parameters, by the store's own :func:`~prereg.runners.store.postgres.redacted`).
 
 What a driver returns is then checked once more (:func:`holds_key_prefix`): a response
-that still holds the start of a key (``sk-ant-``, or the prefix of a key set here, such
-as ``sk-`` or ``sk-proj-``) holds a credential in a form not removed above, and is
-refused as an infrastructure error rather than stored.
+that still holds a key-shaped string (a key prefix, ``sk-ant-`` or the prefix of a key set
+here such as ``sk-`` or ``sk-proj-``, followed by a key's body: :data:`MIN_KEY_BODY`
+characters of the key alphabet, or a redacted piece) holds a credential in a form not
+removed above, and is refused as an infrastructure error rather than stored. A prefix
+alone, or followed by a word (``sk-learn``), is text: it is kept.
 
 Keys come only from the providers' usual variables (``ANTHROPIC_API_KEY``,
 ``OPENAI_API_KEY``); the SDKs' other credential sources (profiles, config files,
@@ -36,6 +38,7 @@ import base64
 import functools
 import os
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard, get_args
@@ -94,10 +97,24 @@ MIN_FRAGMENT = 12
 _GRAM = 6
 
 #: Prefixes of provider keys as their providers document them; with the prefix of each
-#: provider key set here (:func:`_own_prefix`), a response still holding one after redaction is
-#: refused (:func:`holds_key_prefix`).
+#: provider key set here (:func:`_own_prefix`), a response still holding one followed by a
+#: key's body after redaction is refused (:func:`holds_key_prefix`).
 KNOWN_PREFIXES: tuple[str, ...] = ("sk-ant-", "sk-proj-", "sk-svcacct-", "sk-admin-")
 _OWN_PREFIX = re.compile(r"[A-Za-z]{2,8}-(?:[A-Za-z]{2,12}-)?")
+
+#: The characters of a key's body after its prefix (base62, ``_`` and ``-``).
+KEY_ALPHABET = "A-Za-z0-9_\\-"
+#: The shortest body (characters after the prefix) that makes a string key-shaped. The
+#: providers' keys are longer: the shortest, OpenAI's legacy ``sk-`` keys, have 48
+#: characters after ``sk-``; project, service-account and admin keys (``sk-proj-``,
+#: ``sk-svcacct-``, ``sk-admin-``) over 130; Anthropic's ``sk-ant-api03-`` keys 95 after
+#: ``api03-`` (source: the ``openai-api-key`` and ``anthropic-api-key`` /
+#: ``anthropic-admin-api-key`` rules of gitleaks' default configuration,
+#: https://github.com/gitleaks/gitleaks/blob/master/config/gitleaks.toml). 40 leaves a
+#: margin below all of them (a key that lost a few characters is still found) and is far
+#: above any word a prefix may begin (``sk-learn``). For the key set here, its own body's
+#: length when that is shorter (a gateway's short key).
+MIN_KEY_BODY = 40
 
 #: A PostgreSQL connection URL in free text (its secrets go, the rest stays readable).
 _DB_URL = re.compile(r"postgres(?:ql)?://[^\s\"'<>`]+")
@@ -189,11 +206,32 @@ def _matcher(secrets: tuple[str, ...]) -> _Matcher:
 
 @functools.lru_cache(maxsize=8)
 def _prefixes(keys: tuple[str, ...]) -> re.Pattern[str]:
-    """The key prefixes a response may not hold after redaction: the documented ones and
-    those of the provider keys set (``keys``)."""
-    own = {_own_prefix(key.strip()) for key in keys}
-    found = sorted({*KNOWN_PREFIXES, *(p for p in own if p)}, key=len, reverse=True)
-    return re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(re.escape(p) for p in found) + ")")
+    """The key-shaped strings a response may not hold after redaction: a key prefix (the
+    documented ones and those of the provider keys set, ``keys``) at the start of a word,
+    followed by a key's body (:data:`MIN_KEY_BODY` characters of :data:`KEY_ALPHABET`, or
+    fewer for a key set here whose body is shorter) or by a redacted piece (a key that
+    redaction removed only in part)."""
+    body: dict[str, int] = dict.fromkeys(KNOWN_PREFIXES, MIN_KEY_BODY)
+    for key in keys:
+        key = key.strip()
+        prefix = _own_prefix(key)
+        if prefix:
+            shortest = min(MIN_KEY_BODY, len(key) - len(prefix))
+            body[prefix] = min(body.get(prefix, MIN_KEY_BODY), shortest)
+    shapes = [
+        f"{re.escape(prefix)}(?:[{KEY_ALPHABET}]{{{n},}}|{re.escape(REDACTED)})"
+        for prefix, n in sorted(body.items(), key=lambda item: len(item[0]), reverse=True)
+    ]
+    return re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(shapes) + ")")
+
+
+def _visible(text: str) -> str:
+    """``text`` without its invisible format characters (Unicode category Cf: zero-width
+    characters, bidi controls), which a reader does not see and which would otherwise
+    hide a key's shape (``sk-ant-`` U+200B ``api03-...``)."""
+    if text.isascii():
+        return text
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
 
 
 def _own_prefix(value: str) -> str | None:
@@ -274,12 +312,14 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def holds_key_prefix(value: Any) -> bool:
-    """Whether a string of ``value`` (a JSON-like value, already redacted) still holds the
-    prefix of a provider key (:data:`KNOWN_PREFIXES`, or that of a key set in
-    :data:`KEY_VARIABLES`): a key in a form :func:`redact` does not remove, which is
-    refused rather than stored."""
+    """Whether a string of ``value`` (a JSON-like value, already redacted) still holds a
+    key-shaped string (:func:`_prefixes`: the prefix of a provider key, one of
+    :data:`KNOWN_PREFIXES` or that of a key set in :data:`KEY_VARIABLES`, followed by a
+    key's body or a redacted piece), read without invisible format characters: a key in
+    a form :func:`redact` does not remove, which is refused rather than stored. A prefix
+    alone or followed by a word (``sk-learn``, ``sk-ant-`` in a sentence) is not."""
     prefixes = _prefixes(tuple(os.environ.get(name, "") for name in KEY_VARIABLES.values()))
-    return any(prefixes.search(text) for text in _strings(value))
+    return any(prefixes.search(_visible(text)) for text in _strings(value))
 
 
 def contains_secret(text: str) -> bool:

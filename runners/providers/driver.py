@@ -15,8 +15,10 @@ base class does everything around the request, identically for both:
   the model returned; the key as it is, encoded or in pieces) and so is the message of
   every exception it raises, whatever its type (:meth:`ModelDriver.next_turn`): a hostile
   endpoint that echoes the key back anywhere in a response cannot get it into a record,
-  a trace or the terminal; a turn that still holds a key's prefix after redaction is
-  refused as an infrastructure error rather than stored;
+  a trace or the terminal; a turn that still holds a key-shaped string after redaction
+  (a key's prefix followed by a key's body or a redacted piece:
+  :func:`~prereg.runners.providers.credentials.holds_key_prefix`) is refused as an
+  infrastructure error rather than stored;
 - the provider transcript of an episode (raw content blocks / output items, tool
   search results, reasoning items) is kept per episode so the next request sends
   back exactly what the provider returned, not a reconstruction;
@@ -163,9 +165,10 @@ def redacted_turn(turn: Turn) -> Turn:
 
     The transcript sent back to the provider (:class:`Stored`) keeps what it returned;
     only what leaves the driver for the harness, the records and the terminal is
-    redacted. A turn whose strings still hold the prefix of a provider key afterwards (a
+    redacted. A turn whose strings still hold a key-shaped string afterwards (a provider
+    key's prefix followed by a key's body or a redacted piece, :func:`holds_key_prefix`: a
     key in a form redaction does not know) is refused: :class:`InfraError`, naming the
-    reason and not the text.
+    reason and not the text. A prefix alone, or followed by a word (``sk-learn``), is text.
     """
     action = turn.action
     secrets = secret_values()  # read once for the turn's strings

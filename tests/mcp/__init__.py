@@ -201,3 +201,46 @@ async def _client_view(server: Any, mode: str, call: bool) -> dict[str, Any]:
                 "tools": tools,
                 "calls": calls,
             }
+
+
+# ---- the older official client (mcp 1.12, in .venv-mcp1; created by .ci/run) ---------------
+
+#: the older client's interpreter; tests that need it skip (outside CI) when it is missing
+OLD_CLIENT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-mcp1" / "bin" / "python"
+#: what the older client reports of a server it connects to: the negotiated revision, the
+#: capabilities, identity and instructions, and the tools
+OLD_CLIENT = """
+import json, sys
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            tools = await session.list_tools()
+    print(json.dumps({
+        "protocolVersion": init.protocolVersion,
+        "capabilities": init.capabilities.model_dump(mode="json", exclude_none=True),
+        "serverInfo": init.serverInfo.model_dump(mode="json", exclude_none=True),
+        "instructions": init.instructions,
+        "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools.tools],
+    }))
+
+anyio.run(main)
+"""
+
+
+def old_client(command: list[str]) -> dict[str, Any]:
+    """Connect the older official client to the stdio server ``command``; what it saw."""
+    done = subprocess.run(
+        [str(OLD_CLIENT_PYTHON), "-c", OLD_CLIENT, *command],
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result

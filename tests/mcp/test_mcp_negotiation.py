@@ -25,7 +25,7 @@ from prereg.runners.mcp.capture import CaptureOptions, HttpTarget, StdioTarget, 
 from prereg.runners.mcp.replay import ReplayServer, encode
 from prereg.runners.mcp.serve_http import base_url, bind, build_app
 from tests.conftest import skip_unless_ci
-from tests.mcp import PREREG, TIME_SERVER, raw_stdio
+from tests.mcp import OLD_CLIENT_PYTHON, PREREG, TIME_SERVER, old_client, raw_stdio
 from tests.waiting import wait_until
 
 OLDER = "2025-06-18"
@@ -326,39 +326,6 @@ def test_http_capture_through_the_api_records_header_names_only(guarded_replay: 
 
 # -- an older official client (mcp 1.12, in its own venv: .ci/run makes it) -----------------
 
-OLD_CLIENT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-mcp1" / "bin" / "python"
-OLD_CLIENT = """
-import json, sys
-import anyio
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-
-async def main():
-    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:])
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            init = await session.initialize()
-            tools = await session.list_tools()
-    print(json.dumps({
-        "protocolVersion": init.protocolVersion,
-        "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools.tools],
-    }))
-
-anyio.run(main)
-"""
-
-
-def _old_client(command: list[str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [str(OLD_CLIENT_PYTHON), "-c", OLD_CLIENT, *command],
-        capture_output=True,
-        text=True,
-        timeout=SNAP_TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
 
 def test_an_older_official_client_gets_the_same_tools_from_live_and_replay(
     negotiated: dict,
@@ -366,7 +333,7 @@ def test_an_older_official_client_gets_the_same_tools_from_live_and_replay(
     """mcp 1.12 asks for 2025-06-18: the live server and its replay both agree to it."""
     if not OLD_CLIENT_PYTHON.exists():
         skip_unless_ci("needs .venv-mcp1 with mcp 1.12 (bash .ci/run creates it)")
-    live = _old_client(TIME_SERVER)
-    replayed = _old_client([*PREREG, "mcp", "serve", str(negotiated["file"])])
+    live = old_client(TIME_SERVER)
+    replayed = old_client([*PREREG, "mcp", "serve", str(negotiated["file"])])
     assert live["protocolVersion"] == replayed["protocolVersion"] == OLDER
     assert replayed["tools"] == live["tools"] and len(live["tools"]) == 2

@@ -25,11 +25,10 @@ import pytest
 from prereg.experiments.mcp_snapshot import read_snapshot
 from prereg.runners.mcp import is_refusal
 from tests.conftest import skip_unless_ci
-from tests.mcp import PREREG, client_view, raw_stdio
+from tests.mcp import OLD_CLIENT_PYTHON, PREREG, client_view, old_client, raw_stdio
 
 NPM = Path(__file__).resolve().parent / "npm"
 SERVER_JS = NPM / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
-OLD_CLIENT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-mcp1" / "bin" / "python"
 OLDER = "2025-06-18"
 NEWEST = "2025-11-25"
 TOOLS = [  # the server's documented tools (its README), in its order
@@ -150,40 +149,6 @@ def test_the_current_official_client_sees_the_live_server_in_the_replay(
     assert all(is_refusal(seen["calls"][name]) for name in TOOLS)
 
 
-OLD_CLIENT = """
-import json, sys
-import anyio
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-
-async def main():
-    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:])
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            init = await session.initialize()
-            tools = await session.list_tools()
-    print(json.dumps({
-        "protocolVersion": init.protocolVersion,
-        "capabilities": init.capabilities.model_dump(mode="json", exclude_none=True),
-        "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools.tools],
-    }))
-
-anyio.run(main)
-"""
-
-
-def _old_client(command: list[str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [str(OLD_CLIENT_PYTHON), "-c", OLD_CLIENT, *command],
-        capture_output=True,
-        text=True,
-        timeout=SNAP_TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
 def test_an_older_official_client_gets_the_same_tools_from_live_and_replay(
     server: list[str], snaps: dict[str, Any], live: dict[str, Any]
 ) -> None:
@@ -192,7 +157,7 @@ def test_an_older_official_client_gets_the_same_tools_from_live_and_replay(
         skip_unless_ci("needs .venv-mcp1 with mcp 1.12 (bash .ci/run creates it)")
     with ThreadPoolExecutor(2) as pool:
         old_live, old_replayed = pool.map(
-            _old_client, [server, [*PREREG, "mcp", "serve", str(snaps["file"])]]
+            old_client, [server, [*PREREG, "mcp", "serve", str(snaps["file"])]]
         )
     assert old_live["protocolVersion"] == old_replayed["protocolVersion"] == OLDER
     assert old_replayed["tools"] == old_live["tools"]

@@ -31,7 +31,15 @@ from mcp_types.version import (
 from prereg.experiments.mcp_snapshot import Snapshot, read_snapshot, snapshot_digest
 from prereg.runners.mcp.replay import METHOD_NOT_FOUND, ReplayServer
 from tests.conftest import skip_unless_ci
-from tests.mcp import PREREG, TIME_SERVER, client_view, http_replay, raw_stdio
+from tests.mcp import (
+    OLD_CLIENT_PYTHON,
+    PREREG,
+    TIME_SERVER,
+    client_view,
+    http_replay,
+    old_client,
+    raw_stdio,
+)
 
 SNAP_TIMEOUT = 90
 OLDER = "2025-06-18"
@@ -370,49 +378,12 @@ def test_the_current_client_negotiates_alike_live_and_replay_over_http(recorded:
             assert {k: replayed[k] for k in SEEN} == {k: live[mode][k] for k in SEEN}
 
 
-OLD_CLIENT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-mcp1" / "bin" / "python"
-OLD_CLIENT = """
-import json, sys
-import anyio
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-
-async def main():
-    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:])
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            init = await session.initialize()
-            tools = await session.list_tools()
-    print(json.dumps({
-        "protocolVersion": init.protocolVersion,
-        "capabilities": init.capabilities.model_dump(mode="json", exclude_none=True),
-        "serverInfo": init.serverInfo.model_dump(mode="json", exclude_none=True),
-        "instructions": init.instructions,
-        "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools.tools],
-    }))
-
-anyio.run(main)
-"""
-
-
-def _old_client(command: list[str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [str(OLD_CLIENT_PYTHON), "-c", OLD_CLIENT, *command],
-        capture_output=True,
-        text=True,
-        timeout=SNAP_TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
 def test_an_older_official_client_negotiates_alike_live_and_replay(recorded: dict) -> None:
     """mcp 1.12 asks for 2025-06-18 over initialize: live and replay both agree to it."""
     if not OLD_CLIENT_PYTHON.exists():
         skip_unless_ci("needs .venv-mcp1 with mcp 1.12 (bash .ci/run creates it)")
-    live = _old_client(TIME_SERVER)
-    replayed = _old_client([*PREREG, "mcp", "serve", str(recorded["file"])])
+    live = old_client(TIME_SERVER)
+    replayed = old_client([*PREREG, "mcp", "serve", str(recorded["file"])])
     assert replayed == live
     assert live["protocolVersion"] == OLDER
 
@@ -455,4 +426,4 @@ def test_a_typescript_server_negotiates_alike_live_and_replay(
         assert {k: replayed[k] for k in SEEN} == {k: live[k] for k in SEEN}
         assert live["protocol_version"] in summary["revisions"]
     if OLD_CLIENT_PYTHON.exists():
-        assert _old_client(replay) == _old_client(npm_server)
+        assert old_client(replay) == old_client(npm_server)

@@ -3,7 +3,8 @@
 Owns: wording every renderer shares (:mod:`.text`), the terminal summary (:mod:`.terminal`)
 and its width-fitting tables (:mod:`.table`), Markdown (:mod:`.markdown`), self-contained
 HTML (:mod:`.html`), the figures (:mod:`.figures`, matplotlib's Agg backend; the
-InvokeRank Figures 2, 3, 5 and 8 in :mod:`.invokerank_figures`) and writing
+InvokeRank Figures 2, 3, 5 and 8 in :mod:`.invokerank_figures`, the ToolBottleneckBench
+study's Figures 2a, 3c, 6 and 11 in :mod:`.study_figures`) and writing
 them all to ``reports/<id>/`` (:mod:`.write`). Rendering computes nothing: every figure
 comes from the model.
 

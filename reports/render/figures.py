@@ -16,7 +16,7 @@ import io
 import math
 import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from prereg.core.forked import Forked
 from prereg.reports.model import Interval, Report, TestReport
 from prereg.reports.render import invokerank_figures as ir_figures
+from prereg.reports.render import study_figures as tb_figures
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -634,6 +635,12 @@ def terminal_breakdown_figure(report: Report) -> Figure | None:
     return fig
 
 
+def _on_canvas(draw: Callable[[Report, Any], Figure | None]) -> Callable[[Report], bytes | None]:
+    """A figure of another module drawn on this module's canvas (:func:`_canvas`): the
+    section modules take the canvas as an argument, so they need not import this one."""
+    return lambda report: _drawn(draw(report, _canvas))
+
+
 FIGURES = {
     "primary_effect": (primary_effect_png, "The registered primary effect with its interval"),
     "arm_rates": (arm_rates, "Per-arm outcome rates with intervals"),
@@ -642,20 +649,36 @@ FIGURES = {
     "eprocess": (eprocess, "E-process of the registered stopping rule"),
     "terminal_breakdown": (terminal_breakdown, "Terminal classes per intent (Figure 4)"),
     "ir_funnel": (
-        lambda r: _drawn(ir_figures.ir_funnel_figure(r, _canvas)),
+        _on_canvas(ir_figures.ir_funnel_figure),
         "InvokeRank funnel per arm with intervals (Figure 2)",
     ),
     "ir_intents": (
-        lambda r: _drawn(ir_figures.ir_intents_figure(r, _canvas)),
+        _on_canvas(ir_figures.ir_intents_figure),
         "InvokeRank score per intent with intervals (Figure 3)",
     ),
     "ir_metadata": (
-        lambda r: _drawn(ir_figures.ir_metadata_figure(r, _canvas)),
+        _on_canvas(ir_figures.ir_metadata_figure),
         "Paired changes beside calls on negatives (Figure 5)",
     ),
     "ir_rho": (
-        lambda r: _drawn(ir_figures.ir_rho_figure(r, _canvas)),
+        _on_canvas(ir_figures.ir_rho_figure),
         "Intra-prompt rho per intent with intervals (Figure 8)",
+    ),
+    "tb_contrasts": (
+        _on_canvas(tb_figures.tb_contrasts_figure),
+        "Study contrasts with 95% family-cluster intervals (seed Figure 2a)",
+    ),
+    "tb_v_truncation": (
+        _on_canvas(tb_figures.tb_v_truncation_figure),
+        "V effect against largest-menu truncation per configuration (seed Figures 6, 7)",
+    ),
+    "tb_availability": (
+        _on_canvas(tb_figures.tb_availability_figure),
+        "Discovery availability by retriever (seed Figure 3c)",
+    ),
+    "tb_decoder_gains": (
+        _on_canvas(tb_figures.tb_decoder_gains_figure),
+        "Decoder: paired gains in balanced accuracy with intent-cluster intervals (seed Figure 11)",
     ),
 }
 
@@ -674,6 +697,15 @@ def caption(name: str, report: Report) -> str:
             )
             what = effect.label if effect.kind == "contrast" else f"{effect.kind} {effect.label}"
             return f"Registered primary effect: {what} ({shown})"
+    if name == "tb_v_truncation" and (key := tb_figures.tb_v_truncation_key(report)):
+        points = "; ".join(f"{i} {label}" for i, label in enumerate(key, start=1))
+        return f"{FIGURES[name][1]}: {points}"
+    if name in ("tb_contrasts", "tb_decoder_gains") and (
+        data := tb_figures.study_figure(report, name)
+    ):
+        withheld = sorted({p.reason for p in data.points if p.reason})
+        if withheld:
+            return f"{FIGURES[name][1]}; open markers: {'; '.join(withheld)}"
     if name == "forest" and not any(
         r.interval is not None and _ok(r.difference, r.interval.low, r.interval.high)
         for r in report.per_intent

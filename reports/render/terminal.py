@@ -77,6 +77,9 @@ STUDY_TERMINAL = (
     "Failure census",
     "Decision matrix",
     "Repairs against",  # specificity, activation and equivalence (seed 4.3, 5.4)
+    "Per-configuration effects",  # seed Table 4
+    "The V effect against truncation",  # seed Figure 6
+    "Discovery availability by retriever",  # seed Figure 3c
     "Does the failure record reveal the pressure?",  # the decoder (seed appendix H)
     "Decoder comparisons",
 )

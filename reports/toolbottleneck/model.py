@@ -19,6 +19,35 @@ class StudyTable(BaseModel):
     note: str | None = None
 
 
+class StudyPoint(BaseModel):
+    """One drawn point of a study figure: the same numbers as the table row it repeats.
+
+    ``low``/``high``: its interval, both None when withheld (``reason`` says why);
+    ``x``: a second coordinate (a scatter's), else None."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    value: float
+    x: float | None = None
+    low: float | None = None
+    high: float | None = None
+    reason: str | None = None
+
+
+class StudyFigure(BaseModel):
+    """The numbers one study figure draws (:mod:`prereg.reports.render.study_figures`);
+    ``withheld``: why it is not drawn (the points are then empty)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    points: list[StudyPoint]
+    #: the level of the points' intervals (None: no interval)
+    level: float | None = None
+    withheld: str | None = None
+
+
 class StudyReport(BaseModel):
     """The study's tables; ``label`` says, first, that the policy is simulated."""
 
@@ -26,3 +55,5 @@ class StudyReport(BaseModel):
 
     label: str
     tables: list[StudyTable]
+    #: the numbers the study's figures draw, by figure name (each repeats a table's rows)
+    figures: list[StudyFigure] = []

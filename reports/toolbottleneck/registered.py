@@ -18,6 +18,12 @@ Holm), the seed's other tables, computed from the verified run records:
   its multinomial probability, up to 11 units), so no p depends on a seed; with more it
   is drawn, with enough draws that the Monte Carlo standard error of a Holm p at the
   decision threshold is below 0.002, and every p shows its MC SE.
+- **Per-configuration effects** with the organisation-equal reweighting (seed Table 4,
+  Figure 7), **the V effect against truncation** (Figure 6) and **Discovery availability
+  by retriever** (Figure 3c): :mod:`prereg.reports.toolbottleneck.configurations` and
+  :mod:`prereg.reports.toolbottleneck.discovery`. The numbers the study's figures draw
+  (:func:`study_figures`, and the decoder's gains) ride beside the tables in
+  ``StudyReport.figures``.
 - **Infrastructure failures** count as the registration says
   (:mod:`prereg.reports.toolbottleneck.episodes`, applied once for every table):
   ``count_as_failure`` counts a settled unit as a failure (class ``infrastructure``) in
@@ -54,9 +60,11 @@ from prereg.experiments.toolbottleneck.registrable import family_of_task
 from prereg.registry.resolve import study_player
 from prereg.registry.schema import Registration
 from prereg.reports.toolbottleneck.census import census_tables, truncation, truncation_stratum
+from prereg.reports.toolbottleneck.configurations import configuration_tables, menu_effects
 from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_tables, packets
+from prereg.reports.toolbottleneck.discovery import availability_rows, discovery_tables
 from prereg.reports.toolbottleneck.episodes import Episode, Episodes, episodes
-from prereg.reports.toolbottleneck.model import StudyReport, StudyTable
+from prereg.reports.toolbottleneck.model import StudyFigure, StudyPoint, StudyReport, StudyTable
 from prereg.reports.toolbottleneck.repairs import (
     RepairRow,
     analyse_repairs,
@@ -353,8 +361,10 @@ def _se(x: float | None, exact: bool | None) -> str:
     return f"{x:.4f}"
 
 
-def _contrast_tables(registration: Registration, records: Sequence[Episode]) -> list[StudyTable]:
-    boot, flips = contrast_rows(registration, records)
+def _contrast_tables(
+    registration: Registration, records: Sequence[Episode], by_unit: tuple[list[Row], list[Row]]
+) -> list[StudyTable]:
+    boot, flips = by_unit
     if not boot:
         return []
     holm = _holm(boot)
@@ -546,18 +556,33 @@ def study_rows(
 
 def _decoder(
     registration: Registration, records: Sequence[Episode], run_records: Sequence[RunRecord]
-) -> list[StudyTable]:
+) -> tuple[list[StudyTable], list[StudyFigure]]:
+    """The decoder's tables, and its five paired gains as Figure 11's numbers (an interval
+    the table withholds is withheld there, with its reason)."""
     first = registration.arms[0]
     if first.toolbottleneck is None or first.toolbottleneck.catalog is not None:
-        return []
+        return [], []
     rows = study_rows(registration, records, run_records)
     result = decode_pressure(packets(rows, first.id), seed=registration.design.seed)
     if result is None:
-        return []
-    return [
+        return [], []
+    tables = [
         StudyTable(title=title, columns=header, rows=body, note=note)
         for title, header, body, note in decoder_tables(result)
     ]
+    gains = [
+        StudyPoint(
+            label=f"{c.a} - {c.b}",
+            value=c.gain,
+            low=c.interval.low,
+            high=c.interval.high,
+            reason=c.interval.reason,
+        )
+        for c in result.comparisons
+    ]
+    if not gains:
+        return tables, []
+    return tables, [StudyFigure(name="tb_decoder_gains", points=gains, level=result.level)]
 
 
 def _repair_rows(records: Sequence[Episode]) -> list[RepairRow]:
@@ -630,6 +655,77 @@ def cap_sweep_table(registration: Registration, records: Sequence[Episode]) -> l
     ]
 
 
+def _configuration_tables(
+    registration: Registration, records: Sequence[Episode]
+) -> list[StudyTable]:
+    """Per-configuration effects with the organisation-equal reweighting and the V effect
+    against truncation (:mod:`prereg.reports.toolbottleneck.configurations`)."""
+    config = {a.id: configuration_of(registration, a.id) for a in registration.arms}
+    by_contrast: dict[str, dict[str, float] | None] = {}
+    for contrast in registration.contrasts:
+        weights = registration.contrast_weights(contrast.id)
+        cells = _cells(records, list(weights))
+        by_contrast[contrast.id] = (
+            per_configuration(cells, weights, config) if cells.tasks else None
+        )
+    return configuration_tables(registration, records, config, by_contrast)
+
+
+def study_figures(
+    registration: Registration,
+    scored: Sequence[Episode],
+    run_records: Sequence[RunRecord],
+    boot: Sequence[Row],
+) -> list[StudyFigure]:
+    """The numbers the study's figures draw (:mod:`prereg.reports.render.study_figures`),
+    each the same as a table's: the contrasts with their family-cluster intervals (Figure
+    2a; an interval the table withholds is withheld here, with its reason), each
+    configuration's V effect against its largest-menu truncation (Figures 6 and 7), and
+    Discovery availability by retriever (Figure 3c)."""
+    out: list[StudyFigure] = []
+    points = []
+    for r in boot:
+        if r.unit != "family" or r.estimate is None:
+            continue
+        shown = _interval(r)
+        drawn = shown.startswith("[")
+        points.append(
+            StudyPoint(
+                label=r.contrast,
+                value=r.estimate,
+                low=r.low if drawn else None,
+                high=r.high if drawn else None,
+                reason=None if drawn else shown,
+            )
+        )
+    if points:
+        out.append(StudyFigure(name="tb_contrasts", points=points, level=0.95))
+    config = {a.id: configuration_of(registration, a.id) for a in registration.arms}
+    effects = [
+        StudyPoint(label=e.configuration, value=e.effect, x=e.truncation)
+        for e in menu_effects(registration, scored, config)
+        if e.effect is not None and e.truncation is not None
+    ]
+    if effects:
+        out.append(StudyFigure(name="tb_v_truncation", points=effects))
+    several = (
+        len({a.configuration for a in availability_rows(registration, scored, run_records, config)})
+        > 1
+    )
+    shares = [
+        StudyPoint(
+            label=f"{a.retriever}, R={a.catalog}" + (f" ({a.configuration})" if several else ""),
+            value=a.available / a.measured,
+            reason="no interval: availability is fixed by the task's variant",
+        )
+        for a in availability_rows(registration, scored, run_records, config)
+        if a.measured
+    ]
+    if shares:
+        out.append(StudyFigure(name="tb_availability", points=shares))
+    return out
+
+
 def _say_how_infrastructure_counted(
     counted: Episodes, tables: list[StudyTable]
 ) -> list[StudyTable]:
@@ -652,8 +748,16 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
         return None
     counted = episodes(registration, records)  # the registered infrastructure policy, once
     scored = list(counted.scored)
-    tables = _contrast_tables(registration, scored)
+    by_unit = contrast_rows(registration, scored)
+    tables = _contrast_tables(registration, scored, by_unit)
+    tables += _configuration_tables(registration, scored)
     tables += cap_sweep_table(registration, scored)
+    tables += discovery_tables(
+        registration,
+        scored,
+        records,
+        {a.id: configuration_of(registration, a.id) for a in registration.arms},
+    )
     census = census_tables(
         counted.census_rows,
         stress_pairs(registration),
@@ -669,13 +773,15 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
     )
     for title, header, body, note in repair_tables(results, failed):
         tables.append(StudyTable(title=title, columns=header, rows=body, note=note))
-    tables += _decoder(registration, scored, records)
+    decoded, gains = _decoder(registration, scored, records)
+    tables += decoded
     tables = _say_how_infrastructure_counted(counted, tables)
+    figures = study_figures(registration, scored, records, by_unit[0]) + gains
     if on_model_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
-        return StudyReport(label=MODEL_LABEL.format(hosts=hosts), tables=tables)
+        return StudyReport(label=MODEL_LABEL.format(hosts=hosts), tables=tables, figures=figures)
     if on_local_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
-        return StudyReport(label=LOCAL_LABEL.format(profiles=hosts), tables=tables)
+        return StudyReport(label=LOCAL_LABEL.format(profiles=hosts), tables=tables, figures=figures)
     profiles = ", ".join(sorted({c.policy for c in cells}))
-    return StudyReport(label=LABEL.format(profiles=profiles), tables=tables)
+    return StudyReport(label=LABEL.format(profiles=profiles), tables=tables, figures=figures)

@@ -1,0 +1,181 @@
+"""The ToolBottleneckBench study's figures as the seed draws them (issue 42, item 4):
+Figure 2a (the contrasts with their family-cluster intervals), Figures 6 and 7 (each
+configuration's V effect against its largest-menu truncation), Figure 3c (Discovery
+availability by retriever) and Figure 11 (the decoder's paired gains).
+
+Each figure is drawn from the numbers the study section carries beside its tables
+(:class:`prereg.reports.toolbottleneck.model.StudyFigure`: the same numbers as the
+tables' rows; nothing is computed here) by a ``*_figure`` function (what tests read),
+on the canvas :mod:`.figures` gives it (``_canvas``, passed in: that module registers
+these in its ``FIGURES``, so this one does not import it), which :mod:`.figures` saves
+as PNG. What the tables withhold is withheld here too:
+
+- Figures 2a and 11 draw a point whose interval is withheld (too few families, or no
+  spread) as an open marker labelled "no interval", never as a point that looks
+  certain; it is not drawn when no contrast has an interval;
+- Figures 6/7 draw the points only (no fitted line, no correlation: the table prints the
+  coefficients, or why they are withheld);
+- Figure 3c draws shares without intervals (availability is fixed by the task's variant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from prereg.reports.model import Report
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+#: ``figures._canvas``: a figure with one axes of the given size, room for ``labels``.
+Canvas = Callable[[float, float, Sequence[str]], "tuple[Figure, Axes]"]
+
+BLUE, GREY = "#1f4e79", "#7f7f7f"
+
+
+class StudyPoint(Protocol):
+    """What a figure reads of :class:`prereg.reports.toolbottleneck.model.StudyPoint`
+    (read through the report: rendering imports only the report model)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def value(self) -> float: ...
+    @property
+    def x(self) -> float | None: ...
+    @property
+    def low(self) -> float | None: ...
+    @property
+    def high(self) -> float | None: ...
+    @property
+    def reason(self) -> str | None: ...
+
+
+class StudyFigure(Protocol):
+    """What a figure reads of :class:`prereg.reports.toolbottleneck.model.StudyFigure`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def points(self) -> Sequence[StudyPoint]: ...
+    @property
+    def level(self) -> float | None: ...
+
+
+def study_figure(report: Report, name: str) -> StudyFigure | None:
+    """The study section's numbers for one figure (None: not in this report)."""
+    study = getattr(report, "toolbottleneck", None)
+    if study is None:
+        return None
+    found: StudyFigure | None = next(
+        (f for f in study.figures if f.name == name and f.points), None
+    )
+    return found
+
+
+def _interval_chart(
+    report: Report, canvas: Canvas, name: str, xlabel: str, title: str
+) -> Figure | None:
+    """Points (pp) with their intervals; open markers for the points whose interval the
+    table withholds. Not drawn when none has one."""
+    data = study_figure(report, name)
+    if data is None or not any(p.low is not None for p in data.points):
+        return None
+    labels = [p.label if p.low is not None else f"{p.label} (no interval)" for p in data.points]
+    fig, ax = canvas(4.0, 0.6 + 0.32 * len(labels), labels)
+    for y, p in enumerate(data.points):
+        est = 100 * p.value
+        if p.low is None or p.high is None:
+            ax.plot([est], [y], "o", mfc="white", color=GREY, clip_on=False)
+            continue
+        lo, hi = 100 * p.low, 100 * p.high
+        ax.errorbar(
+            [est],
+            [y],
+            xerr=[[max(est - lo, 0.0)], [max(hi - est, 0.0)]],
+            fmt="o",
+            color=BLUE,
+            capsize=3,
+            clip_on=False,
+        )
+    ax.axvline(0.0, color="#999999", lw=1)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    level = f"{data.level:.0%} " if data.level is not None else ""
+    ax.set_xlabel(xlabel.format(level=level))
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def tb_contrasts_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 2a: each contrast (pp) with its 95% family-cluster interval; open markers
+    for the contrasts whose interval the table withholds. Not drawn when none has one."""
+    return _interval_chart(
+        report,
+        canvas,
+        "tb_contrasts",
+        "contrast, pp ({level}family-cluster bootstrap; open: no interval)",
+        "Capacity contrasts (Figure 2a)",
+    )
+
+
+def tb_decoder_gains_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 11: the decoder's five paired gains in balanced accuracy (pp) with their
+    Bonferroni intent-cluster intervals; open markers where the table withholds them."""
+    return _interval_chart(
+        report,
+        canvas,
+        "tb_decoder_gains",
+        "gain in balanced accuracy, pp ({level}intent-cluster; open: no interval)",
+        "Decoder: paired gains (Figure 11)",
+    )
+
+
+def tb_v_truncation_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figures 6 and 7: each configuration's V effect (pp) against the share of its
+    largest-menu episodes truncated at the completion cap, points only, numbered (the
+    key in the axis title: a configuration name is too long for a point's label)."""
+    data = study_figure(report, "tb_v_truncation")
+    if data is None:
+        return None
+    fig, ax = canvas(4.0, 3.0, ())
+    for i, p in enumerate(data.points, start=1):
+        x, y = 100 * float(p.x or 0.0), 100 * p.value
+        ax.plot([x], [y], "o", color=BLUE, clip_on=False)
+        ax.annotate(
+            str(i), (x, y), textcoords="offset points", xytext=(6, 4 if i % 2 else -12), fontsize=9
+        )
+    ax.axhline(0.0, color="#999999", lw=1)
+    ax.set_xlim(-3.0, 103.0)
+    ax.set_xlabel("largest-menu episodes truncated at the cap, %")
+    ax.set_ylabel("V effect, pp")
+    ax.grid(alpha=0.3)
+    ax.set_title("V effect against truncation (Figures 6, 7)", fontsize=9)
+    return fig
+
+
+def tb_v_truncation_key(report: Report) -> list[str]:
+    """The numbered points' configurations, in order (the figure's caption lists them)."""
+    data = study_figure(report, "tb_v_truncation")
+    return [] if data is None else [p.label for p in data.points]
+
+
+def tb_availability_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 3c: the share of Discovery episodes whose shortlist held the required
+    tools, per retriever and catalog size (no interval)."""
+    data = study_figure(report, "tb_availability")
+    if data is None:
+        return None
+    labels = [p.label for p in data.points]
+    fig, ax = canvas(4.0, 0.6 + 0.35 * len(labels), labels)
+    ax.barh(range(len(labels)), [100 * p.value for p in data.points], color=BLUE, height=0.6)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0.0, 100.0)
+    ax.set_xlabel("episodes with the required tools shortlisted, % (no interval)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title("Discovery availability by retriever (Figure 3c)", fontsize=9)
+    return fig

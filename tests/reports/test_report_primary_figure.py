@@ -24,6 +24,7 @@ from prereg.cli import main
 from prereg.reports.model import Interval, Report
 from prereg.reports.render import figures
 from prereg.reports.render.figures import primary_effect, primary_effect_figure
+from tests.providers.fakes import FakeProviders, provider_env
 from tests.reports.test_report_invariants_drafts import DRAFTS, PROVIDER_ONLY
 
 pytest.importorskip("matplotlib")
@@ -63,7 +64,22 @@ def _texts(report: Report) -> list[str]:
 
 @pytest.mark.parametrize("name", OFFLINE)
 def test_every_bundled_draft_plots_its_primary_effect(name: str, tmp_path: Path) -> None:
-    folder = _analysed(tmp_path / "ws", name)
+    _assert_plots_its_primary_effect(_analysed(tmp_path / "ws", name))
+
+
+@pytest.mark.parametrize("name", PROVIDER_ONLY)
+def test_the_provider_drafts_plot_their_primary_effect(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drafts that need a model host, run against the local fake provider (the real
+    SDK clients, no network): their episodes mostly fail, but the report is the one a
+    real run gets, and it plots the primary effect the same way."""
+    with FakeProviders(rate_limit_every=0) as server:
+        provider_env(monkeypatch, server)
+        _assert_plots_its_primary_effect(_analysed(tmp_path / "ws", name))
+
+
+def _assert_plots_its_primary_effect(folder: Path) -> None:
     data: dict[str, Any] = json.loads((folder / "report.json").read_text())
     assert "primary_effect" in data["figures"]
     assert (folder / "figures" / "primary_effect.png").read_bytes().startswith(b"\x89PNG")

@@ -327,8 +327,20 @@ class Task(Strict):
 
 
 class CorpusFile(Strict):
+    """The corpus: intents and their tasks.
+
+    ``eligible`` (optional) declares, per intent, which competitors of the experiment's
+    pool are eligible for it (the eligible set E_c of InvokeRank 3.4, without the focal
+    integration, which is eligible for every intent of its corpus): the Selection Share's
+    denominator and the Lever's best competitor range over it. An intent not listed keeps
+    the default, every competitor of the pool; an empty list leaves only the focal
+    integration (the intent is not contested). Checked against the pool when the
+    experiment loads (:func:`prereg.experiments.loader.corpus._check_eligible`).
+    """
+
     intents: dict[Id, str] = Field(min_length=1)
     tasks: list[Task] = Field(min_length=1)
+    eligible: dict[Id, list[Id]] | None = None
 
 
 # ---- the entry file -----------------------------------------------------------------------
@@ -369,6 +381,18 @@ class PoolSpec(Strict):
     members: list[PoolMember] = Field(min_length=1)
 
 
+class CorpusLintSpec(Strict):
+    """``corpus_lint`` of experiment.yaml: the settings of ``prereg corpus lint``
+    (prereg.experiments.corpus_lint; docs/experiments.md, "Corpus lint")."""
+
+    #: Jaccard of 5-character shingles at or above which two prompts are near-duplicates
+    near_duplicate: float = Field(0.55, gt=0, le=1)
+    #: names (the focal integration's, competitors') no prompt may contain
+    brands: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    #: canary strings no prompt and no tool text may contain
+    canaries: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+
+
 class ExperimentFile(Strict):
     """The entry file. A surface or pool member path ending in ``.json`` is an MCP
     snapshot (``prereg-mcp-snapshot/1``); any other path is a YAML surface file."""
@@ -388,3 +412,5 @@ class ExperimentFile(Strict):
     format_characters: list[Annotated[str, Field(pattern=r"^U\+(10|0?[0-9A-F])?[0-9A-F]{4}$")]] = (
         Field(default_factory=list)
     )
+    #: corpus hygiene settings (issue 41, item 5); absent: the documented defaults
+    corpus_lint: CorpusLintSpec | None = None

@@ -108,6 +108,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Judge every run of a registration that needs a verdict of its registered judges.",
     ),
     "split": ("run_cmds", "Splits of an experiment (dev / validation / test)."),
+    "corpus": (
+        "corpus_cmds",
+        "Corpus hygiene: near-duplicates, realism, brand names, canaries, tool-text guardrails.",
+    ),
     "mcp": (
         "mcp_cmds",
         "Record MCP servers as snapshots and serve them from a replay server that refuses "

@@ -29,6 +29,7 @@ from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal, WriteF
 from prereg.core.files import write_atomic
 from prereg.core.safeio import MAX_EXPERIMENT_FILE_BYTES, UnreadableFile, read_regular_file
 from prereg.experiments import Experiment, load_experiment
+from prereg.experiments.corpus_lint import lint, split_waived
 from prereg.experiments.fingerprints import (
     locked_fingerprints,
     locked_prompts,
@@ -90,6 +91,9 @@ class Entry:
 class RegisterResult:
     entry: Entry
     created: bool  # False when identical content was already registered
+    #: the corpus lint at register (issue 41, item 5): open, waived and unused waivers;
+    #: an exploratory registration's open findings are warnings
+    corpus_lint: dict[str, Any] | None = None
 
 
 def frozen_shape_problem(frozen: Any) -> str | None:
@@ -337,6 +341,7 @@ class Registry:
         if existing is not None:
             return RegisterResult(entry=existing, created=False)
         self._check_near_duplicates(experiment, resolved.source_path)
+        linted = _corpus_lint_gate(reg, experiment, resolved.source_path)
         with self.ledger.locked():
             self.finish_pending()
             existing = self._refusals(resolved, splits)
@@ -370,7 +375,7 @@ class Registry:
             # canonical bytes, so that verify can tell any byte edit, formatting included
             self._append_mirrored(self.frozen_path(reg.id), canonical_json(frozen) + b"\n", line)
         entry = self.get(reg.id)
-        return RegisterResult(entry=entry, created=True)
+        return RegisterResult(entry=entry, created=True, corpus_lint=linted)
 
     def _refusals(self, resolved: Resolved, splits: dict[str, SplitName]) -> Entry | None:
         """Raise if the protocol refuses this registration; the entry if already registered."""
@@ -795,3 +800,29 @@ def _near_duplicates(
                 f"(similarity {match.similarity:.2f})"
             )
     return found
+
+
+def _corpus_lint_gate(reg: Registration, experiment: Experiment, source: str) -> dict[str, Any]:
+    """The corpus lint of ``experiment`` against ``reg``'s waivers; refuse (exit 4) a
+    confirmatory registration with an unwaived finding (docs/experiments.md, "Corpus
+    lint"). Exploratory: never refused, the open findings are returned as warnings."""
+    waivers = [] if reg.corpus_lint is None else [w.to_json() for w in reg.corpus_lint.waive]
+    open_, waived, unused = split_waived(lint(experiment).findings, waivers)
+    out: dict[str, Any] = {
+        "open": [f.to_json() for f in open_],
+        "waived": [{**f.to_json(), "waiver": dict(w)} for f, w in waived],
+        "unused_waivers": [dict(w) for w in unused],
+    }
+    if reg.kind == "confirmatory" and open_:
+        first = open_[0]
+        raise ProtocolRefusal(
+            f"the corpus lint of experiment '{experiment.name}' has {len(open_)} unwaived "
+            f"finding(s) (first: {first.rule} at {first.where()}: {first.message}); a "
+            "confirmatory registration needs a clean corpus or a waiver with a reason "
+            "(corpus_lint: {waive: [{rule, task or tool, reason}]}); see `prereg corpus "
+            f"lint {experiment.name}`",
+            file=source,
+            field="corpus_lint",
+            details=[f"{f.rule} {f.where()}: {f.matched!r}" for f in open_[:10]],
+        )
+    return out

@@ -316,6 +316,7 @@ def build_report(
         native=judged.verdict_map(reg, verdicts, "native_self_service"),
         branded={t.id for t in loaded.tasks if t.branded},
         offers=loaded.offers,
+        eligible=loaded.eligible or None,
     )
     sections: list[Callable[[], Any]] = [
         partial(_registered, loaded, pairs, comp),

@@ -79,6 +79,9 @@ class LoadedRuns:
     policy: HarnessPolicy = HarnessPolicy()
     #: units counted as failures under count_as_failure (also in ``used``)
     counted: tuple[Obs, ...] = ()
+    #: intent -> competitors declared eligible in the frozen corpus (``eligible``; an
+    #: intent not listed: every competitor), for the InvokeRank shares and Lever
+    eligible: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @cached_property
     def completed(self) -> set[Unit]:
@@ -325,4 +328,5 @@ def _load(
         chains=chains,
         policy=policy,
         counted=tuple(counted),
+        eligible=dict(experiment.eligible),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from prereg.core.errors import BadInput
 from prereg.core.safeio import escaped
 from prereg.core.yamlio import load_yaml
-from prereg.experiments.loader.corpus import _assign_splits, _check_corpus
+from prereg.experiments.loader.corpus import _assign_splits, _check_corpus, _check_eligible
 from prereg.experiments.loader.experiment import Experiment, PoolEntry
 from prereg.experiments.loader.files import ENTRY, Reader, _load, _read
 from prereg.experiments.loader.service_rules import _check_service
@@ -82,6 +82,9 @@ def _load_experiment(read: Reader, name: str) -> Experiment:
             pool.append(PoolEntry(member.id, member.role))
         _check_pool_names(surfaces, pool, entry)
 
+    eligible = _check_eligible(
+        corpus, corpus_doc, [(m.id, m.role) for m in pool], list(spec.surfaces)
+    )
     split_of_cluster = _assign_splits(spec, entry, tasks)
     return Experiment(
         name=spec.name,
@@ -96,6 +99,8 @@ def _load_experiment(read: Reader, name: str) -> Experiment:
         split_of_cluster=split_of_cluster,
         corpus_file=spec.corpus,
         format_characters=frozenset(chr(int(c[2:], 16)) for c in spec.format_characters),
+        corpus_lint=spec.corpus_lint,
+        eligible=eligible,
         _by_id={t.id: t for t in tasks},
     )
 

@@ -208,3 +208,47 @@ def _assign_splits(spec: ExperimentFile, entry: Doc, tasks: Sequence[Task]) -> d
             ("splits", "assign"), f"clusters not assigned to any split: {', '.join(missing[:5])}"
         )
     return out
+
+
+def _check_eligible(
+    corpus: CorpusFile, doc: Doc, pool: Sequence[tuple[str, str]], focal: Sequence[str]
+) -> dict[str, frozenset[str]]:
+    """The corpus's per-intent eligible sets (``eligible``), checked against the intents
+    and the pool: ``pool`` is (member id, role), ``focal`` the experiment's surfaces.
+
+    Every id must be a competitor of the pool: a decoy is never eligible, and the focal
+    integration (an experiment surface) is eligible for every intent of its corpus, so
+    it is not listed. An intent not given keeps the default (every competitor).
+    """
+    if corpus.eligible is None:
+        return {}
+    roles = dict(pool)
+    competitors = [m for m, role in pool if role == "competitor"]
+    out: dict[str, frozenset[str]] = {}
+    for intent, members in corpus.eligible.items():
+        if intent not in corpus.intents:
+            raise doc.fail(
+                ("eligible", intent),
+                f"unknown intent '{intent}' (intents: {', '.join(corpus.intents)})",
+            )
+        seen: set[str] = set()
+        for j, member in enumerate(members):
+            loc = ("eligible", intent, j)
+            if member in seen:
+                raise doc.fail(loc, f"'{member}' is listed twice")
+            seen.add(member)
+            if roles.get(member) == "competitor":
+                continue
+            if roles.get(member) == "decoy":
+                why = "a decoy of the pool, never eligible"
+            elif member in focal:
+                why = (
+                    "a surface of the focal integration, which is eligible for every intent "
+                    "of its corpus (list competitors only)"
+                )
+            else:
+                why = "not an integration of the pool"
+            known = ", ".join(competitors) if competitors else "none: the experiment has no pool"
+            raise doc.fail(loc, f"'{member}' is {why} (competitors: {known})")
+        out[intent] = frozenset(members)
+    return out

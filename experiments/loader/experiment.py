@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from prereg.core.errors import BadInput
-from prereg.experiments.models import SPLIT_NAMES, ServiceFile, Task
+from prereg.experiments.models import SPLIT_NAMES, CorpusLintSpec, ServiceFile, Task
 from prereg.experiments.surfaces import Role, Surface
 from prereg.experiments.toolbottleneck.registrable import StudyExperiment
 
@@ -44,12 +44,24 @@ class Experiment:
     #: the invisible characters the experiment declares its prompts may hold
     #: (``format_characters`` in experiment.yaml; see fingerprints.refuse_invisible)
     format_characters: frozenset[str] = frozenset()
+    #: the corpus lint's settings (``corpus_lint`` in experiment.yaml; issue 41, item 5)
+    corpus_lint: CorpusLintSpec | None = None
+    #: intent -> the competitors declared eligible for it (``eligible`` in the corpus,
+    #: InvokeRank 3.4); an intent not in it: every competitor of the pool
+    eligible: Mapping[str, frozenset[str]] = field(default_factory=dict)
     _by_id: Mapping[str, Task] = field(default_factory=dict, repr=False)
 
     @property
     def surface_ids(self) -> frozenset[str]:
         """Names an arm's ``surface:`` may use: the surfaces and the pool members."""
         return frozenset(self.surfaces)
+
+    def eligible_competitors(self, intent: str) -> frozenset[str]:
+        """The pool's competitors eligible for ``intent``: as the corpus declares them, or
+        every competitor when it declares none for the intent (the default)."""
+        if intent in self.eligible:
+            return self.eligible[intent]
+        return frozenset(m.id for m in self.pool if m.role == "competitor")
 
     def task(self, task_id: str) -> Task:
         return self._by_id[task_id]

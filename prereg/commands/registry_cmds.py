@@ -184,6 +184,8 @@ def register_cmd(
     registry = Registry(ws.registry)
     result = registry.register(path, ws.experiments, display=ws.relative(path))
     data = {**_entry_json(ws, result.entry), "created": result.created}
+    if result.corpus_lint is not None:
+        data["corpus_lint"] = result.corpus_lint
 
     def human() -> None:
         verb = "registered" if result.created else "already registered (identical content)"
@@ -209,6 +211,15 @@ def register_cmd(
             )
         for warning in (data["feasibility"] or {}).get("warnings", []):
             console.print(Text.assemble("  ", ("warning", "yellow"), ": ", display(warning)))
+        for f in (result.corpus_lint or {}).get("open", []):  # exploratory: not gated
+            where = f.get("task") or f.get("tool") or ""
+            console.print(
+                Text.assemble(
+                    "  ",
+                    ("warning", "yellow"),
+                    display(f": corpus lint {f['rule']} {f['file']}: {where}: {f['matched']!r}"),
+                )
+            )
 
     emit(data, as_json, human)
 

@@ -36,6 +36,7 @@ from prereg.registry.schema.base import Identifier, PositiveWeight, Strict
 from prereg.registry.schema.design import Design, Plan, Stopping
 from prereg.registry.schema.harness import Budgets, HarnessRules
 from prereg.registry.schema.host import Host
+from prereg.registry.schema.lint_waivers import CorpusLintWaivers
 from prereg.stats import check_weights, factorial_weights
 
 
@@ -79,6 +80,9 @@ class Registration(Strict):
     #: other pressures' repairs, more incumbents and a TOST margin, each left out of the
     #: document when absent (cells.StudyRepair); absent: none
     repairs: list[StudyRepair] | None = None
+    #: corpus-lint findings waived, each with a reason (issue 41, item 5;
+    #: schema/lint_waivers.py); absent: none waived, and not digested
+    corpus_lint: CorpusLintWaivers | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_intent_weights(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -86,7 +90,8 @@ class Registration(Strict):
         does not use it digests exactly as before the field existed."""
         data = handler(self)
         if isinstance(data, dict):
-            for name in ("intent_weights", "judge", "repairs"):  # added: absent, not digested
+            # added fields: absent, not digested
+            for name in ("intent_weights", "judge", "repairs", "corpus_lint"):
                 if data.get(name) is None:
                     data.pop(name, None)
             if data.get("invokerank") is None:  # added (issue 17): absent, not digested

@@ -8,10 +8,13 @@ Kept apart from the statistics: these functions only read observations and count
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from prereg.reports.observations import STAGE_OUTCOMES, STAGES, Obs, outcome_place
+from prereg.stats.invokerank.resolution import split_class
+
+Unit = tuple[str, str, int]
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,19 @@ def prompt_counts(runs: Sequence[Obs], stages: Sequence[str]) -> Prompts:
 def _evidence(runs: Sequence[Obs]) -> tuple[str | None, bool]:
     classes = {o.evidence_class for o in runs}
     return (next(iter(classes)) if len(classes) == 1 else None), len(classes) > 1
+
+
+def self_served(runs: Sequence[Obs], native: Mapping[str, bool] | None) -> frozenset[Unit]:
+    """The units of the positive runs the native judge found self-served: no external
+    call, an answer, and a verdict that it met the need (the Agent Resolution Split's
+    ``native_self_service``, :func:`prereg.stats.invokerank.resolution.split_class`).
+    The Lever leaves them out (seed 4.2)."""
+    if not native:
+        return frozenset()
+    return frozenset(
+        o.unit
+        for o in runs
+        if o.ok
+        and o.terminal_class is not None
+        and split_class(str(o.terminal_class), native.get(o.record_id)) == "native_self_service"
+    )

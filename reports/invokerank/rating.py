@@ -6,6 +6,7 @@ competitor, from :class:`~prereg.reports.invokerank.choices.Choices`.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -36,13 +37,24 @@ from prereg.stats.invokerank import (
 RATING_PRIOR_SD = 1.0
 
 # The eligible set of an intent is every server listed to its runs with role focal or
-# competitor (decoys never count): the registration has no eligibility field, so this
-# is the owner-approved pool of the seed's 5.1, not a neutral eligibility (3.4).
+# competitor (decoys never count), narrowed to the competitors the corpus declares
+# eligible for the intent (``eligible`` in corpus.yaml, InvokeRank 3.4) where it declares
+# any. Without a declaration this is the owner-approved pool of the seed's 5.1, not a
+# neutral eligibility (3.4).
 ELIGIBLE_ROLES = frozenset({"focal", "competitor"})
 ELIGIBLE_NOTE = (
     "the servers listed to the intent's runs with role focal or competitor (the pool as "
     "registered; decoys excluded); not a neutral eligibility (InvokeRank 3.4)"
 )
+ELIGIBLE_DECLARED_NOTE = (
+    "declared per intent in the corpus (eligible): the focal integration and the "
+    "competitors the corpus lists for the intent, among the servers listed to its runs "
+    "(decoys never); an intent the corpus does not list: every listed competitor. "
+    "A neutral eligibility only if the declaration was built as one (InvokeRank 3.4, F)"
+)
+#: Eligibility by intent: intent -> the competitors declared eligible (an intent not
+#: in it: every competitor listed to its runs).
+Eligibility = Mapping[str, Collection[str]]
 #: Why a row without a rating has no interval.
 NO_RATING = "no rating (see the rating's reason): no interval"
 #: Why a share's interval has no width (with enough prompts: chosen first by every
@@ -157,18 +169,43 @@ def invoke_rating_block(ch: Choices, arm: str, seed: int | None) -> InvokeRating
     )
 
 
-def _eligible(ch: Choices) -> Any:
+def _eligible(ch: Choices, declared: Eligibility | None = None) -> Any:
+    """intents x servers: listed to the intent's runs, role focal or competitor, and (a
+    competitor) declared eligible for the intent where the corpus declares a set."""
     avail = np.asarray(ch.available)
     cell = np.asarray(ch.cell)
     roles = np.array([r in ELIGIBLE_ROLES for r in ch.roles])
     listed = np.stack([avail[cell == c].any(axis=0) for c in range(len(ch.intents))])
-    return listed & roles[None, :]
+    out = listed & roles[None, :]
+    for c, intent in enumerate(ch.intents):
+        if declared is None or intent not in declared:
+            continue
+        for j, (key, role) in enumerate(zip(ch.keys, ch.roles, strict=True)):
+            if role == "competitor" and key not in declared[intent]:
+                out[c, j] = False
+    return out
 
 
-def shares_block(ch: Choices, arm: str, seed: int | None) -> ChoiceShares:
+def ineligible_choices(ch: Choices, eligible: Any) -> int:
+    """First choices that went to a competitor not eligible for the run's intent (in no
+    share's numerator or denominator)."""
+    chosen = np.asarray(ch.chosen)
+    cell = np.asarray(ch.cell)
+    picked = chosen >= 0
+    roles = np.asarray(ch.roles)
+    if not picked.any():
+        return 0
+    to_comp = roles[chosen[picked]] == "competitor"
+    return int((to_comp & ~eligible[cell[picked], chosen[picked]]).sum())
+
+
+def shares_block(
+    ch: Choices, arm: str, seed: int | None, eligible_sets: Eligibility | None = None
+) -> ChoiceShares:
     """Selection Share per contested intent and its roll-up (the Invoke Share needs every
-    eligible integration's Executed and Completed, which replayed competitors never have)."""
-    eligible = _eligible(ch)
+    eligible integration's Executed and Completed, which replayed competitors never have);
+    ``eligible_sets``: the corpus's declared eligible competitors per intent."""
+    eligible = _eligible(ch, eligible_sets)
     chosen = np.asarray(ch.chosen)
     hits = np.zeros((chosen.size, len(ch.keys)))
     picked = chosen >= 0
@@ -232,7 +269,7 @@ def shares_block(ch: Choices, arm: str, seed: int | None) -> ChoiceShares:
         reason="competitors are replayed, so no eligible competitor has Executed or "
         "Completed: every intent is computed at Surfaced x Selected (first choice) and "
         "labelled Selection Share (4.2)",
-        eligible=ELIGIBLE_NOTE,
+        eligible=_eligible_note(ch, eligible, eligible_sets),
         contested_intents=[i for i, c in zip(ch.intents, got.contested, strict=True) if c],
         rows=rows,
         provenance=Provenance(
@@ -244,20 +281,52 @@ def shares_block(ch: Choices, arm: str, seed: int | None) -> ChoiceShares:
     )
 
 
+def _eligible_note(ch: Choices, eligible: Any, declared: Eligibility | None) -> str:
+    if not declared:
+        return ELIGIBLE_NOTE
+    note = f"{ELIGIBLE_DECLARED_NOTE}; declared for: {', '.join(sorted(declared))}"
+    off = ineligible_choices(ch, eligible)
+    if off:
+        note += (
+            f"; {off} first choice(s) went to a competitor not eligible for the run's "
+            "intent: in no share's numerator or denominator"
+        )
+    return note
+
+
 def competitor_levers(
-    result: stats.InvokeRankResult, prompts: Prompts, ch: Choices
+    result: stats.InvokeRankResult,
+    prompts: Prompts,
+    ch: Choices,
+    eligible_sets: Eligibility | None = None,
+    excluded: Collection[tuple[str, str, int]] = frozenset(),
 ) -> list[CompetitorLever]:
-    """Lever at Surfaced x Selected against each intent's best competitor: the focal
-    posterior r_D r_S against the competitor's first-choice share (its only observed
-    stage), scaled to the focal Q: Q (r_best / r_focal - 1)^+ (4.2)."""
+    """Lever at Surfaced x Selected against each intent's best eligible competitor: the
+    focal posterior r_D r_S against the competitor's first-choice share (its only observed
+    stage), scaled to the focal Q: Q (r_best / r_focal - 1)^+ (4.2).
+
+    ``result`` and ``prompts`` are the focal fit the Lever reads (the runs the native
+    judge found self-served already left out, 4.2); ``excluded``: those runs' units, left
+    out of the competitors' first-choice shares too; ``eligible_sets``: the corpus's
+    declared eligible competitors per intent (a competitor not eligible for an intent is
+    never its best competitor)."""
     comp = [j for j, role in enumerate(ch.roles) if role == "competitor"]
     cell = np.asarray(ch.cell)
     chosen = np.asarray(ch.chosen)
+    kept = np.array([u not in excluded for u in ch.units], dtype=bool)
     out = []
     for c, intent in enumerate(prompts.intents):
         focal = float(result.posterior_means[c, 0] * result.posterior_means[c, 1])
         mine = cell == ch.intents.index(intent) if intent in ch.intents else np.zeros(0, bool)
-        rates = [float(np.mean(chosen[mine] == j)) if mine.any() else math.nan for j in comp]
+        if mine.size:
+            mine = mine & kept
+        allowed = None if eligible_sets is None else eligible_sets.get(intent)
+        rates = [
+            float(np.mean(chosen[mine] == j))
+            if mine.any() and (allowed is None or ch.keys[j] in allowed)
+            else math.nan
+            for j in comp
+        ]
         lever, best = competitor_lever(
             [[focal]], np.asarray(rates, dtype=float).reshape(len(comp), 1, 1)
         )

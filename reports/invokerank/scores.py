@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 
 from prereg import stats
-from prereg.reports.invokerank.counts import Prompts
+from prereg.reports.invokerank.counts import Prompts, Unit, prompt_counts
 from prereg.reports.invokerank.intervals import LEVELS, _iv, _none
 from prereg.reports.model import IntentScore, Provenance, StageEstimate, StagePrior
+from prereg.reports.observations import Obs
 from prereg.stats.invokerank import BootstrapScore, ScoreInterval
 
 PASS_K = 3
@@ -131,16 +132,87 @@ def published_intervals(
     ]
 
 
+@dataclass(frozen=True)
+class LeverFit:
+    """The focal fit the Lever reads (seed 4.2: "Runs judged as correct native
+    self-service are excluded from the Lever"): the score's own fit when no positive run
+    was found self-served, else the published path refitted on the other positive runs.
+
+    ``result`` and ``prompts`` are None when every positive run was self-served (no
+    Lever); ``excluded`` the left-out runs' units, ``by_intent`` how many per intent."""
+
+    result: stats.InvokeRankResult | None
+    prompts: Prompts | None
+    excluded: frozenset[Unit] = frozenset()
+    by_intent: Mapping[str, int] | None = None
+
+    def lever(self) -> dict[str, Any]:
+        """intent -> its Lever per stage against the intent median (of the fit's intents)."""
+        if self.result is None or self.prompts is None:
+            return {}
+        lever = stats.funnel_lever(self.result.posterior_means)
+        return {i: lever[c] for c, i in enumerate(self.prompts.intents)}
+
+    def excluded_in(self, intent: str) -> int:
+        return int((self.by_intent or {}).get(intent, 0))
+
+
+def lever_fit(
+    result: stats.InvokeRankResult,
+    prompts: Prompts,
+    runs: Sequence[Obs],
+    stages: Sequence[str],
+    served: frozenset[Unit],
+    *,
+    draws: int,
+    seed: int | None,
+) -> LeverFit:
+    """The Lever's fit: ``result`` itself when ``served`` (the self-served runs' units,
+    :func:`~prereg.reports.invokerank.counts.self_served`) leaves out none of ``runs``,
+    else the published path on the runs it does not name."""
+    gone = [o for o in runs if o.unit in served]
+    if not gone:
+        return LeverFit(result, prompts)
+    by_intent: dict[str, int] = {}
+    for o in gone:
+        by_intent[o.intent] = by_intent.get(o.intent, 0) + 1
+    kept = [o for o in runs if o.unit not in served]
+    if not kept:
+        return LeverFit(None, None, frozenset(o.unit for o in gone), by_intent)
+    mine = prompt_counts(kept, stages)
+    fit = stats.invokerank(
+        mine.runs, mine.reached, mine.cell, stages=stages, draws=draws, seed=seed
+    )
+    return LeverFit(fit, mine, frozenset(o.unit for o in gone), by_intent)
+
+
+def _excluded(lever_of: LeverFit, intent: str) -> dict[str, Any]:
+    """The provenance of a Lever that left runs out (nothing when it left none, so a
+    report without native verdicts reads as before)."""
+    n = lever_of.excluded_in(intent)
+    if not lever_of.excluded:
+        return {}
+    return {
+        "lever_excludes_self_served": n,
+        "lever_fit": "the published path refitted without the arm's "
+        f"{len(lever_of.excluded)} positive run(s) the native judge found self-served (4.2)",
+    }
+
+
 def _intent_scores(
     result: stats.InvokeRankResult,
     prompts: Prompts,
     arm: str,
     reasons: Sequence[str | None] | None = None,
+    lever_of: LeverFit | None = None,
 ) -> list[IntentScore]:
     """Per intent: the score (E[Q] exactly, the seed's figure; the Monte Carlo mean of the
     draws kept as ``q_mc``), its published intervals (withheld where ``reasons`` says),
-    stages, loss shares, Lever and pass^k."""
-    lever = stats.funnel_lever(result.posterior_means)
+    stages, loss shares, Lever (from ``lever_of``, the runs the native judge found
+    self-served left out; the score's own fit when not given) and pass^k."""
+    lever_of = lever_of or LeverFit(result, prompts)
+    levers = lever_of.lever()
+    nan = np.full(len(result.stages), np.nan)
     bounds = [_StageBounds.of(f) for f in result.fits]
     shown = displayed_scores(result)
     out = []
@@ -168,14 +240,19 @@ def _intent_scores(
                     for f, b in zip(result.fits, bounds, strict=True)
                 ],
                 loss_shares=_shares(result.stages, result.loss_shares[c]),
-                lever=_shares(result.stages, lever[c]),
+                lever=_shares(result.stages, levers.get(intent, nan)),
                 pass_k=pk,
                 pass_k_prompts=pk_n,
                 provenance=Provenance(
                     function="prereg.stats.invokerank (cell of this intent); "
                     "prereg.stats.loss_shares; prereg.stats.funnel_lever; "
                     "prereg.stats.pass_hat_k",
-                    parameters={"cell": c, "k": PASS_K, "lever_reference": "intent median"},
+                    parameters={
+                        "cell": c,
+                        "k": PASS_K,
+                        "lever_reference": "intent median",
+                        **_excluded(lever_of, intent),
+                    },
                     registration_field=None,
                 ),
             )

@@ -25,6 +25,10 @@ For each arm, from its ``ok`` runs (and units counted as failures, through
   terminal class ``focal``) and any external call (terminal class focal, competitor or
   other external); each with a 90% Jeffreys interval deflated at the arm's pooled rho_S
   (the stage default 0.8 when it cannot be estimated);
+- eligibility (seed 3.4): the Selection Share's denominators and the Lever's best
+  competitor range over each intent's eligible set, the competitors the corpus declares
+  for it (``eligible``; every competitor when it declares none) and the focal
+  integration; both Levers leave out the runs the native judge found self-served (4.2);
 - the display rule: arms of the same evidence class and level whose 90% roll-up
   intervals overlap are "reported as tied" (a display rule, not an equivalence test).
 
@@ -62,10 +66,21 @@ from prereg.reports.invokerank.analyses import (
     rho_block,
 )
 from prereg.reports.invokerank.choices import Choices, first_choices
-from prereg.reports.invokerank.counts import _evidence, _positive, prompt_counts, score_level
+from prereg.reports.invokerank.counts import (
+    _evidence,
+    _positive,
+    prompt_counts,
+    score_level,
+    self_served,
+)
 from prereg.reports.invokerank.intervals import LEVELS, _iv
 from prereg.reports.invokerank.negatives import _negatives
-from prereg.reports.invokerank.rating import competitor_levers, invoke_rating_block, shares_block
+from prereg.reports.invokerank.rating import (
+    Eligibility,
+    competitor_levers,
+    invoke_rating_block,
+    shares_block,
+)
 from prereg.reports.invokerank.scores import (
     PASS_K,
     _intent_scores,
@@ -73,6 +88,7 @@ from prereg.reports.invokerank.scores import (
     _priors,
     _with_calibrated,
     displayed_scores,
+    lever_fit,
     pooled_funnel,
     pooled_loss_shares,
     published_intervals,
@@ -142,8 +158,11 @@ def arm_invokerank(
     interval: ScoreInterval = "published",
     branded: Collection[str] = frozenset(),
     need_types: Mapping[str, str] | None = None,
+    eligible: Eligibility | None = None,
 ) -> ArmInvokeRank:
-    """The InvokeRank block of one arm (module docstring); ``native``: record id -> the
+    """The InvokeRank block of one arm (module docstring); ``eligible``: intent -> the
+    competitors the corpus declares eligible for it (an intent not in it: every listed
+    competitor), for the Selection Share and the competitor Lever; ``native``: record id -> the
     native judge's verdict (:mod:`prereg.reports.judged.section`); ``interval``: the registered
     interval method, which gives the score's intervals (the other is kept beside them);
     ``branded``: the task ids whose prompt names the focal integration; ``need_types``:
@@ -171,7 +190,16 @@ def arm_invokerank(
     choices = first_choices(runs, branded)
     if not mixed:
         base.update(
-            choice_blocks(observations, meta.id, seed, runs, native, branded, choices=choices)
+            choice_blocks(
+                observations,
+                meta.id,
+                seed,
+                runs,
+                native,
+                branded,
+                choices=choices,
+                eligible=eligible,
+            )
         )
         base["server_funnel"] = server_funnel(runs, meta.offer, meta.id)
         base["choice_factors"] = choice_factors(base["terminal"])
@@ -216,8 +244,15 @@ def arm_invokerank(
         for lv in LEVELS
     ]
     base.update(published=published, calibrated=calibrated)
-    if choices is not None and "competitor" in choices.roles:
-        base["lever_competitor"] = competitor_levers(result, prompts, choices)
+    # the Lever leaves out the runs the native judge found self-served (4.2)
+    lever_of = lever_fit(
+        result, prompts, runs, stages, self_served(runs, native), draws=draws, seed=seed
+    )
+    if choices is not None and "competitor" in choices.roles and lever_of.result is not None:
+        assert lever_of.prompts is not None
+        base["lever_competitor"] = competitor_levers(
+            lever_of.result, lever_of.prompts, choices, eligible, lever_of.excluded
+        )
     rho_s = result.fits[1].pooled_rho
     boundary = [f.stage for f in result.fits if "(boundary" in f.prior.method]
     if boundary:
@@ -230,7 +265,7 @@ def arm_invokerank(
     pk, _ = _pass_k(prompts, [True] * len(prompts.tasks))
     intent_scores = [
         _with_calibrated(i, boot, c, interval)
-        for c, i in enumerate(_intent_scores(result, prompts, meta.id, per_intent))
+        for c, i in enumerate(_intent_scores(result, prompts, meta.id, per_intent, lever_of))
     ]
     return ArmInvokeRank(
         **base,
@@ -341,8 +376,10 @@ def invokerank_section(
     interval: ScoreInterval = "published",
     branded: Collection[str] = frozenset(),
     need_types: Mapping[str, str] | None = None,
+    eligible: Eligibility | None = None,
 ) -> InvokeRankReport | None:
     """The InvokeRank section over the given arms (None when no run was analysed);
+    ``eligible``: intent -> the competitors the corpus declares eligible for it;
     ``interval``: the registered interval method of the score; ``branded``: the task ids
     whose prompt names the focal integration (the Invoke Rating's branded term);
     ``need_types``: intent -> need type (the intent-level test of seed 6.2)."""
@@ -355,6 +392,7 @@ def invokerank_section(
         interval=interval,
         branded=branded,
         need_types=need_types,
+        eligible=eligible,
     )
     return parts.assembled([block() for block in parts.arms])
 
@@ -439,12 +477,14 @@ def invokerank_report(
     branded: Collection[str] = frozenset(),
     offers: Mapping[str, ArmOffer] | None = None,
     need_types: Mapping[str, str] | None = None,
+    eligible: Eligibility | None = None,
 ) -> InvokeRankReport | None:
-    """The section for a registration's analysed runs; ``native``: the native judge's
-    verdicts by record id, for the Agent Resolution Split; ``branded``: the ids of the
-    corpus tasks recorded ``branded: true``; ``offers``: each arm's offer as run, for the
+    """The section for a registration's analysed runs; ``eligible``: the experiment's
+    declared eligible competitors per intent (``Experiment.eligible``); ``native``: the
+    native judge's verdicts by record id, for the Agent Resolution Split; ``branded``: the
+    ids of the corpus tasks recorded ``branded: true``; ``offers``: each arm's offer as run, for the
     per-server funnel; ``need_types``: intent -> need type (seed 6.2's test)."""
-    parts = invokerank_parts(reg, observations, native, branded, offers, need_types)
+    parts = invokerank_parts(reg, observations, native, branded, offers, need_types, eligible)
     return parts.assembled([block() for block in parts.arms])
 
 
@@ -455,6 +495,7 @@ def invokerank_parts(
     branded: Collection[str] = frozenset(),
     offers: Mapping[str, ArmOffer] | None = None,
     need_types: Mapping[str, str] | None = None,
+    eligible: Eligibility | None = None,
 ) -> SectionParts:
     """:func:`invokerank_report` in pieces (``build_report`` spreads the arms' blocks
     over processes). ``need_types`` default to the registered ``invokerank.need_types``
@@ -471,6 +512,7 @@ def invokerank_parts(
         interval=reg.invokerank.interval if reg.invokerank is not None else "published",
         branded=branded,
         need_types=need_types,
+        eligible=eligible or None,
     )
 
 
@@ -482,13 +524,15 @@ def choice_blocks(
     native: Mapping[str, bool] | None = None,
     branded: Collection[str] = frozenset(),
     choices: Choices | None = None,
+    eligible: Eligibility | None = None,
 ) -> dict[str, Any]:
     """The first-choice, terminal and split blocks of one arm (fields of ArmInvokeRank);
-    ``choices``: ``first_choices(positive, branded)`` when the caller has it already."""
+    ``choices``: ``first_choices(positive, branded)`` when the caller has it already;
+    ``eligible``: the declared eligible competitors per intent (the shares' denominators)."""
     ch = choices if choices is not None else first_choices(positive, branded)
     return {
         "rating": None if ch is None else invoke_rating_block(ch, arm, seed),
-        "shares": None if ch is None else shares_block(ch, arm, seed),
+        "shares": None if ch is None else shares_block(ch, arm, seed, eligible),
         "terminal": terminal_rows(observations, arm),
         "resolution": resolution_block(observations, arm, native),
     }

@@ -36,6 +36,7 @@ from prereg.reports.render.text import (
     intent_table,
     interval,
     invokerank_tables,
+    lint_waivers,
     multiplicity_table,
     num,
     pairwise_table,
@@ -125,6 +126,7 @@ def _registration(r: Report) -> list[str]:
         out.append(f"- superseded by {code(r.provenance.superseded_by)} (this record stands)")
     if r.feasibility:
         out.append(f"- feasibility: {esc(json.dumps(r.feasibility, sort_keys=True))}")
+    out += [f"- {esc(line)}" for line in lint_waivers(r)]
     out += [
         "",
         "Hypothesis (verbatim, never evaluated):",

@@ -1078,3 +1078,15 @@ def bootstrap_line(r: Report) -> str:
         f"({p.estimate_label}, per {p.unit}), so the two can differ; the forest plot "
         "shows both, labelled."
     )
+
+
+def lint_waivers(r: Report) -> list[str]:
+    """The corpus lint's registered waivers (issue 41, item 5), one line each, as report.md
+    and report.html show them: "waived: RULE (scope); reason: REASON"."""
+    block = r.registration_document.get("corpus_lint") or {}
+    return [
+        f"corpus lint waived: {w.get('rule')} ({w.get('task') or w.get('tool') or 'every finding'}"
+        f"); reason: {w.get('reason')}"
+        for w in block.get("waive") or []
+        if isinstance(w, dict)
+    ]

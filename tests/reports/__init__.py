@@ -129,6 +129,9 @@ def make_lab(
             "corpus": "corpus.yaml",
             "surfaces": {"a": "surfaces/a.yaml", "b": "surfaces/b.yaml"},
             "splits": {"assign": assign},
+            # templated prompts ("item number {k}") are near-duplicates by design: only an
+            # exact copy counts here (the corpus lint's confirmatory gate, issue 41 item 5)
+            "corpus_lint": {"near_duplicate": 1.0},
         },
     )
     return ids
@@ -157,6 +160,15 @@ def registration(
             "aggregate": "majority",
         },
     }
+    if kind == "confirmatory":
+        # the lab's tool text and prompts carry hostile strings in some tests: the corpus
+        # lint's confirmatory gate (issue 41 item 5) needs them waived, with a reason
+        doc["corpus_lint"] = {
+            "waive": [
+                {"rule": family, "reason": "synthetic lab fixture (hostile strings)"}
+                for family in ("guardrail", "realism")
+            ]
+        }
     doc.update(extra)
     return doc
 

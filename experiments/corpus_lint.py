@@ -163,6 +163,10 @@ class LintSettings:
     canaries: tuple[str, ...] = ()
 
 
+#: the most near-duplicate pairs listed (see :func:`near_duplicates`)
+MAX_NEAR_DUPLICATES = 500
+
+
 @dataclass
 class LintResult:
     experiment: str
@@ -247,18 +251,33 @@ def settings_of(spec: CorpusLintSpec | None) -> LintSettings:
     return LintSettings(spec.near_duplicate, tuple(spec.brands), tuple(spec.canaries))
 
 
-def lint(experiment: Experiment) -> LintResult:
-    """Every finding of the four rule families on ``experiment`` (corpus order)."""
+def lint(experiment: Experiment, *, near_duplicates_too: bool = True) -> LintResult:
+    """Every finding of the four rule families on ``experiment`` (corpus order).
+
+    ``near_duplicates_too`` false: every rule but the near-duplicate pairs, whose shingle
+    index is most of the lint's time and memory on a large corpus (an exploratory
+    ``register`` warns without it; ``prereg corpus lint`` and a confirmatory ``register``
+    apply it)."""
     settings = settings_of(experiment.corpus_lint)
     result = LintResult(experiment.name, settings)
     corpus = experiment.corpus_file
-    if experiment.toolbottleneck is not None:
+    if not near_duplicates_too:
+        result.skipped[NEAR_DUPLICATE] = (
+            "not checked at an exploratory register: run `prereg corpus lint`"
+        )
+    elif experiment.toolbottleneck is not None:
         # generated from (family, seed): they differ by design only in their ids
         result.skipped[NEAR_DUPLICATE] = (
             "a ToolBottleneckBench study's prompts are generated and differ only in ids"
         )
     else:
-        result.findings += near_duplicates(experiment, settings.near_duplicate)
+        pairs = near_duplicates(experiment, settings.near_duplicate)
+        result.findings += pairs
+        if len(pairs) >= MAX_NEAR_DUPLICATES:
+            result.skipped[NEAR_DUPLICATE] = (
+                f"stopped after {MAX_NEAR_DUPLICATES} near-duplicate pairs (a templated "
+                "corpus): the rest are not listed"
+            )
     for task in experiment.tasks:
         for rule, matched in _phrase_hits(_REALISM, task.prompt):
             result.findings.append(
@@ -291,12 +310,24 @@ def lint(experiment: Experiment) -> LintResult:
     return result
 
 
-def near_duplicates(experiment: Experiment, threshold: float) -> list[Finding]:
-    """Every pair of the corpus's prompts at or above ``threshold``, once per pair."""
+def near_duplicates(
+    experiment: Experiment, threshold: float, limit: int | None = None
+) -> list[Finding]:
+    """Every pair of the corpus's prompts at or above ``threshold``, once per pair, up to
+    ``limit`` pairs (:data:`MAX_NEAR_DUPLICATES`).
+
+    The limit keeps the lint (run by every ``register``) from going quadratic on a
+    templated corpus, where every prompt is near every other one (issue 40: registration
+    cost bounded); one finding is enough to refuse, and a corpus with that many has one
+    problem to fix, not thousands to read."""
+    limit = MAX_NEAR_DUPLICATES if limit is None else limit
     tasks = list(experiment.tasks)
     index = ShingleIndex(((i, t.prompt) for i, t in enumerate(tasks)), threshold)
     out: list[Finding] = []
     for i, task in enumerate(tasks):
+        if len(out) >= limit:
+            del out[limit:]
+            break
         for match in index.matches(task.prompt):
             j = int(match.key)  # type: ignore[call-overload]  # the keys are corpus positions
             if j <= i:

@@ -807,7 +807,9 @@ def _corpus_lint_gate(reg: Registration, experiment: Experiment, source: str) ->
     confirmatory registration with an unwaived finding (docs/experiments.md, "Corpus
     lint"). Exploratory: never refused, the open findings are returned as warnings."""
     waivers = [] if reg.corpus_lint is None else [w.to_json() for w in reg.corpus_lint.waive]
-    open_, waived, unused = split_waived(lint(experiment).findings, waivers)
+    confirmatory = reg.kind == "confirmatory"
+    linted = lint(experiment, near_duplicates_too=confirmatory)
+    open_, waived, unused = split_waived(linted.findings, waivers)
     out: dict[str, Any] = {
         "open": [f.to_json() for f in open_],
         "waived": [{**f.to_json(), "waiver": dict(w)} for f, w in waived],

@@ -80,7 +80,10 @@ def test_exploratory_is_not_gated_and_warns(ws: Path, cli) -> None:
     out = cli("-w", ws, "register", path, "--json")
     assert out.code == 0, out.stderr
     rules = {f["rule"] for f in out.json()["corpus_lint"]["open"]}
-    assert {"near-duplicate", "brand", "canary", "guardrail.injection"} <= rules
+    assert {"brand", "canary", "guardrail.injection"} <= rules
+    # the near-duplicate pairs (most of the lint's cost on a large corpus) are left to
+    # `prereg corpus lint` and the confirmatory gate
+    assert "near-duplicate" not in rules
     text = cli("-w", ws, "register", _draft(ws, PILOT, "gate-pilot-2"))
     assert text.code == 0
     assert "warning" in text.stdout and "corpus lint realism.attachment" in text.stdout

@@ -174,3 +174,44 @@ def test_workers_end_with_a_parent_killed_by_sigkill_and_spend_nothing_after(
         for pid in workers:
             if not ended(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+#: A parent that starts one child and waits: the child binds itself to the parent as a
+#: worker does, with the parent-death signal unavailable (as on macOS or Windows), so only
+#: the polling watch can end it; it then idles, never exiting on its own.
+POLLING_PARENT = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(os.getpid())])
+print(child.pid, flush=True)
+time.sleep(3600)
+"""
+POLLING_CHILD = """
+import sys, time
+from prereg.runners import workers
+workers._death_signal = lambda sig: False  # no prctl: the watch thread must do it
+workers.bind_to_parent(int(sys.argv[1]))  # the parent's pid, as a worker's job carries it
+time.sleep(3600)
+"""
+
+
+def test_without_the_death_signal_the_watch_ends_a_worker_whose_parent_died() -> None:
+    """The fallback of every platform without the parent-death signal, run on Linux."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", POLLING_PARENT, POLLING_CHILD],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        wait_until(lambda: not ended(child), "the child started", proc=parent)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        # bounded far above the watch's 0.5 s poll: a hang guard, not a speed measure
+        wait_bounded(lambda: ended(child), "the orphaned child ended", 120)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if "child" in locals() and not ended(child):
+            os.kill(child, signal.SIGKILL)

@@ -103,12 +103,16 @@ def _link_problem(path: Path, row: RawRow) -> str | None:
     (validation, then the chain check, say what is wrong with such a row)."""
     number, fields, _ = row
     stated = fields.get("chain")
-    if not isinstance(stated, dict):
-        return None
-    index, prev, claimed = stated.get("index"), stated.get("prev"), stated.get("hash")
-    if type(index) is not int or not isinstance(prev, str) or not isinstance(claimed, str):
+    if stated is None:
         return None
     where = f"row {number}: record {fields.get('record_id')!r}"
+    # a stated link not in the shape prereg writes ({hash, index, prev}) was edited: a
+    # key renamed or removed, a value of another type
+    if not isinstance(stated, dict) or set(stated) != {"hash", "index", "prev"}:
+        return f"{where}: its chain link is not one prereg writes (edited after export)"
+    index, prev, claimed = stated.get("index"), stated.get("prev"), stated.get("hash")
+    if type(index) is not int or not isinstance(prev, str) or not isinstance(claimed, str):
+        return f"{where}: its chain link is not one prereg writes (edited after export)"
     try:
         if chain.link_hash(_content(fields), index, prev) == claimed:
             return None

@@ -156,6 +156,33 @@ def test_an_edit_that_leaves_an_invalid_record_exits_3_naming_the_row(
     )
 
 
+def _link_key_renamed(fmt: str) -> Callable[[dict[str, Any]], None]:
+    """The chain link's ``index`` key renamed (a flipped bit found by the tamper property
+    test: 'index' -> 'hndex')."""
+
+    def edit(record: dict[str, Any]) -> None:
+        if fmt == "csv":
+            link = json.loads(record["chain"])
+            link["hndex"] = link.pop("index")
+            record["chain"] = json.dumps(link)
+        elif fmt == "jsonl":
+            record["chain"]["hndex"] = record["chain"].pop("index")
+
+    return edit
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_an_edited_chain_link_exits_3_naming_the_row(
+    fmt: str, exports: dict[str, Path], registered_only: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / f"link.{fmt}"
+    row = EDIT[fmt](exports[fmt], path, _link_key_renamed(fmt))
+    code, error = _import(registered_only, path)
+    assert code == 3, error
+    assert error["file"] == f"{path}:{row}"
+    assert any("chain link is not one prereg writes" in d for d in error["details"])
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_an_edit_that_leaves_a_valid_record_exits_3_naming_the_row(
     fmt: str, exports: dict[str, Path], registered_only: Path, tmp_path: Path

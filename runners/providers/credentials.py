@@ -253,13 +253,39 @@ def _pieces(text: str, matcher: _Matcher) -> list[tuple[int, int]]:
                 end, right = end + 1, right + 1
             if end - start >= MIN_FRAGMENT:
                 found.append((start, end))
+    return _merged(found)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, overlapping ones joined."""
     merged: list[tuple[int, int]] = []
-    for start, end in sorted(found):
+    for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:
             merged.append((start, end))
     return merged
+
+
+def _redact_hidden(text: str, matcher: _Matcher) -> str:
+    """``text`` with every secret that invisible format characters split (``sk-`` U+200B
+    ``ant-...``) replaced whole, the characters inside it included: each form and piece is
+    looked for in the text a reader sees (:func:`_visible`) and its span mapped back. Text
+    without such characters is returned unchanged (the plain matching handles it)."""
+    kept = [i for i, c in enumerate(text) if unicodedata.category(c) != "Cf"]
+    if len(kept) == len(text):
+        return text
+    seen = "".join(text[i] for i in kept)
+    spans = [
+        (at, at + len(form))
+        for form in matcher.forms
+        for at in (m.start() for m in re.finditer(re.escape(form), seen))
+    ]
+    if matcher.grams:
+        spans += _pieces(seen, matcher)
+    for start, end in reversed(_merged(spans)):
+        text = text[: kept[start]] + REDACTED + text[kept[end - 1] + 1 :]
+    return text
 
 
 def redact(text: str, secrets: tuple[str, ...] | None = None) -> str:
@@ -269,6 +295,8 @@ def redact(text: str, secrets: tuple[str, ...] | None = None) -> str:
     if not text:
         return text
     matcher = _matcher(secret_values() if secrets is None else secrets)
+    if not text.isascii():
+        text = _redact_hidden(text, matcher)
     for form in matcher.forms:
         text = text.replace(form, REDACTED)
     if matcher.grams:

@@ -104,11 +104,41 @@ def test_a_real_shaped_key_is_key_shaped(keys_set: dict[str, str], name: str) ->
 
 
 def test_a_prefix_before_a_redacted_piece_is_key_shaped(keys_set: dict[str, str]) -> None:
-    """A key that redaction removed only in part (its prefix kept apart by an invisible
-    character): what is left of it is refused, as before."""
+    """What is left of a key that redaction removed only in part (its prefix kept apart
+    from a redacted piece) is refused."""
     key = keys_set["OPENAI_API_KEY"]
-    cleaned = redact(f"take {key[:3]}\u200b{key[3:]}")
-    assert REDACTED in cleaned and holds_key_prefix(cleaned)
+    assert holds_key_prefix(f"take {key[:3]}{REDACTED}")
+    assert holds_key_prefix(f"take {key[:3]}\u200b{REDACTED}")
+
+
+#: invisible format characters (Unicode Cf) a hostile response may put inside a key
+HIDDEN = ("\u200b", "\u2060", "\ufeff", "\u202e", "\u00ad")
+
+
+@pytest.mark.parametrize("hidden", HIDDEN)
+@pytest.mark.parametrize("name", ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"])
+def test_a_key_split_by_invisible_characters_is_redacted_whole(
+    keys_set: dict[str, str], name: str, hidden: str
+) -> None:
+    """A key cut anywhere by invisible characters (one cut, or two) is replaced whole,
+    the characters inside it included: the text a reader sees holds no run of 6 of the
+    key's characters and nothing key-shaped, and the text around it is kept."""
+    key = keys_set[name]
+    cuts = [(at,) for at in range(1, len(key))] + [(3, 9), (10, len(key) - 4), (1, 2)]
+    for cut in cuts:
+        parts = [key[a:b] for a, b in zip((0, *cut), (*cut, len(key)), strict=True)]
+        cleaned = redact(f"before {hidden.join(parts)} after")
+        seen = "".join(c for c in cleaned if c not in HIDDEN)
+        assert seen.startswith("before ") and seen.endswith(" after"), (cut, cleaned)
+        left = [key[i : i + 6] for i in range(len(key) - 5) if key[i : i + 6] in seen]
+        assert not left, (cut, cleaned)
+        assert not holds_key_prefix(cleaned), (cut, cleaned)
+
+
+def test_invisible_characters_without_a_key_are_kept(keys_set: dict[str, str]) -> None:
+    """Joiners in emoji, a soft hyphen and a byte-order mark stay as they were."""
+    for text in ("family \U0001f468\u200d\U0001f469 ok", "co\u00adoperate", "\ufeffhello"):
+        assert redact(text) == text
 
 
 def test_a_short_key_set_here_is_found_at_its_own_length(

@@ -49,6 +49,12 @@ PROVIDERS = ["anthropic", "openai"]
 #: what the refusal of a response still holding a key's prefix says
 REFUSED = "still holds the prefix of a provider key"
 KEYS = {"anthropic": ANTHROPIC_KEY, "openai": OPENAI_KEY}
+#: a key of each provider's shape that is not set (redaction cannot know it), hidden
+#: from a plain match by a zero-width space after its prefix
+OTHER_KEY = {
+    "anthropic": "sk-ant-\u200bapi03-" + "Zq7" * 31,
+    "openai": "sk-\u200bproj-" + "Zq7" * 20,
+}
 
 
 def hostile_forms(key: str) -> dict[str, str]:
@@ -165,8 +171,9 @@ def test_a_response_still_holding_a_key_prefix_is_refused(
     fake: FakeProviders, provider: str
 ) -> None:
     key = KEYS[provider]
-    # a zero-width space after the prefix: neither the key nor a key's shape any more
-    fake.script(provider, _text_reply(provider, f"take {key[:7]}\u200b{key[7:]}"))
+    # another key of the provider's shape (one not set here, so redaction cannot know
+    # it), a zero-width space after its prefix: key-shaped to a reader all the same
+    fake.script(provider, _text_reply(provider, f"take {OTHER_KEY[provider]}"))
     with pytest.raises(InfraError) as caught:
         run_async(play(_driver(provider), episode()))
     assert REFUSED in str(caught.value)
@@ -187,7 +194,7 @@ def test_prereg_run_and_export_hold_no_form_of_the_key(
         provider,
         _text_reply(provider, f"Echo: {everything}"),
         _text_reply(provider, *_split_across_blocks(key)),
-        _text_reply(provider, f"take {key[:7]}\u200b{key[7:]}"),
+        _text_reply(provider, f"take {OTHER_KEY[provider]}"),
     )
     result = cli("-w", ws, "run", reg_id, "--max-units", "3", "--concurrency", "1", "--json")
     assert result.code == 0, result.stderr

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import (
@@ -219,3 +220,23 @@ def judge_digest(judge: Judge, rubric_digest: str) -> str:
         separators=(",", ":"),
     )
     return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class EntryJudge:
+    """A judge of a registration with the digest of the rubric it reads: registered with
+    it, or added after it (a post-hoc rubric revision, ``addendum`` its ledger line, see
+    :mod:`prereg.registry.addenda`), whose verdicts are reported beside the registered
+    judges' and never fill a registered figure or the verdict."""
+
+    judge: Judge
+    rubric_digest: str
+    addendum: dict[str, Any] | None = None
+
+    @property
+    def digest(self) -> str:
+        return judge_digest(self.judge, self.rubric_digest)
+
+    @property
+    def post_hoc(self) -> bool:
+        return self.addendum is not None

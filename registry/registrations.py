@@ -9,6 +9,8 @@ Layout under ``<workspace>/registry/``:
 - ``anchors/<seq>.json``: a mirror of each anchor line: the head of a registration's
   run records at the end of a run or at analysis (``runs-anchor``), or the heads of its
   verdict and gold chains after ``prereg judge`` and at analysis (``verdicts-anchor``);
+- ``addenda/<seq>.json``: a mirror of each judge added after registration (a post-hoc
+  rubric revision, :mod:`prereg.registry.addenda`);
 - ``objects/``: the content-addressed bytes of every referenced file.
 
 Every ledger line is mirrored in a file written before the line is appended,
@@ -40,6 +42,7 @@ from prereg.experiments.models import LOCKED_SPLIT, SplitName
 from prereg.experiments.unicode.shingles import SHINGLE, THRESHOLD, ShingleIndex
 from prereg.registry import feasibility
 from prereg.registry.digest import canonical_json, document_digest, file_digest
+from prereg.registry.judges import EntryJudge, Judge, judge_digest
 from prereg.registry.ledger import Ledger, LedgerHead
 from prereg.registry.objects import ObjectStore
 from prereg.registry.resolve import Resolved, resolve
@@ -61,6 +64,9 @@ ANCHOR_EVENT = "runs-anchor"
 VERDICTS_ANCHOR_EVENT = "verdicts-anchor"
 #: The chains a verdicts-anchor line pins, each as {"count", "head"}.
 VERDICT_CHAINS = ("verdicts", "gold")
+#: The ledger event that adds a judge to a registration after it was frozen (a post-hoc
+#: rubric revision; :mod:`prereg.registry.addenda`).
+JUDGE_ADDENDUM_EVENT = "judge-addendum"
 
 
 @dataclass
@@ -81,10 +87,33 @@ class Entry:
     supersedes: str | None = None
     superseded_by: str | None = None
     claims: list[dict[str, Any]] = field(default_factory=list)
+    #: judge-addendum ledger lines naming this registration's digest, in ledger order
+    addenda: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def experiment(self) -> str:
         return self.registration.experiment
+
+    @property
+    def judges(self) -> list[EntryJudge]:
+        """Every judge of the registration: the registered ones, then those added after
+        it (post hoc), each with the digest of the rubric it reads."""
+        out = [
+            EntryJudge(j, self.files[j.rubric])
+            for j in self.registration.judge or []
+            if j.rubric in self.files
+        ]
+        for line in self.addenda:
+            try:
+                judge = Judge.model_validate(line["judge"])
+                out.append(EntryJudge(judge, str(line["rubric"]), line))
+            except (KeyError, TypeError, ValueError):
+                raise IntegrityError(
+                    f"judge addendum at ledger seq {line.get('seq')} of '{self.id}' holds no "
+                    "valid judge; run `prereg verify`",
+                    file="registry/ledger.jsonl",
+                ) from None
+        return out
 
 
 @dataclass(frozen=True)
@@ -191,6 +220,7 @@ class Registry:
         self.frozen_dir = self.root / "frozen"
         self.claims_dir = self.root / "claims"
         self.anchors_dir = self.root / "anchors"
+        self.addenda_dir = self.root / "addenda"
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -229,6 +259,7 @@ class Registry:
         events = self.ledger.events()
         regs = [e for e in events if e.get("event") == "registration"]
         claims = [e for e in events if e.get("event") == "locked-split-claim"]
+        addenda = [e for e in events if e.get("event") == JUDGE_ADDENDUM_EVENT]
         superseded_by = {e["supersedes"]: e["id"] for e in regs if e.get("supersedes")}
         out = []
         for event in regs:
@@ -257,6 +288,7 @@ class Registry:
                     supersedes=event.get("supersedes"),
                     superseded_by=superseded_by.get(event["id"]),
                     claims=[c for c in claims if c.get("id") == event["id"]],
+                    addenda=[a for a in addenda if a.get("digest") == event["digest"]],
                 )
             )
         return out
@@ -466,6 +498,39 @@ class Registry:
             self._append_mirrored(self.claims_dir / f"{parsed['seq']:06d}.json", line, line)
             return parsed
 
+    def add_judge(
+        self, entry: Entry, judge: Judge, rubric: bytes, rubric_path: str, reason: str
+    ) -> dict[str, Any]:
+        """Append a judge to ``entry`` after it was frozen (a post-hoc rubric revision):
+        the rubric's bytes become an object, the judge and the reason a ledger line
+        mirrored in ``addenda/``. Validation is :func:`prereg.registry.addenda.add_judge`'s;
+        here only the id is checked again under the lock (two adders racing)."""
+        with self.ledger.locked():
+            self.finish_pending()
+            fresh = self.get(entry.id)
+            taken = {j.judge.key for j in fresh.judges}
+            if judge.key in taken:
+                raise BadInput(
+                    f"registration '{entry.id}' already has a judge '{judge.key}' (judges: "
+                    f"{', '.join(sorted(taken))}); give the revision its own id",
+                    field="id",
+                )
+            digest = self.objects.put(rubric)
+            event = {
+                "event": JUDGE_ADDENDUM_EVENT,
+                "id": entry.id,
+                "digest": entry.digest,
+                "judge": judge.model_dump(mode="json"),
+                "judge_digest": judge_digest(judge, digest),
+                "rubric": digest,
+                "rubric_path": rubric_path,
+                "reason": reason,
+            }
+            line = self.ledger.prepare(event)
+            parsed: dict[str, Any] = json.loads(line)
+            self._append_mirrored(self.addenda_dir / f"{parsed['seq']:06d}.json", line, line)
+            return parsed
+
     # ---- ordered writes -------------------------------------------------------------------
 
     def _append_mirrored(self, path: Path, mirror: bytes, line: bytes) -> None:
@@ -491,7 +556,7 @@ class Registry:
     def finish_pending(self) -> None:
         """Complete or discard mirrors a killed writer left pending. Hold the ledger lock."""
         lines = {line.raw for line in self.ledger.lines()}
-        for folder in (self.frozen_dir, self.claims_dir, self.anchors_dir):
+        for folder in (self.frozen_dir, self.claims_dir, self.anchors_dir, self.addenda_dir):
             if not folder.is_dir():
                 continue
             for pending in sorted(folder.glob("*" + PENDING_SUFFIX)):

@@ -93,6 +93,9 @@ CLAIMS = declare(ChainedTable("claims", "claim", ("id", "experiment", "split")))
 #: A run-chain or verdicts anchor names its registration by digest; its id (how readers
 #: and problems name the chain) must be the registration line's.
 ANCHORS = declare(ChainedTable("anchors", "anchor", ("id",)))
+#: A judge addendum (a judge added after registration) names its registration by digest;
+#: its id (how readers find the registration's judges) must be the registration line's.
+ADDENDA = declare(ChainedTable("judge-addenda", "judge addendum", ("id",)))
 
 
 def ledger_problems(

@@ -20,9 +20,11 @@ from typing import Any
 
 from prereg.core.errors import IntegrityError
 from prereg.registry.digest import canonical_json, document_digest, file_digest
+from prereg.registry.judges import Judge, judge_digest
 from prereg.registry.ledger import GENESIS
 from prereg.registry.registrations import (
     ANCHOR_EVENT,
+    JUDGE_ADDENDUM_EVENT,
     PENDING_SUFFIX,
     VERDICTS_ANCHOR_EVENT,
     Entry,
@@ -31,13 +33,14 @@ from prereg.registry.registrations import (
     frozen_shape_problem,
     mirror_reads,
 )
-from prereg.registry.tables import ANCHORS, CLAIMS, ledger_problems
+from prereg.registry.tables import ADDENDA, ANCHORS, CLAIMS, ledger_problems
 
 #: The ledger's append-only tables whose lines name a registration (issue 40).
 _LEDGER_TABLES = {
     "locked-split-claim": CLAIMS,
     ANCHOR_EVENT: ANCHORS,
     VERDICTS_ANCHOR_EVENT: ANCHORS,
+    JUDGE_ADDENDUM_EVENT: ADDENDA,
 }
 
 
@@ -364,6 +367,9 @@ def _check_claims(
     # run-chain and verdict-chain anchors share anchors/
     anchors = (ANCHOR_EVENT, VERDICTS_ANCHOR_EVENT)
     _check_mirrors(registry, events, problems, anchors, registry.anchors_dir, "anchor")
+    _check_mirrors(
+        registry, events, problems, JUDGE_ADDENDUM_EVENT, registry.addenda_dir, "judge addendum"
+    )
     for event, why in ledger_problems(events, _LEDGER_TABLES):
         noun = _LEDGER_TABLES[str(event.get("event"))].noun
         problems.append(Problem(f"{noun}-record", str(event.get("_where")), why))
@@ -445,6 +451,7 @@ def verify(registry: Registry, experiments_dir: Path | None = None) -> Report:
     problems: list[Problem] = []
     events = _check_chain(registry, problems)
     referenced, documents = _check_frozen(registry, events, problems)
+    referenced |= _addenda_objects(events, problems)
     _check_claims(registry, events, problems)
     objects = _check_objects(registry, referenced, problems)
     info = _workspace_changes(experiments_dir, documents) if experiments_dir else []
@@ -481,9 +488,35 @@ def verify_entry(registry: Registry, reg_id: str) -> list[Problem]:
     newest = events[-1] if events else None
     if newest is not None and newest.get("event") == "registration" and newest not in mine:
         _check_newest_registration(registry, newest, problems)
+    referenced |= _addenda_objects(mine, problems)
     _check_claims(registry, events, problems)  # every claim: the locked split is shared
     _check_referenced(registry, referenced, problems)
     return problems
+
+
+def _addenda_objects(events: list[dict[str, Any]], problems: list[Problem]) -> set[str]:
+    """The rubric objects judge addenda reference; an addendum whose judge digest is not
+    its judge's and rubric's (the line's own parts disagree) is a problem."""
+    out: set[str] = set()
+    for event in events:
+        if event.get("event") != JUDGE_ADDENDUM_EVENT:
+            continue
+        rubric = event.get("rubric")
+        try:
+            stated = judge_digest(Judge.model_validate(event.get("judge")), str(rubric))
+        except ValueError:
+            stated = None
+        if not isinstance(rubric, str) or stated != event.get("judge_digest"):
+            problems.append(
+                Problem(
+                    "judge-addendum-record",
+                    str(event.get("_where")),
+                    "the judge addendum's judge, rubric and judge digest disagree",
+                )
+            )
+            continue
+        out.add(rubric)
+    return out
 
 
 def _check_newest_registration(

@@ -312,7 +312,7 @@ def build_report(
 
     invokerank = invokerank_parts(
         reg,
-        judged.with_completed(reg, loaded.used, verdicts),
+        judged.with_completed(reg, loaded.used, verdicts, judged.post_hoc_judges(entry)),
         native=judged.verdict_map(reg, verdicts, "native_self_service"),
         branded={t.id for t in loaded.tasks if t.branded},
         offers=loaded.offers,

@@ -954,6 +954,16 @@ class JudgeTrust(Model):
     reason: str
 
 
+class PostHocJudge(Model):
+    """A judge added after registration (a post-hoc rubric revision): exploratory, it fills
+    no registered figure and never the verdict (:mod:`prereg.registry.addenda`)."""
+
+    reason: str
+    added_at: str
+    ledger_seq: int
+    rubric_path: str
+
+
 class JudgeInfo(Model):
     judge: str
     outcome: str
@@ -967,6 +977,9 @@ class JudgeInfo(Model):
     models_returned: list[str]
     arms: list[str] | None = Field(None, description="the arms it decides (null: every arm)")
     trust: JudgeTrust | None = None
+    post_hoc: PostHocJudge | None = Field(
+        None, description="set when the judge was added after registration (exploratory)"
+    )
 
 
 class JudgedReport(Model):

@@ -11,10 +11,16 @@ from rich.table import Table
 from prereg.commands._common import JsonOpt, complete_registration_id, workspace
 from prereg.commands.progress import JudgeProgress
 from prereg.commands.store_opt import StoreOpt
+from prereg.core.errors import BadInput
 from prereg.core.output import console, emit
 from prereg.core.untrusted import display
 from prereg.runners.judging.exchange import export_verdicts, import_verdicts
-from prereg.runners.judging.judge_runs import estimate, judge_registration, load_gold
+from prereg.runners.judging.judge_runs import (
+    add_post_hoc_judge,
+    estimate,
+    judge_registration,
+    load_gold,
+)
 from prereg.runners.judging.judge_runs import gold_template as make_template
 from prereg.runners.store.choose import resolve_store
 
@@ -84,6 +90,20 @@ def judge(
             "label and annotator empty, for people to fill in and load with --gold.",
         ),
     ] = None,
+    add_judge: Annotated[
+        Path | None,
+        typer.Option(
+            "--add-judge",
+            help="Add a judge after registration (a post-hoc rubric revision): FILE is one "
+            "judge entry as under 'judge:', its rubric read relative to FILE. Needs "
+            "--reason. Its verdicts are then asked about the same runs (nothing is re-run) "
+            "and reported as post hoc: exploratory, never the verdict. Nothing is judged.",
+        ),
+    ] = None,
+    reason: Annotated[
+        str | None,
+        typer.Option("--reason", help="Why the judge is added (with --add-judge)."),
+    ] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -98,6 +118,21 @@ def judge(
     and --import carry verdicts and gold labels between workspaces, chains verified.
     """
     ws = workspace(ctx)
+    if add_judge is not None:
+        line = add_post_hoc_judge(ws, registration_id, add_judge, reason or "")
+        data = {
+            "registration_id": registration_id,
+            "judge": line["judge"].get("id") or line["judge"].get("outcome"),
+            "judge_digest": line["judge_digest"],
+            "rubric_digest": line["rubric"],
+            "reason": line["reason"],
+            "ledger_seq": line["seq"],
+            "post_hoc": True,
+        }
+        emit(data, as_json, lambda: _print_table(f"judge added to {registration_id}", _items(data)))
+        return
+    if reason is not None:
+        raise BadInput("--reason goes with --add-judge", field="reason")
     location = resolve_store(ws.runs, store)
     chosen = None if prices is None else str(prices)
     if gold_template is not None:

@@ -48,10 +48,17 @@ from typing import Any
 
 from prereg import stats
 from prereg.core.errors import IntegrityError, WriteFailure
-from prereg.registry.judges import Judge, judge_digest
+from prereg.registry.judges import Judge
 from prereg.registry.registrations import VERDICT_CHAINS, Entry, Registry
 from prereg.registry.schema import Registration
-from prereg.reports.model import JudgedRate, JudgedReport, JudgeInfo, JudgeTrust, Provenance
+from prereg.reports.model import (
+    JudgedRate,
+    JudgedReport,
+    JudgeInfo,
+    JudgeTrust,
+    PostHocJudge,
+    Provenance,
+)
 from prereg.reports.observations import Obs, replaced
 from prereg.reports.pairs import runset
 from prereg.runners.judging.anchors import heads_of, verified_judgements
@@ -74,12 +81,14 @@ PPI_METHOD = "ppi++"
 
 
 def registered_digests(entry: Entry) -> dict[str, tuple[Judge, str]]:
-    """judge digest -> (judge, rubric digest) of every registered judge."""
-    out = {}
-    for judge in entry.registration.judge or []:
-        rubric = entry.files[judge.rubric]
-        out[judge_digest(judge, rubric)] = (judge, rubric)
-    return out
+    """judge digest -> (judge, rubric digest) of every judge of the registration:
+    registered, then added post hoc (:mod:`prereg.registry.addenda`)."""
+    return {j.digest: (j.judge, j.rubric_digest) for j in entry.judges}
+
+
+def post_hoc_judges(entry: Entry) -> list[Judge]:
+    """The judges added after registration (post-hoc rubric revisions), in ledger order."""
+    return [j.judge for j in entry.judges if j.post_hoc]
 
 
 class Judgements(list[Verdict]):
@@ -133,7 +142,7 @@ def load_verdicts(runs: Path, entry: Entry, registry: Registry | None = None) ->
     """The digest's verdicts, each of a registered judge and rubric, and its gold labels,
     both chains verified (with ``registry``: against the ledger's anchors too, and their
     heads then anchored); else exit 3."""
-    if not entry.registration.judge:
+    if not entry.judges:
         return Judgements([])
     anchor = None
     if registry is None:
@@ -151,13 +160,26 @@ def load_verdicts(runs: Path, entry: Entry, registry: Registry | None = None) ->
                 f"verdict {v.verdict_id} on run {v.record_id} (judge '{v.judge}', rubric "
                 f"{v.rubric} {v.rubric_version}, digest {v.rubric_digest}) is not of a "
                 f"registered judge and rubric of '{entry.id}' (registered: {expected}); a "
-                "rubric revised after registration needs a new registration",
+                "rubric revised after registration is added with `prereg judge ID "
+                "--add-judge FILE` before its verdicts are asked",
                 file=str(runs),
                 field="judge",
             )
     if registry is not None and (verdicts or gold):
         anchor = _anchored(registry, entry, verdicts, gold)
     return Judgements(verdicts, gold, anchor)
+
+
+def _post_hoc(line: Mapping[str, Any] | None) -> PostHocJudge | None:
+    """What the report says of a judge added after registration (its ledger line)."""
+    if line is None:
+        return None
+    return PostHocJudge(
+        reason=str(line.get("reason", "")),
+        added_at=str(line.get("time", "")),
+        ledger_seq=int(line.get("seq", 0)),
+        rubric_path=str(line.get("rubric_path", "")),
+    )
 
 
 def _first(reg: Registration, outcome: str, arm: str | None = None) -> Judge | None:
@@ -305,15 +327,23 @@ def _parsed_map(mine: Mapping[str, Verdict]) -> dict[str, bool]:
 
 
 def with_completed(
-    reg: Registration, observations: Sequence[Obs], verdicts: Sequence[Verdict]
+    reg: Registration,
+    observations: Sequence[Obs],
+    verdicts: Sequence[Verdict],
+    post_hoc: Sequence[Judge] = (),
 ) -> JudgedObservations:
-    """Observations whose null Completed takes the verdict of the first completion judge
-    that decides the run's arm, unless that judge is untrusted (then Completed stays
-    null and ``completed_by`` says why); see :class:`JudgedObservations`."""
-    judges = [j for j in reg.judge or [] if j.outcome == "completed"]
+    """Observations whose null Completed takes the verdict of the first registered
+    completion judge that decides the run's arm, unless that judge is untrusted (then
+    Completed stays null and ``completed_by`` says why); see :class:`JudgedObservations`.
+    A judge added post hoc (``post_hoc``) never fills it: it only gets its own InvokeRank
+    beside the registered judges'."""
+    registered = [j for j in reg.judge or [] if j.outcome == "completed"]
+    judges = registered + [j for j in post_hoc if j.outcome == "completed"]
     if not judges:
         return JudgedObservations(observations)
     trust = _trusts(reg, verdicts, observations)
+    gold = getattr(verdicts, "gold", None) or ()
+    trust.update({j.key: judge_trust(j, _of(j, verdicts), gold, observations) for j in post_hoc})
     maps = {j.key: _parsed_map(_of(j, verdicts)) for j in judges}
     judged: dict[str, bool] = {}
     said: list[str] = []
@@ -456,8 +486,9 @@ def judged_report(
 ) -> JudgedReport | None:
     """The judged-outcome section (None when the registration registers no judge)."""
     reg = entry.registration
-    if not reg.judge:
+    if not entry.judges:
         return None
+    added = {j.digest: j.addendum for j in entry.judges if j.addendum is not None}
     infos: list[JudgeInfo] = []
     rates: list[JudgedRate] = []
     chains = verdicts.heads() if isinstance(verdicts, Judgements) else None
@@ -480,6 +511,7 @@ def judged_report(
                 models_returned=sorted({v.model_returned or "" for v in mine.values()}),
                 arms=judge.arms,
                 trust=trust,
+                post_hoc=_post_hoc(added.get(digest)),
             )
         )
         gold = [g for g in gold_all if g.outcome == judge.outcome]

@@ -18,13 +18,21 @@ def judged_lines(report: Report) -> list[str]:
     section = report.judged
     if section is None:
         return []
-    out = ["Judged outcomes (registered judges; never the verdict)"]
+    added = {j.judge for j in section.judges if j.post_hoc is not None}
+    judges = "registered judges" + (", and judges added post hoc" if added else "")
+    out = [f"Judged outcomes ({judges}; never the verdict)"]
     for j in section.judges:
         declared = "; family confound declared" if j.confound_declared else ""
         arms = "" if j.arms is None else f"; decides arm(s) {', '.join(j.arms)}"
         trust = "" if j.trust is None else f"; trust: {_TRUST[j.trust.status]} ({j.trust.reason})"
+        head = "judge"
+        if j.post_hoc is not None:
+            head = (
+                f"{POST_HOC} judge (added {j.post_hoc.added_at}, ledger seq "
+                f"{j.post_hoc.ledger_seq}: {j.post_hoc.reason})"
+            )
         out.append(
-            f"judge {j.judge}: {j.outcome} by {j.driver} {j.model}, rubric {j.rubric} "
+            f"{head} {j.judge}: {j.outcome} by {j.driver} {j.model}, rubric {j.rubric} "
             f"{j.rubric_version} ({j.rubric_digest[:19]}){declared}{arms}{trust}"
         )
     for r in section.rates:
@@ -37,13 +45,17 @@ def judged_lines(report: Report) -> list[str]:
             a = r.oracle_agreement
             kappa = "undefined" if a["kappa"] is None else f"{a['kappa']:.2f}"
             oracle = f"; against the oracle: {a['agree']}/{a['runs']} agree, kappa {kappa}"
+        mark = f" [{POST_HOC}]" if r.judge in added else ""
         out.append(
-            f"  {r.arm} / {r.judge}: unjudged {r.unjudged} of {r.needed} "
+            f"  {r.arm} / {r.judge}{mark}: unjudged {r.unjudged} of {r.needed} "
             f"({r.unparseable} unparseable); judge rate {rate} [{r.label}]{corrected}{oracle}"
             f"{_consumed(r.provenance.parameters)}{_left_out(r.provenance.parameters)}"
         )
     return out + invokerank_judge_lines(report)
 
+
+#: How a judge added after registration is labelled wherever it appears.
+POST_HOC = "POST HOC (added after registration; exploratory, never the verdict)"
 
 _TRUST = {"trusted": "trusted", "untrusted": "UNTRUSTED", "not_assessed": "not assessed"}
 
@@ -68,8 +80,12 @@ def invokerank_judge_lines(report: Report) -> list[str]:
     out = []
     if ir.completed_by:
         out.append(f"InvokeRank {ir.completed_by}")
+    section = report.judged
+    added = {j.judge for j in section.judges if j.post_hoc is not None} if section else set()
     for j in ir.by_judge:
         head = f"InvokeRank under judge {j.judge} (rubric {j.rubric_version}, {_TRUST[j.trust]})"
+        if j.judge in added:
+            head += f" [{POST_HOC}]"
         if j.withheld is not None:
             out.append(f"{head}: {j.withheld}")
         else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from prereg.registry.judges import judge_digest
 from prereg.registry.registrations import Entry
 from prereg.runners.judging.ask import needs_verdict
 from prereg.runners.judging.gold import GoldLabel
@@ -28,11 +27,7 @@ def belonging_problems(
     """Why each of ``entry``'s verdicts and labels does not belong (``runs``: its digest's
     run records by id): a run that is not there, a judge that is not registered, a run
     that needs no verdict of that judge (or no judged outcome at all, for a label)."""
-    judges = {
-        judge_digest(j, entry.files[j.rubric]): j
-        for j in entry.registration.judge or []
-        if j.rubric in entry.files
-    }
+    judges = {j.digest: j.judge for j in entry.judges}
     out = []
     for v in verdicts:
         where = f"verdict {v.verdict_id} on run {v.record_id}"

@@ -35,7 +35,6 @@ from prereg.core.files import write_atomic
 from prereg.core.safeio import MAX_JUDGING_BYTES, read_input, split_lines
 from prereg.core.workspace import Workspace
 from prereg.core.yamlio import format_loc
-from prereg.registry.judges import judge_digest
 from prereg.registry.registrations import Entry, Registry
 from prereg.registry.verify import verified_entry
 from prereg.runners.exchange.export import check_export_target, is_stdout
@@ -105,7 +104,7 @@ def export_with_verdicts(
     entry = verified_entry(registry, registration_id)
     verdicts: list[Verdict] = []
     gold: list[GoldLabel] = []
-    if entry.registration.judge:  # else no verdict can be of it
+    if entry.judges:  # else no verdict can be of it
         verdicts, gold = verified_judgements(registry, entry, ws.runs)
     extra = None if is_stdout(out) or not (verdicts or gold) else sidecar_path(out)
     if extra is not None:
@@ -193,10 +192,7 @@ def _check_group(
     problems = [f"{noun} of run {i.record_id}: no such run of '{entry.id}' here" for i in items]
     problems = [p for p, i in zip(problems, items, strict=True) if i.record_id not in runs]
     if noun == "verdict":
-        known = {
-            judge_digest(j, entry.files[j.rubric]): entry.files[j.rubric]
-            for j in entry.registration.judge or []
-        }
+        known = {j.digest: j.rubric_digest for j in entry.judges}
         problems += [
             f"verdict {v.verdict_id}: judge '{v.judge}' with rubric {v.rubric_digest} is not "
             f"a registered judge of '{entry.id}'"

@@ -35,8 +35,9 @@ from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
 from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment, load_experiment
+from prereg.registry.addenda import add_judge
 from prereg.registry.hosts import PROVIDER_DRIVERS
-from prereg.registry.judges import Judge, judge_digest
+from prereg.registry.judges import Judge
 from prereg.registry.registrations import Entry, Registry
 from prereg.registry.verify import verified_entry
 from prereg.runners.drivers import openai_chat
@@ -111,14 +112,23 @@ class JudgeSummary:
 
 
 def bound_judges(registry: Registry, entry: Entry) -> list[BoundJudge]:
-    """The registration's judges, each with the rubric as frozen at register."""
-    read = registry.experiment_reader(entry)
+    """The registration's judges (registered, then added post hoc), each with its rubric
+    as stored: frozen at register, or with the addendum that added the judge."""
     out = []
-    for judge in entry.registration.judge or []:
-        digest = entry.files[judge.rubric]
-        text = read(judge.rubric).decode("utf-8", errors="replace")
-        out.append(BoundJudge(judge, text, digest, judge_digest(judge, digest)))
+    for j in entry.judges:
+        text = registry.read_object(j.rubric_digest).decode("utf-8", errors="replace")
+        out.append(BoundJudge(j.judge, text, j.rubric_digest, j.digest))
     return out
+
+
+def add_post_hoc_judge(
+    ws: Workspace, registration_id: str, path: Path, reason: str
+) -> dict[str, Any]:
+    """Add a judge to a verified registration after it was frozen (a post-hoc rubric
+    revision, :mod:`prereg.registry.addenda`); the ledger line written."""
+    registry = open_registry(ws)
+    entry = verified_entry(registry, registration_id)
+    return add_judge(registry, entry, path, reason)
 
 
 @dataclass(frozen=True)
@@ -132,9 +142,10 @@ def _load(
 ) -> tuple[Entry, Experiment, list[BoundJudge], list[RunRecord]]:
     registry = open_registry(ws)
     entry = verified_entry(registry, registration_id)
-    if not entry.registration.judge:
+    if not entry.judges:
         raise BadInput(
-            f"registration '{entry.id}' registers no judge (add 'judge:' to a new registration)",
+            f"registration '{entry.id}' registers no judge (add 'judge:' to a new "
+            "registration, or add one post hoc with `prereg judge ID --add-judge FILE`)",
             field="judge",
         )
     experiment = load_experiment(registry.experiment_reader(entry), entry.experiment)

@@ -31,7 +31,7 @@ from prereg.reports.observations import Obs
 from prereg.runners.judging.gold import GoldLabel
 from prereg.runners.judging.verdicts import Verdict
 from tests.judging.gold_helpers import stored_verdicts
-from tests.judging.helpers import RUBRIC, registration, write
+from tests.judging.helpers import RUBRIC, entry_of, registration, write
 from tests.reports import observation
 
 NOW = datetime.now(UTC)
@@ -171,7 +171,7 @@ def test_judge_per_arm_fills_only_its_arms() -> None:
     by = {j.judge: [a.arm for a in j.arms] for j in section.by_judge}
     assert by == {"x": ["a"], "y": ["b"]}
     # the judged section: each judge's rate on the arms it decides only
-    entry = SimpleNamespace(registration=reg, files={RUBRIC: RUBRIC_DIGEST})
+    entry = entry_of(reg, {RUBRIC: RUBRIC_DIGEST})
     judged = judged_report(entry, runs, verdicts)  # type: ignore[arg-type]
     assert judged is not None
     assert [(r.judge, r.arm, r.met, r.judged) for r in judged.rates] == [
@@ -226,7 +226,7 @@ def test_kappa_below_the_threshold_withholds_the_judge() -> None:
     assert section is not None
     assert {a.level for a in section.arms} == {"selection"}
     assert "untrusted" in (section.completed_by or "")
-    entry = SimpleNamespace(registration=reg, files={RUBRIC: RUBRIC_DIGEST})
+    entry = entry_of(reg, {RUBRIC: RUBRIC_DIGEST})
     judged = judged_report(entry, runs, verdicts)  # type: ignore[arg-type]
     assert judged is not None
     assert judged.judges[0].trust is not None and judged.judges[0].trust.status == "untrusted"

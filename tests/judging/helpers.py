@@ -7,6 +7,9 @@ from typing import Any
 
 import yaml
 
+from prereg.registry.registrations import Entry
+from prereg.registry.schema import Registration
+
 RUBRIC = "judge-rubric.md"
 
 
@@ -54,3 +57,22 @@ def write(ws: Path, doc: dict[str, Any], name: str | None = None) -> Path:
     path = ws / "drafts" / f"{name or doc['id']}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+def entry_of(
+    reg: Registration, files: dict[str, str], addenda: list[dict[str, Any]] | None = None
+) -> Entry:
+    """A registry entry of ``reg`` whose rubric files have the digests ``files`` (and
+    judges added after it, ``addenda``: their ledger lines), for the report's functions."""
+    return Entry(
+        id=reg.id,
+        digest="sha256:" + "1" * 64,
+        registration=reg,
+        frozen_path=Path("frozen.json"),
+        registered_at="",
+        seq=0,
+        files=files,
+        source_path="",
+        source_object="",
+        addenda=addenda or [],
+    )

@@ -12,7 +12,7 @@ from prereg.reports.judged.section import judged_report, with_completed
 from prereg.reports.judged.text import judged_lines
 from prereg.reports.observations import Obs
 from prereg.runners.judging.verdicts import Verdict, VerdictStore
-from tests.judging.helpers import local_judges, registration, write
+from tests.judging.helpers import entry_of, local_judges, registration, write
 from tests.reports import observation
 
 
@@ -87,7 +87,7 @@ def test_completed_takes_verdicts_only_where_no_oracle_decided() -> None:
     rubric = "sha256:" + "3" * 64
     judge = reg.judge[0] if reg.judge else None
     assert judge is not None
-    entry = SimpleNamespace(registration=reg, files={"judge-rubric.md": rubric})
+    entry = entry_of(reg, {"judge-rubric.md": rubric})
     digest = judge_digest(judge, rubric)
     mine = [v.model_copy(update={"judge_digest": digest}) for v in verdicts]
     section = judged_report(entry, obs, mine)  # type: ignore[arg-type]

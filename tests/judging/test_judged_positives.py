@@ -16,7 +16,7 @@ from prereg.reports.judged.section import judged_report
 from prereg.reports.judged.text import judged_lines
 from prereg.reports.observations import Obs
 from prereg.runners.judging.verdicts import Verdict
-from tests.judging.helpers import local_judges, registration
+from tests.judging.helpers import entry_of, local_judges, registration
 from tests.reports import observation
 
 RUBRIC = "sha256:" + "3" * 64
@@ -63,7 +63,7 @@ def test_completion_rate_counts_positive_prompts_only() -> None:
     negative = _obs("neg00", "negative", "n0")
     verdicts = [_verdict(o.record_id, i < 9, digest) for i, o in enumerate(positives)]
     verdicts.append(_verdict(negative.record_id, False, digest))
-    entry = SimpleNamespace(registration=reg, files={"judge-rubric.md": RUBRIC})
+    entry = entry_of(reg, {"judge-rubric.md": RUBRIC})
 
     section = judged_report(entry, [*positives, negative], verdicts)  # type: ignore[arg-type]
 

@@ -18,10 +18,10 @@ does not match the registration is refused whole (exit 3, nothing written):
 
 The records carry evidence class ``inspect`` and driver ``inspect`` (never pooled with
 runs of another class, invariant 8); what Inspect does not measure is null (the funnel
-stages, the terminal class: invariant 7); the text kept (tool calls, the final answer, an
-error) is redacted of secrets like every provider's (invariant 10). Record ids derive from
-the log's eval id and the sample, so importing the same log again writes nothing and says
-so.
+stages, the terminal class: invariant 7); the text kept (tool calls, their results and
+whether the tool failed, the final answer, an error) is redacted of secrets like every
+provider's (invariant 10). Record ids derive from the log's eval id and the sample, so
+importing the same log again writes nothing and says so.
 """
 
 from __future__ import annotations
@@ -132,13 +132,32 @@ def _tokens(sample: EvalSample) -> tuple[Tokens, float | None]:
 
 
 def _trace(sample: EvalSample) -> tuple[list[TraceEvent], int, int]:
-    """Tool calls and the final answer as trace events; (trace, calls, turns)."""
+    """Tool calls, their results and the final answer as trace events; (trace, calls,
+    turns). A result sits at the turn of the call it answers (by the call's id; the
+    latest turn when the id names no call) and keeps its text and whether the tool
+    failed (Inspect's ``error``), as a provider run's trace does."""
     events: list[TraceEvent] = []
     turns = 0
+    calls = 0
+    turn_of: dict[str, int] = {}
     for message in sample.messages:
+        if message.role == "tool":
+            events.append(
+                TraceEvent(
+                    kind="tool_result",
+                    turn=turn_of.get(message.tool_call_id or "", max(turns - 1, 0)),
+                    tool=None if message.function is None else redact(message.function),
+                    result=redact(message.text),
+                    is_error=message.error is not None,
+                    text=None if message.error is None else redact(message.error.message),
+                )
+            )
+            continue
         if message.role != "assistant":
             continue
         for call in message.tool_calls or []:
+            turn_of[call.id] = turns
+            calls += 1
             events.append(
                 TraceEvent(
                     kind="tool_call",
@@ -148,7 +167,6 @@ def _trace(sample: EvalSample) -> tuple[list[TraceEvent], int, int]:
                 )
             )
         turns += 1
-    calls = len(events)
     if sample.output.completion:
         events.append(
             TraceEvent(kind="final", turn=max(turns - 1, 0), text=redact(sample.output.completion))

@@ -149,6 +149,10 @@ def test_an_inspect_run_imports_onto_the_planned_units(
 
 
 def test_importing_the_same_log_again_writes_nothing(workspace: Path, log_file: Path) -> None:
+    # imported once here, whether or not the test above ran in this process (xdist may
+    # send it to another worker, with its own module fixture)
+    args = ("-w", workspace, "import", "--from", "inspect", log_file, "--registration", REG)
+    assert prereg(*args)[0] == 0
     before = tree_digest(workspace / "runs")
     code, text = prereg(
         "-w", workspace, "import", "--from", "inspect", log_file, "--registration", REG, "--json"

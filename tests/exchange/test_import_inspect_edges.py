@@ -25,18 +25,24 @@ from tests.exchange.conftest import jsonl_records, prereg
 
 pytest.importorskip("inspect_ai", reason="needs prereg-agents[inspect] (dev extra)")
 
-from inspect_ai._util.error import EvalError  # noqa: E402
 from inspect_ai.log import (  # noqa: E402
     EvalConfig,
     EvalDataset,
+    EvalError,
     EvalLog,
     EvalSample,
     EvalSampleLimit,
     EvalSpec,
     write_eval_log,
 )
-from inspect_ai.model import ModelOutput  # noqa: E402
+from inspect_ai.model import (  # noqa: E402
+    ChatMessageAssistant,
+    ChatMessageTool,
+    ChatMessageUser,
+    ModelOutput,
+)
 from inspect_ai.scorer import Score  # noqa: E402
+from inspect_ai.tool import ToolCall, ToolCallError  # noqa: E402
 
 MODEL = "openai-api/fake/served-model"
 
@@ -152,6 +158,59 @@ def test_errors_and_limits_become_what_they_are(
         (b, 2): ("ok", True, None, None),
         (c, 2): ("ok", False, "turn_limit", "termination"),
     }
+
+
+def test_tool_results_are_kept_with_their_calls(
+    workspace: Path, tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    """Each tool message becomes a tool_result at the turn of the call it answers, with
+    its text and whether the tool failed (before, only the calls were imported)."""
+    a = _tasks(workspace, "dev")[0]
+    sample = _sample(a, 1, "C", datetime.now(UTC))
+    sample.messages = [
+        ChatMessageUser(content="prompt"),
+        ChatMessageAssistant(
+            content="",
+            tool_calls=[
+                ToolCall(id="c1", function="search_tracks", arguments={"q": "blue"}),
+                ToolCall(id="c2", function="get_album", arguments={"id": 7}),
+            ],
+        ),
+        ChatMessageTool(
+            content="3 tracks found",
+            tool_call_id="c2",
+            function="get_album",
+            error=ToolCallError(type="unknown", message="album 7 is gone"),
+        ),
+        ChatMessageTool(content="track 12, track 19", tool_call_id="c1", function="search_tracks"),
+        ChatMessageAssistant(
+            content="", tool_calls=[ToolCall(id="c3", function="play", arguments={"id": 12})]
+        ),
+        ChatMessageTool(content="playing", tool_call_id="c3", function="play"),
+        ChatMessageAssistant(content="an answer"),
+    ]
+    path = _log(tmp_path / "tools.eval", [sample])
+    _register(workspace, "edges-tools")
+    result = _import(cli, workspace, path, "edges-tools")
+    assert result.code == 0, result.stderr
+    out = workspace.parent / "edges-tools.jsonl"
+    assert prereg("-w", workspace, "export", "edges-tools", "--out", out, "--force")[0] == 0
+    (record,) = [r for r in jsonl_records(out) if (r["task_id"], r["repeat"]) == (a, 0)]
+    got = [
+        (e["kind"], e["turn"], e["tool"], e.get("result"), e.get("is_error"))
+        for e in record["trace"]
+        if e["kind"] in ("tool_call", "tool_result")
+    ]
+    assert got == [
+        ("tool_call", 0, "search_tracks", None, None),
+        ("tool_call", 0, "get_album", None, None),
+        ("tool_result", 0, "get_album", "3 tracks found", True),
+        ("tool_result", 0, "search_tracks", "track 12, track 19", False),
+        ("tool_call", 1, "play", None, None),
+        ("tool_result", 1, "play", "playing", False),
+    ]
+    failed = next(e for e in record["trace"] if e.get("is_error"))
+    assert failed["text"] == "album 7 is gone"
 
 
 @pytest.mark.parametrize(

@@ -119,7 +119,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "study": (
         "study_cmds",
-        "ToolBottleneckBench studies: compile task families into matched pressure variants.",
+        "ToolBottleneckBench studies: scaffold, lint and compile task families into matched "
+        "pressure variants.",
     ),
     "view": ("view_cmds", "Open Inspect AI's viewer on a registration's runs, one log per arm."),
     "experiment": (

@@ -8,7 +8,9 @@ Blocks and matched sets (seed 3.2, 3.3):
 - ``discovery``: the set ``R``: every catalog size under every retriever, the workflow
   low and raw. The model's menu there *is* the retriever's shortlist, so within ``R``
   both the catalog and the menu move (the menu is how the catalog pressure arrives).
-- ``frontier``: the set ``W-frontier``: the low layout behind 0, 2, 6, 14 handoffs.
+- ``frontier``: the set ``W-frontier``: the low layout behind 0, 2, 6, 14 handoffs,
+  read-only (a family's action is dropped there, so the certified minima are the seed's
+  2, 6, 14, 30 for every family; :mod:`.workflow`, reading 4).
 
 A variant is a JSON document of five components (``core``, ``catalog``, ``menu``,
 ``workflow``, ``encoding``) plus the encoded observations of its reference program.
@@ -44,13 +46,14 @@ from prereg.experiments.toolbottleneck.menu import menu, route_neighbours, schem
 from prereg.experiments.toolbottleneck.workflow import (
     NotCertified,
     Workflow,
+    acts,
     build_workflow,
     certify,
     operational_functions,
-    primary_ref,
     run,
+    task_request,
 )
-from prereg.experiments.toolbottleneck.world import Function
+from prereg.experiments.toolbottleneck.world import Function, plain_fields
 
 FORMAT = "prereg-toolbottleneck-variants/1"
 COMPONENTS = ("core", "catalog", "menu", "workflow", "encoding")
@@ -147,22 +150,24 @@ class _Context:
         _check_sizes(family, filename)
         self.operational = sorted(operational_functions(family).values(), key=lambda f: f.name)
         self.neighbours = route_neighbours(self.operational, family.id, seed)
-        self.request = family.request.replace("{ref}", primary_ref(family, seed)).replace(
-            "{route}", family.route.text
-        )
-        self._workflows: dict[tuple[str, int], Workflow] = {}
+        self.request = task_request(family, seed)
+        self.read_only_request = task_request(family, seed, read_only=True)
+        self._workflows: dict[tuple[str, int, bool], Workflow] = {}
         self._pool: list[Function] | None = None
         self._catalog_digests: dict[int, str] = {}
 
     def fail(self, field: str, message: str) -> FamilyError:
         return refuse(self.family, self.filename, field, message)
 
-    def workflow(self, level: WorkflowLevel, handoffs: int) -> Workflow:
-        key = (level, handoffs)
+    def request_for(self, read_only: bool) -> str:
+        return self.read_only_request if read_only else self.request
+
+    def workflow(self, level: WorkflowLevel, handoffs: int, read_only: bool = False) -> Workflow:
+        key = (level, handoffs, read_only)
         if key not in self._workflows:
             groups = self.family.layouts.of(level)
             tag = level if handoffs == 0 else f"frontier-{handoffs}"
-            wf = build_workflow(self.family, self.seed, groups, handoffs, tag)
+            wf = build_workflow(self.family, self.seed, groups, handoffs, tag, read_only=read_only)
             try:
                 certify(wf.world, wf.goal, wf.program)
             except NotCertified as exc:
@@ -231,11 +236,12 @@ def _check_sizes(family: FamilyFile, filename: str) -> None:
 # ---- components ---------------------------------------------------------------------------
 
 
-def _reference_core(ctx: _Context, primary_id: str) -> dict[str, Any]:
-    """The core as the family states it: what every variant must reproduce."""
+def _reference_core(ctx: _Context, primary_id: str, read_only: bool) -> dict[str, Any]:
+    """The core as the family states it: what every variant must reproduce (on the
+    read-only frontier: the request says so and the permitted final state is unchanged)."""
     family = ctx.family
     final = []
-    if family.action is not None:
+    if family.action is not None and acts(family, read_only):
         final.append(
             {
                 "record": primary_id,
@@ -245,7 +251,7 @@ def _reference_core(ctx: _Context, primary_id: str) -> dict[str, Any]:
             }
         )
     return {
-        "request": ctx.request,
+        "request": ctx.request_for(read_only),
         "facts": {n: {"value": f.value, "type": f.type} for n, f in sorted(family.facts.items())},
         "decision": family.decision,
         "evidence_rule": family.evidence,
@@ -254,7 +260,7 @@ def _reference_core(ctx: _Context, primary_id: str) -> dict[str, Any]:
     }
 
 
-def _derived_core(ctx: _Context, wf: Workflow) -> dict[str, Any]:
+def _derived_core(ctx: _Context, wf: Workflow, read_only: bool) -> dict[str, Any]:
     """The core as running the certified program shows it."""
     family = ctx.family
     trace = run(wf.world, wf.program, frozenset(family.facts))
@@ -264,7 +270,7 @@ def _derived_core(ctx: _Context, wf: Workflow) -> dict[str, Any]:
         before = record.fields.get(name) if record is not None else None
         final.append({"record": rid, "field": name, "before": before, "value": value})
     return {
-        "request": ctx.request,
+        "request": ctx.request_for(read_only),
         "facts": {
             n: {"value": v, "type": family.facts[n].type}
             for n, v in sorted(trace.facts_read.items())
@@ -294,7 +300,7 @@ def _workflow_component(ctx: _Context, cell: Cell, wf: Workflow) -> dict[str, An
                 "kind": r.kind,
                 "route": r.route.text,
                 "ref": r.ref,
-                "fields": dict(r.fields),
+                "fields": plain_fields(r.fields),
             }
             for r in wf.world.records
         ],
@@ -381,9 +387,10 @@ def _discovery_components(ctx: _Context, cell: Cell, wf: Workflow) -> tuple[Any,
 
 
 def _build(ctx: _Context, cell: Cell, matched_field: str) -> Variant:
-    wf = ctx.workflow(cell.workflow, cell.handoffs)
-    core = _derived_core(ctx, wf)
-    reference = _reference_core(ctx, wf.primary_id)
+    read_only = cell.block == "frontier"
+    wf = ctx.workflow(cell.workflow, cell.handoffs, read_only)
+    core = _derived_core(ctx, wf, read_only)
+    reference = _reference_core(ctx, wf.primary_id, read_only)
     if core != reference:
         moved = sorted(k for k in reference if core.get(k) != reference[k])
         raise ctx.fail(

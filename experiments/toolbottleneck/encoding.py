@@ -12,6 +12,13 @@ encodings (``tool``, ``source``, ``hash``, ``provenance``) and blocks that vary:
   fields that hold another record's lookup key. Links only summarise what the object
   already says (they carry no id the records do not), so they never shorten a workflow.
 
+A public handoff's ``next_handoff`` object (``{"connector", "query"}``, reading 5) travels
+as that object in every encoding: the raw payload and the compact tuple hold it as is,
+the typed encodings declare it of type ``handoff`` (exactly two strings, checked), and
+linked lists it as a relation (its ``query`` is the next record's lookup key: the
+relation dictionary says ``{"key": "ref", "at": "query"}`` and the link's path ends in
+``/next_handoff/query``).
+
 Types (:data:`~.family.FactType`): ``money`` travels as integer minor units and decodes
 to a two-decimal string, ``date`` as an ISO date string. A value that does not survive
 its encoding (``"12.5"`` as money decodes to ``"12.50"``; a record missing a field its
@@ -28,8 +35,14 @@ from typing import Any
 
 import rfc8785
 
-from prereg.experiments.toolbottleneck.family import EncodingName, FactValue
-from prereg.experiments.toolbottleneck.world import Returned
+from prereg.experiments.toolbottleneck.family import EncodingName
+from prereg.experiments.toolbottleneck.world import (
+    HANDOFF_FIELD,
+    HANDOFF_KEYS,
+    FieldValue,
+    Returned,
+    plain_fields,
+)
 
 
 class EncodingError(ValueError):
@@ -40,11 +53,13 @@ class EncodingError(ValueError):
         super().__init__(message)
 
 
-def value_type(name: str, value: FactValue, declared: Mapping[str, str]) -> str:
+def value_type(name: str, value: FieldValue, declared: Mapping[str, str]) -> str:
     """The type a typed encoding declares for a field."""
     if name in declared:
         return declared[name]
-    if name == "ref" or name.endswith("_ref") or name == "handoff_query":
+    if name == HANDOFF_FIELD:
+        return "handoff"
+    if name == "ref" or name.endswith("_ref"):
         return "key"
     if isinstance(value, bool):
         return "boolean"
@@ -57,6 +72,14 @@ def value_type(name: str, value: FactValue, declared: Mapping[str, str]) -> str:
 
 def _encode_value(name: str, kind: str, value: Any) -> Any:
     try:
+        if kind == "handoff":
+            if (
+                not isinstance(value, Mapping)
+                or set(value) != set(HANDOFF_KEYS)
+                or not all(isinstance(value[k], str) for k in HANDOFF_KEYS)
+            ):
+                raise EncodingError(name, f"{value!r} is not a handoff object {HANDOFF_KEYS}")
+            return {k: value[k] for k in HANDOFF_KEYS}
         if kind in ("string", "key"):
             return str(value)
         if kind == "integer":
@@ -86,7 +109,17 @@ def _decode_value(kind: str, value: Any) -> Any:
 
 
 def _is_relation(name: str) -> bool:
-    return name.endswith("_ref") or name == "handoff_query"
+    return name.endswith("_ref") or name == HANDOFF_FIELD
+
+
+def _relation(name: str) -> dict[str, str]:
+    """A relation dictionary entry: which field of the object holds the next lookup key."""
+    return {"key": "ref", "at": "query"} if name == HANDOFF_FIELD else {"key": "ref"}
+
+
+def _relation_path(i: int, name: str) -> str:
+    tail = "/query" if name == HANDOFF_FIELD else ""
+    return f"/objects/{i}/fields/{name}{tail}"
 
 
 def encode(
@@ -95,14 +128,19 @@ def encode(
     """The varying blocks of one observation in ``encoding``."""
     if encoding == "raw":
         return {
-            "objects": [{"id": r.id, "type": r.kind, "payload": dict(r.fields)} for r in results]
+            "objects": [
+                {"id": r.id, "type": r.kind, "payload": plain_fields(r.fields)} for r in results
+            ]
         }
     if encoding == "compact":
         dictionary: dict[str, list[str]] = {}
         for r in results:
             names = dictionary.setdefault(r.kind, [])
             names.extend(n for n in sorted(r.fields) if n not in names)
-        tuples = [[r.id, r.kind, *(r.fields.get(n) for n in dictionary[r.kind])] for r in results]
+        tuples = [
+            [r.id, r.kind, *(plain_fields(r.fields).get(n) for n in dictionary[r.kind])]
+            for r in results
+        ]
         return {"field_dictionary": dictionary, "objects": tuples}
     types: dict[str, dict[str, str]] = {}
     objects = []
@@ -116,14 +154,17 @@ def encode(
     body: dict[str, Any] = {"type_dictionary": types, "objects": objects}
     if encoding == "linked":
         body["relation_dictionary"] = {
-            name: {"key": "ref"} for kinds in types.values() for name in kinds if _is_relation(name)
+            name: _relation(name)
+            for kinds in types.values()
+            for name in kinds
+            if _is_relation(name)
         }
         body["links"] = [
             link
             for i, obj in enumerate(objects)
             for link in [{"path": f"/objects/{i}", "identity": obj["id"]}]
             + [
-                {"path": f"/objects/{i}/fields/{name}", "relation": name}
+                {"path": _relation_path(i, name), "relation": name}
                 for name in obj["fields"]
                 if _is_relation(name)
             ]
@@ -167,7 +208,16 @@ def _check_links(body: Mapping[str, Any]) -> None:
         if "identity" in link and link["identity"] != obj["id"]:
             raise EncodingError("links", f"identity link {link['path']} names another record")
         if "relation" in link and (
-            link["relation"] not in body["relation_dictionary"] or parts[4] not in obj["fields"]
+            link["relation"] not in body["relation_dictionary"]
+            or parts[4] != link["relation"]
+            or parts[4] not in obj["fields"]
+            or (
+                len(parts) > 5
+                and not (
+                    isinstance(obj["fields"][parts[4]], Mapping)
+                    and parts[5] in obj["fields"][parts[4]]
+                )
+            )
         ):
             raise EncodingError("links", f"relation link {link['path']} is not in the dictionaries")
 

@@ -91,6 +91,27 @@ class OperationalTool(Strict):
     kind: Slug
     connector: Slug
     description: str = Field("", max_length=500)
+    #: Optional: the tool's cluster label (reading K4). Families whose tools give the same
+    #: label share that tool (one implementation behind other routes), so they fall in one
+    #: tool cluster; a tool without a label is its family's own (the default).
+    cluster: ClusterLabel | None = None
+
+    @field_validator("cluster", mode="before")
+    @classmethod
+    def _label_given(cls, value: Any) -> Any:
+        """``cluster:`` written without a value is a mistake, not "no label"."""
+        if value is None:
+            raise ValueError("give a label (a slug such as 'casebook') or leave the field out")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_label(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A tool without a label dumps exactly as before the field existed (so its
+        family's ``family_digest`` does not change)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("cluster") is None:
+            data.pop("cluster", None)
+        return data
 
 
 class Action(Strict):

@@ -101,11 +101,15 @@ class LoadedStudy:
     split_of_cluster: dict[str, str]
 
 
-def reference_length(family: FamilyFile, workflow: WorkflowLevel, handoffs: int = 0) -> int:
+def reference_length(
+    family: FamilyFile, workflow: WorkflowLevel, handoffs: int = 0, *, read_only: bool = False
+) -> int:
     """The certified minimum of a family's variant at a workflow level and a number of
     handoffs (readings 2, 4, 5): a search and a read per record of the layout and per
-    handoff, and the action where the family has one (the compiler certifies it)."""
-    return 2 * len(family.layouts.of(workflow)) + 2 * handoffs + int(family.action is not None)
+    handoff, and the action where the family has one and the variant acts (the compiler
+    certifies it). ``read_only``: a frontier variant, which never acts (reading 4)."""
+    acts = family.action is not None and not read_only
+    return 2 * len(family.layouts.of(workflow)) + 2 * handoffs + int(acts)
 
 
 def required_tools(family: FamilyFile) -> frozenset[str]:
@@ -115,9 +119,20 @@ def required_tools(family: FamilyFile) -> frozenset[str]:
     return frozenset(operational_functions(family))
 
 
+def cluster_labels(family: FamilyFile) -> list[tuple[str, str]]:
+    """The family's cluster labels with the field that gives each: its ``tool_cluster``
+    and every tool's ``cluster`` (reading K4), in file order."""
+    out = [] if family.tool_cluster is None else [(family.tool_cluster, "tool_cluster")]
+    out += [(t.cluster, f"tools[{i}].cluster") for i, t in enumerate(family.tools) if t.cluster]
+    return out
+
+
 def tool_clusters(families: Sequence[tuple[FamilyFile, str]]) -> dict[str, str]:
     """Family id -> its tool cluster: the connected components of "shares a required
-    tool" (:func:`required_tools`) or "gives the same ``tool_cluster`` label" (reading 32).
+    tool" (:func:`required_tools`) or "gives the same cluster label" (reading 32): the
+    family's ``tool_cluster`` or a tool's ``cluster`` (reading K4: a tool label says the
+    tool is shared with the families whose tools give the same label; a tool without one
+    is its family's own, so the default cluster stays the family).
 
     A label merges, never splits: families that share a tool are in one cluster whatever
     their labels say. A cluster is named by the first (in sorted order) label of its
@@ -146,8 +161,8 @@ def tool_clusters(families: Sequence[tuple[FamilyFile, str]]) -> dict[str, str]:
     for index, (family, _) in enumerate(families):
         for name in sorted(required_tools(family)):
             holders.setdefault(("tool", name), []).append(index)
-        if family.tool_cluster is not None:
-            holders.setdefault(("label", family.tool_cluster), []).append(index)
+        for label, _ in cluster_labels(family):
+            holders.setdefault(("label", label), []).append(index)
     for members in holders.values():
         join(members)
     components: dict[int, list[int]] = {}
@@ -155,19 +170,22 @@ def tool_clusters(families: Sequence[tuple[FamilyFile, str]]) -> dict[str, str]:
         components.setdefault(root(index), []).append(index)
     out: dict[str, str] = {}
     for members in components.values():
-        labels = sorted({families[i][0].tool_cluster or "" for i in members} - {""})
+        labels = sorted({label for i in members for label, _ in cluster_labels(families[i][0])})
         name = labels[0] if labels else min(ids[i] for i in members)
         out.update({ids[i]: name for i in members})
-    for family, filename in families:
-        label = family.tool_cluster
-        if label is not None and label in out and out[label] != out[family.id]:
-            raise BadInput(
-                f"family '{family.id}': tool_cluster '{label}' is the id of family '{label}', "
-                f"which is in another tool cluster ('{out[label]}'); give a label that is "
-                "not the id of another cluster's family",
-                file=filename,
-                field="tool_cluster",
-            )
+    index_of = {fid: i for i, fid in enumerate(ids)}
+    for index, (family, filename) in enumerate(families):
+        for label, where in cluster_labels(family):
+            # another component, even one that happens to carry the same name
+            if label in index_of and root(index_of[label]) != root(index):
+                raise BadInput(
+                    f"family '{family.id}': {where.rsplit('.', 1)[-1]} '{label}' is the id "
+                    f"of family '{label}', which is in another tool cluster "
+                    f"('{out[label]}'); give a label that is not the id of another "
+                    "cluster's family",
+                    file=filename,
+                    field=where,
+                )
     return out
 
 

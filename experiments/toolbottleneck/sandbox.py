@@ -24,7 +24,7 @@ from prereg.experiments.toolbottleneck.workflow import (
     Workflow,
     build_workflow,
     operational_functions,
-    primary_ref,
+    task_request,
 )
 from prereg.experiments.toolbottleneck.world import Function, Returned, World, execute
 
@@ -84,9 +84,8 @@ def build_sandbox(family: FamilyFile, cell: Cell, *, seed: int = 0) -> Sandbox:
     variant = compile_cell(family, cell, seed=seed)
     operational = sorted(operational_functions(family).values(), key=lambda f: f.name)
     neighbours = route_neighbours(operational, family.id, seed)
-    request = family.request.replace("{ref}", primary_ref(family, seed)).replace(
-        "{route}", family.route.text
-    )
+    read_only = cell.block == "frontier"  # the frontier is read-only (reading 4)
+    request = task_request(family, seed, read_only=read_only)
     if cell.block == "discovery":
         assert cell.catalog is not None and cell.retriever is not None  # compile_cell checked
         largest = max(family.sizes.catalogs)
@@ -107,7 +106,7 @@ def build_sandbox(family: FamilyFile, cell: Cell, *, seed: int = 0) -> Sandbox:
         raise SandboxMismatch(f"{variant.id}: the rebuilt menu is not the compiled one")
     groups = family.layouts.of(cell.workflow)
     tag = cell.workflow if cell.handoffs == 0 else f"frontier-{cell.handoffs}"
-    wf = build_workflow(family, seed, groups, cell.handoffs, tag)
+    wf = build_workflow(family, seed, groups, cell.handoffs, tag, read_only=read_only)
     functions = {**{f.name: f for f in shown}, **dict(wf.world.functions)}
     world = World(wf.world.records, functions, wf.world.request_literals)
     sandbox = Sandbox(

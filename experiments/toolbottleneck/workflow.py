@@ -17,19 +17,30 @@ exactly the permitted final state.
 Layout of a level: group ``i`` of ``layouts.<level>`` is a record of kind
 ``sources[i]``; record ``i`` carries the lookup key of record ``i+1`` (a dependency
 chain: search, read, search with what was read, ...). The frontier puts ``h`` public
-handoffs (records whose only content is the connector and lookup key of the next
-record) in front of the low layout: a certified minimum of ``2h`` more calls.
+handoffs (records whose only content is a ``next_handoff`` object naming the connector
+and the exact search query of the next record) in front of the low layout: a certified
+minimum of ``2h`` more calls.
+
+**Frontier tasks are read-only** (docs/toolbottleneck.md, reading 4). The seed certifies
+the frontier at 2, 6, 14 and 30 calls at 0, 2, 6 and 14 handoffs: ``2 + 2h`` reads and no
+action call, while its workflow levels add "one call when the task requires a reversible
+action". So a frontier variant of a family with an action drops the action: the request
+says the task is read-only (:data:`READ_ONLY_NOTE`), the permitted final state is the
+seed records unchanged, and the reference program has no action call. The answer
+(decision, facts, sources) is graded exactly as in every other variant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from prereg.experiments.toolbottleneck.family import FactValue, FamilyFile, Route
 from prereg.experiments.toolbottleneck.world import (
+    HANDOFF_FIELD,
     Call,
     Changes,
+    FieldValue,
     Function,
     Record,
     Returned,
@@ -37,6 +48,7 @@ from prereg.experiments.toolbottleneck.world import (
     derive,
     execute,
     exposed_name,
+    handoff,
     strings_in,
 )
 
@@ -76,6 +88,8 @@ class Workflow:
     program: tuple[Call, ...]
     goal: Goal
     primary_id: str
+    #: whether the task requires the family's action (False on the read-only frontier)
+    acts: bool = False
 
     @property
     def certified_minimum(self) -> int:
@@ -109,8 +123,13 @@ def run(world: World, program: Sequence[Call], fact_names: frozenset[str]) -> Tr
         if fn.operation == "read":
             for item in out:
                 read.add(item.id)
-                facts.update({k: v for k, v in item.fields.items() if k in fact_names})
+                facts.update(_facts_in(item, fact_names))
     return Trace(tuple(results), dict(changes), facts, frozenset(read))
+
+
+def _facts_in(item: Returned, names: Collection[str]) -> dict[str, FactValue]:
+    """The decision facts a read returned (a handoff object is never a fact)."""
+    return {k: v for k, v in item.fields.items() if k in names and not isinstance(v, Mapping)}
 
 
 def reaches(goal: Goal, trace: Trace) -> bool:
@@ -154,7 +173,7 @@ def _expand(world: World, goal: Goal, state: _State, usable: Sequence[Function])
             if fn.operation == "read":
                 for item in out:
                     new_read.add(item.id)
-                    new_facts.update((k, v) for k, v in item.fields.items() if k in goal.facts)
+                    new_facts.update(_facts_in(item, goal.facts).items())
             nexts.append(
                 (
                     known | strings_in(out),
@@ -247,6 +266,30 @@ def primary_ref(family: FamilyFile, seed: int) -> str:
     return lookup_key(family, seed, family.sources[0], "request")
 
 
+#: What a read-only frontier variant of a family with an action adds to its request.
+READ_ONLY_NOTE = (
+    "This task is read-only: answer with the decision and the facts, and change no "
+    "record (do not carry out the action the request mentions)."
+)
+
+
+def acts(family: FamilyFile, read_only: bool) -> bool:
+    """Whether a variant's task requires the family's action (never on the frontier)."""
+    return family.action is not None and not read_only
+
+
+def task_request(family: FamilyFile, seed: int, *, read_only: bool = False) -> str:
+    """The rendered request of a variant: the family's, plus :data:`READ_ONLY_NOTE` when
+    a family with an action is played read-only (the frontier, reading 4). The request is
+    the same in every variant of a matched set."""
+    text = family.request.replace("{ref}", primary_ref(family, seed)).replace(
+        "{route}", family.route.text
+    )
+    if read_only and family.action is not None:
+        text = f"{text} {READ_ONLY_NOTE}"
+    return text
+
+
 @dataclass(frozen=True)
 class _Link:
     kind: str
@@ -255,9 +298,20 @@ class _Link:
 
 
 def build_workflow(
-    family: FamilyFile, seed: int, groups: Sequence[Sequence[str]], handoffs: int, tag: str
+    family: FamilyFile,
+    seed: int,
+    groups: Sequence[Sequence[str]],
+    handoffs: int,
+    tag: str,
+    *,
+    read_only: bool = False,
 ) -> Workflow:
-    """The world and reference program for one layout behind ``handoffs`` handoffs."""
+    """The world and reference program for one layout behind ``handoffs`` handoffs.
+
+    ``read_only`` (the frontier block) drops the family's action from the task: no
+    action call, the seed records unchanged. The records and the tools stay as they are
+    (the primary record keeps the action's field at ``before``; the action tool stays
+    on the menu, and calling it leaves the permitted final state)."""
     route, kinds = family.route, family.sources
     primary = record_id(family, seed, "primary")
     request_ref = primary_ref(family, seed)  # the request names it: the first record's key
@@ -287,7 +341,7 @@ def build_workflow(
     functions = operational_functions(family)
     program = [call for x in [*hops, *links] for call in _search_read(family, x, route)]
     final_state: dict[tuple[str, str], FactValue] = {}
-    if family.action is not None:
+    if family.action is not None and acts(family, read_only):
         program.append(Call(exposed_name(family.action.tool, route), primary))
         final_state[(primary, family.action.field)] = family.action.value
     goal = Goal(
@@ -296,7 +350,7 @@ def build_workflow(
         final_state=final_state,
     )
     world = World(tuple(records), functions, frozenset({request_ref}))
-    return Workflow(world, tuple(program), goal, primary)
+    return Workflow(world, tuple(program), goal, primary, bool(final_state))
 
 
 def _search_read(family: FamilyFile, link: _Link, route: Route) -> list[Call]:
@@ -312,7 +366,7 @@ def _hop_records(
     for j, hop in enumerate(hops):
         nxt = hops[j + 1] if j + 1 < len(hops) else first
         connector = family.tool_for(nxt.kind, "search").connector
-        fields: dict[str, FactValue] = {"handoff_connector": connector, "handoff_query": nxt.ref}
+        fields: dict[str, FieldValue] = {HANDOFF_FIELD: handoff(connector, nxt.ref)}
         out.append(Record(hop.rid, hop.kind, route, hop.ref, fields))
     return out
 
@@ -322,7 +376,7 @@ def _chain_records(
 ) -> list[Record]:
     out = []
     for i, group in enumerate(groups):
-        fields: dict[str, FactValue] = {name: family.facts[name].value for name in group}
+        fields: dict[str, FieldValue] = {name: family.facts[name].value for name in group}
         if i == 0 and family.action is not None:
             fields[family.action.field] = family.action.before
         if i + 1 < len(groups):

@@ -10,9 +10,11 @@ ever touches records of its own kind on its own route; that is why a route neigh
 (a function differing from an operational tool in one coordinate) never returns a
 record: no record of the family lives on a neighbour's route.
 
-Record fields hold scalars. Internal fields (``ref``, ``<kind>_ref`` links,
-``handoff_connector``/``handoff_query``) use underscores, which fact names (slugs)
-cannot, so they never collide with a decision fact.
+Record fields hold scalars, except a public handoff's ``next_handoff`` object
+(``{"connector": ..., "query": ...}``, the seed's system prompt: "A next_handoff object
+identifies the connector and exact search query for the next current record"; reading
+5). Internal fields (``ref``, ``<kind>_ref`` links, ``next_handoff``) use underscores,
+which fact names (slugs) cannot, so they never collide with a decision fact.
 """
 
 from __future__ import annotations
@@ -26,6 +28,29 @@ from prereg.experiments.toolbottleneck.family import FactValue, Route
 
 #: (record id, field) -> value: the changes a program made to the seed records.
 Changes = Mapping[tuple[str, str], FactValue]
+
+#: The field of a public handoff record and the keys of its object (reading 5).
+HANDOFF_FIELD = "next_handoff"
+HANDOFF_KEYS = ("connector", "query")
+#: A record field's value: a scalar, or a handoff's ``{"connector", "query"}`` object.
+FieldValue = FactValue | Mapping[str, str]
+
+
+def handoff(connector: str, query: str) -> dict[str, str]:
+    """The ``next_handoff`` object of a public handoff record."""
+    return {"connector": connector, "query": query}
+
+
+def handoff_of(fields: Mapping[str, object]) -> tuple[str, str] | None:
+    """(connector, query) of a record's ``next_handoff`` object, or None when the record
+    carries none or the object is not exactly two strings (an invalid handoff)."""
+    value = fields.get(HANDOFF_FIELD)
+    if not isinstance(value, Mapping) or set(value) != set(HANDOFF_KEYS):
+        return None
+    connector, query = value["connector"], value["query"]
+    if not isinstance(connector, str) or not isinstance(query, str) or not query:
+        return None
+    return connector, query
 
 
 def derive(*parts: object) -> str:
@@ -93,7 +118,7 @@ class Record:
     kind: str
     route: Route
     ref: str
-    fields: Mapping[str, FactValue]
+    fields: Mapping[str, FieldValue]
     where: str = field(default="", repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -106,10 +131,15 @@ class Returned:
 
     id: str
     kind: str
-    fields: Mapping[str, FactValue]
+    fields: Mapping[str, FieldValue]
 
     def value(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "fields": dict(self.fields)}
+        return {"id": self.id, "kind": self.kind, "fields": plain_fields(self.fields)}
+
+
+def plain_fields(fields: Mapping[str, FieldValue]) -> dict[str, Any]:
+    """The fields as plain JSON values (a handoff object as a dict)."""
+    return {k: dict(v) if isinstance(v, Mapping) else v for k, v in fields.items()}
 
 
 @dataclass(frozen=True)
@@ -168,7 +198,7 @@ def execute(
     if record is None or not _matches(fn, record):
         return [], after
     if fn.operation == "read":
-        fields = {"ref": record.ref, **record.fields}
+        fields: dict[str, FieldValue] = {"ref": record.ref, **record.fields}
         for (rid, name), value in changes.items():
             if rid == record.id:
                 fields[name] = value
@@ -181,9 +211,14 @@ def execute(
 
 
 def strings_in(results: Iterable[Returned]) -> set[str]:
-    """Every string a result reveals (ids and string field values): what later calls may pass."""
+    """Every string a result reveals (ids, string field values and the strings of a
+    ``next_handoff`` object): what later calls may pass."""
     out: set[str] = set()
     for item in results:
         out.add(item.id)
-        out.update(v for v in item.fields.values() if isinstance(v, str))
+        for v in item.fields.values():
+            if isinstance(v, str):
+                out.add(v)
+            elif isinstance(v, Mapping):
+                out.update(x for x in v.values() if isinstance(x, str))
     return out

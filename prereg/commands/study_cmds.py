@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from prereg.commands._common import FlagHelpGroup, JsonOpt
 from prereg.commands.registry_cmds import input_path
@@ -20,14 +21,17 @@ from prereg.core.errors import BadInput
 from prereg.core.files import refuse_evidence_folder, write_atomic
 from prereg.core.output import console, dumps, emit, short_digests
 from prereg.core.untrusted import display
+from prereg.experiments.toolbottleneck.authoring import DEFAULT_RECORDS, scaffold
 from prereg.experiments.toolbottleneck.compile import CompiledFamily, compile_family
 from prereg.experiments.toolbottleneck.family import load_family
+from prereg.experiments.toolbottleneck.lint import lint_files
 from prereg.experiments.toolbottleneck.study import load_study
 from prereg.reports.toolbottleneck.study import check_out, write_study
 from prereg.runners.toolbottleneck.study import run_study
 
 app = typer.Typer(
-    help="ToolBottleneckBench studies: compile task families into matched pressure variants.",
+    help="ToolBottleneckBench studies: scaffold, lint and compile task families into matched "
+    "pressure variants.",
     no_args_is_help=True,
     cls=FlagHelpGroup,
 )
@@ -223,3 +227,131 @@ def compile_cmd(
     written = _write(compiled, out) if out is not None else None
     summary = _summary(compiled, written)
     emit(summary, as_json, lambda: _show(summary))
+
+
+NEW_FAMILY_HELP = """Scaffold a task family from a short description (the authoring kit).
+
+NAME is the family id; --intent and --domain place it; --records names the chain of
+source record kinds, primary first (the record the request names; three kinds: the
+seed's 2, 4 and 6 reads spread the facts over 1, 2 and 3 records); --operation act adds
+the one reversible action on the primary record (search and read are always there). The
+scaffold compiles and lints as written; its comments say what to fill in (the facts, the
+decision and its alternative, the request, the route, the tools' text).
+
+Without --out the YAML is printed (--json: the description and the YAML). With --out
+FILE (or an existing folder: FOLDER/NAME.yaml) it is written; an existing file is never
+overwritten (exit 2).
+
+  prereg study new-family vendor-onboarding --intent vendor-check --domain accounting \\
+      --records vendor,tax-form,bank-account --operation act --out families/"""
+
+
+@app.command("new-family", help=NEW_FAMILY_HELP)
+def new_family_cmd(
+    name: Annotated[str, typer.Argument(help="The family id (a lowercase slug).", metavar="NAME")],
+    intent: Annotated[str, typer.Option("--intent", help="The intent the family belongs to.")],
+    domain: Annotated[
+        str, typer.Option("--domain", help="The domain of its records (email, files, ...).")
+    ],
+    records: Annotated[
+        str,
+        typer.Option(
+            "--records",
+            help="Comma-separated source record kinds, primary first (three).",
+        ),
+    ] = ",".join(DEFAULT_RECORDS),
+    operation: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--operation",
+            help="An operation beyond search and read: act (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write the YAML to this file (or folder); never overwrites.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    made = scaffold(
+        name, intent, domain, [r for r in records.split(",") if r.strip()], operation or []
+    )
+    summary: dict[str, Any] = made.to_json()
+    if out is not None:
+        refuse_evidence_folder(out, what="a task family")
+        target = out / f"{name}.yaml" if out.is_dir() else out
+        if target.exists() or target.is_symlink():
+            raise BadInput(
+                "exists; a scaffold never overwrites a file (choose another --out)",
+                file=str(target),
+                field="--out",
+            )
+        if not target.parent.is_dir():
+            raise BadInput("the folder does not exist", file=str(target), field="--out")
+        write_atomic(target, made.text.encode(), what="the family")
+        summary["written"] = str(target)
+
+    def human() -> None:
+        if out is None:
+            console.print(display(made.text, multiline=True), end="", soft_wrap=True)
+            return
+        console.print(display(f"wrote {summary['written']}"))
+        console.print(display(f"next: fill in the TODOs, then prereg study lint {target}"))
+
+    emit(summary, as_json, human)
+
+
+LINT_HELP = """Check task families against the seed's rules; findings name file and field.
+
+Each FAMILY.yaml is compiled and its matched variants re-checked independently: every
+variant keeps the family's answer and its certified minimum, each set differs from its
+base in exactly its pressure; and the family's text: no fact value, decision label or
+gold record id in the request or the tools' names and descriptions, a quoted choice of
+decision labels in the request, tool signatures that say what they do, one connector per
+record kind, facts at every workflow level, deterministic regeneration (rules:
+docs/toolbottleneck.md, "Writing a family").
+
+Exit 0 when every family is clean, 1 with findings (each a broken rule of the method,
+not a style hint), 2 when a file cannot be read or is not a family (nothing linted).
+
+  prereg study lint experiments/bundled/toolbottleneck/families/*.yaml"""
+
+
+@app.command("lint", help=LINT_HELP)
+def lint_cmd(
+    ctx: typer.Context,
+    families: Annotated[
+        list[Path],
+        typer.Argument(help="Family YAML files.", metavar="FAMILY.yaml..."),
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    result = lint_files([str(input_path(ctx, f)) for f in families])
+    data = result.to_json()
+
+    def human() -> None:
+        for finding in result.findings:
+            console.print(
+                Text.assemble(
+                    display(f"{finding.file}: {finding.field}: ", "bold"),
+                    display(f"[{finding.rule}] {finding.message}"),
+                ),
+                soft_wrap=True,
+            )
+        counts = ", ".join(f"{rule} {n}" for rule, n in data["counts"].items())
+        console.print(
+            display(
+                f"{len(result.files)} famil{'y' if len(result.files) == 1 else 'ies'}: "
+                f"{len(result.findings)} finding(s)" + (f" ({counts})" if counts else "")
+            )
+        )
+
+    emit(data, as_json, human)
+    if not result.clean:
+        raise typer.Exit(1)

@@ -680,6 +680,28 @@ FIGURES = {
         _on_canvas(tb_figures.tb_decoder_gains_figure),
         "Decoder: paired gains in balanced accuracy with intent-cluster intervals (seed Figure 11)",
     ),
+    "tb_cap_sweep": (
+        _on_canvas(tb_figures.tb_cap_sweep_figure),
+        "Menu contrast at each completion cap with 95% family-cluster intervals (seed Figure 2b)",
+    ),
+    "tb_crossover": (
+        _on_canvas(tb_figures.tb_crossover_figure),
+        "Crossover: menu contrast at each cap with 95% family-cluster intervals (seed Figure 8)",
+    ),
+    "tb_repairs": (
+        _on_canvas(tb_figures.tb_repairs_figure),
+        "Repairs: loss L, stress gain Gamma and specificity Sigma with 95% family-cluster "
+        "intervals (seed Figure 4a)",
+    ),
+    "tb_frontier": (
+        _on_canvas(tb_figures.tb_frontier_figure),
+        "Success by public handoffs in front of the low workflow (seed Figure 3b)",
+    ),
+    "tb_frontier_episodes": (
+        _on_canvas(tb_figures.tb_frontier_episodes_figure),
+        "Frontier episodes: executed calls against tokens by level; filled markers ended at "
+        "the episode budget (seed Figure 9)",
+    ),
 }
 
 
@@ -700,7 +722,18 @@ def caption(name: str, report: Report) -> str:
     if name == "tb_v_truncation" and (key := tb_figures.tb_v_truncation_key(report)):
         points = "; ".join(f"{i} {label}" for i, label in enumerate(key, start=1))
         return f"{FIGURES[name][1]}: {points}"
-    if name in ("tb_contrasts", "tb_decoder_gains") and (
+    if name == "tb_frontier" and (key := tb_figures.tb_frontier_key(report)):
+        lines = "; ".join(f"{i} {label}" for i, label in enumerate(key, start=1))
+        return f"{FIGURES[name][1]}: {lines}"
+    if name in ("tb_cap_sweep", "tb_crossover") and (
+        key := tb_figures.tb_cap_sweep_key(report, name)
+    ):
+        lines = "; ".join(f"{i} {label}" for i, label in enumerate(key, start=1))
+        data = tb_figures.study_figure(report, name)
+        withheld = sorted({p.reason for p in data.points if p.reason}) if data else []
+        more = f"; open markers: {'; '.join(withheld)}" if withheld else ""
+        return f"{FIGURES[name][1]}: {lines}{more}"
+    if name in ("tb_contrasts", "tb_decoder_gains", "tb_repairs") and (
         data := tb_figures.study_figure(report, name)
     ):
         withheld = sorted({p.reason for p in data.points if p.reason})

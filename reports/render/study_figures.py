@@ -179,3 +179,157 @@ def tb_availability_figure(report: Report, canvas: Canvas) -> Figure | None:
     ax.grid(axis="x", alpha=0.3)
     ax.set_title("Discovery availability by retriever (Figure 3c)", fontsize=9)
     return fig
+
+
+def tb_cap_sweep_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 2b: the paired menu contrast (pp) of each configuration and pooled stratum
+    at each completion cap (log2 axis), joined by a line, with the sweep table's 95%
+    family-cluster intervals; open markers where the table withholds an interval. Not
+    drawn when no point has an interval (as Figure 2a)."""
+    return _cap_chart(report, canvas, "tb_cap_sweep", "Completion-cap sweep (Figure 2b)")
+
+
+def tb_crossover_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 8: the crossover's menu contrasts at its caps, drawn as Figure 2b."""
+    return _cap_chart(report, canvas, "tb_crossover", "Crossover (Figure 8)")
+
+
+def _cap_chart(report: Report, canvas: Canvas, name: str, title: str) -> Figure | None:
+    data = study_figure(report, name)
+    if data is None or not any(p.low is not None for p in data.points):
+        return None
+    groups: dict[str, list[StudyPoint]] = {}
+    for p in data.points:
+        groups.setdefault(p.label.rsplit(" at cap ", 1)[0], []).append(p)
+    fig, ax = canvas(4.0, 3.0, ())
+    for i, (name, points) in enumerate(groups.items()):
+        xs = [float(p.x or 1.0) for p in points]
+        ys = [100 * p.value for p in points]
+        colour = BLUE if not name.startswith(("Stratum", "All")) else "#b35900"
+        line = "-" if not name.startswith(("Stratum", "All")) else "--"
+        ax.plot(xs, ys, line, color=colour, lw=1, alpha=0.7, label=f"{i + 1} {name}")
+        for x, y, p in zip(xs, ys, points, strict=True):
+            if p.low is None or p.high is None:
+                ax.plot([x], [y], "o", mfc="white", color=GREY, clip_on=False)
+                continue
+            lo, hi = 100 * p.low, 100 * p.high
+            ax.errorbar(
+                [x],
+                [y],
+                yerr=[[max(y - lo, 0.0)], [max(hi - y, 0.0)]],
+                fmt="o",
+                color=colour,
+                capsize=3,
+                clip_on=False,
+            )
+        ax.annotate(
+            str(i + 1), (xs[-1], ys[-1]), textcoords="offset points", xytext=(6, 0), fontsize=9
+        )
+    ax.set_xscale("log", base=2)
+    caps = sorted({float(p.x or 1.0) for p in data.points})
+    ax.set_xticks(caps, [f"{c:,.0f}" for c in caps])
+    ax.axhline(0.0, color="#999999", lw=1)
+    level = f"{data.level:.0%} " if data.level is not None else ""
+    ax.set_xlabel("completion cap, tokens per request")
+    ax.set_ylabel(f"menu contrast, pp ({level}family-cluster)")
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def tb_cap_sweep_key(report: Report, name: str = "tb_cap_sweep") -> list[str]:
+    """The numbered lines' configurations and strata, in order (the caption lists them)."""
+    data = study_figure(report, name)
+    if data is None:
+        return []
+    names: list[str] = []
+    for p in data.points:
+        name = p.label.rsplit(" at cap ", 1)[0]
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def tb_frontier_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 3b: success (%) by the public handoffs in front of the low workflow, one
+    numbered line per configuration and cell (points only: the contrasts' intervals are
+    in the frontier contrasts table)."""
+    data = study_figure(report, "tb_frontier")
+    if data is None:
+        return None
+    groups: dict[str, list[StudyPoint]] = {}
+    for p in data.points:
+        groups.setdefault(p.label, []).append(p)
+    fig, ax = canvas(4.0, 3.0, ())
+    for i, points in enumerate(groups.values(), start=1):
+        xs = [float(p.x or 0.0) for p in points]
+        ys = [100 * p.value for p in points]
+        ax.plot(xs, ys, "o-", color=BLUE, lw=1, clip_on=False)
+        ax.annotate(str(i), (xs[-1], ys[-1]), textcoords="offset points", xytext=(6, 0), fontsize=9)
+    levels = sorted({float(p.x or 0.0) for p in data.points})
+    ax.set_xticks(levels, [f"{x:.0f}" for x in levels])
+    ax.set_ylim(-3.0, 103.0)
+    ax.set_xlabel("public handoffs in front of the low workflow")
+    ax.set_ylabel("success, % (no interval)")
+    ax.grid(alpha=0.3)
+    ax.set_title("Workflow frontier (Figure 3b)", fontsize=9)
+    return fig
+
+
+def tb_frontier_key(report: Report) -> list[str]:
+    """The numbered lines' configurations and cells, in order (the caption lists them)."""
+    data = study_figure(report, "tb_frontier")
+    if data is None:
+        return []
+    return list(dict.fromkeys(p.label for p in data.points))
+
+
+def tb_frontier_episodes_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 9: each frontier episode's executed calls against its tokens, one marker
+    per level (filled: ended at the episode budget), showing which limit an episode
+    reaches first."""
+    data = study_figure(report, "tb_frontier_episodes")
+    if data is None:
+        return None
+    fig, ax = canvas(4.0, 3.0, ())
+    markers = "os^Dv<>p"
+    levels = sorted(
+        {p.label.removesuffix(" (episode budget)") for p in data.points},
+        key=lambda s: int(s.split()[0]),
+    )
+    for i, level in enumerate(levels):
+        for budget in (False, True):
+            pts = [
+                p for p in data.points if p.label == level + (" (episode budget)" if budget else "")
+            ]
+            if not pts:
+                continue
+            ax.plot(
+                [float(p.x or 0.0) for p in pts],
+                [p.value for p in pts],
+                markers[i % len(markers)],
+                mfc=BLUE if budget else "white",
+                color=BLUE,
+                ls="none",
+                label=level + (", episode budget" if budget else ""),
+                clip_on=False,
+            )
+    ax.set_xlabel("executed calls")
+    ax.set_ylabel("tokens per episode")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("Frontier episodes: calls and tokens (Figure 9)", fontsize=9)
+    return fig
+
+
+def tb_repairs_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 4a: each repair's L, Gamma and Sigma (pp) with their 95% family-cluster
+    intervals; open markers where the repair table withholds them. Not drawn when none
+    has one."""
+    return _interval_chart(
+        report,
+        canvas,
+        "tb_repairs",
+        "pp ({level}family-cluster bootstrap; open: no interval)",
+        "Repairs: loss, stress gain and specificity (Figure 4a)",
+    )

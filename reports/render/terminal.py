@@ -82,6 +82,14 @@ STUDY_TERMINAL = (
     "Discovery availability by retriever",  # seed Figure 3c
     "Does the failure record reveal the pressure?",  # the decoder (seed appendix H)
     "Decoder comparisons",
+    "Completion-cap sweep in full",  # seed appendix E.1, Table 9
+    "Crossover at cap",  # seed Table 7
+    "Interaction decomposition",  # seed appendix D
+    "Truncated first responses",  # seed Table 8
+    "Routed- versus fixed-menu lanes",  # seed appendix D
+    "Sentinel repeats: each repair's",  # seed appendix H
+    "Workflow frontier",  # seed Figure 3b
+    "Frontier contrasts",
 )
 
 

@@ -59,17 +59,35 @@ from prereg import stats
 from prereg.experiments.toolbottleneck.registrable import family_of_task
 from prereg.registry.resolve import study_player
 from prereg.registry.schema import Registration
+from prereg.reports.toolbottleneck.capsweep import SweepArm, cap_sweeps, sweep_figure, sweep_tables
 from prereg.reports.toolbottleneck.census import census_tables, truncation, truncation_stratum
 from prereg.reports.toolbottleneck.configurations import configuration_tables, menu_effects
 from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_tables, packets
 from prereg.reports.toolbottleneck.discovery import availability_rows, discovery_tables
 from prereg.reports.toolbottleneck.episodes import Episode, Episodes, episodes
+from prereg.reports.toolbottleneck.frontier import (
+    FrontierArm,
+    frontier_contrasts,
+    frontier_episodes_figure,
+    frontier_figure,
+    frontier_levels,
+    frontier_tables,
+)
+from prereg.reports.toolbottleneck.interactions import decompose, decomposition_tables
+from prereg.reports.toolbottleneck.lanes import (
+    LaneArm,
+    lane_tables,
+    repair_figure,
+    routed_versus_fixed,
+    sentinel_gains,
+)
 from prereg.reports.toolbottleneck.model import StudyFigure, StudyPoint, StudyReport, StudyTable
 from prereg.reports.toolbottleneck.repairs import (
     RepairRow,
     analyse_repairs,
     repair_tables,
 )
+from prereg.reports.toolbottleneck.truncated import first_response_tables
 from prereg.runners.record import RunRecord
 from prereg.stats.bootstrap import FEW_CLUSTERS
 from prereg.stats.enumeration import (
@@ -90,7 +108,8 @@ LABEL = (
 )
 MODEL_LABEL = (
     "MODEL HOST. Every arm of this study ran a model through its provider ({hosts}), "
-    "evidence class api, never pooled with a simulated run. Tokens, wall time and cost "
+    "evidence class api, never pooled with runs of another evidence class. Tokens, "
+    "wall time and cost "
     "are the provider's as reported (null where it reported none)."
 )
 LOCAL_LABEL = (
@@ -159,6 +178,17 @@ def on_local_host(registration: Registration) -> bool:
         study_player(c.host.driver, c.host.model) == "local"
         for c in (registration.config_of(a.id) for a in registration.arms)
     )
+
+
+def configuration_words(registration: Registration) -> str:
+    """What plays a configuration, in the words of its host (issue 42, item 6): only a
+    study on the simulated policy says "simulated"; a model host's configurations are
+    a driver and model, the local host's a profile."""
+    if on_model_host(registration):
+        return "a model host (driver and model)"
+    if on_local_host(registration):
+        return "a local-host profile"
+    return "a simulated policy"
 
 
 def configuration_of(registration: Registration, arm_id: str) -> str:
@@ -408,8 +438,9 @@ def _contrast_tables(
     note = (
         "Estimates and intervals in percentage points. A family is the task's family (its "
         "tool cluster may hold several); a "
-        "configuration is a simulated policy, menu mode and completion cap (its contrast "
-        "uses its own arms' weights). Up to 11 units the bootstrap distribution is "
+        f"configuration is {configuration_words(registration)}, menu mode and completion "
+        "cap (its contrast uses its own arms' weights). Up to 11 units the bootstrap "
+        "distribution is "
         "enumerated exactly (every multiset of the units with its multinomial "
         "probability): its p and interval do not depend on a seed, its MC SE is 0, and "
         "its p may be 0."
@@ -655,6 +686,123 @@ def cap_sweep_table(registration: Registration, records: Sequence[Episode]) -> l
     ]
 
 
+def sweep_arms(registration: Registration, *, with_cap: bool = False) -> dict[str, SweepArm]:
+    """The capacity arms as the completion-cap sweep reads them: the configuration
+    without its cap (what plays the arm and its menu mode), the cap and the cell;
+    ``with_cap``: the configuration is the whole of :func:`configuration_of`."""
+    out: dict[str, SweepArm] = {}
+    for arm in registration.arms:
+        cell = arm.toolbottleneck
+        if cell is None or cell.menu is None or cell.catalog is not None or cell.handoffs:
+            continue
+        cap = registration.config_of(arm.id).budgets.completion_cap
+        if cap is None:
+            continue
+        out[arm.id] = SweepArm(
+            configuration_of(registration, arm.id)
+            if with_cap
+            else f"{host_of(registration, arm.id)} / {cell.menu_mode}",
+            cap,
+            cell.menu,
+            cell.workflow,
+            cell.encoding,
+        )
+    return out
+
+
+def _lanes(
+    registration: Registration, scored: Sequence[Episode], records: Sequence[RunRecord]
+) -> list[StudyTable]:
+    """Routed- versus fixed-menu lanes and the repairs' sentinel gains
+    (:mod:`prereg.reports.toolbottleneck.lanes`)."""
+    arms = {
+        arm: LaneArm(
+            host_of(registration, arm),
+            a.cap,
+            (a.menu, a.workflow, a.encoding),
+            a.menu,
+            next(x for x in registration.arms if x.id == arm).toolbottleneck.menu_mode,  # type: ignore[union-attr]
+        )
+        for arm, a in sweep_arms(registration).items()
+    }
+    seed = registration.design.seed
+    lanes = routed_versus_fixed(
+        scored,
+        arms,
+        family_of_task,
+        {e.unit: e.tokens for e in scored},
+        {(r.arm, r.task_id, r.repeat): r.turns for r in records if r.status == "ok"},
+        seed=seed,
+    )
+    repairs = [
+        (x.id, x.pressure, x.repaired.stressed, x.control.stressed)
+        for x in registration.repairs or []
+    ]
+    gains = sentinel_gains(scored, repairs, family_of_task, seed=seed)
+    return lane_tables(lanes, gains)
+
+
+def _frontier(
+    registration: Registration, scored: Sequence[Episode]
+) -> tuple[list[StudyTable], list[StudyFigure]]:
+    """The workflow frontier by handoffs (:mod:`prereg.reports.toolbottleneck.frontier`)."""
+    arms: dict[str, FrontierArm] = {}
+    for arm in registration.arms:
+        cell = arm.toolbottleneck
+        if cell is None or cell.menu is None or cell.catalog is not None:
+            continue
+        arms[arm.id] = FrontierArm(
+            configuration_of(registration, arm.id),
+            cell.menu,
+            cell.workflow,
+            cell.encoding,
+            cell.handoffs or 0,
+        )
+    tokens = {e.unit: e.tokens for e in scored}
+    levels = frontier_levels(scored, arms, family_of_task, tokens)
+    contrasts = frontier_contrasts(scored, arms, family_of_task, seed=registration.design.seed)
+    figures = frontier_figure(levels) + frontier_episodes_figure(scored, arms, tokens)
+    return frontier_tables(levels, contrasts), figures
+
+
+def largest_menu_arms(registration: Registration) -> dict[str, str]:
+    """The capacity arms at the study's largest menu, with their configurations (seed
+    Table 8 reads the first responses to the 128-schema requests)."""
+    arms = sweep_arms(registration, with_cap=True)
+    if not arms:
+        return {}
+    top = max(a.menu for a in arms.values())
+    return {arm: a.configuration for arm, a in arms.items() if a.menu == top}
+
+
+def _cap_sweeps(
+    registration: Registration, records: Sequence[Episode], excluded: Sequence[Episode] = ()
+) -> tuple[list[StudyTable], list[StudyFigure]]:
+    """The completion-cap sweep in full and the crossover
+    (:mod:`prereg.reports.toolbottleneck.capsweep`), with Figure 2b's numbers."""
+    arms = sweep_arms(registration)
+    config = {a.id: configuration_of(registration, a.id) for a in registration.arms}
+    effect = {
+        e.configuration: e.effect
+        for e in menu_effects(registration, records, config)
+        if e.effect is not None
+    }
+    released = {
+        (a.configuration, a.cap): effect[config[arm]]
+        for arm, a in arms.items()
+        if config[arm] in effect
+    }
+    sweeps = cap_sweeps(
+        records,
+        arms,
+        family_of_task,
+        seed=registration.design.seed,
+        released=released,
+        excluded=excluded,
+    )
+    return sweep_tables(sweeps), sweep_figure(sweeps)
+
+
 def _configuration_tables(
     registration: Registration, records: Sequence[Episode]
 ) -> list[StudyTable]:
@@ -752,6 +900,20 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
     tables = _contrast_tables(registration, scored, by_unit)
     tables += _configuration_tables(registration, scored)
     tables += cap_sweep_table(registration, scored)
+    swept, sweep_points = _cap_sweeps(registration, scored, counted.excluded)
+    tables += swept
+    tables += decomposition_tables(
+        decompose(
+            scored,
+            sweep_arms(registration, with_cap=True),
+            family_of_task,
+            seed=registration.design.seed,
+        )
+    )
+    tables += first_response_tables(records, largest_menu_arms(registration))
+    tables += _lanes(registration, scored, records)
+    frontier_tables_, frontier_points = _frontier(registration, scored)
+    tables += frontier_tables_
     tables += discovery_tables(
         registration,
         scored,
@@ -773,10 +935,17 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
     )
     for title, header, body, note in repair_tables(results, failed):
         tables.append(StudyTable(title=title, columns=header, rows=body, note=note))
+    repair_points = repair_figure(results)
     decoded, gains = _decoder(registration, scored, records)
     tables += decoded
     tables = _say_how_infrastructure_counted(counted, tables)
-    figures = study_figures(registration, scored, records, by_unit[0]) + gains
+    figures = (
+        study_figures(registration, scored, records, by_unit[0])
+        + gains
+        + sweep_points
+        + frontier_points
+        + repair_points
+    )
     if on_model_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
         return StudyReport(label=MODEL_LABEL.format(hosts=hosts), tables=tables, figures=figures)

@@ -574,8 +574,8 @@ MATRIX_NOTE = (
     "Each incumbent's repaired lane against every other configuration at the stressed "
     "cell (the other incumbents' no-repair lanes and the listed switches). Wall time and "
     "cost enter the Pareto comparison and cost-superiority only when every record of the "
-    "compared arms measured them; 'not measured' (null in the records, as under the "
-    "simulated policy) is never read as zero, and cost-superiority is then judged on "
+    "compared arms measured them; 'not measured' (null in the records) is never read "
+    "as zero, and cost-superiority is then judged on "
     "tokens, marked '(tokens)'."
 )
 

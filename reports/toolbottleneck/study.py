@@ -34,6 +34,7 @@ from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
 from prereg.experiments.toolbottleneck.study import StudyRepair
 from prereg.reports.render.markdown import table
+from prereg.reports.toolbottleneck.capsweep import SweepArm, cap_sweeps, sweep_tables
 from prereg.reports.toolbottleneck.census import (
     census_markdown,
     census_tables,
@@ -41,6 +42,14 @@ from prereg.reports.toolbottleneck.census import (
     truncation_stratum,
 )
 from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_markdown, packets
+from prereg.reports.toolbottleneck.frontier import (
+    FrontierArm,
+    frontier_contrasts,
+    frontier_levels,
+    frontier_tables,
+)
+from prereg.reports.toolbottleneck.interactions import decompose, decomposition_tables
+from prereg.reports.toolbottleneck.lanes import LaneArm, lane_tables, routed_versus_fixed
 from prereg.reports.toolbottleneck.repairs import analyse_repairs, repairs_markdown
 from prereg.runners.toolbottleneck.study import StudyRecord, StudyRun
 from prereg.stats.contrasts import factorial_weights
@@ -258,6 +267,70 @@ def _cap_section(records: Sequence[StudyRecord], baseline: str) -> list[str]:
     ]
 
 
+def full_sweep_markdown(records: Sequence[StudyRecord], *, draws: int = 10_000) -> list[str]:
+    """The completion-cap sweep in full and any crossover
+    (:mod:`prereg.reports.toolbottleneck.capsweep`; seed appendix E.1, Tables 7 and 9)
+    over the study's capacity arms, a configuration being a policy profile and menu mode."""
+    arms: dict[str, SweepArm] = {}
+    family: dict[str, str] = {}
+    for r in records:
+        family[r.task_id] = r.family
+        if capacity_cell(r.cell) and r.arm not in arms:
+            arms[r.arm] = SweepArm(
+                f"{r.profile} / {r.menu_mode}",
+                r.completion_cap,
+                int(r.cell["V"]),
+                str(r.cell["W"]),
+                str(r.cell["D"]),
+            )
+    lines: list[str] = []
+    for t in sweep_tables(cap_sweeps(records, arms, family.__getitem__, draws=draws)):
+        lines += [f"## {t.title}", "", *table(t.columns, t.rows), ""]
+        if t.note:
+            lines += [t.note, ""]
+    return lines
+
+
+def more_analyses_markdown(records: Sequence[StudyRecord], *, draws: int = 10_000) -> list[str]:
+    """The interaction decomposition, routed versus fixed lanes and the frontier
+    (:mod:`.interactions`, :mod:`.lanes`, :mod:`.frontier`) over a study run's records, a
+    configuration being a policy profile, menu mode and cap."""
+    capacity: dict[str, SweepArm] = {}
+    lanes: dict[str, LaneArm] = {}
+    frontier: dict[str, FrontierArm] = {}
+    family: dict[str, str] = {}
+    for r in records:
+        family[r.task_id] = r.family
+        c = r.cell
+        if "R" in c or r.arm in frontier:
+            continue
+        config = f"{r.profile} / {r.menu_mode} / cap {r.completion_cap}"
+        menu, w, d = int(c["V"]), str(c["W"]), str(c["D"])
+        frontier[r.arm] = FrontierArm(config, menu, w, d, int(c.get("handoffs", 0)))
+        if capacity_cell(c):
+            capacity[r.arm] = SweepArm(config, r.completion_cap, menu, w, d)
+            lanes[r.arm] = LaneArm(r.profile, r.completion_cap, (menu, w, d), menu, r.menu_mode)
+    of = family.__getitem__
+    tokens: dict[tuple[str, str, int], float | None] = {
+        (r.arm, r.task_id, r.repeat): float(r.tokens_input + r.tokens_output) for r in records
+    }
+    requests = {(r.arm, r.task_id, r.repeat): r.turns for r in records}
+    tables = decomposition_tables(decompose(records, capacity, of, draws=draws))
+    tables += lane_tables(
+        routed_versus_fixed(records, lanes, of, tokens, requests, draws=draws), []
+    )
+    tables += frontier_tables(
+        frontier_levels(records, frontier, of, tokens),
+        frontier_contrasts(records, frontier, of, draws=draws),
+    )
+    lines: list[str] = []
+    for t in tables:
+        lines += [f"## {t.title}", "", *table(t.columns, t.rows), ""]
+        if t.note:
+            lines += [t.note, ""]
+    return lines
+
+
 def _pressures_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
     return sum(a[k] != b[k] for k in ("V", "W", "D"))
 
@@ -373,6 +446,8 @@ def study_markdown(
     for unit in units:
         lines += _contrast_section(records, baseline, draws, unit)
     lines += _cap_section(records, baseline)
+    lines += full_sweep_markdown(records, draws=draws)
+    lines += more_analyses_markdown(records, draws=draws)
     lines += repairs_markdown(*analyse_repairs(records, repairs, draws=draws))
     lines += decoder_markdown(decode_pressure(packets(records, baseline), draws=draws))
     lines += [

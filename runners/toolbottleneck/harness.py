@@ -15,6 +15,10 @@ nothing is repaired). The contract (seed 3.3) is the simulated policy's: complet
 cap (a cut response ends the episode), episode token budget (the provider's reported
 tokens), call limit = certified minimum + ``call_slack``, turn limit = call limit +
 ``turn_slack``, and the infeasibility stop (:func:`~prereg.runners.toolbottleneck.host.infeasible`).
+As in the simulated policy's loop, every non-final turn is a call (a malformed call
+counts as one), so the turn limit can end an episode only when ``turn_slack`` is 0; at
+the seed's slack of 2 it is structurally unreachable
+(:func:`~prereg.runners.toolbottleneck.host.turn_limit_reachable`, reading F3).
 The grader is the same :func:`~prereg.experiments.toolbottleneck.verify.verify`.
 
 Everything the host returns is untrusted data: tool names, arguments and answers are
@@ -229,7 +233,7 @@ async def play_host(
     history: list[Exchange] = []
     while not st.stopped:
         index = len(st.turns)
-        if index >= turn_limit:
+        if index >= turn_limit:  # reachable only at turn_slack 0 (turn_limit_reachable)
             st.stop({"turn_limit"}, max(index - 1, 0))
             break
         episode = HostEpisode(

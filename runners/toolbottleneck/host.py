@@ -17,9 +17,13 @@ The policy reads only what a model would: the request, the schemas on the menu i
 shown (a function's operation, record kind, connector and route are in its
 description) and the observations it gets back, decoded from the variant's encoding.
 It is *told* the answer schema a request spells out: the decision label, the names of
-the facts and whether the task asks for the action. It stands in for reasoning, which
-no simulation can do; ids, values, sources and where the records are come only from
-the tools. Its errors, each drawn from the unit's seeded generator:
+the facts and whether the task asks for the action (never on the read-only frontier,
+reading 4). It follows a record's ``next_handoff`` object (the seed's prompt: "A
+next_handoff object identifies the connector and exact search query for the next
+current record"): the next search is for its ``query`` with a search function of its
+``connector``; an invalid or empty handoff is not followed. It stands in for
+reasoning, which no simulation can do; ids, values, sources and where the records are
+come only from the tools. Its errors, each drawn from the unit's seeded generator:
 
 - **thinking**: every response spends ``think_per_kb`` x (KB of schemas shown) x
   lognormal(``think_sd``) reasoning tokens before its action (~60 tokens a call, ~150 an
@@ -35,6 +39,16 @@ the tools. Its errors, each drawn from the unit's seeded generator:
 
 Tokens: input = (request + schemas shown + observations so far) / 4 characters per
 token, output = the response's tokens; measured in this mechanism's own units.
+
+**The turn limit cannot fire** under the seed's contract (docs/toolbottleneck.md,
+reading F3; :func:`turn_limit_reachable`). Every turn but the last is a call (a tool
+call, or in a host's harness a malformed call, which counts as one), so when turn
+``k + 1`` starts exactly ``k`` calls were made and ``k <= call limit``; a turn past the
+call limit's is never started (the call limit stops the episode first). The turn limit
+is call limit + ``turn_slack``, so it can end an episode only when ``turn_slack`` is 0
+(then it stops the answer turn after the call limit's last call). The check is kept as a
+guard for that case; at the seed's ``turn_slack`` of 2 the census's ``turn_limit`` row
+is structurally 0 and says nothing about a policy or a model.
 """
 
 from __future__ import annotations
@@ -59,7 +73,7 @@ from prereg.experiments.toolbottleneck.verify import (
     verify,
 )
 from prereg.experiments.toolbottleneck.workflow import primary_ref
-from prereg.experiments.toolbottleneck.world import Function, Returned
+from prereg.experiments.toolbottleneck.world import Function, Returned, handoff_of
 
 MenuMode = Literal["routed", "fixed"]
 CHARS_PER_TOKEN = 4
@@ -129,6 +143,14 @@ class Contract:
     menu_mode: MenuMode = "routed"
 
 
+def turn_limit_reachable(contract: Contract) -> bool:
+    """Whether the turn limit can ever end an episode of this harness (reading F3): only
+    when it equals the call limit (``turn_slack`` 0). Every non-final turn is a call, so
+    an episode reaches at most call limit + 1 turns, and the turn limit is call limit +
+    ``turn_slack``: at the seed's slack of 2 the turn limit is structurally unreachable."""
+    return contract.turn_slack == 0
+
+
 @dataclass
 class Played:
     """An episode as played: the grader's input and what the census needs besides."""
@@ -158,7 +180,7 @@ class _Agent:
         family = sandbox.family
         self.route = family.route.text
         self.fact_names = set(family.facts)
-        self.act = family.action is not None
+        self.act = sandbox.workflow.acts  # the request asks for the action (reading 4)
         self.facts: dict[str, FactValue] = {}
         self.sources: list[str] = []
         # the request names the primary record's lookup key (its kind's prefix leads it)
@@ -227,11 +249,8 @@ class _Agent:
 
     def _read(self, obj: Mapping[str, Any], source: str) -> None:
         fields_ = obj["fields"]
-        if (
-            self.primary is None
-            and obj["kind"] == self.s.family.sources[0]
-            and "handoff_query" not in fields_
-        ):
+        hop = handoff_of(fields_)
+        if self.primary is None and obj["kind"] == self.s.family.sources[0] and hop is None:
             self.primary = obj["id"]  # the first record of the request's kind (no handoff)
         held = [n for n in fields_ if n in self.fact_names]
         for name in held:
@@ -243,10 +262,9 @@ class _Agent:
             self.sources.append(source)
         if self.rng.random() < self.p.stop_slip:
             return  # stops following the chain
-        if "handoff_query" in fields_:
-            self.todo.append(
-                ("search", str(fields_["handoff_query"]), str(fields_["handoff_connector"]))
-            )
+        if hop is not None:
+            connector, query = hop
+            self.todo.append(("search", query, connector))
         for name, value in fields_.items():
             if name.endswith("_ref") and isinstance(value, str):
                 self.todo.append(("search", value, None))
@@ -268,6 +286,7 @@ def play(sandbox: Sandbox, params: SimParams, contract: Contract, rng: random.Ra
     if not sandbox.key.required_functions <= sandbox.key.menu:
         h.stop({"infeasible"})  # A fails: stopped before any request (seed, Discovery)
     while h.limit is None:
+        # reachable only at turn_slack 0 (every earlier turn was a call: turn_limit_reachable)
         if len(h.turns) >= turn_limit:
             h.stop({"turn_limit"})
             break

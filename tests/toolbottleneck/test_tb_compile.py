@@ -37,10 +37,22 @@ def _assert_pairs_differ_only_in_their_pressure(compiled: Any) -> None:
             moved = {c for c in COMPONENTS if a.component(c) != b.component(c)}
             assert moved, f"{a.id} and {b.id} are the same variant"
             assert moved <= allowed, (a.id, b.id, moved)
-    # facts, decision and permitted final state are the same in every variant of the family
+    # facts, decision, operational tools and the answer's form are the same in every variant
+    # of the family; the request and the permitted final state in every variant of a block,
+    # the frontier being read-only (reading 4: no change, the request says so)
     cores = [v.component("core") for v in compiled.variants]
-    for key in ("facts", "decision", "permitted_final_state", "request", "operational_tools"):
+    for key in ("facts", "decision", "operational_tools"):
         assert all(core[key] == cores[0][key] for core in cores), key
+    for frontier in (False, True):
+        block = [
+            v.component("core")
+            for v in compiled.variants
+            if (v.cell.block == "frontier") == frontier
+        ]
+        for key in ("permitted_final_state", "request"):
+            assert all(core[key] == block[0][key] for core in block), key
+        if frontier:
+            assert block[0]["permitted_final_state"] == []
 
 
 def test_every_matched_pair_differs_only_in_its_pressure() -> None:
@@ -117,7 +129,7 @@ def test_every_bundled_family_compiles_with_the_seeds_sizes() -> None:
         frontier = [
             v.component("workflow")["certified_minimum"] for v in compiled.members("W-frontier")
         ]
-        assert frontier == [2 + action, 6 + action, 14 + action, 30 + action]
+        assert frontier == [2, 6, 14, 30]  # read-only frontier tasks (reading 4)
         for v in compiled.variants:  # record ids are opaque: nothing of the kind or the facts
             for record in v.component("workflow")["records"]:
                 assert record["id"].startswith("rec_") and len(record["id"]) == 20

@@ -1,6 +1,6 @@
 """The study's figures (issue 42, item 4; seed Figures 2a, 3c, 6 and 7), read back from
 their matplotlib artists and recomputed with numpy from the exported records: the
-bundled study (4 families: every contrast interval withheld, so Figure 2a is not drawn),
+bundled study (16 families since issue 42, item 5: Figure 2a draws the printed intervals),
 a study with infrastructure failures, and Discovery arms.
 """
 
@@ -65,17 +65,28 @@ def test_bundled_study_v_against_truncation(demo: dict[str, Any]) -> None:
     assert "tb_v_truncation" in demo["figures"]
 
 
-def test_bundled_study_contrasts_figure_is_withheld_with_four_families(
+def test_bundled_study_contrasts_figure_follows_the_printed_intervals(
     demo: dict[str, Any],
 ) -> None:
-    """4 families: every family-cluster interval is withheld (below 10), so Figure 2a
-    is not drawn; the numbers say why for each contrast."""
+    """Figure 2a draws what the contrasts print: below 10 families every family-cluster
+    interval is withheld and the figure is not drawn (the numbers say why); from 10 (the
+    bundled study has 16 since issue 42, item 5) each contrast's interval is the one its
+    registered contrast prints."""
     report = _report(demo)
-    assert tb.tb_contrasts_figure(report, figures._canvas) is None
-    assert "tb_contrasts" not in demo["figures"]
     data = tb.study_figure(report, "tb_contrasts")
     assert data is not None and data.points
-    assert all(p.low is None and "too few familys (4 < 10)" in str(p.reason) for p in data.points)
+    n_families = demo["contrasts"][0]["units"]
+    if n_families < 10:
+        assert tb.tb_contrasts_figure(report, figures._canvas) is None
+        assert "tb_contrasts" not in demo["figures"]
+        reason = f"too few familys ({n_families} < 10)"
+        assert all(p.low is None and reason in str(p.reason) for p in data.points)
+        return
+    assert "tb_contrasts" in demo["figures"]
+    assert tb.tb_contrasts_figure(report, figures._canvas) is not None
+    printed = {c["id"]: c["interval"] for c in demo["contrasts"]}
+    assert all(p.low is not None and "too few" not in str(p.reason) for p in data.points)
+    assert len(data.points) == len(printed)
 
 
 @pytest.mark.parametrize("reg_id", [ITT, RETRY])
@@ -157,12 +168,11 @@ def test_the_study_figures_read_well_on_a_phone(
             assert min(i["text"] for i in seen["images"]) >= MIN_TEXT_CSS_PX - 0.05, where
 
 
-def test_bundled_study_decoder_gains_are_the_tables_and_withheld_with_four_intents(
-    demo: dict[str, Any],
-) -> None:
+def test_bundled_study_decoder_gains_are_the_tables(demo: dict[str, Any]) -> None:
     """Figure 11's numbers are the comparison table's rows (which
-    tests/toolbottleneck/test_tb_decoder.py recomputes); with 4 intents every interval is
-    withheld, so the figure is not drawn."""
+    tests/toolbottleneck/test_tb_decoder.py recomputes); below 10 intents every interval
+    is withheld and the figure is not drawn; from 10 (the bundled study has 12 intents
+    since issue 42, item 5) a row prints its interval unless it says why not."""
     report = _report(demo)
     data = tb.study_figure(report, "tb_decoder_gains")
     assert data is not None and data.level == pytest.approx(0.99)
@@ -170,11 +180,17 @@ def test_bundled_study_decoder_gains_are_the_tables_and_withheld_with_four_inten
         t for t in demo["toolbottleneck"]["tables"] if t["title"].startswith("Decoder comparisons")
     )
     assert [r[0] for r in table["rows"]] == [p.label for p in data.points]
+    intents = len({r["intent"] for r in demo["records"]})
     for row, p in zip(table["rows"], data.points, strict=True):
-        assert row[1] == f"{100 * p.value:+.1f} pp ({p.reason})"
-        assert p.low is None and "too few intents (4 < 10)" in str(p.reason)
-    assert tb.tb_decoder_gains_figure(report, figures._canvas) is None
-    assert "tb_decoder_gains" not in demo["figures"]
+        if p.low is None:
+            assert row[1] == f"{100 * p.value:+.1f} pp ({p.reason})"
+        else:
+            assert p.high is not None
+            assert row[1] == f"{100 * p.value:+.1f} pp [{100 * p.low:+.1f}, {100 * p.high:+.1f}]"
+        assert ("too few intents" in str(p.reason)) == (intents < 10)
+    drawn = any(p.low is not None for p in data.points)
+    assert (tb.tb_decoder_gains_figure(report, figures._canvas) is not None) == drawn
+    assert ("tb_decoder_gains" in demo["figures"]) == drawn
 
 
 def test_decoder_gains_figure_draws_the_interval_at_its_level() -> None:

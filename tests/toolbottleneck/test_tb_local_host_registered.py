@@ -171,7 +171,10 @@ def test_the_local_draft_runs_end_to_end_offline(ws: Path, cli: Any) -> None:
     run = cli("-w", ws, "run", "toolbottleneck-local", "--json", "--concurrency", "2")
     assert run.code == 0, run.stderr
     summary = run.json()
-    arms, tasks, repeats = 12, 8, 2  # the draft: 2 x 2 x 2 cells + 4 fixed-menu arms
+    # the draft: 2 x 2 x 2 cells + 4 fixed-menu arms; the tasks are the bundled study
+    # experiment's families x seeds, read from its file (issue 42 grew the families)
+    spec = yaml.safe_load((BUNDLED.parent / "experiment.yaml").read_text())
+    arms, tasks, repeats = 12, len(spec["families"]) * len(spec["seeds"]), 2
     assert summary["planned"] == summary["completed"] == arms * tasks * repeats
     assert summary["failed"] == 0
     assert (summary["driver"], summary["evidence_class"]) == ("local", "local")

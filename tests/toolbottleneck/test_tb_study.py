@@ -288,8 +288,9 @@ def test_frontier_cells_run_through_every_handoff(action: bool) -> None:
         played = play(sandbox, EXACT, Contract(), unit_rng("t", handoffs))
         assert played.verification.success
         # the seed's frontier: h handoffs behind one record cost 2 (h + 1) calls (2, 6, 14,
-        # 30 for 0, 2, 6, 14), plus the action where the task requires one
-        assert len(played.episode.calls) == 2 * (handoffs + 1) + int(action)
+        # 30 for 0, 2, 6, 14); frontier tasks are read-only, the action dropped (reading 4)
+        assert len(played.episode.calls) == 2 * (handoffs + 1)
+        assert played.episode.final_state == {}
 
 
 def test_a_frontier_arm_sits_in_front_of_the_low_workflow(tmp_path: Path) -> None:

@@ -112,6 +112,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "corpus_cmds",
         "Corpus hygiene: near-duplicates, realism, brand names, canaries, tool-text guardrails.",
     ),
+    "telemetry": (
+        "telemetry_cmds",
+        "Telemetry (evidence class T): import observed calls; compare them with synthetic runs.",
+    ),
     "mcp": (
         "mcp_cmds",
         "Record MCP servers as snapshots and serve them from a replay server that refuses "

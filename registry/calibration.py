@@ -9,7 +9,9 @@ of the difference the report prints for the arms; and the per-intent intervals. 
 statistic is computed here.
 
 The simulated population (:func:`prereg.stats.calibration_model.population`) takes the
-split's task count, the registered repeats (runs per arm) and the planning figures:
+split's task count, the registered repeats (runs per arm; with ``design.sessions`` S >= 2
+the run shift is one per session, shared by its repeats / S repeats, and the design's MDE
+divides the run component by S, :func:`runs_per_arm`) and the planning figures:
 ``plan.sigma_d`` and ``plan.sigma_run`` when the registration plans, else sigma_d 0.35
 (the PRD's planning figure, InvokeRank section 7.8) and no run component; base rate 0.5
 and the model's default ICC unless given. The planned effect is ``plan.mde``, else the
@@ -464,6 +466,15 @@ def _same_tasks(a: NDArray[np.intp] | None, b: NDArray[np.intp] | None) -> bool:
     return bool(np.array_equal(a, b))
 
 
+def runs_per_arm(reg: Registration) -> int:
+    """The independent runs per arm the between-run component divides by: the registered
+    replicate sessions when there are two or more (``design.sessions``: the run shift is
+    one per session, shared by its repeats / sessions repeats), else ``design.repeats``
+    (each repeat its own run, as before sessions existed; docs/statistics.md, "Planning
+    with replicate sessions")."""
+    return reg.design.sessions if reg.design.sessions > 1 else reg.design.repeats
+
+
 def resolve_figures(reg: Registration, split: SplitTasks, given: Figures | None = None) -> Resolved:
     """The figures of the simulated population (see the module docstring)."""
     given = given or Figures()
@@ -500,7 +511,7 @@ def resolve_figures(reg: Registration, split: SplitTasks, given: Figures | None 
                 alpha=alpha,
                 power=power,
                 sigma_run=sigma_run,
-                runs_per_arm=reg.design.repeats,
+                runs_per_arm=runs_per_arm(reg),
             )
         )
         sources["effect"] = "design MDE"
@@ -556,6 +567,7 @@ def build_population(reg: Registration, split: SplitTasks, figures: Resolved) ->
             sigma_run=figures.sigma_run,
             base_rate=figures.base_rate,
             icc=figures.icc,
+            sessions=reg.design.sessions,
         )
     except ValueError as exc:
         raise _bad_figure(figures, str(exc)) from None

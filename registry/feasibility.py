@@ -5,8 +5,9 @@ beforehand matters) but is marked not runnable in the ledger; ``run`` refuses it
 ``analyse`` reports the pre-committed verdict ``not_runnable``. Three checks:
 
 1. **The registered MDE** (``plan:``): with the prompts the split holds and the
-   registered repeats as runs per arm, :func:`prereg.stats.mde_paired` must reach
-   ``plan.mde``.
+   registered repeats as runs per arm (with ``design.sessions`` S >= 2: the S sessions,
+   the between-run component being one per session), :func:`prereg.stats.mde_paired`
+   must reach ``plan.mde``.
 2. **Calibration of the primary test** (issue 14), for a confirmatory registration: the
    primary test is simulated on the registration's own design
    (:func:`prereg.registry.calibration.calibrate_registration`, scope "primary":
@@ -42,7 +43,7 @@ from typing import Any
 
 from prereg.core.errors import BadInput
 from prereg.experiments import Task
-from prereg.registry.calibration import SplitTasks, calibrate_registration
+from prereg.registry.calibration import SplitTasks, calibrate_registration, runs_per_arm
 from prereg.registry.schema import Registration
 from prereg.stats import mde_paired
 from prereg.stats.bootstrap import FEW_CLUSTERS
@@ -58,11 +59,18 @@ GATE_Z = 2.0
 def _mde(registration: Registration, n_prompts: int) -> dict[str, Any]:
     """The registered-MDE check (``plan:``), or its fields empty without a plan."""
     plan = registration.plan
-    runs_per_arm = registration.design.repeats
+    runs = runs_per_arm(registration)
+    # with replicate sessions, the runs are the sessions (only then the key is written:
+    # a design without sessions records exactly what it recorded before)
+    sessions = registration.design.sessions
+    extra: dict[str, Any] = (
+        {"sessions": sessions, "repeats": registration.design.repeats} if sessions > 1 else {}
+    )
     if plan is None:
         return {
             "prompts": n_prompts,
-            "runs_per_arm": runs_per_arm,
+            "runs_per_arm": runs,
+            **extra,
             "alpha": registration.primary.alpha,
             "power": None,
             "sigma_d": None,
@@ -79,12 +87,13 @@ def _mde(registration: Registration, n_prompts: int) -> dict[str, Any]:
             alpha=alpha,
             power=plan.power,
             sigma_run=plan.sigma_run,
-            runs_per_arm=runs_per_arm,
+            runs_per_arm=runs,
         )
     )
     return {
         "prompts": n_prompts,
-        "runs_per_arm": runs_per_arm,
+        "runs_per_arm": runs,
+        **extra,
         "alpha": alpha,
         "power": plan.power,
         "sigma_d": plan.sigma_d,

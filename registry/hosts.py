@@ -28,7 +28,9 @@ from urllib.parse import urlsplit
 #: ``inspect``: runs imported from Inspect AI logs (``prereg import --from inspect``).
 #: ``cached``: provider runs of an exploratory pilot made with ``prereg run --cache``
 #: (responses may come from the response cache; never a driver's registered class).
-EvidenceClass = Literal["replay", "local", "api", "inspect", "cached"]
+#: ``telemetry``: an integration's observed calls (InvokeRank's class T, ``prereg telemetry
+#: import``); never a driver's class and never a run record, only compared (S vs T).
+EvidenceClass = Literal["replay", "local", "api", "inspect", "cached", "telemetry"]
 DriverName = Literal["replay", "local", "anthropic", "openai", "openai-chat", "inspect"]
 #: How a host reaches the offered tools: ``client`` (the harness sends them as client-side
 #: tools and executes the calls) or ``connector`` (the provider connects to the replay

@@ -178,8 +178,13 @@ class RunPlan:
     repeats: int = 1
     rotations: int = 1
     seed: int = 0
+    #: replicate sessions (``design.sessions``): the repeats split into this many blocks
+    sessions: int = 1
     arm_specs: tuple[ArmSpec, ...] = ()
     live: LiveSpec | None = None
+    #: each arm's registered run stage (``arms[].stage``: selection or execution); empty:
+    #: no stages registered, and ``live`` (when given) applies to every arm as before
+    stages: Mapping[str, str] = field(default_factory=dict)
     configs: Mapping[str, ArmConfig] = field(default_factory=dict)
     harness: HarnessPolicy = HarnessPolicy()
     #: a ToolBottleneckBench study (issue 19): each arm's cell, and the registered digest
@@ -202,6 +207,14 @@ class RunPlan:
     def arm_configs(self) -> dict[str, ArmConfig]:
         """Every arm's configuration, in arm order."""
         return {arm: self.config(arm) for arm, _ in self.arms}
+
+    def runs_live(self, arm: str) -> bool:
+        """Whether the arm's calls to the live integration execute on its live server:
+        with stages registered only an execution arm's do; without, every arm's when
+        ``live`` is given (the registration-wide ``host.live`` of before stages)."""
+        if self.live is None:
+            return False
+        return self.stages.get(arm) == "execution" if self.stages else True
 
     def specs(self) -> tuple[ArmSpec, ...]:
         """Every arm with its control (plain arms when none was registered)."""
@@ -312,8 +325,10 @@ def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
         repeats=d.repeats,
         rotations=d.rotations,
         seed=d.seed,
+        sessions=d.sessions,
         arm_specs=specs,
         live=live,
+        stages={a.id: a.stage for a in registration.arms if a.stage is not None},
         configs=configs,
         harness=harness_policy(registration),
         study_cells={
@@ -335,6 +350,9 @@ class RunUnit:
     cell: int = 0  # clone_swap's 2 x 2 cell (0..3), balanced like the rotations
     spec: ArmSpec | None = None  # the arm with its control (None: a plain arm)
     design_seed: int = 0  # the registered design seed (clone labels derive from it)
+    #: the replicate session (``design.sessions``) the unit's repeat belongs to; a record
+    #: carries it through its repeat number (:func:`session_of`), so its format is unchanged
+    session: int = 0
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -355,8 +373,22 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
+def session_of(repeat: int, repeats: int, sessions: int) -> int:
+    """The replicate session of a unit's repeat number: ``repeats`` runs of each prompt per
+    arm split into ``sessions`` consecutive blocks of ``repeats // sessions`` (a unit's
+    repeat number runs over the whole registration, so the unit key and the record format
+    stay those of a design without sessions). ValueError for a split that is not whole."""
+    if sessions < 1 or repeats < 1 or repeats % sessions:
+        raise ValueError(f"{repeats} repeats do not split into {sessions} equal sessions")
+    if not 0 <= repeat < repeats:
+        raise ValueError(f"repeat {repeat} is outside 0..{repeats - 1}")
+    return repeat // (repeats // sessions)
+
+
 def expand_units(plan: RunPlan, experiment: Experiment) -> list[RunUnit]:
-    """Every unit of the plan, ordered repeat-major so partial runs cover all prompts."""
+    """Every unit of the plan, ordered repeat-major so partial runs cover all prompts
+    (and, with replicate sessions, session by session: session s's units all come before
+    session s + 1's)."""
     tasks = experiment.tasks_in_split(plan.split)
     order = sorted(tasks, key=lambda t: derive_seed(plan.seed, "order", t.id))
     position = {t.id: j for j, t in enumerate(order)}
@@ -385,6 +417,7 @@ def expand_units(plan: RunPlan, experiment: Experiment) -> list[RunUnit]:
                         cell=cell,
                         spec=spec,
                         design_seed=plan.seed,
+                        session=session_of(repeat, plan.repeats, plan.sessions),
                     )
                 )
     if plan.pilot:

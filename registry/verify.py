@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import IntegrityError
+from prereg.registry.audit_log import AuditLog
 from prereg.registry.digest import canonical_json, document_digest, file_digest
 from prereg.registry.judges import Judge, judge_digest
 from prereg.registry.ledger import GENESIS
@@ -453,6 +454,7 @@ def verify(registry: Registry, experiments_dir: Path | None = None) -> Report:
     referenced, documents = _check_frozen(registry, events, problems)
     referenced |= _addenda_objects(events, problems)
     _check_claims(registry, events, problems)
+    _check_audit_logs(registry, problems)
     objects = _check_objects(registry, referenced, problems)
     info = _workspace_changes(experiments_dir, documents) if experiments_dir else []
     head = registry.ledger.head()
@@ -492,6 +494,27 @@ def verify_entry(registry: Registry, reg_id: str) -> list[Problem]:
     _check_claims(registry, events, problems)  # every claim: the locked split is shared
     _check_referenced(registry, referenced, problems)
     return problems
+
+
+def audit_logs(registry: Registry) -> list[Path]:
+    """The registry's append-only logs beside the ledger (:mod:`prereg.registry.audit_log`):
+    each experiment's eligibility record and the imported telemetry."""
+    found = sorted((registry.root / "eligibility").glob("*.jsonl"))
+    telemetry = registry.root / "telemetry.jsonl"
+    return found + ([telemetry] if telemetry.exists() else [])
+
+
+def _check_audit_logs(registry: Registry, problems: list[Problem]) -> None:
+    """Each audit log's chain and line digests; a log that is not a regular file is a
+    problem too (never read past its size limit, never blocked on)."""
+    for path in audit_logs(registry):
+        try:
+            AuditLog(path).verified_events()
+        except IntegrityError as exc:
+            where = exc.file or path.name
+            problems.append(Problem("audit-log", str(where), exc.message))
+        except OSError as exc:
+            problems.append(Problem("audit-log", path.name, f"cannot be read ({exc})"))
 
 
 def _addenda_objects(events: list[dict[str, Any]], problems: list[Problem]) -> set[str]:

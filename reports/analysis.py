@@ -39,8 +39,9 @@ from prereg.reports.arms import arm_report, denominators, pooled_icc
 from prereg.reports.calibration.stored import stored_calibration
 from prereg.reports.invokerank import controls
 from prereg.reports.invokerank.section import invokerank_parts
+from prereg.reports.invokerank.telemetry import report_block as telemetry_block
 from prereg.reports.judged import section as judged
-from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, require_claim
+from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, load_telemetry, require_claim
 from prereg.reports.model import (
     Completeness,
     ContrastReport,
@@ -112,6 +113,7 @@ class _Pairs:
                 self.loaded.task_order,
                 self.loaded.intents,
                 self.clusters,
+                reg.design.repeats_per_run,
             )
         return self.cache[key]
 
@@ -514,6 +516,14 @@ def analyse(
     report = build_report(loaded, head, options, verdicts)
     # a stored `prereg calibrate` table, only when it is of this digest (else a note)
     report.calibration, report.calibration_note = stored_calibration(ws, entry.id, entry.digest)
+    if report.invokerank is not None:  # issue 41 item 5: S vs T, with the log's head read
+        report.invokerank.telemetry = telemetry_block(
+            entry.registration,
+            loaded.used,
+            loaded.surfaces,
+            loaded.evidence_class,
+            partial(load_telemetry, ws.registry),
+        )
     if any(a.toolbottleneck is not None for a in entry.registration.arms):  # issue 19
         study = (
             [r if isinstance(r, RunRecord) else RunRecord.model_validate(r) for r in records]

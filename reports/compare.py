@@ -22,6 +22,17 @@ either side, so a model swap is labelled, never hidden. Everything else that dif
 (host, budgets, design, surfaces, tests) is listed under ``differences``. The paired
 deltas are not registered by either registration: they are exploratory and carry no
 verdict.
+
+InvokeRank (issue 41, item 1; seed 6.6): when both registrations carry an InvokeRank
+section, ``invokerank`` puts both registrations' scores per shared arm, per intent and
+overall, in one table and applies the seed's stability rule: the two 90% intervals (each
+registration's score interval, its registered method) overlap, reported beside the 90%
+paired prompt bootstrap of the change over the prompts both ran
+(:func:`prereg.stats.invokerank.paired.paired_prompt_bootstrap`). Reading (docs/invokerank.md,
+"Comparing two registrations"): the paired change is in the Selection-level plug-in (the
+share of positive runs reaching Selected, intent-weighted with A's weights), the seed's
+"change in selection"; the overlap is of the scores at their level, and two scores of
+different levels (IR against IR_DS) are not compared.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from prereg import stats
@@ -41,11 +53,24 @@ from prereg.registry.schema import Registration
 from prereg.registry.units import arm_config
 from prereg.registry.verify import verified_entry
 from prereg.reports.analysis import Options, build_report
+from prereg.reports.invokerank.intervals import EXTENDED
+from prereg.reports.invokerank.scores import roll_up_weights
 from prereg.reports.load import LoadedRuns, load_runs
-from prereg.reports.model import Discordant, Interval, Provenance
+from prereg.reports.model import (
+    ArmInvokeRank,
+    Discordant,
+    Interval,
+    InvokeRankReport,
+    Provenance,
+    Report,
+)
+from prereg.reports.observations import outcome_place
 from prereg.reports.pairs import runset
-from prereg.reports.render.text import num
+from prereg.reports.render.markdown import esc, table
+from prereg.reports.render.text import num, points
 from prereg.stats.bootstrap import FEW_CLUSTERS
+from prereg.stats.invokerank import MIN_PROMPTS
+from prereg.stats.invokerank.paired import PAIRED_RESAMPLES, paired_prompt_bootstrap
 
 
 class Model(BaseModel):
@@ -83,12 +108,38 @@ class ArmChange(Model):
     provenance: Provenance
 
 
+class IRCompareRow(Model):
+    """One arm's InvokeRank in both registrations, for one intent or overall."""
+
+    arm: str
+    intent: str  # an intent, or "overall" (the roll-up)
+    symbol_a: str  # IR or IR_DS
+    symbol_b: str
+    score_a: float | None
+    score_b: float | None
+    interval_a: Interval | None  # each registration's 90% score interval
+    interval_b: Interval | None
+    overlap: bool | None  # None: not decided (an interval withheld, or levels differ)
+    prompts: int  # prompts both registrations ran (positive, with a run in each)
+    change: float | None  # paired change in the Selection-level plug-in, B - A
+    change_interval: Interval | None  # 90% paired prompt bootstrap
+    stability: str  # the rule's reading of the row
+
+
+class IRComparison(Model):
+    rule: str
+    statistic: str
+    rows: list[IRCompareRow]
+    provenance: Provenance
+
+
 class Comparison(Model):
     a: Side
     b: Side
     requirements: list[str]
     differences: list[str]
     changes: list[ArmChange]
+    invokerank: IRComparison | None = None
     label: str
     prereg_version: str
     ledger_head: dict[str, Any]
@@ -166,8 +217,11 @@ def config_label(reg: Registration, arm: str) -> str:
     return f"{config.driver}{model} [{config.digest()[7:19]}]"
 
 
-def _side(loaded: LoadedRuns, head: dict[str, Any]) -> Side:
-    report = build_report(loaded, head, Options(allow_incomplete=True, command="prereg compare"))
+def _report(loaded: LoadedRuns, head: dict[str, Any]) -> Report:
+    return build_report(loaded, head, Options(allow_incomplete=True, command="prereg compare"))
+
+
+def _side(loaded: LoadedRuns, report: Report) -> Side:
     return Side(
         registration=report.registration,
         digest=report.digest,
@@ -288,9 +342,10 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
         x.id for x in a.entry.registration.arms if x.id in {y.id for y in b.entry.registration.arms}
     ]
     seed = a.entry.registration.design.seed
+    report_a, report_b = _report(a, head), _report(b, head)
     return Comparison(
-        a=_side(a, head),
-        b=_side(b, head),
+        a=_side(a, report_a),
+        b=_side(b, report_b),
         requirements=[
             "same experiment and split",
             "same tasks with identical content",
@@ -300,6 +355,9 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
         ],
         differences=differences,
         changes=[_arm_change(a, b, arm, outcome, seed) for arm in shared],
+        invokerank=invokerank_comparison(
+            report_a.invokerank, report_b.invokerank, a, b, shared, seed
+        ),
         label=(
             "exploratory: the paired changes between registrations were registered by "
             "neither; each side's verdict is its own registered analysis; each change "
@@ -310,7 +368,247 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
     )
 
 
-def describe(c: Comparison) -> list[str]:
+STABILITY_RULE = (
+    "seed 6.6: a score is stable between the two registrations when their 90% intervals "
+    "overlap (the method's stability rule); the 90% paired prompt bootstrap of the change, "
+    "over the prompts both ran, is shown beside it, since overlap can miss a real change"
+)
+PAIRED_STATISTIC = (
+    "paired change B - A in the Selection-level plug-in: per intent, the share of positive "
+    "runs reaching Selected; overall, their weighted sum (A's intent weights); percentile "
+    f"interval of {PAIRED_RESAMPLES} resamples of prompts within intents, the same prompts "
+    f"on both sides; withheld below {MIN_PROMPTS} prompts in an intent"
+)
+
+
+def _positive_counts(loaded: LoadedRuns, arm: str) -> dict[str, tuple[str, int, int]]:
+    """task -> (intent, positive runs, runs reaching Selected) of one arm."""
+    place = outcome_place("selected")
+    out: dict[str, tuple[str, int, int]] = {}
+    for o in loaded.used:
+        if o.arm != arm or o.polarity != "positive" or not (o.ok or o.counted_failure):
+            continue
+        intent, n, y = out.get(o.task_id, (o.intent, 0, 0))
+        out[o.task_id] = (intent, n + 1, y + bool(o.outcomes[place]))
+    return out
+
+
+def _first(intervals: list[Any]) -> Interval | None:
+    iv = next((i for i in intervals if round(i.level, 2) == 0.9), None)
+    return None if iv is None else Interval.model_validate(iv.model_dump())
+
+
+def _overlap(a: Interval | None, b: Interval | None) -> bool | None:
+    if a is None or b is None or None in (a.low, a.high, b.low, b.high):
+        return None
+    return bool(float(a.low or 0.0) <= float(b.high or 0.0)) and bool(
+        float(b.low or 0.0) <= float(a.high or 0.0)
+    )
+
+
+def _change_interval(estimate: float, low: float, high: float, method: str, units: int) -> Interval:
+    iv = Interval.resampled(
+        low, high, 0.90, method, unit="prompt", units=units, minimum=MIN_PROMPTS
+    )
+    if iv.low is not None and iv.high is not None and not iv.low <= estimate <= iv.high:
+        iv = Interval(
+            low=min(iv.low, estimate),
+            high=max(iv.high, estimate),
+            level=iv.level,
+            method=iv.method,
+            reason=EXTENDED,
+        )
+    return iv
+
+
+def _stability(
+    symbols: tuple[str, str], overlap: bool | None, ivs: tuple[Interval | None, ...]
+) -> str:
+    if symbols[0] != symbols[1]:
+        return f"not compared: the scores are of different levels ({symbols[0]}, {symbols[1]})"
+    if overlap is None:
+        why = next((i.reason for i in ivs[:2] if i is not None and i.reason), None)
+        return "not decided: no 90% interval on one side" + (f" ({why})" if why else "")
+    change = ivs[2]
+    if not overlap:
+        return "not stable: the 90% intervals do not overlap"
+    if change is None or change.low is None or change.high is None:
+        return "stable by overlap; paired change: no interval"
+    if change.low > 0 or change.high < 0:
+        return "stable by overlap, but the paired change excludes 0"
+    return "stable: the intervals overlap and the paired change covers 0"
+
+
+def _arm_rows(
+    arm: str,
+    xa: ArmInvokeRank,
+    xb: ArmInvokeRank,
+    a: LoadedRuns,
+    b: LoadedRuns,
+    seed: int,
+) -> list[IRCompareRow]:
+    ca, cb = _positive_counts(a, arm), _positive_counts(b, arm)
+    tasks = [t for t in a.task_order if t in ca and t in cb]
+    intents = sorted({ca[t][0] for t in tasks})
+    paired = None
+    if tasks:
+        weights, _ = roll_up_weights(intents, a.entry.registration.intent_weights)
+        if sum(weights) <= 0:
+            weights = [1.0] * len(intents)
+        paired = paired_prompt_bootstrap(
+            [ca[t][1] for t in tasks],
+            [ca[t][2] for t in tasks],
+            [cb[t][1] for t in tasks],
+            [cb[t][2] for t in tasks],
+            [intents.index(ca[t][0]) for t in tasks],
+            weights=weights,
+            level=0.90,
+            seed=seed,
+        )
+    symbols = (xa.symbol, xb.symbol)
+    rows = []
+    scores_a = {i.intent: i for i in xa.intents}
+    scores_b = {i.intent: i for i in xb.intents}
+    for intent in ["overall", *sorted(set(scores_a) | set(scores_b))]:
+        if intent == "overall":
+            qa, qb = xa.q, xb.q
+            ia, ib = _first(xa.intervals), _first(xb.intervals)
+        else:
+            sa, sb = scores_a.get(intent), scores_b.get(intent)
+            qa, qb = (None if sa is None else sa.q), (None if sb is None else sb.q)
+            ia = None if sa is None else _first(sa.intervals)
+            ib = None if sb is None else _first(sb.intervals)
+        change = change_iv = None
+        prompts = 0
+        if paired is not None and (intent == "overall" or intent in intents):
+            if intent == "overall":
+                prompts = len(tasks)
+                change = paired.rollup
+                units = int(np.min(paired.prompts))
+                lo, hi = paired.rollup_low, paired.rollup_high
+            else:
+                c = intents.index(intent)
+                prompts = units = int(paired.prompts[c])
+                change, lo, hi = (
+                    float(paired.change[c]),
+                    float(paired.low[c]),
+                    float(paired.high[c]),
+                )
+            change_iv = _change_interval(change, lo, hi, paired.method, units)
+        overlap = _overlap(ia, ib) if symbols[0] == symbols[1] else None
+        rows.append(
+            IRCompareRow(
+                arm=arm,
+                intent=intent,
+                symbol_a=xa.symbol,
+                symbol_b=xb.symbol,
+                score_a=qa,
+                score_b=qb,
+                interval_a=ia,
+                interval_b=ib,
+                overlap=overlap,
+                prompts=prompts,
+                change=change,
+                change_interval=change_iv,
+                stability=_stability(symbols, overlap, (ia, ib, change_iv)),
+            )
+        )
+    return rows
+
+
+def invokerank_comparison(
+    ir_a: InvokeRankReport | None,
+    ir_b: InvokeRankReport | None,
+    a: LoadedRuns,
+    b: LoadedRuns,
+    shared: list[str],
+    seed: int,
+) -> IRComparison | None:
+    """Both registrations' InvokeRank per shared arm, intent and overall, with the seed's
+    stability rule (module docstring); None unless both carry an InvokeRank section."""
+    if ir_a is None or ir_b is None:
+        return None
+    arms_a = {x.arm: x for x in ir_a.arms}
+    arms_b = {x.arm: x for x in ir_b.arms}
+    rows: list[IRCompareRow] = []
+    for arm in shared:
+        xa, xb = arms_a.get(arm), arms_b.get(arm)
+        if xa is None or xb is None or xa.q is None or xb.q is None:
+            continue
+        rows += _arm_rows(arm, xa, xb, a, b, seed)
+    return IRComparison(
+        rule=STABILITY_RULE,
+        statistic=PAIRED_STATISTIC,
+        rows=rows,
+        provenance=Provenance(
+            function="prereg.stats.invokerank.paired.paired_prompt_bootstrap",
+            parameters={"level": 0.90, "resamples": PAIRED_RESAMPLES, "seed": seed},
+            registration_field=None,
+        ),
+    )
+
+
+def _iv_text(iv: Interval | None) -> str:
+    if iv is None:
+        return "-"
+    if iv.low is None or iv.high is None:
+        return f"no interval ({iv.reason})" if iv.reason else "no interval"
+    text = f"{points(iv.low)} to {points(iv.high)}"
+    return text + (f" ({iv.reason})" if iv.reason else "")
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}"
+
+
+def invokerank_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
+    """The InvokeRank table (header, rows), scores in points, for Markdown and terminal."""
+    header = [
+        "arm",
+        "intent",
+        f"{c.a.registration} score",
+        "90% interval",
+        f"{c.b.registration} score",
+        "90% interval",
+        "overlap",
+        "prompts paired",
+        "paired change B - A (points)",
+        "90% paired bootstrap",
+        "stability (seed 6.6)",
+    ]
+    rows = []
+    for r in c.invokerank.rows if c.invokerank is not None else []:
+        rows.append(
+            [
+                r.arm,
+                r.intent,
+                f"{points(r.score_a)} ({r.symbol_a})",
+                _iv_text(r.interval_a),
+                f"{points(r.score_b)} ({r.symbol_b})",
+                _iv_text(r.interval_b),
+                "-" if r.overlap is None else ("yes" if r.overlap else "no"),
+                str(r.prompts),
+                _signed(r.change),
+                _iv_text(r.change_interval),
+                r.stability,
+            ]
+        )
+    return header, rows
+
+
+def markdown(c: Comparison) -> str:
+    """The comparison as Markdown (every value escaped: ids and intents are untrusted)."""
+    out = [f"# {esc(c.a.registration)} compared with {esc(c.b.registration)}", ""]
+    out += [f"- {esc(line)}" for line in describe(c, with_invokerank=False)]
+    if c.invokerank is not None:
+        header, rows = invokerank_rows(c)
+        out += ["", "## InvokeRank: both registrations' scores", ""]
+        out += [esc(c.invokerank.rule), "", esc(c.invokerank.statistic), ""]
+        out += table(header, rows) if rows else ["No shared arm has a score on both sides."]
+    return "\n".join(out) + "\n"
+
+
+def describe(c: Comparison, with_invokerank: bool = True) -> list[str]:
     """Plain lines for the terminal (callers print them as text, never as markup)."""
     lines = []
     for side in (c.a, c.b):
@@ -335,5 +633,14 @@ def describe(c: Comparison) -> list[str]:
             + f"; discordant {ch.discordant.n}, McNemar p {num(ch.mcnemar_pvalue)}"
         )
     lines += [f"differs: {d}" for d in c.differences]
+    if with_invokerank and c.invokerank is not None:
+        lines.append(f"InvokeRank stability rule: {c.invokerank.rule}")
+        for r in c.invokerank.rows:
+            lines.append(
+                f"InvokeRank {r.arm}, {r.intent}: {c.a.registration} {points(r.score_a)} "
+                f"({_iv_text(r.interval_a)}), {c.b.registration} {points(r.score_b)} "
+                f"({_iv_text(r.interval_b)}); paired change {_signed(r.change)} "
+                f"({_iv_text(r.change_interval)}, {r.prompts} prompts): {r.stability}"
+            )
     lines.append(c.label)
     return lines

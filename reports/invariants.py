@@ -56,6 +56,8 @@ from prereg.reports.model import (
     PairwiseChange,
     Provenance,
     RatingRow,
+    ReplicateRuns,
+    ReplicateSession,
     Report,
     ResolutionRate,
     ResolutionSplitReport,
@@ -310,6 +312,12 @@ INTERVALS: dict[tuple[type[BaseModel], str], Quantity] = {
         PROPORTION,
         estimate=lambda r: r.rho,
         label=_own_text("note"),
+    ),
+    (ReplicateSession, "within_range"): Quantity(
+        "replicate session's Selected rate, within-run range (Figure 7)",
+        PROPORTION,
+        estimate=lambda r: r.rate,
+        label=_parent_text(ReplicateRuns, "note"),
     ),
 }
 

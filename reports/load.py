@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
+from pathlib import Path
 from typing import Any
 
 from prereg.core.errors import BadInput, IntegrityError, ProtocolRefusal
@@ -35,6 +36,8 @@ from prereg.core.workspace import Workspace
 from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.experiments.offers import ArmOffer
+from prereg.registry.audit_log import AuditLog
+from prereg.registry.ledger import Ledger
 from prereg.registry.registrations import Entry, Registry
 from prereg.registry.units import (
     HarnessPolicy,
@@ -43,6 +46,7 @@ from prereg.registry.units import (
     harness_policy,
     plan_from_registration,
 )
+from prereg.reports.model import TelemetryLogHead
 from prereg.reports.observations import (
     Obs,
     RecordLike,
@@ -51,6 +55,8 @@ from prereg.reports.observations import (
     replaced,
     unit_label,
 )
+from prereg.runners.exchange.telemetry import EVENT as TELEMETRY_EVENT
+from prereg.runners.exchange.telemetry import TelemetryRow, log_path
 from prereg.runners.store.choose import resolve_store
 from prereg.runners.store.verify import held_gc, verified_as
 
@@ -329,4 +335,33 @@ def _load(
         policy=policy,
         counted=tuple(counted),
         eligible=dict(experiment.eligible),
+    )
+
+
+def load_telemetry(registry_dir: Path) -> tuple[list[TelemetryRow], TelemetryLogHead]:
+    """Every imported telemetry row (evidence class T; issue 41 item 5) and the log's head,
+    for the report's S-vs-T block (:func:`prereg.reports.invokerank.telemetry.report_block`):
+    the chain verified first (exit 3 when tampered). The head is read after the events and
+    must be theirs; an import landing between the two reads is waited out by reading
+    again."""
+    path = log_path(registry_dir)
+    for _ in range(5):
+        events = AuditLog(path).verified_events()
+        head = Ledger(path).head()
+        if head.seq == len(events):
+            break
+    else:
+        raise IntegrityError(
+            "the telemetry log kept changing while it was read; analyse again", file=str(path)
+        )
+    rows: list[TelemetryRow] = []
+    calls = 0
+    imports = 0
+    for event in events:
+        if event.get("event") == TELEMETRY_EVENT:
+            imports += 1
+            calls += int(event.get("calls", 0))
+            rows.extend(TelemetryRow.model_validate(r) for r in event["rows"])
+    return rows, TelemetryLogHead(
+        path=f"registry/{path.name}", events=imports, calls=calls, seq=head.seq, hash=head.hash
     )

@@ -775,9 +775,52 @@ class ChoiceFactor(Model):
     p_focal: float | None
 
 
+class ReplicateSession(Model):
+    """One replicate session of an arm (Figure 7): its rate on the prompts every session
+    ran, with the within-run 90% range (the rate +- z_0.95 x the within-run SD)."""
+
+    session: int
+    runs: int = Field(description="positive runs of the session on the common prompts")
+    rate: float = Field(description="share of those runs reaching Selected")
+    within_range: LabelledInterval | Interval
+
+
+class ReplicateRuns(Model):
+    """Figure 7 for one arm: replicate sessions' rates and the between-run test (7.3)."""
+
+    sessions: int
+    repeats_per_session: int
+    prompts: int = Field(description="prompts every session ran in full (the common prompts)")
+    stage: str = Field(description="the rate's stage (Selected)")
+    rows: list[ReplicateSession] = Field(default_factory=list)
+    observed_sd: float | None = None
+    within_sd: float | None = None
+    variance_ratio: float | None = None
+    sigma_run: float | None = Field(
+        None, description="method-of-moments between-run SD (0 when no excess)"
+    )
+    pvalue: float | None = Field(None, description="within-prompt permutation test (7.3)")
+    permutations: int | None = None
+    reason: str | None = Field(None, description="why the figure is not drawn")
+    note: str = ""
+
+
+class HostFunnel(Model):
+    """Figure 2 of one host (seed 5.5, issue 41 item 1): its selection arms (replayed)
+    beside its execution arms (the focal integration live), each arm's pooled funnel."""
+
+    host: str = Field(description="the arms' host: driver and model")
+    selection: list[str] = Field(default_factory=list, description="selection arms")
+    execution: list[str] = Field(default_factory=list, description="execution arms")
+
+
 class ArmInvokeRank(Model):
     arm: str
     surface: str
+    stage: Literal["selection", "execution"] | None = Field(
+        None, description="the arm's registered run stage (arms[].stage); null: none"
+    )
+    host: str | None = Field(None, description="the arm's host: driver and model")
     control: str | None = None
     evidence_class: str | None
     configuration_digest: str | None = None
@@ -863,6 +906,11 @@ class ArmInvokeRank(Model):
     choice_factors: list[ChoiceFactor] = Field(
         default_factory=list, description="the two-level choice of eq. (4) per intent"
     )
+    replicate_runs: ReplicateRuns | None = Field(
+        None,
+        description="Figure 7: the arm's replicate sessions (design.sessions >= 2); null "
+        "with one session",
+    )
 
 
 class JudgeInvokeRank(Model):
@@ -876,6 +924,58 @@ class JudgeInvokeRank(Model):
         None, description="why the scores are not shown (an untrusted judge)"
     )
     arms: list[ArmInvokeRank] = Field(default_factory=list)
+
+
+class TelemetryToolShare(Model):
+    """One tool of the S-vs-T comparison: its synthetic (S) and telemetry (T) calls."""
+
+    tool: str
+    s_calls: int
+    s_share: float
+    t_calls: int
+    t_share: float
+
+
+class SvsTComparison(Model):
+    """One arm's runs (S) beside the telemetry of the host it stands for (T), never pooled
+    (:mod:`prereg.reports.invokerank.telemetry`)."""
+
+    arm: str
+    integration: str
+    host: str = Field(description="the telemetry's client host (invokerank.telemetry)")
+    s_evidence_class: str | None
+    s_calls: int = Field(description="S: first calls to the integration over the arm's runs")
+    t_calls: int = Field(description="T: the host's calls to the integration (t_basis)")
+    t_basis: str = Field(description="'first calls' or 'all calls' (T's marking)")
+    tools: list[TelemetryToolShare]
+    total_variation: float | None
+    total_variation_withheld: str | None
+    spearman: float | None
+    spearman_withheld: str | None
+
+
+class TelemetryLogHead(Model):
+    """The telemetry log the comparison read: telemetry imported after the analysis
+    changes this head, so a report says which telemetry it used."""
+
+    path: str
+    events: int = Field(description="import events in the log when the report read it")
+    calls: int = Field(description="calls in those events (every integration and host)")
+    seq: int = Field(description="the newest line's seq (0: no log)")
+    hash: str = Field(description="the sha256 of the newest line's bytes (the chain's head)")
+
+
+class InvokeRankTelemetry(Model):
+    """The S-vs-T comparison (evidence class T, seed 7.9), for the arms
+    ``invokerank.telemetry`` names: descriptive, never pooled with the runs."""
+
+    note: str
+    log: TelemetryLogHead
+    comparisons: list[SvsTComparison] = Field(default_factory=list)
+    absent: list[str] = Field(
+        default_factory=list,
+        description="one line per named arm whose integration and host have no telemetry",
+    )
 
 
 class InvokeRankReport(Model):
@@ -905,6 +1005,17 @@ class InvokeRankReport(Model):
         default_factory=list,
         description="with two or more completion judges: each judge's own InvokeRank "
         "(its Completed stage from its verdicts), under its name",
+    )
+    hosts: list[HostFunnel] = Field(
+        default_factory=list,
+        description="with run stages registered: Figure 2 per host, its selection and "
+        "execution arms side by side (empty without stages)",
+    )
+    telemetry: InvokeRankTelemetry | None = Field(
+        None,
+        description="the S-vs-T comparison (telemetry, evidence class T, never pooled) for "
+        "the arms invokerank.telemetry names, with the telemetry log's head it read "
+        "(null: no arm names telemetry)",
     )
 
 

@@ -96,10 +96,20 @@ class PairData:
     filter_text: str
     units: tuple[tuple[str, str, int], ...] = field(default=())
     clusters: dict[str, str] = field(default_factory=dict)
+    #: repeats per replicate session (``design.sessions``): the bootstrap's run label of a
+    #: repeat is its session (``repeat // per_session``); 1 (no sessions): each repeat
+    per_session: int = 1
 
     @property
     def n(self) -> int:
         return len(self.tasks)
+
+    @property
+    def run_label(self) -> str:
+        """What the bootstrap's replicate run of a row is, as the provenance says it."""
+        if self.per_session == 1:
+            return "repeat index of each arm"
+        return f"replicate session of each arm (design.sessions; {self.per_session} repeats each)"
 
     def subset(self, tasks: Iterable[str]) -> PairData:
         keep = set(tasks)
@@ -116,6 +126,7 @@ class PairData:
             self.filter_text,
             units,
             {t: self.clusters[t] for t in chosen if t in self.clusters},
+            self.per_session,
         )
 
     def labels(self, unit: str) -> list[str]:
@@ -164,12 +175,15 @@ class PairData:
     def long_form(
         self, unit: str = "task"
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(control, treatment, unit, repeat) rows for every repeat both arms measured.
+        """(control, treatment, unit, run) rows for every repeat both arms measured.
 
-        Rows pair the two arms' runs with the same repeat index on the same task
-        (the bootstrap treats each repeat index as a replicate run of the arm); the third
-        column codes the task's resampling unit (:meth:`labels`), so the bootstrap
-        resamples whole clusters or intents when the registration says so.
+        Rows pair the two arms' runs with the same repeat index on the same task; the
+        fourth column is the replicate run the bootstrap resamples: the repeat's session
+        when the registration has replicate sessions (its repeats inside one session
+        share the session's run effect, so they are one run, not several), else the
+        repeat itself. The third column codes the task's resampling unit
+        (:meth:`labels`), so the bootstrap resamples whole clusters or intents when the
+        registration says so.
         """
         yc: list[float] = []
         yt: list[float] = []
@@ -185,7 +199,7 @@ class PairData:
             yc.extend([float(control[r]) for r in both])
             yt.extend([float(treatment[r]) for r in both])
             prompts.extend([first[label]] * len(both))
-            runs.extend(both)
+            runs.extend(r // self.per_session for r in both)
         return (np.array(yc), np.array(yt), np.array(prompts, dtype=int), np.array(runs, dtype=int))
 
     def runset(self) -> RunSet:
@@ -226,11 +240,15 @@ def build_pairs(
     task_order: Sequence[str],
     intents: dict[str, str],
     clusters: dict[str, str] | None = None,
+    per_session: int = 1,
 ) -> PairData:
-    """Pair two arms' measured outcomes by task and repeat."""
+    """Pair two arms' measured outcomes by task and repeat (``per_session``: repeats per
+    replicate session, :attr:`PairData.per_session`)."""
     first = arm_outcomes(observations, control, outcome)
     second = first if treatment == control else arm_outcomes(observations, treatment, outcome)
-    return pair_outcomes(first, second, control, treatment, outcome, task_order, intents, clusters)
+    return pair_outcomes(
+        first, second, control, treatment, outcome, task_order, intents, clusters, per_session
+    )
 
 
 def pair_outcomes(
@@ -242,6 +260,7 @@ def pair_outcomes(
     task_order: Sequence[str],
     intents: dict[str, str],
     clusters: dict[str, str] | None = None,
+    per_session: int = 1,
 ) -> PairData:
     """:func:`build_pairs` from the two arms' :func:`arm_outcomes` (the inner per-task
     dicts are shared with them, never copied: nothing writes to them)."""
@@ -270,4 +289,5 @@ def pair_outcomes(
         filter_text=filter_text,
         units=tuple(used),
         clusters={t: clusters[t] for t in tasks if clusters and t in clusters},
+        per_session=per_session,
     )

@@ -24,8 +24,10 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
+import prereg.experiments
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.core.version import __version__
 from prereg.experiments import Experiment
@@ -62,6 +64,28 @@ def check_live(plan: RunPlan, experiment: Experiment) -> None:
         )
 
 
+#: ``bundled:<path>`` in ``host.live.command``: a file of prereg's bundled experiments.
+BUNDLED_PREFIX = "bundled:"
+
+
+def live_command(command: tuple[str, ...] | list[str]) -> list[str]:
+    """The live server's command as started: the program ``python`` is the interpreter
+    running prereg (``sys.executable``, so the server sees the packages prereg sees, with
+    no PATH lookup), and an argument ``bundled:<path>`` is that file of prereg's bundled
+    experiments (``prereg.experiments`` / ``bundled`` / path), wherever prereg is
+    installed and whatever the current directory. Everything else is passed as written
+    (a relative path is read from the current directory). The registered command is
+    unchanged; the live server is verified against the registered snapshot either way."""
+    bundled = Path(prereg.experiments.__file__).parent / "bundled"
+    out = [
+        str(bundled / arg[len(BUNDLED_PREFIX) :]) if arg.startswith(BUNDLED_PREFIX) else arg
+        for arg in command
+    ]
+    if out and out[0] == "python":
+        out[0] = sys.executable
+    return out
+
+
 class LiveSession:
     """One open connection to the live server; :meth:`call` runs one tool call."""
 
@@ -74,7 +98,7 @@ class LiveSession:
     def _target(self) -> Target:
         if self.spec.url is not None:
             return HttpTarget(self.spec.url)
-        return StdioTarget(command=list(self.spec.command or ()))
+        return StdioTarget(command=live_command(self.spec.command or ()))
 
     def _transport(self) -> Any:
         if self.spec.url is not None:
@@ -84,7 +108,7 @@ class LiveSession:
         from mcp import StdioServerParameters  # lazy: the mcp SDK, only for a live server
         from mcp.client.stdio import stdio_client  # lazy: the mcp SDK, only for a live server
 
-        command = list(self.spec.command or ())
+        command = live_command(self.spec.command or ())
         return stdio_client(
             StdioServerParameters(command=command[0], args=command[1:]),
             errlog=sys.__stderr__ or sys.stderr,

@@ -242,6 +242,21 @@ async def run_plan(
         live=live,
         configs=plan.arm_configs(),
     )
+    # with run stages registered (arms[].stage), a selection arm replays every call: its
+    # units are played by a harness without the live session (seed 5.5)
+    replay = (
+        Harness(
+            experiment,
+            plan.budgets,
+            plan.model,
+            dict(plan.params),
+            plan.rotations,
+            offers=offers,
+            configs=plan.arm_configs(),
+        )
+        if live is not None and plan.stages
+        else harness
+    )
     cap, spent = _cap_and_spent(plan, store, share)
     ledger = _ledger(claims, cap)
     next_unit = _next_unit(iter(pending), claims, by_key, max_units)
@@ -261,7 +276,18 @@ async def run_plan(
     renewing = asyncio.create_task(_renew(claims)) if claims is not None else None
     try:
         playing = _Slots(
-            plan, harness, study, by_arm, store, claims, ledger, next_unit, state, cap, clock
+            plan,
+            harness,
+            study,
+            by_arm,
+            store,
+            claims,
+            ledger,
+            next_unit,
+            state,
+            cap,
+            clock,
+            replay,
         )
         await playing.run(max(1, min(concurrency, slots)), progress, written)
     finally:
@@ -314,6 +340,15 @@ class _Slots:
     state: dict[str, Any]
     cap: float | None
     clock: Callable[[], float]
+    #: the harness of the arms that do not run live (the selection arms of a registration
+    #: with stages); None: ``harness`` plays every unit
+    replay: Harness | None = None
+
+    def harness_of(self, unit: RunUnit) -> Harness:
+        """The harness that plays ``unit``: the live one for an arm that runs live."""
+        if self.replay is None or self.plan.runs_live(unit.arm):
+            return self.harness
+        return self.replay
 
     async def run(self, slots: int, progress: Progress, written: WrittenLinks | None) -> None:
         tasks = [asyncio.create_task(self.slot(progress, written)) for _ in range(slots)]
@@ -336,7 +371,7 @@ class _Slots:
                     return
                 with shared_spend(self.ledger, unit.key):  # the unit's holds, seen by all
                     record = await _play(
-                        self.plan, self.harness, self.study, unit, self.by_arm[unit.arm]
+                        self.plan, self.harness_of(unit), self.study, unit, self.by_arm[unit.arm]
                     )
                 if appending is not None:
                     await appending

@@ -14,6 +14,8 @@ gate count it):
     pi_it = theta_i with probability lambda, else an independent draw from the same Beta
     pi_it <- pi_it + delta (1 - pi_it) / (1 - mu)   (delta >= 0; delta pi_it / mu below 0)
     u_ar  ~ N(0, s^2), one shift per arm and run, shared by every prompt of the run
+           (with S replicate sessions, one shift per arm and session, shared by the
+           R / S repeats of the session: ``sessions``)
     y_iar ~ Bernoulli(clip(pi_ia + u_ar, 0, 1))
 
 * ``mu`` (base rate) is the mean success rate, ``rho`` the intraclass correlation of
@@ -104,6 +106,21 @@ class Population:
     shifts: FloatArray = field(repr=False, compare=False, default_factory=lambda: np.zeros(0))
     #: coarser Beta quantile points for the shift average
     coarse: FloatArray = field(repr=False, compare=False, default_factory=lambda: np.zeros(0))
+    #: replicate sessions (``design.sessions``, issue 41): with S >= 2 the run shift is
+    #: one per session, shared by its R / S consecutive repeats; 1: one per repeat (every
+    #: repeat its own run, as before sessions existed)
+    sessions: int = 1
+
+    def run_shifts(self, rng: np.random.Generator, lead: tuple[int, ...]) -> FloatArray:
+        """Standard normal run shifts of shape ``lead + (runs,)``: one per repeat, or with
+        sessions one per session repeated over its repeats (a session is a block of
+        consecutive repeats, as ``registry.units.session_of`` numbers them). Unscaled. With
+        one session (the default) the draws are exactly those made before sessions
+        existed."""
+        if self.sessions <= 1:
+            return rng.standard_normal((*lead, self.runs))
+        per = self.runs // self.sessions
+        return np.repeat(rng.standard_normal((*lead, self.sessions)), per, axis=-1)
 
     @property
     def beta_params(self) -> tuple[float, float]:
@@ -122,6 +139,8 @@ class Population:
             "sigma_run": self.sigma_run,
             "shared_rate_share": self.shared,
             "run_shift_sd": self.run_shift_sd,
+            # only with sessions: a design without them describes itself as before
+            **({"sessions": self.sessions} if self.sessions > 1 else {}),
         }
 
     # ---- effects and true values ------------------------------------------------------
@@ -272,17 +291,23 @@ def population(
     sigma_run: float = 0.0,
     base_rate: float = 0.5,
     icc: float | None = None,
+    sessions: int = 1,
 ) -> Population:
     """The simulated population matched to the planning figures (see the module docstring).
 
     ``prompts`` tasks, ``runs`` repeats (replicate runs) per arm, ``sigma_d`` the SD over
     prompts of the per-prompt difference of arm means over ``runs`` repeats, ``sigma_run``
     the SD of a run's mean rate, ``base_rate`` the mean success rate, ``icc`` the
-    intraclass correlation of repeats (default 0.5, raised as needed). ValueError naming
-    the argument when the figures cannot arise from binary outcomes.
+    intraclass correlation of repeats (default 0.5, raised as needed), ``sessions`` the
+    replicate sessions the repeats are split into (``sigma_run`` is then the SD of a
+    session's mean rate, one shift per session). ValueError naming the argument when the
+    figures cannot arise from binary outcomes.
     """
     prompts = at_least(prompts, "prompts", 1)
     runs = at_least(runs, "runs", 1)
+    sessions = at_least(sessions, "sessions", 1)
+    if runs % sessions:
+        raise ValueError(f"sessions {sessions} must divide the {runs} repeat(s)")
     sigma_d = positive(sigma_d, "sigma_d")
     sigma_run = positive(sigma_run, "sigma_run", allow_zero=True)
     base_rate = probability(base_rate, "base_rate")
@@ -327,7 +352,8 @@ def population(
     shifts = np.zeros((1, runs))
     if s > 0.0:
         rng = np.random.default_rng(_TRUTH_SEED)
-        shifts = s * rng.standard_normal((TRUTH_SHIFTS, runs))
+        per = runs // sessions if sessions > 1 else 1
+        shifts = s * np.repeat(rng.standard_normal((TRUTH_SHIFTS, runs // per)), per, axis=1)
     return Population(
         prompts=prompts,
         runs=runs,
@@ -341,6 +367,7 @@ def population(
         grid=grid,
         shifts=shifts,
         coarse=_quantiles(a, b, TRUTH_POINTS, base_rate),
+        sessions=sessions,
     )
 
 
@@ -371,8 +398,8 @@ def simulate(pop: Population, effects: list[float], sims: int, rng: np.random.Ge
     same = rng.random((sims, p)) < pop.shared
     base_t = np.where(same, theta, other)
     s = pop.run_shift_sd
-    shift_c = s * rng.standard_normal((sims, 1, r))
-    shift_t = s * rng.standard_normal((sims, 1, r))
+    shift_c = s * pop.run_shifts(rng, (sims, 1))
+    shift_t = s * pop.run_shifts(rng, (sims, 1))
     u_c = rng.random((sims, p, r))
     u_t = rng.random((sims, p, r))
     control = u_c < np.clip(theta[:, :, None] + shift_c, 0.0, 1.0)
@@ -399,7 +426,7 @@ def simulate_arms(
     own = rng.beta(a, b, (k, sims, p))
     same = rng.random((k, sims, p)) < math.sqrt(pop.shared)
     base = np.where(same, theta[None], own)
-    shifts = pop.run_shift_sd * rng.standard_normal((k, sims, 1, r))
+    shifts = pop.run_shift_sd * pop.run_shifts(rng, (k, sims, 1))
     u = rng.random((k, sims, p, r))
     out = []
     for deltas in effects:

@@ -22,7 +22,7 @@ from prereg.core.output import console, dumps, emit, err_console
 from prereg.core.untrusted import display, display_text
 from prereg.core.workspace import Workspace
 from prereg.reports.analysis import Options, analyse
-from prereg.reports.compare import compare, describe
+from prereg.reports.compare import compare, describe, markdown
 from prereg.reports.model import Report, Verdict
 from prereg.reports.render import terminal as render_terminal
 from prereg.reports.render.write import output_dir, write_report
@@ -214,16 +214,32 @@ def register(app: typer.Typer) -> None:
             ),
         ],
         as_json: JsonOpt = False,
+        as_markdown: Annotated[
+            bool,
+            typer.Option(
+                "--markdown",
+                help="Print the comparison as Markdown (with the InvokeRank table when both "
+                "registrations have an InvokeRank section).",
+            ),
+        ] = False,
     ) -> None:
         """Compare two registrations' runs: each one's own result, and the paired change.
 
+        When both carry an InvokeRank section, both registrations' scores per shared arm,
+        intent and overall go in one table with the seed's stability rule (6.6: the 90%
+        intervals overlap; the 90% paired prompt bootstrap of the change beside it).
         Refuses (exit 4, saying which) when the corpora, evidence classes, models or
         outcomes differ; (exit 3) when either's runs carry a foreign digest.
         """
+        if as_json and as_markdown:
+            raise BadInput("give --json or --markdown, not both", field="--markdown")
         ws = workspace(ctx)
         result = compare(ws, a, b)
 
         def human() -> None:
+            if as_markdown:
+                console.print(display(markdown(result), multiline=True), end="", soft_wrap=True)
+                return
             for line in describe(result):
                 console.print(display(line))
 

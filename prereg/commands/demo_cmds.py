@@ -1,11 +1,16 @@
 """``demo``: a bundled draft registered, run on the local host and analysed (wiring only).
 
 Apart from ``analyse`` so that ``analyse`` starts without the run machinery (the
-orchestration, the drivers, the progress bars), which only ``demo`` needs.
+orchestration, the drivers, the progress bars), which only ``demo`` needs. A draft that
+registers judges (``--example invokerank``) is also judged, and the gold labels its
+experiment ships (keyed by unit, :data:`DEMO_GOLD`) are loaded as ``prereg judge ID
+--gold FILE`` loads them, before the analysis.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import time
 from pathlib import Path
@@ -26,13 +31,21 @@ from prereg.registry.registrations import Registry
 from prereg.reports.analysis import Options
 from prereg.reports.render import terminal as render_terminal
 from prereg.runners.api import run_registration
+from prereg.runners.judging.judge_runs import gold_template, judge_registration, load_gold
+from prereg.runners.store.choose import open_store, resolve_store
 
 #: ``prereg demo --example NAME``: the bundled drafts it can run (all on the local host).
 DEMO_EXAMPLES = {
     "pilot": PILOT_DRAFT,  # two surfaces, one host (what init names first)
     "hosts": "music-library-hosts.yaml",  # one surface, two simulated hosts
     "factorial": "music-library-factorial.yaml",  # host profile x completion cap, contrasts
+    # the InvokeRank seed's design, small: two hosts, selection and execution, sessions,
+    # judges per host and gold labels (docs/invokerank.md, "The seed-shaped draft")
+    "invokerank": "podcast-invokerank.yaml",
 }
+#: Gold labels a bundled experiment ships for a demo draft's judges, keyed by unit
+#: (``arm``, ``task_id``, ``repeat``): experiment folder and file in the workspace.
+DEMO_GOLD = {"podcast-invokerank.yaml": ("podcast-invokerank", "gold/completion-gold.csv")}
 DEMO_DRAFT = DEMO_EXAMPLES["pilot"]
 #: ``prereg demo --study NAME``: the bundled study drafts (issue 19; a simulated policy).
 DEMO_STUDIES = {"toolbottleneck": "toolbottleneck-capacity.yaml"}
@@ -55,7 +68,10 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--example",
                 help="Which bundled draft: pilot (two surfaces), hosts (two simulated "
-                "hosts on one surface) or factorial (profile x cap, with contrasts).",
+                "hosts on one surface), factorial (profile x cap, with contrasts) or "
+                "invokerank (the InvokeRank seed's design, small: two hosts, selection and "
+                "execution on a live local server, replicate sessions, judges per host "
+                "and gold labels; registered, run, judged and analysed).",
             ),
         ] = "pilot",
         study: Annotated[
@@ -94,11 +110,13 @@ def register(app: typer.Typer) -> None:
             .entry
         )
         run_summary = _run_local(ws, entry.id, quiet=as_json)
+        judged = _judge_local(ws, entry.id, draft) if entry.judges else None
         done = analyse_and_write(ws, entry.id, Options(command=f"prereg demo (analyse {entry.id})"))
         report, out, data = done.report, done.out, done.data
         data["demo"] = {
             "workspace": str(ws.root),
             "run": run_summary,
+            **({"judge": judged} if judged is not None else {}),
             "seconds": round(time.monotonic() - started, 2),
         }
 
@@ -115,3 +133,52 @@ def _run_local(ws: Workspace, reg_id: str, quiet: bool) -> dict[str, Any]:
     progress = None if quiet else RichProgress(reg_id)
     summary = run_registration(ws, reg_id, concurrency=8, progress=progress)
     return summary_json(summary)
+
+
+def _judge_local(ws: Workspace, reg_id: str, draft: str) -> dict[str, Any]:
+    """Judge the runs with the registered (local, offline) judges, then load the gold
+    labels the draft's experiment ships, as ``prereg judge ID --gold FILE`` would."""
+    summary = judge_registration(ws, reg_id).to_json()
+    out: dict[str, Any] = {"judged": summary.get("judged"), "gold": None}
+    if draft in DEMO_GOLD:
+        folder, name = DEMO_GOLD[draft]
+        gold = unit_gold_to_runs(ws, reg_id, ws.experiments / folder / name)
+        out["gold"] = None if gold is None else load_gold(ws, reg_id, gold).to_json()
+    return out
+
+
+def unit_gold_to_runs(ws: Workspace, reg_id: str, key: Path) -> Path | None:
+    """The gold file ``--gold`` loads (``run_id,label,annotator``), written beside the
+    report from ``key``: labels keyed by unit (``arm,task_id,repeat,label,annotator``).
+    Only runs of the registered gold draw (``--gold-template``) are labelled; a unit the
+    key does not list stays unlabelled. None when no run of the draw has a label."""
+    if not key.is_file():
+        return None
+    folder = ws.reports / reg_id
+    folder.mkdir(parents=True, exist_ok=True)
+    template = folder / "gold-template.csv"
+    gold_template(ws, reg_id, template, force=True)
+    drawn = [row["run_id"] for row in csv.DictReader(io.StringIO(template.read_text()))]
+    store = open_store(resolve_store(ws.runs))
+    try:
+        units = {
+            r.record_id: (r.arm, r.task_id, str(r.repeat))
+            for r in store.records(registration_id=reg_id)
+        }
+    finally:
+        store.close()
+    labels: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    for row in csv.DictReader(io.StringIO(key.read_text())):
+        unit = (row["arm"], row["task_id"], row["repeat"])
+        labels.setdefault(unit, []).append((row["label"], row["annotator"]))
+    lines = [
+        f"{rid},{label},{annotator}\n"
+        for rid in drawn
+        if rid in units
+        for label, annotator in labels.get(units[rid], [])
+    ]
+    if not lines:
+        return None
+    gold = folder / "gold-labels.csv"
+    gold.write_text("run_id,label,annotator\n" + "".join(lines))
+    return gold

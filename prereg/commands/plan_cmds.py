@@ -34,13 +34,18 @@ from prereg.reports.planning.design import PlanOptions, build_plan
 FROM_RUNS = "prereg.reports.planning.from_runs"
 #: its ``build_plan(opts, ws, store=None)``
 PlanFromRuns = Callable[..., dict[str, Any]]
+#: The registry, read by name like :data:`FROM_RUNS` (only ``--from-runs`` reads a
+#: registration: a plan from options starts without it)
+REGISTRY = "prereg.registry.registrations"
+VERIFY = "prereg.registry.verify"
 
 PLAN_HELP = """Plan a paired comparison: the minimum detectable effect (MDE) or the prompts needed.
 
 Run this before registering, and put the answer in the registration's `plan:` block;
 `prereg register` then checks it against the prompts the split actually holds (with the
-registration's design.repeats as --runs-per-arm) and marks a design that cannot reach its
-MDE [bold]not runnable[/].
+registration's design.repeats as --runs-per-arm, or its design.sessions when it registers
+two or more replicate sessions) and marks a design that cannot reach its MDE
+[bold]not runnable[/].
 
 [bold]Paired design[/] (normal approximation, two-sided, as in InvokeRank section 7.8):
 
@@ -55,6 +60,8 @@ or --mde (the answer is `prompts`). MDEs are proportions: 0.10 is 10 points.
 one run (session, day); --runs-per-arm replicate runs per arm. It sets a floor,
 z * sqrt(2 sigma_run^2 / runs_per_arm), that no number of prompts removes; when the
 requested MDE is at or below it the plan says so and how many runs per arm would do.
+A registration with design.sessions S (S replicate sessions of repeats / S each) has S
+runs per arm: give --runs-per-arm S, not the repeats (the shift is one per session).
 
 [bold]McNemar sample size[/]: --p01 (share of prompts where only the treatment succeeds) and
 --p10 (only the control succeeds) give the pairs the exact McNemar test (the registered
@@ -575,4 +582,26 @@ def _plan(opts: PlanOptions, ws: Workspace | None, store: str | None) -> dict[st
             raise BadInput("--store is read only with --from-runs", field="--store")
         return build_plan(opts)
     from_runs: PlanFromRuns = importlib.import_module(FROM_RUNS).build_plan
-    return from_runs(opts, ws, store=store)
+    plan = from_runs(opts, ws, store=store)
+    if ws is not None:
+        plan["notes"] = [*plan.get("notes", []), *_session_notes(ws, opts.from_runs)]
+    return plan
+
+
+def _session_notes(ws: Workspace, reg_id: str) -> list[str]:
+    """A pilot with replicate sessions (``design.sessions``, issue 41): its repeats are not
+    independent runs, which ``--from-runs`` still takes them for; say so, and how to plan
+    a registration with sessions as ``register`` and ``calibrate`` do."""
+    registry = importlib.import_module(REGISTRY).Registry(ws.registry)
+    design = importlib.import_module(VERIFY).verified_entry(registry, reg_id).registration.design
+    if design.sessions <= 1:
+        return []
+    return [
+        f"the pilot registers {design.sessions} replicate sessions of "
+        f"{design.per_session} repeat(s): this plan reads its {design.repeats} repeats as "
+        "replicate runs (the between-run SD over repeats, and repeats as runs per arm), "
+        "while register and calibrate plan a registration with sessions with one run "
+        f"component per session; give --runs-per-arm {design.sessions} and --sigma-run "
+        "from the sessions' spread (the between-run SD of Figure 7 in the pilot's report) "
+        "to plan as they do"
+    ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,14 +19,12 @@ from prereg.commands._common import (
     completes,
     workspace,
 )
+from prereg.commands._experiment import workspace_experiment
 from prereg.commands.progress import RichProgress
 from prereg.commands.store_opt import StoreOpt
 from prereg.core.errors import BadInput
 from prereg.core.output import console, emit, err_console
 from prereg.core.untrusted import display
-from prereg.core.workspace import Workspace
-from prereg.experiments import Experiment, load_experiment
-from prereg.experiments.loader import folder_reader
 from prereg.experiments.split_counts import describe_splits, task_rows
 from prereg.registry.pilot import PilotOptions
 from prereg.reports.inspect_export import export_inspect
@@ -436,7 +433,7 @@ def split_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Counts per split, intent and polarity (whole clusters go to one split)."""
-    loaded = _workspace_experiment(workspace(ctx), experiment)
+    loaded = workspace_experiment(workspace(ctx), experiment)
     data = describe_splits(loaded)
     if only is not None and not tasks:
         raise BadInput("--split NAME lists one split's tasks: use it with --tasks", field="--split")
@@ -562,23 +559,6 @@ def _batch_poll_printer(as_json: bool) -> Callable[[BatchStatus], None]:
             status_console.print(display(redact(line)))
 
     return on_poll
-
-
-def _workspace_experiment(ws: Workspace, name: str) -> Experiment:
-    """The experiment in the workspace folder ``experiments/<name>`` (the editable files)."""
-    folder = ws.experiments / name
-    if not os.path.lexists(folder / "experiment.yaml"):  # the loader says what else is wrong
-        known = (
-            sorted(p.name for p in ws.experiments.iterdir() if p.is_dir())
-            if ws.experiments.is_dir()
-            else []
-        )
-        raise BadInput(
-            f"experiment '{name}' not found (expected {folder / 'experiment.yaml'}); "
-            f"known: {', '.join(known) or 'none'}",
-            field="experiment",
-        )
-    return load_experiment(folder_reader(folder), name)
 
 
 def register(app: typer.Typer) -> None:

@@ -149,6 +149,17 @@ class Multiplicity(Strict):
 NeedType = Literal["knowledge", "private_state", "action", "fresh_data"]
 
 
+class TelemetryMatch(Strict):
+    """The imported telemetry (evidence class T) an arm's runs are compared with in the
+    report's S-vs-T block (issue 41, item 5; docs/invokerank.md, "Telemetry and the S-vs-T
+    comparison"): the telemetry's client ``host`` the arm's host stands for (a claim the
+    registration makes before any telemetry is read) and its ``integration`` id (absent:
+    the arm's surface id)."""
+
+    host: str = Field(min_length=1, max_length=200)
+    integration: Identifier | None = None
+
+
 class InvokeRankSpec(Strict):
     """How the report's InvokeRank section estimates the score (issue 17, item 5)."""
 
@@ -167,11 +178,22 @@ class InvokeRankSpec(Strict):
         "be one of the experiment's",
     )
 
+    #: arm id -> the telemetry its runs are compared with (issue 41 item 5). Absent: no
+    #: S-vs-T block in the report, and the field is not digested.
+    telemetry: dict[Identifier, TelemetryMatch] | None = Field(
+        None,
+        description="per arm, the telemetry client host (and integration) its runs are "
+        "compared with in the report's S-vs-T block; every arm named must be one of the "
+        "registration's",
+    )
+
     @model_serializer(mode="wrap")
     def _omit_absent_need_types(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """An absent ``need_types`` is left out, so a registration without it digests
-        exactly as before the field existed."""
+        """An absent ``need_types`` (or ``telemetry``) is left out, so a registration
+        without it digests exactly as before the field existed."""
         data = handler(self)
-        if isinstance(data, dict) and data.get("need_types") is None:
-            data.pop("need_types", None)
+        if isinstance(data, dict):
+            for name in ("need_types", "telemetry"):
+                if data.get(name) is None:
+                    data.pop(name, None)
         return data

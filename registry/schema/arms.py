@@ -7,7 +7,7 @@ factorial design is another way of writing arms, so its models live beside them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -32,6 +32,12 @@ from prereg.registry.schema.host import Host, HostOverride
 #: A registered system prompt: the text itself is registered (and digested), and sent as
 #: the provider's system field (Anthropic ``system``, OpenAI ``instructions``).
 SystemPrompt = Annotated[str, Field(min_length=1, max_length=100_000)]
+
+#: InvokeRank's run stages (seed 5.5): a selection run offers the frozen snapshots and
+#: replays every call; an execution run executes the focal integration's calls on its
+#: live server (``host.live``), competitors still replayed.
+Stage = Literal["selection", "execution"]
+STAGES: tuple[str, ...] = Stage.__args__  # type: ignore[attr-defined]
 
 
 class Configuration(Strict):
@@ -73,14 +79,21 @@ class Arm(Strict):
     toolbottleneck: ArmCell | None = None
     #: the factor levels of a factorial cell (set by the expansion, see ``Factorial``)
     cell: dict[str, StrictStr | StrictInt | StrictFloat | StrictBool] | None = None
+    #: InvokeRank's run stage (issue 41, item 1; seed 5.5): ``selection`` replays every
+    #: call, ``execution`` executes the focal integration's calls on the registered live
+    #: server (``host.live``). Absent on every arm: ``host.live``, when given, applies to
+    #: every arm (as before stages existed). Named on one arm: named on every arm.
+    stage: Stage | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_cell(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """An absent ``toolbottleneck`` block is left out, so every arm that has none
-        digests exactly as before the field existed."""
+        """An absent ``toolbottleneck`` block or ``stage`` is left out, so every arm that
+        has none digests exactly as before the field existed."""
         data = handler(self)
-        if isinstance(data, dict) and data.get("toolbottleneck") is None:
-            data.pop("toolbottleneck", None)
+        if isinstance(data, dict):
+            for name in ("toolbottleneck", "stage"):
+                if data.get(name) is None:
+                    data.pop(name, None)
         return data
 
     @model_validator(mode="after")

@@ -157,9 +157,77 @@ class Registration(Strict):
         self._check_contrasts(ids)
         self._check_judges()
         self._check_repairs(ids)
+        self._check_sessions()
+        self._check_stages()
+        self._check_telemetry(ids)
         if self.supersedes == self.id:
             raise FieldRuleError("supersedes", "a registration cannot supersede itself")
         return self
+
+    def _check_sessions(self) -> None:
+        """Replicate sessions (``design.sessions`` >= 2) are there to put the run-to-run
+        component into the score's interval, which only the calibrated interval carries
+        (InvokeRank 7.3, 7.5): they need ``invokerank.interval: calibrated``."""
+        if self.design.sessions > 1 and (
+            self.invokerank is None or self.invokerank.interval != "calibrated"
+        ):
+            raise FieldRuleError(
+                "design.sessions",
+                f"{self.design.sessions} replicate sessions need the score's interval to "
+                "carry the run component: register invokerank: {interval: calibrated} (the "
+                "published path pools sessions as if they were repeats)",
+            )
+
+    def _check_telemetry(self, ids: list[str]) -> None:
+        """``invokerank.telemetry`` names arms of this registration (issue 41, item 5)."""
+        named = self.invokerank.telemetry if self.invokerank is not None else None
+        for arm in named or {}:
+            if arm not in ids:
+                raise FieldRuleError(
+                    f"invokerank.telemetry.{arm}",
+                    f"names unknown arm '{arm}' (arms: {', '.join(ids)})",
+                )
+
+    def _check_stages(self) -> None:
+        """Run stages (``arms[].stage``, seed 5.5): named on every arm once on one; an
+        execution arm needs ``host.live`` and has the live surface as its own, without a
+        control (only the untransformed focal integration is called live); ``host.live``
+        with stages needs an execution arm."""
+        staged = [i for i, arm in enumerate(self.arms) if arm.stage is not None]
+        if not staged:
+            return
+        for i, arm in enumerate(self.arms):
+            if arm.stage is None:
+                raise FieldRuleError(
+                    f"arms[{i}].stage",
+                    f"arm '{arm.id}' names no stage while arm '{self.arms[staged[0]].id}' "
+                    "does: once one arm names its stage (selection or execution), every arm "
+                    "names one",
+                )
+        live = self.host.live
+        for i, arm in enumerate(self.arms):
+            if arm.stage != "execution":
+                continue
+            if live is None:
+                raise FieldRuleError(
+                    f"arms[{i}].stage",
+                    f"arm '{arm.id}' is an execution arm, which needs the live server of its "
+                    "focal integration: register host.live {surface, command or url}",
+                )
+            if arm.surface != live.surface or arm.control is not None:
+                raise FieldRuleError(
+                    f"arms[{i}].stage",
+                    f"execution arm '{arm.id}' must offer the live surface '{live.surface}' "
+                    f"as its own, without a control (it offers '{arm.surface}'"
+                    + (f" with control {arm.control}" if arm.control else "")
+                    + "): only the untransformed focal integration is called live",
+                )
+        if live is not None and not any(a.stage == "execution" for a in self.arms):
+            raise FieldRuleError(
+                "host.live",
+                "host.live is given but every arm is a selection arm: mark the arm(s) that "
+                "run live with stage: execution, or leave host.live out",
+            )
 
     def _check_judges(self) -> None:
         """Judge ids are unique; a judge's ``arms`` are registered arms; a judge of the model

@@ -9,7 +9,13 @@
   removed, and each intent cell's rho with a percentile bootstrap over its prompts;
 - :func:`choice_factors`: the two-level choice of seed eq. (4), P(focal) = P(external) x
   P(focal | external), from the recorded terminal classes of positive runs;
-- :data:`REPLICATES_ONE_RUN`: why replicate run rates (Figure 7) are not shown.
+- :func:`session_counts`: an arm's runs per (prompt, replicate session), the rows the
+  calibrated interval's session part reads (``design.sessions``, issue 41 item 1);
+- :func:`replicate_runs`: Figure 7: each replicate session's Selected rate on the prompts
+  every session ran in full, with the within-run 90% range, and the between-run test of
+  seed 7.3 (:func:`prereg.stats.replicate_variance`);
+- :data:`REPLICATES_ONE_RUN`: why replicate run rates (Figure 7) are not shown with one
+  session.
 
 Readings where the seed is silent are in docs/invokerank.md ("Further analyses").
 """
@@ -17,7 +23,9 @@ Readings where the seed is silent are in docs/invokerank.md ("Further analyses")
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 
 import numpy as np
 
@@ -31,11 +39,14 @@ from prereg.reports.model import (
     IntentScore,
     NeedTypeTest,
     Provenance,
+    ReplicateRuns,
+    ReplicateSession,
     RhoBlock,
     RhoEstimate,
     TerminalRow,
 )
-from prereg.reports.observations import Obs
+from prereg.reports.observations import Obs, outcome_place
+from prereg.stats.invokerank import replicate_variance
 from prereg.stats.invokerank.rho import grouped_icc
 from prereg.stats.invokerank.rho_intervals import (
     MIN_RHO_PROMPTS,
@@ -76,9 +87,115 @@ RHO_NOTE = (
 REPLICATES_ONE_RUN = (
     "Replicate run rates (Figure 7) not shown: each arm of this registration is one run "
     "(one session; its repeats are not sessions), so there is no run-to-run spread to "
-    "compare with the within-run range. Replicate registrations of one design are compared "
-    "by 'prereg plan --from-runs A B C' (stats.replicate_variance)."
+    "compare with the within-run range. Register design.sessions (replicate sessions in "
+    "one registration), or compare replicate registrations of one design by "
+    "'prereg plan --from-runs A B C' (stats.replicate_variance)."
 )
+#: The within-run range's level (the seed's Figure 7: "Within-run 90% range").
+REPLICATE_LEVEL = 0.90
+REPLICATE_NOTE = (
+    "Figure 7 (7.3): each replicate session's share of positive runs reaching Selected, on "
+    "the prompts every session ran in full (its K repeats), with the within-run 90% range, "
+    "rate +- z_0.95 x sqrt(sum_i p_i (1 - p_i) / (N^2 K)) from the prompts' rates pooled "
+    "over sessions (clipped to 0..1; a range, not an interval for the session's rate). "
+    "Between-run SD by the method of moments, max(0, (s^2 - W) / (1 - 1/N)), and the "
+    "within-prompt permutation test of the run rates' variance "
+    "(p = (1 + #{s^2* >= s^2}) / (1 + B))."
+)
+
+
+def session_counts(
+    runs: Sequence[Obs], tasks: Sequence[str], stage: str, per_session: int
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(runs, reached, prompt index, session) per (prompt, session) cell with runs, for the
+    calibrated interval's session part: ``runs`` an arm's positive runs, ``tasks`` the
+    prompts in the order of the section's counts, ``stage`` the last scored stage,
+    ``per_session`` the repeats of one session (a run's session is its repeat number //
+    ``per_session``, :meth:`prereg.registry.schema.Design.session_of`)."""
+    place = outcome_place(stage)
+    index = {t: i for i, t in enumerate(tasks)}
+    cells: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
+    for o in runs:
+        cell = cells[(index[o.task_id], o.repeat // per_session)]
+        cell[0] += 1
+        cell[1] += bool(o.outcomes[place])
+    keys = sorted(cells)
+    return (
+        [cells[k][0] for k in keys],
+        [cells[k][1] for k in keys],
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+    )
+
+
+def replicate_runs(
+    runs: Sequence[Obs], sessions: int, per_session: int, seed: int | None
+) -> ReplicateRuns:
+    """Figure 7 for one arm's positive runs (module docstring). Only prompts with all
+    ``per_session`` runs in every session count (the seed's "rate on common prompts"), so
+    each session's rate is over the same prompts; below two such prompts, or with a
+    session without any, nothing is computed and ``reason`` says why."""
+    place = outcome_place("selected")
+    cube: dict[str, dict[int, list[tuple[int, bool]]]] = defaultdict(lambda: defaultdict(list))
+    for o in runs:
+        cube[o.task_id][o.repeat // per_session].append((o.repeat, bool(o.outcomes[place])))
+    common = sorted(
+        t
+        for t, by_session in cube.items()
+        if all(len(by_session.get(s, [])) == per_session for s in range(sessions))
+    )
+    base = ReplicateRuns(
+        sessions=sessions,
+        repeats_per_session=per_session,
+        prompts=len(common),
+        stage="selected",
+        note=REPLICATE_NOTE,
+    )
+    if sessions < 2:
+        return base.model_copy(update={"reason": "one session: no run-to-run spread"})
+    if len(common) < 2:
+        return base.model_copy(
+            update={"reason": f"too few prompts run in full in every session ({len(common)} < 2)"}
+        )
+    y = np.array(
+        [[[v for _, v in sorted(cube[t][s])] for s in range(sessions)] for t in common],
+        dtype=np.float64,
+    )
+    rv = replicate_variance(y, seed=seed)
+    z = NormalDist().inv_cdf(0.5 + REPLICATE_LEVEL / 2)
+    method = f"rate +- z x within-run SD ({REPLICATE_LEVEL:.0%} range, clipped to 0..1)"
+    rows = []
+    for s, rate in enumerate(rv.run_rates):
+        r = float(rate)
+        lo, hi = max(0.0, r - z * rv.within_sd), min(1.0, r + z * rv.within_sd)
+        rows.append(
+            ReplicateSession(
+                session=s,
+                runs=len(common) * per_session,
+                rate=r,
+                within_range=_iv(
+                    lo,
+                    hi,
+                    REPLICATE_LEVEL,
+                    method,
+                    zero_width="zero width: every common prompt reached Selected in all of "
+                    "its runs or in none, so the within-run range is a point",
+                    estimate=r,
+                ),
+            )
+        )
+    ratio = rv.variance_ratio
+    return base.model_copy(
+        update={
+            "rows": rows,
+            "observed_sd": rv.observed_sd,
+            "within_sd": rv.within_sd,
+            "variance_ratio": None if math.isnan(ratio) else ratio,
+            "sigma_run": rv.sigma_run,
+            "pvalue": rv.pvalue,
+            "permutations": rv.permutations,
+        }
+    )
 
 
 def _need(value: str) -> str:
@@ -107,8 +224,11 @@ def need_test(intents: Sequence[IntentScore], need_types: Mapping[str, str] | No
                 f"intent among the coded ones ({len(tool)} and {len(knowledge)})"
             }
         )
-    x = [scores[k] for k in tool]
-    y = [scores[k] for k in knowledge]
+    # scores equal to 12 decimals are ties: intents with the same counts get the same
+    # score but for the last bits of floating-point arithmetic, which would otherwise
+    # order them (the test is exact in the ordering of its statistics)
+    x = [round(scores[k], 12) for k in tool]
+    y = [round(scores[k], 12) for k in knowledge]
     res = stats.exact_permutation_test(x, y, "greater")
     relabelings = math.comb(len(x) + len(y), len(x))
     note = NEED_NOTE

@@ -143,7 +143,15 @@ def control_reports(ctx: Context) -> list[ControlReport]:
 def _paired(
     ctx: Context, arm: str, reference: str, outcome: str, level: float
 ) -> tuple[Any, Any, dict[str, Any]] | None:
-    pairs = build_pairs(ctx.observations, reference, arm, outcome, ctx.task_order, ctx.intents)
+    pairs = build_pairs(
+        ctx.observations,
+        reference,
+        arm,
+        outcome,
+        ctx.task_order,
+        ctx.intents,
+        per_session=ctx.reg.design.repeats_per_run,
+    )
     yc, yt, prompts, runs = pairs.long_form()
     if yc.size == 0:
         return None

@@ -63,10 +63,13 @@ from prereg.reports.invokerank.analyses import (
     choice_factors,
     need_test,
     negatives_by_intent,
+    replicate_runs,
     rho_block,
+    session_counts,
 )
 from prereg.reports.invokerank.choices import Choices, first_choices
 from prereg.reports.invokerank.counts import (
+    Prompts,
     _evidence,
     _positive,
     prompt_counts,
@@ -96,8 +99,15 @@ from prereg.reports.invokerank.scores import (
 )
 from prereg.reports.invokerank.servers import server_funnel
 from prereg.reports.invokerank.terminal import resolution_block, terminal_rows
-from prereg.reports.model import ArmInvokeRank, InvokeRankReport, JudgeInvokeRank, Provenance
-from prereg.reports.observations import Obs
+from prereg.reports.model import (
+    ArmInvokeRank,
+    HostFunnel,
+    InvokeRankReport,
+    JudgeInvokeRank,
+    Provenance,
+    StageEstimate,
+)
+from prereg.reports.observations import STAGES, Obs, outcome_place
 from prereg.reports.pairs import runset
 from prereg.stats.invokerank import MIN_PROMPTS, ScoreInterval, bootstrap_score, too_few_prompts
 
@@ -146,6 +156,8 @@ class ArmMeta:
     configuration_digest: str | None = None
     model: str | None = None
     offer: ArmOffer | None = None  # what the arm lists (tool names and schemas per server)
+    stage: str | None = None  # the registered run stage (arms[].stage): selection, execution
+    host: str | None = None  # the arm's host (driver and model), Figure 2's grouping
 
 
 def arm_invokerank(
@@ -159,8 +171,13 @@ def arm_invokerank(
     branded: Collection[str] = frozenset(),
     need_types: Mapping[str, str] | None = None,
     eligible: Eligibility | None = None,
+    sessions: int = 1,
+    per_session: int = 1,
 ) -> ArmInvokeRank:
-    """The InvokeRank block of one arm (module docstring); ``eligible``: intent -> the
+    """The InvokeRank block of one arm (module docstring); ``sessions``/``per_session``: the
+    registered replicate sessions and the repeats of each (``design.sessions``; a run's
+    session is its repeat // ``per_session``): with two or more, the calibrated interval
+    resamples them (its session part) and Figure 7 is drawn; ``eligible``: intent -> the
     competitors the corpus declares eligible for it (an intent not in it: every listed
     competitor), for the Selection Share and the competitor Lever; ``native``: record id -> the
     native judge's verdict (:mod:`prereg.reports.judged.section`); ``interval``: the registered
@@ -169,6 +186,15 @@ def arm_invokerank(
     intent -> need type, for the intent-level test of seed 6.2 (:mod:`.analyses`)."""
     runs = _positive(observations, meta.id)
     level, stages, reason = score_level(runs)
+    if meta.stage == "selection" and level == "full":
+        # a selection run replays every call: Executed and Completed are refusals by design,
+        # not measurements, so the run is scored at Surfaced x Selected (seed 3.2, 5.5)
+        level, stages = "selection", STAGES[:2]
+        reason = (
+            "a selection run (arms[].stage: selection) replays every call, so Executed and "
+            "Completed are not measured: scored at Surfaced x Selected and labelled "
+            "Selection-level (IR_DS); the execution run measures them"
+        )
     evidence, mixed = _evidence(
         [o for o in observations if o.arm == meta.id and (o.ok or o.counted_failure)]
     )
@@ -179,6 +205,8 @@ def arm_invokerank(
     base: dict[str, Any] = {
         "arm": meta.id,
         "surface": meta.surface,
+        "stage": meta.stage,
+        "host": meta.host,
         "control": meta.control,
         "evidence_class": evidence,
         "configuration_digest": meta.configuration_digest,
@@ -218,16 +246,33 @@ def arm_invokerank(
     )
     shown = displayed_scores(result)  # E[Q_c] exactly
     q = float(np.asarray(result.weights) @ shown)  # E[roll-up], exactly
-    boot = bootstrap_score(
-        prompts.runs,
-        [r[-1] for r in prompts.reached],
-        prompts.cell,
-        weights=weights,
-        seed=seed,
-        levels=LEVELS,
-        centre=shown,
-        rollup_centre=q,
-    )
+    if sessions > 1:  # one row per (prompt, session): the interval's session part
+        n_rows, y_rows, p_rows, s_rows = session_counts(
+            runs, prompts.tasks, stages[-1], per_session
+        )
+        boot = bootstrap_score(
+            n_rows,
+            y_rows,
+            [prompts.cell[p] for p in p_rows],
+            prompt=p_rows,
+            session=s_rows,
+            weights=weights,
+            seed=seed,
+            levels=LEVELS,
+            centre=shown,
+            rollup_centre=q,
+        )
+    else:
+        boot = bootstrap_score(
+            prompts.runs,
+            [r[-1] for r in prompts.reached],
+            prompts.cell,
+            weights=weights,
+            seed=seed,
+            levels=LEVELS,
+            centre=shown,
+            rollup_centre=q,
+        )
     per_intent, roll_reason = too_few_prompts(
         np.bincount(prompts.cell, minlength=len(prompts.intents)), result.weights
     )
@@ -281,13 +326,14 @@ def arm_invokerank(
         prompts=len(prompts.tasks),
         intents=intent_scores,
         priors=_priors(result, prompts.intents),
-        funnel=pooled_funnel(prompts, stages),
+        funnel=_stage_funnel(runs, meta.stage, stages, prompts),
         loss_shares_pooled=pooled_loss_shares(prompts, stages),
         false_invoke=focal,
         any_external=external,
         false_invoke_by_intent=negatives_by_intent(observations, meta.id, rho_s),
         need_test=need_test(intent_scores, need_types),
         rho=rho_block(prompts, stages, seed),
+        replicate_runs=replicate_runs(runs, sessions, per_session, seed) if sessions > 1 else None,
         pass_k=pk,
         provenance=Provenance(
             function="prereg.stats.invokerank",
@@ -301,11 +347,33 @@ def arm_invokerank(
                 "rho_defaults": dict(stats.RHO_DEFAULTS),
                 "kappa_bounds": [1.0, 10_000.0],
                 "interval": interval,
+                "sessions": sessions,
             },
             registration_field="invokerank.interval",
             runs=runset(prompts.units, f"arm {meta.id}; positive tasks; status ok"),
         ),
     )
+
+
+def _stage_funnel(
+    runs: Sequence[Obs], stage: str | None, stages: Sequence[str], prompts: Prompts
+) -> list[StageEstimate]:
+    """Figure 2 of an arm: the score's stages; for an arm with a registered run stage, every
+    stage measured on every positive run, in funnel order up to the first that is not (a
+    selection run up to Invoked: its Executed is the replay's refusal, not a measurement),
+    so the execution run shows Invoked and Executed beside the selection run's stages."""
+    if stage is None:
+        return pooled_funnel(prompts, stages)
+    upto = STAGES[:3] if stage == "selection" else STAGES
+    measured: list[str] = []
+    for name in upto:
+        place = outcome_place(name)
+        if not all(o.outcomes[place] is not None for o in runs):
+            break
+        measured.append(name)
+    if list(measured) == list(stages):
+        return pooled_funnel(prompts, stages)
+    return pooled_funnel(prompt_counts(runs, measured), measured)
 
 
 def mark_ties(arms: list[ArmInvokeRank]) -> list[ArmInvokeRank]:
@@ -342,6 +410,18 @@ def mark_ties(arms: list[ArmInvokeRank]) -> list[ArmInvokeRank]:
     return out
 
 
+def host_funnels(arms: Sequence[ArmInvokeRank]) -> list[HostFunnel]:
+    """Figure 2 per host (seed 5.5): the arms with a registered run stage grouped by host
+    (driver and model), selection arms beside execution arms; empty without stages."""
+    hosts: dict[str, HostFunnel] = {}
+    for a in arms:
+        if a.stage is None:
+            continue
+        host = hosts.setdefault(a.host or "host", HostFunnel(host=a.host or "host"))
+        (host.selection if a.stage == "selection" else host.execution).append(a.arm)
+    return list(hosts.values())
+
+
 def arm_metas(reg: Registration) -> list[ArmMeta]:
     out = []
     for arm in reg.arms:
@@ -353,6 +433,8 @@ def arm_metas(reg: Registration) -> list[ArmMeta]:
                 control=arm.control,
                 configuration_digest=config.digest(),
                 model=config.as_json().get("model"),
+                stage=arm.stage,
+                host=config.driver + (f" {config.model}" if config.model else ""),
             )
         )
     return out
@@ -377,8 +459,11 @@ def invokerank_section(
     branded: Collection[str] = frozenset(),
     need_types: Mapping[str, str] | None = None,
     eligible: Eligibility | None = None,
+    sessions: int = 1,
+    per_session: int = 1,
 ) -> InvokeRankReport | None:
     """The InvokeRank section over the given arms (None when no run was analysed);
+    ``sessions``/``per_session``: the replicate sessions (:func:`arm_invokerank`);
     ``eligible``: intent -> the competitors the corpus declares eligible for it;
     ``interval``: the registered interval method of the score; ``branded``: the task ids
     whose prompt names the focal integration (the Invoke Rating's branded term);
@@ -393,6 +478,8 @@ def invokerank_section(
         branded=branded,
         need_types=need_types,
         eligible=eligible,
+        sessions=sessions,
+        per_session=per_session,
     )
     return parts.assembled([block() for block in parts.arms])
 
@@ -412,6 +499,9 @@ class SectionParts:
     #: judge: its key, rubric version, trust, withheld reason and how many blocks it has)
     completed_by: str | None = None
     judges: tuple[tuple[str, str, str, str | None, int], ...] = ()
+    #: the registered replicate sessions (``design.sessions``): one says why Figure 7 is
+    #: not drawn (:data:`REPLICATES_ONE_RUN`); more, each arm carries its own Figure 7
+    sessions: int = 1
 
     @classmethod
     def of(
@@ -425,8 +515,9 @@ class SectionParts:
             for meta in metas
         ]
         interval = options.get("interval", "published")
+        sessions = int(options.get("sessions", 1))
         if not observations:
-            return cls([], seed, interval, True)
+            return cls([], seed, interval, True, sessions=sessions)
         # a completion judge's own InvokeRank: the same blocks over the observations with
         # Completed from its verdicts (reports.judged.section.JudgedObservations)
         judges = []
@@ -436,7 +527,7 @@ class SectionParts:
             blocks += [partial(arm_invokerank, mine[m.id], m, seed, **options) for m in metas_of]
             judges.append((key, version, trust, withheld, len(metas_of)))
         completed_by = getattr(observations, "completed_by", None)
-        return cls(blocks, seed, interval, False, completed_by, tuple(judges))
+        return cls(blocks, seed, interval, False, completed_by, tuple(judges), sessions)
 
     def assembled(self, arms: list[ArmInvokeRank]) -> InvokeRankReport | None:
         if self.empty:
@@ -464,9 +555,10 @@ class SectionParts:
             seed=self.seed,
             pass_k=PASS_K,
             arms=mark_ties(arms),
-            replicates=REPLICATES_ONE_RUN,
+            replicates=REPLICATES_ONE_RUN if self.sessions == 1 else None,
             completed_by=self.completed_by,
             by_judge=by_judge,
+            hosts=host_funnels(arms),
         )
 
 
@@ -513,6 +605,8 @@ def invokerank_parts(
         branded=branded,
         need_types=need_types,
         eligible=eligible or None,
+        sessions=reg.design.sessions,
+        per_session=reg.design.per_session,
     )
 
 

@@ -336,7 +336,7 @@ def _bootstrap(ctx: _Ctx) -> TestReport:
         "draws": spec.draws,
         "seed": ctx.seed,
         "level": decision_level,
-        "runs": "repeat index of each arm",
+        "runs": pairs.run_label,
         "rows": fit.rows,
         "prompts": pairs.n,
         "unit": spec.unit,

@@ -107,7 +107,7 @@ def intent_rows(reg: Registration, pairs: PairData, seed: int, level: float) -> 
                         "draws": 10_000,
                         "level": level,
                         "seed": seed,
-                        "runs": "repeat index of each arm",
+                        "runs": sub.run_label,
                         "discordant": f"per task, repeats aggregated by '{agg}'",
                     },
                     registration_field="multiplicity" if registered else None,

@@ -652,6 +652,14 @@ FIGURES = {
         _on_canvas(ir_figures.ir_funnel_figure),
         "InvokeRank funnel per arm with intervals (Figure 2)",
     ),
+    # Figure 2 per host: one file per host with run stages (names fixed: HOST_SLOTS slots)
+    **{
+        f"ir_funnel_host_{n + 1}": (
+            _on_canvas(ir_figures.ir_host_funnel_figure(n)),
+            "InvokeRank funnel of one host, selection beside execution (Figure 2)",
+        )
+        for n in range(ir_figures.HOST_SLOTS)
+    },
     "ir_intents": (
         _on_canvas(ir_figures.ir_intents_figure),
         "InvokeRank score per intent with intervals (Figure 3)",
@@ -663,6 +671,10 @@ FIGURES = {
     "ir_rho": (
         _on_canvas(ir_figures.ir_rho_figure),
         "Intra-prompt rho per intent with intervals (Figure 8)",
+    ),
+    "ir_replicates": (
+        _on_canvas(ir_figures.ir_replicates_figure),
+        "Replicate sessions' run rates with the within-run range (Figure 7)",
     ),
     "tb_contrasts": (
         _on_canvas(tb_figures.tb_contrasts_figure),
@@ -739,6 +751,10 @@ def caption(name: str, report: Report) -> str:
         withheld = sorted({p.reason for p in data.points if p.reason})
         if withheld:
             return f"{FIGURES[name][1]}; open markers: {'; '.join(withheld)}"
+    if name.startswith("ir_funnel_host_") and (
+        host := ir_figures.host_funnel_caption(report, int(name.rsplit("_", 1)[1]) - 1)
+    ):
+        return host
     if name == "forest" and not any(
         r.interval is not None and _ok(r.difference, r.interval.low, r.interval.high)
         for r in report.per_intent

@@ -9,13 +9,19 @@ not import it), which :mod:`.figures` saves as PNG. A figure that cannot be defe
 report's size is not drawn, and :func:`withheld` says why (the report's tables print it):
 
 - Figure 2 needs a measured funnel stage with its Jeffreys interval (it has width at
-  every size);
+  every size). With run stages registered (``invokerank.hosts``) it is one figure per
+  host (``ir_funnel_host_<n>``, the host named in its caption; the selection arms beside
+  the execution arms at every stage), up to :data:`HOST_SLOTS` hosts; a registration
+  with more hosts gets the one chart grouped by host (``ir_funnel``), and a report
+  without stages the one chart per arm, as before;
 - Figure 3 and Figure 8 need at least one interval that the small-sample rules let
   through; rows whose interval is withheld are drawn as open markers labelled
   "no interval", never as a point that looks certain;
 - Figure 5 needs a paired change with an interval;
-- Figure 7 (replicate run rates) is never drawn from one registration, whose arms are
-  one run each (the section's ``replicates`` says so).
+- Figure 7 (replicate run rates with the within-run range) needs replicate sessions
+  (``design.sessions`` >= 2) and an arm with at least two prompts run in full in every
+  session; with one session the section's ``replicates`` says why it is not drawn, and
+  an arm whose sessions share too few prompts gives its own reason.
 """
 
 from __future__ import annotations
@@ -58,10 +64,55 @@ def _bounds(iv: Interval | None) -> tuple[float, float] | None:
     return float(iv.low or 0.0), float(iv.high or 0.0)
 
 
+#: Figure 2 per host: one figure file per host for up to this many hosts
+#: (``ir_funnel_host_1`` ... in :data:`prereg.reports.render.figures.FIGURES`, whose names
+#: are fixed); more hosts are drawn in one chart grouped by host (``ir_funnel``).
+HOST_SLOTS = 8
+
+
+def _hosts(report: Report) -> list[str]:
+    ir = report.invokerank
+    return [h.host for h in ir.hosts] if ir is not None else []
+
+
+def per_host_files(report: Report) -> bool:
+    """Whether Figure 2 is drawn as one file per host (run stages, at most
+    :data:`HOST_SLOTS` hosts) rather than one chart."""
+    return 0 < len(_hosts(report)) <= HOST_SLOTS
+
+
+def host_funnel_rows(report: Report, index: int) -> list[Row]:
+    """Figure 2 of host ``index`` (0-based, ``invokerank.hosts`` order): at every funnel
+    stage, the host's selection arms beside its execution arms, runs reaching the stage
+    over positive runs with the stage's interval; labels ``stage: stage kind (arm)``."""
+    ir = report.invokerank
+    if ir is None or not 0 <= index < len(ir.hosts):
+        return []
+    arms = {a.arm: a for a in ir.arms}
+    h = ir.hosts[index]
+    order = [arms[a] for a in h.selection + h.execution if a in arms]
+    rows: list[Row] = []
+    for stage in dict.fromkeys(s.stage for a in order for s in a.funnel):
+        for a in order:
+            s = next((x for x in a.funnel if x.stage == stage), None)
+            if s is not None and s.trials and s.displayed is not None:
+                label = f"{stage}: {a.stage} ({a.arm})"
+                rows.append((label, s.successes / s.trials, _bounds(s.displayed)))
+    return rows
+
+
 def funnel_rows(report: Report) -> list[Row]:
-    """Figure 2: each arm's pooled stages, runs reaching over positive runs."""
+    """Figure 2: each arm's pooled stages, runs reaching over positive runs; with run
+    stages registered, per host, each funnel stage's selection arms beside its execution
+    arms (the seed's Figure 2 per host; labels prefixed by the host)."""
     ir = report.invokerank
     rows: list[Row] = []
+    if ir is not None and ir.hosts:
+        for index, h in enumerate(ir.hosts):
+            rows += [
+                (f"{h.host}: {label}", est, b) for label, est, b in host_funnel_rows(report, index)
+            ]
+        return rows
     for a in ir.arms if ir is not None else []:
         for s in a.funnel:
             if s.trials and s.displayed is not None:
@@ -77,6 +128,17 @@ def intent_rows(report: Report) -> list[Row]:
         for i in a.intents:
             first = next((iv for iv in i.intervals if round(iv.level, 2) == 0.9), None)
             rows.append((f"{i.intent}: {a.arm}", i.q, _bounds(first)))
+    return rows
+
+
+def replicate_rows(report: Report) -> list[Row]:
+    """Figure 7: each arm's replicate sessions, Selected rate with its within-run range."""
+    ir = report.invokerank
+    rows: list[Row] = []
+    for a in ir.arms if ir is not None else []:
+        rr = a.replicate_runs
+        for r in rr.rows if rr is not None else []:
+            rows.append((f"{a.arm}: session {r.session + 1}", r.rate, _bounds(r.within_range)))
     return rows
 
 
@@ -202,6 +264,12 @@ def withheld(report: Report) -> list[tuple[str, str]]:
     out = []
     if not funnel_rows(report):
         out.append(("Figure 2 (funnel)", "no measured funnel stage with an interval"))
+    elif per_host_files(report):
+        out += [
+            (f"Figure 2 (funnel), host {host}", "no measured funnel stage with an interval")
+            for index, host in enumerate(_hosts(report))
+            if not host_funnel_rows(report, index)
+        ]
     if not any(b is not None for _, _, b in intent_rows(report)):
         out.append(
             (
@@ -224,6 +292,9 @@ def withheld(report: Report) -> list[tuple[str, str]]:
         out.append(("Figure 5 (paired changes)", "no paired change has an interval"))
     if report.invokerank.replicates:
         out.append(("Figure 7 (replicate runs)", "one run per arm in this registration"))
+    for a in report.invokerank.arms:
+        if a.replicate_runs is not None and a.replicate_runs.reason is not None:
+            out.append(("Figure 7 (replicate runs)", f"{a.arm}: {a.replicate_runs.reason}"))
     return out
 
 
@@ -256,16 +327,52 @@ def _chart(
 
 
 def ir_funnel_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 2 as one chart: per arm without run stages, grouped by host with more than
+    :data:`HOST_SLOTS` hosts; None when it is drawn one file per host instead."""
     rows = funnel_rows(report)
-    if not rows:
+    if not rows or per_host_files(report):
         return None
+    staged = report.invokerank is not None and bool(report.invokerank.hosts)
     return _chart(
         canvas,
         rows,
         "share of positive runs reaching the stage (90% Jeffreys, deflated by DEFF)",
-        "InvokeRank funnel per arm (Figure 2)",
+        "InvokeRank funnel per host, selection beside execution (Figure 2)"
+        if staged
+        else "InvokeRank funnel per arm (Figure 2)",
         (-0.03, 1.03),
     )
+
+
+def host_funnel_caption(report: Report, index: int) -> str | None:
+    """The caption of host ``index``'s Figure 2 (None when there is no such host)."""
+    hosts = _hosts(report)
+    if not 0 <= index < len(hosts):
+        return None
+    return (
+        f"InvokeRank funnel, host {hosts[index]}: selection beside execution, with 90% "
+        "Jeffreys intervals (Figure 2)"
+    )
+
+
+def ir_host_funnel_figure(index: int) -> Callable[[Report, Canvas], Figure | None]:
+    """The drawer of host ``index``'s Figure 2 (0-based; None without such a host, or
+    when Figure 2 is one chart: see :func:`per_host_files`)."""
+
+    def draw(report: Report, canvas: Canvas) -> Figure | None:
+        rows = host_funnel_rows(report, index)
+        if not rows or not per_host_files(report):
+            return None
+        return _chart(
+            canvas,
+            rows,
+            "share of positive runs reaching the stage (90% Jeffreys, deflated by DEFF)",
+            f"InvokeRank funnel, host {_hosts(report)[index]}: selection beside execution "
+            "(Figure 2)",
+            (-0.03, 1.03),
+        )
+
+    return draw
 
 
 def ir_intents_figure(report: Report, canvas: Canvas) -> Figure | None:
@@ -294,6 +401,20 @@ def ir_rho_figure(report: Report, canvas: Canvas) -> Figure | None:
         rows,
         "intra-prompt rho (90% percentile bootstrap over prompts; open: no interval)",
         "Repeat clustering per intent (Figure 8)",
+        (-0.03, 1.03),
+    )
+
+
+def ir_replicates_figure(report: Report, canvas: Canvas) -> Figure | None:
+    rows = replicate_rows(report)
+    if not rows:
+        return None
+    return _chart(
+        canvas,
+        rows,
+        "share of positive runs reaching Selected on the common prompts "
+        "(bars: within-run 90% range)",
+        "Replicate sessions' run rates (Figure 7)",
         (-0.03, 1.03),
     )
 

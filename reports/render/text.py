@@ -993,20 +993,176 @@ def withheld_table(report: Report) -> IRTable:
 
 
 def replicates_table(report: Report) -> IRTable:
+    """Figure 7's table: each arm's replicate sessions (``design.sessions``), or why not."""
     ir = report.invokerank
-    rows = [[ir.replicates]] if ir is not None and ir.replicates else []
-    return ("Replicate run rates (Figure 7)", ["not shown"], rows)
+    if ir is not None and ir.replicates:
+        return ("Replicate run rates (Figure 7)", ["not shown"], [[ir.replicates]])
+    rows: list[list[Any]] = []
+    for a in ir.arms if ir is not None else []:
+        rr = a.replicate_runs
+        if rr is None:
+            continue
+        if rr.reason is not None:
+            rows.append([a.arm, "-", "-", "-", rr.reason, "-", "-"])
+            continue
+        for r in rr.rows:
+            rows.append(
+                [
+                    a.arm,
+                    r.session + 1,
+                    r.runs,
+                    pct(r.rate),
+                    ir_interval(r.within_range, "pct"),
+                    pct(rr.sigma_run) if r.session == 0 else "",
+                    pvalue(rr.pvalue) if r.session == 0 else "",
+                ]
+            )
+    header = [
+        "arm",
+        "session",
+        "runs (common prompts)",
+        "Selected rate",
+        "within-run 90% range",
+        "between-run SD",
+        "permutation p",
+    ]
+    return ("Replicate run rates (Figure 7)", header, rows)
+
+
+def host_funnel_table(report: Report) -> IRTable:
+    """Figure 2 per host (run stages registered): each host's selection arms beside its
+    execution arms, stage by stage of the funnel."""
+    ir = report.invokerank
+    rows: list[list[Any]] = []
+    arms = {a.arm: a for a in ir.arms} if ir is not None else {}
+    for h in ir.hosts if ir is not None else []:
+        stages = [s.stage for a in h.selection + h.execution for s in arms[a].funnel]
+        for stage in dict.fromkeys(stages):
+            for arm in h.selection + h.execution:
+                a = arms[arm]
+                s = next((x for x in a.funnel if x.stage == stage), None)
+                if s is None:
+                    rows.append([h.host, stage, f"{arm} ({a.stage})", "not measured", "", ""])
+                    continue
+                rows.append(
+                    [
+                        h.host,
+                        stage,
+                        f"{arm} ({a.stage})",
+                        f"{s.successes} / {s.trials}",
+                        pct(s.successes / s.trials if s.trials else None),
+                        ir_interval(s.displayed, "pct"),
+                    ]
+                )
+    return (
+        "Figure 2 per host: selection (replayed) beside execution (focal integration live)",
+        ["host", "funnel stage", "arm (run stage)", "reached / runs", "rate", "interval"],
+        rows,
+    )
+
+
+def _telemetry_figure(value: float | None, why: str | None) -> str:
+    return f"{value:.3f}" if value is not None else f"withheld: {why}"
+
+
+def _telemetry_head(report: Report) -> str:
+    ir = report.invokerank
+    t = ir.telemetry if ir is not None else None
+    if t is None:
+        return ""
+    log = t.log
+    return f"{log.path}: {log.events} import(s), {log.calls} call(s), head seq {log.seq} {log.hash}"
+
+
+def telemetry_tables(report: Report) -> list[IRTable]:
+    """The S-vs-T block (issue 41 item 5): each named arm's tool mix beside its host's
+    telemetry, then the two figures (each withheld with its reason), the log's head in the
+    title; an arm with no telemetry is one row saying so. Empty without the block."""
+    ir = report.invokerank
+    t = ir.telemetry if ir is not None else None
+    if t is None:
+        return []
+    mix: list[list[Any]] = []
+    figures: list[list[Any]] = []
+    for c in t.comparisons:
+        for tool in c.tools:
+            mix.append(
+                [
+                    c.arm,
+                    f"{c.integration} on {c.host}",
+                    tool.tool,
+                    tool.s_calls,
+                    pct(tool.s_share),
+                    tool.t_calls,
+                    pct(tool.t_share),
+                ]
+            )
+        figures.append(
+            [
+                c.arm,
+                c.integration,
+                c.host,
+                f"{c.s_calls} ({c.s_evidence_class or 'mixed'})",
+                f"{c.t_calls} ({c.t_basis})",
+                _telemetry_figure(c.total_variation, c.total_variation_withheld),
+                _telemetry_figure(c.spearman, c.spearman_withheld),
+            ]
+        )
+    for line in t.absent:
+        figures.append([line, "", "", "", "", "no telemetry", "no telemetry"])
+    return [
+        (
+            "S vs T: synthetic tool mix beside real calls (telemetry, evidence class T, "
+            "never pooled)",
+            ["arm", "integration on host", "tool", "S calls", "S share", "T calls", "T share"],
+            mix,
+        ),
+        (
+            f"S vs T figures (telemetry log {_telemetry_head(report)})",
+            [
+                "arm",
+                "integration",
+                "telemetry host",
+                "S calls (class)",
+                "T calls (basis)",
+                "total variation distance",
+                "Spearman rank correlation",
+            ],
+            figures,
+        ),
+    ]
+
+
+def telemetry_lines(report: Report) -> list[str]:
+    """The S-vs-T block for the terminal: one line per named arm and the log's head."""
+    ir = report.invokerank
+    t = ir.telemetry if ir is not None else None
+    if t is None:
+        return []
+    out = [
+        f"S vs T (telemetry, evidence class T, never pooled; {c.arm}: {c.integration} on "
+        f"{c.host}): S {c.s_calls} first calls ({c.s_evidence_class or 'mixed'}), T "
+        f"{c.t_calls} {c.t_basis}; total variation distance "
+        f"{_telemetry_figure(c.total_variation, c.total_variation_withheld)}; Spearman "
+        f"{_telemetry_figure(c.spearman, c.spearman_withheld)}"
+        for c in t.comparisons
+    ]
+    out += [f"S vs T (telemetry): {line}" for line in t.absent]
+    out.append(f"telemetry log read: {_telemetry_head(report)}")
+    return out
 
 
 def analysis_tables(report: Report) -> list[IRTable]:
     """The tables of this module that have rows."""
     tables = [
+        host_funnel_table(report),
         need_table(report),
         negatives_table(report),
         rho_table(report),
         factor_table(report),
         metadata_table(report),
         replicates_table(report),
+        *telemetry_tables(report),
         withheld_table(report),
     ]
     return [t for t in tables if t[2]]
@@ -1039,7 +1195,28 @@ def analysis_lines(report: Report) -> list[str]:
             )
     if ir is not None and ir.replicates:
         out.append(ir.replicates)
-    return out
+    arms = {a.arm: a for a in ir.arms} if ir is not None else {}
+    for h in ir.hosts if ir is not None else []:
+        parts = []
+        for arm in h.selection + h.execution:
+            last = arms[arm].funnel[-1] if arms[arm].funnel else None
+            reached = (
+                "no funnel" if last is None else f"{last.stage} {last.successes} / {last.trials}"
+            )
+            parts.append(f"{arm} ({arms[arm].stage}): {reached}")
+        out.append(f"Figure 2, host {h.host}: " + "; ".join(parts))
+    for a in ir.arms if ir is not None else []:
+        rr = a.replicate_runs
+        if rr is not None and rr.reason is None:
+            rates = ", ".join(pct(r.rate) for r in rr.rows)
+            out.append(
+                f"{a.arm}: {rr.sessions} replicate sessions, Selected {rates}; between-run SD "
+                f"{pct(rr.sigma_run)}, within-run SD {pct(rr.within_sd)}, permutation "
+                f"p = {pvalue(rr.pvalue)}"
+            )
+        elif rr is not None:
+            out.append(f"{a.arm}: replicate sessions (Figure 7) not shown: {rr.reason}")
+    return out + telemetry_lines(report)
 
 
 def flat_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:

@@ -4,7 +4,9 @@ Owns: ``prereg export``, the target checked and the records verified before any 
 writes them (:mod:`.export`); JSON Lines and CSV (:mod:`.text_formats`), the flat row both
 CSV and Parquet use (:mod:`.rows`), Parquet (:mod:`.parquet`, optional extra), ``prereg
 import``, which accepts only whole, intact chains of planned units (:mod:`.importing`),
-and Inspect AI eval logs read as run records (:mod:`.inspect_log`). Writing an Inspect log
+Inspect AI eval logs read as run records (:mod:`.inspect_log`), and ``prereg telemetry
+import``: an integration's observed calls, the evidence class T, into their own
+append-only log, never as run records (:mod:`.telemetry`). Writing an Inspect log
 needs the report and lives in :mod:`prereg.reports.inspect_export`.
 
 May import: the lower layers; the run record, scoring (an imported Inspect sample is

@@ -54,8 +54,9 @@ def _foreign_key() -> tuple[str, str]:
 
 
 def echoes(key: str) -> dict[str, str]:
-    """What a hostile MCP result holds: forms redaction removes, and forms that keep a
-    key-shaped string (a prefix kept apart from its body by an invisible character)."""
+    """What a hostile MCP result holds: forms redaction removes (the key set here, whole,
+    encoded, cut, or with its prefix kept apart by an invisible character), and a form
+    that keeps a key-shaped string (a foreign key, its prefix kept apart)."""
     half = len(key) // 2
     prefix, body = _foreign_key()
     return {
@@ -66,7 +67,10 @@ def echoes(key: str) -> dict[str, str]:
     }
 
 
-REFUSED = {"prefix apart", "foreign key apart"}
+#: what survives redaction key-shaped, and is refused: a key of another environment
+#: (redaction knows only the keys set here). A key set here whose prefix an invisible
+#: character keeps apart is redacted whole, the character included, since c2daa1d.
+REFUSED = {"foreign key apart"}
 
 
 def _reply(driver: str, result: str) -> Reply:
@@ -148,6 +152,7 @@ def test_a_key_in_the_providers_mcp_result_is_redacted_or_refused(
     assert isinstance(call.action, ToolCall) and call.action.host_result is not None
     result = call.action.host_result
     assert REDACTED in result.text and not holds_key(result.text)
+    assert key[:7] not in result.text and "\u200b" not in result.text
     assert not holds_key(json.dumps(result.content))
     assert isinstance(final.action, FinalAnswer) and final.action.text == "Nothing more."
 

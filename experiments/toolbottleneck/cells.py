@@ -43,6 +43,8 @@ CELL_FIELDS: Mapping[str, str] = {
     "toolbottleneck.menu_mode": "string",
     "toolbottleneck.policy": "string",
     "toolbottleneck.handoffs": "integer",
+    "toolbottleneck.delivery": "string",
+    "toolbottleneck.controller": "string",
 }
 
 
@@ -69,6 +71,22 @@ class ArmCell(Strict):
     handoffs: int = Field(0, ge=0, le=64)
     catalog: int | None = Field(None, gt=0)
     retriever: RetrieverName | None = None
+    #: the structural holdout (docs/toolbottleneck.md, readings H1-H6): who issues the
+    #: calls (``public-handoff``: the controller) and how records return; either makes
+    #: the arm a holdout arm, on the read-only frontier (``handoffs`` 0: the 2-call
+    #: cell). Absent, they are left out of the document (earlier digests unchanged).
+    controller: Literal["public-handoff"] | None = None
+    delivery: Literal["native", "canonical"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_holdout(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Absent holdout fields are not digested (earlier registrations keep theirs)."""
+        return _omit_absent(handler(self), ("controller", "delivery"))
+
+    @property
+    def holdout_arm(self) -> bool:
+        """An arm of the structural holdout (it names a controller or a delivery)."""
+        return self.controller is not None or self.delivery is not None
 
     @model_validator(mode="after")
     def _block(self) -> ArmCell:
@@ -84,6 +102,12 @@ class ArmCell(Strict):
             raise FieldRuleError(
                 "handoffs", "the handoff frontier sits in front of the low workflow (no catalog)"
             )
+        if self.holdout_arm and (self.catalog is not None or self.workflow != "low"):
+            raise FieldRuleError(
+                "controller" if self.controller is not None else "delivery",
+                "a holdout arm plays a read-only frontier cell: the low workflow behind "
+                "'handoffs' (0 for the 2-call cell), no catalog",
+            )
         return self
 
     def levels(self) -> dict[str, object]:
@@ -93,6 +117,9 @@ class ArmCell(Strict):
             out |= {"R": self.catalog, "retriever": self.retriever}
         if self.handoffs:
             out["handoffs"] = self.handoffs
+        if self.holdout_arm:
+            out["orchestration"] = "controller" if self.controller is not None else "model"
+            out["delivery"] = self.delivery or "native"
         return out
 
 

@@ -29,9 +29,10 @@ and refused at compile time: every encoding must decode to the same values.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Literal
 
 import rfc8785
 
@@ -243,3 +244,31 @@ def round_trip_problem(
             if canonical(a) != canonical(b):
                 return EncodingError(name, f"decodes to {a!r} instead of {b!r}")
     return EncodingError("objects", "decodes to other values")  # pragma: no cover - ids differ
+
+
+#: How a holdout arm returns records to the model (seed 5.5, structural holdout):
+#: ``native`` in the cell's own encoding, ``canonical`` in one canonical encoding whatever
+#: the cell (the wrong-layer control: it changes the returned-state layer D, not W).
+Delivery = Literal["native", "canonical"]
+DELIVERIES: tuple[str, ...] = ("native", "canonical")
+
+
+def deliver(body: Mapping[str, Any], encoding: EncodingName, delivery: Delivery) -> dict[str, Any]:
+    """The varying blocks of an observation as delivered: as encoded (``native``), or the
+    decoded values ``{"records": [{id, kind, fields}]}`` with keys in RFC 8785 order
+    (``canonical``: the records the cell's encoding carries, in no cell's encoding)."""
+    if delivery == "native":
+        return dict(body)
+    records = decode(body, encoding)
+    return {"records": json.loads(canonical(records))}
+
+
+def received(
+    body: Mapping[str, Any], encoding: EncodingName, delivery: Delivery
+) -> list[dict[str, Any]]:
+    """The records a delivered block carries (the inverse of :func:`deliver`)."""
+    if delivery == "native":
+        return decode(body, encoding)
+    return [
+        {"id": r["id"], "kind": r["kind"], "fields": dict(r["fields"])} for r in body["records"]
+    ]

@@ -17,7 +17,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from prereg.core.errors import BadInput
 from prereg.core.safeio import (
@@ -66,6 +66,32 @@ class StudyArm(Strict):
     completion_cap: int | None = Field(None, gt=0)
     #: public handoffs before the low workflow: a frontier cell (seed 3.2, W frontier)
     handoffs: int = Field(0, ge=0, le=64)
+    #: who issues the calls (seed 4.3): absent, the model; ``public-handoff``, the
+    #: public-handoff controller (:mod:`prereg.runners.toolbottleneck.controller`)
+    controller: Literal["public-handoff"] | None = None
+    #: how records return (seed 5.5): ``native`` (the cell's encoding) or ``canonical``
+    #: (the wrong-layer control); absent, native, and the arm is no holdout arm
+    delivery: Literal["native", "canonical"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_added(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Absent holdout fields are not digested (earlier studies keep their digest)."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in ("controller", "delivery"):
+                if data.get(name) is None:
+                    data.pop(name, None)
+        return data
+
+    @property
+    def holdout_arm(self) -> bool:
+        """An arm of the structural holdout: it names a controller or a delivery; it
+        plays a read-only frontier cell (``handoffs`` 0 is the 2-call cell)."""
+        return self.controller is not None or self.delivery is not None
+
+    @property
+    def orchestration(self) -> str:
+        return "controller" if self.controller is not None else "model"
 
     @model_validator(mode="after")
     def _discovery(self) -> StudyArm:
@@ -81,6 +107,13 @@ class StudyArm(Strict):
             raise FieldRuleError(
                 "menu", "a Discovery arm's menu is the retriever's shortlist (sizes.shortlist)"
             )
+        if self.holdout_arm and (self.catalog is not None or self.workflow != "low"):
+            what = "controller" if self.controller is not None else "delivery"
+            raise FieldRuleError(
+                what,
+                "a holdout arm plays a read-only frontier cell: the low workflow behind "
+                "'handoffs' (0 for the 2-call cell), no catalog",
+            )
         return self
 
     @property
@@ -90,6 +123,8 @@ class StudyArm(Strict):
             out |= {"R": self.catalog, "retriever": self.retriever}
         if self.handoffs:
             out["handoffs"] = self.handoffs
+        if self.holdout_arm:
+            out |= {"orchestration": self.orchestration, "delivery": self.delivery or "native"}
         return out
 
 
@@ -113,6 +148,17 @@ class StudyFile(Strict):
     policy: StudyPolicy = Field(default_factory=StudyPolicy)
     budgets: StudyBudgets = Field(default_factory=StudyBudgets)
     repairs: list[StudyRepair] = Field(default_factory=list)
+    #: the structural holdout's families (by family id): held out from the core arms,
+    #: played only by the holdout arms (those naming ``controller`` or ``delivery``)
+    holdout: list[str] | None = Field(None, min_length=1)
+
+    @model_serializer(mode="wrap")
+    def _omit_added(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """An absent holdout is not digested (earlier studies keep their digest)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("holdout") is None:
+            data.pop("holdout", None)
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> StudyFile:
@@ -134,7 +180,22 @@ class StudyFile(Strict):
             raise FieldRuleError("seeds", "distinct seeds, each >= 0")
         if len(set(self.families)) != len(self.families):
             raise FieldRuleError("families", "each family once")
+        if self.holdout is not None:
+            if len(set(self.holdout)) != len(self.holdout):
+                raise FieldRuleError("holdout", "each held-out family once")
+            if not any(a.holdout_arm for a in self.arms):
+                raise FieldRuleError(
+                    "holdout", "held-out families need an arm naming 'controller' or 'delivery'"
+                )
         return self
+
+    def plays(self, arm: StudyArm, family: str) -> bool:
+        """Whether ``arm`` plays ``family``: with a ``holdout``, the holdout arms play the
+        held-out families and the other arms the rest; without one, every arm every
+        family."""
+        if self.holdout is None:
+            return True
+        return arm.holdout_arm == (family in self.holdout)
 
     @property
     def baseline_arm(self) -> str:
@@ -185,6 +246,32 @@ def load_study(path: str | Path) -> Study:
         fpath = path.parent / rel
         raw = _read(fpath, "a task family")
         families.append((parse_family(raw, str(fpath)), rel, raw))
+    ids = {f.id for f, _, _ in families}
+    for i, held in enumerate(spec.holdout or []):
+        if held not in ids:
+            raise BadInput(
+                f"'{held}' is not the id of a family of the study "
+                f"(known: {', '.join(sorted(ids))})",
+                file=str(path),
+                field=f"holdout[{i}]",
+            )
+    intents = {f.id: f.intent for f, _, _ in families}
+    core = {intents[f]: f for f in sorted(ids - set(spec.holdout or []))}
+    for i, held in enumerate(spec.holdout or []):
+        if intents[held] in core:
+            raise BadInput(
+                f"family '{held}' has intent '{intents[held]}', which the core family "
+                f"'{core[intents[held]]}' shares: the holdout holds out intents (seed 4.3, "
+                "distinct from the core intents); hold out every family of the intent",
+                file=str(path),
+                field=f"holdout[{i}]",
+            )
+    if spec.holdout is not None and set(spec.holdout) == ids:
+        raise BadInput(
+            "every family is held out: the core arms would play none",
+            file=str(path),
+            field="holdout",
+        )
     study = Study(spec, families)
     study.tool_clusters(str(path))  # a bad tool_cluster label is refused at load
     return study

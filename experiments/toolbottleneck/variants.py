@@ -19,7 +19,9 @@ def compiled_cell(spec: ArmCell, shortlist: int) -> Cell:
             "discovery", shortlist, spec.workflow, 0, spec.encoding, spec.catalog, spec.retriever
         )
     assert spec.menu is not None  # ArmCell checks
-    block: Literal["capacity", "frontier"] = "frontier" if spec.handoffs else "capacity"
+    # a holdout arm plays the read-only frontier, at 0 handoffs too (reading H1)
+    frontier = spec.handoffs or spec.holdout_arm
+    block: Literal["capacity", "frontier"] = "frontier" if frontier else "capacity"
     return Cell(block, spec.menu, spec.workflow, spec.handoffs, spec.encoding)
 
 

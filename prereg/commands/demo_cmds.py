@@ -48,7 +48,11 @@ DEMO_EXAMPLES = {
 DEMO_GOLD = {"podcast-invokerank.yaml": ("podcast-invokerank", "gold/completion-gold.csv")}
 DEMO_DRAFT = DEMO_EXAMPLES["pilot"]
 #: ``prereg demo --study NAME``: the bundled study drafts (issue 19; a simulated policy).
-DEMO_STUDIES = {"toolbottleneck": "toolbottleneck-capacity.yaml"}
+DEMO_STUDIES = {
+    "toolbottleneck": "toolbottleneck-capacity.yaml",
+    # the structural holdout (Table 10, Figure 10): a separate draft, docs/toolbottleneck.md
+    "toolbottleneck-holdout": "toolbottleneck-holdout.yaml",
+}
 
 
 def register(app: typer.Typer) -> None:
@@ -79,7 +83,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--study",
                 help="A bundled study instead: toolbottleneck (the capacity factorial, "
-                "eight contrasts, failure census, repairs against switches; simulated policy).",
+                "eight contrasts, failure census, repairs against switches; simulated policy) "
+                "or toolbottleneck-holdout (the public-handoff controller and the structural "
+                "holdout: Table 10, Figure 10).",
                 show_default=False,
             ),
         ] = None,

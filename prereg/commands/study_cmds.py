@@ -26,7 +26,17 @@ from prereg.experiments.toolbottleneck.compile import CompiledFamily, compile_fa
 from prereg.experiments.toolbottleneck.family import load_family
 from prereg.experiments.toolbottleneck.lint import lint_files
 from prereg.experiments.toolbottleneck.study import load_study
+from prereg.reports.toolbottleneck.pilot import NOTE as PILOT_NOTE
+from prereg.reports.toolbottleneck.pilot import (
+    pilot_report,
+    unavailable_lines,
+    versus_line,
+    write_pilot,
+)
+from prereg.reports.toolbottleneck.pilot import table_rows as pilot_rows
 from prereg.reports.toolbottleneck.study import check_out, write_study
+from prereg.runners.toolbottleneck.host import Contract
+from prereg.runners.toolbottleneck.pilot import run_pilot
 from prereg.runners.toolbottleneck.study import run_study
 
 app = typer.Typer(
@@ -89,8 +99,17 @@ def run_cmd(
     study = input_path(ctx, study)
     loaded = load_study(study)
     result = run_study(loaded, str(study))
+    b = loaded.spec.budgets
+    contract = Contract(
+        b.completion_cap, b.episode_tokens, b.call_limit_over_certified, b.turn_limit_over_calls
+    )
     written = write_study(
-        out, result, loaded.spec.baseline_arm, draws=draws, repairs=loaded.spec.repairs
+        out,
+        result,
+        loaded.spec.baseline_arm,
+        draws=draws,
+        repairs=loaded.spec.repairs,
+        contract=contract,
     )
     summary: dict[str, Any] = {
         "study": loaded.spec.id,
@@ -104,6 +123,72 @@ def run_cmd(
     def human() -> None:
         for key, value in summary.items():
             console.print(display(f"{key}: {value}"))
+
+    emit(summary, as_json, human)
+
+
+PILOT_HELP = """Run the development pilot (seed appendix J, Table 13) on the SIMULATED policy.
+
+Each block (an incumbent arm on one task and repeat) plays a probe and the seven
+restarts, each reset independently: an unchanged retry, a 4,096-token completion cap, the
+public-description router, the public-handoff controller, canonical delivery, the
+combined repairs (router, controller and canonical delivery with the larger cap) and the
+fixed switch (--switch, another simulated profile). A trace selector (a depth-one tree over the
+probe's public numeric features, fitted with each intent held out) chooses an action per
+block. Writes OUT/records.jsonl, OUT/report.json and OUT/report.md (Table 13: success
+pooled and by incumbent with counts, after a failed probe, mean tokens and calls, the
+selector's and the oracle's choices). A bad study, arm or profile is refused (exit 2)
+before anything runs. Readings P1-P6 in docs/toolbottleneck.md.
+
+  prereg study pilot experiments/toolbottleneck/study.yaml --incumbent v128-low-raw \\
+      --incumbent v8-low-raw --out reports/pilot"""
+
+
+@app.command("pilot", help=PILOT_HELP)
+def pilot_cmd(
+    ctx: typer.Context,
+    study: Annotated[Path, typer.Argument(help="The study YAML file.", metavar="STUDY.yaml")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Folder for records.jsonl, report.json and report.md."),
+    ],
+    incumbent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--incumbent",
+            help="An incumbent arm (a capacity cell; repeatable; default the baseline).",
+            show_default=False,
+        ),
+    ] = None,
+    switch: Annotated[
+        str, typer.Option("--switch", help="The fixed switch's simulated policy profile.")
+    ] = "sim-steady",
+    draws: Annotated[int, typer.Option("--draws", min=100, help="Bootstrap draws.")] = 10_000,
+    as_json: JsonOpt = False,
+) -> None:
+    refuse_evidence_folder(out, what="the pilot's records")
+    check_out(out)
+    study = input_path(ctx, study)
+    loaded = load_study(study)
+    run = run_pilot(loaded, str(study), incumbents=incumbent or (), switch=switch)
+    written = write_pilot(out, run, draws=draws)
+    report = pilot_report(run, draws=draws)
+    summary: dict[str, Any] = {**report, "written": [str(p) for p in written]}
+
+    def human() -> None:
+        header, rows = pilot_rows(report["table13"], unavailable=False)
+        grid = Table(title=display(f"development pilot: {loaded.spec.id} (simulated policy)"))
+        for column in header:
+            grid.add_column(display(column))
+        for r in rows:
+            grid.add_row(*[display(c) for c in r])
+        console.print(grid)
+        for line in unavailable_lines(report["table13"]):
+            console.print(display(line), soft_wrap=True)
+        console.print(display(versus_line(report["table13"])), soft_wrap=True)
+        console.print(display(PILOT_NOTE), soft_wrap=True)
+        for path in written:
+            console.print(display(f"wrote {path}"))
 
     emit(summary, as_json, human)
 

@@ -714,6 +714,11 @@ FIGURES = {
         "Frontier episodes: executed calls against tokens by level; filled markers ended at "
         "the episode budget (seed Figure 9)",
     ),
+    "tb_holdout": (
+        _on_canvas(tb_figures.tb_holdout_figure),
+        "Structural holdout: executed calls by issuer (model, public-handoff controller) per "
+        "arm, with its VTS (seed Figure 10)",
+    ),
 }
 
 

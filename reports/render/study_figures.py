@@ -333,3 +333,26 @@ def tb_repairs_figure(report: Report, canvas: Canvas) -> Figure | None:
         "pp ({level}family-cluster bootstrap; open: no interval)",
         "Repairs: loss, stress gain and specificity (Figure 4a)",
     )
+
+
+def tb_holdout_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 10: the structural holdout's executed calls per episode by issuer (the
+    model, the public-handoff controller), one stacked bar per Table 10 row with its VTS
+    in the label (arm means: no interval)."""
+    data = study_figure(report, "tb_holdout")
+    if data is None:
+        return None
+    labels = [p.label for p in data.points]
+    fig, ax = canvas(4.0, 0.8 + 0.36 * len(labels), labels)
+    ys = list(range(len(labels)))
+    model = [p.value for p in data.points]
+    ctrl = [float(p.x or 0.0) for p in data.points]
+    ax.barh(ys, model, color=GREY, label="issued by the model")
+    ax.barh(ys, ctrl, left=model, color=BLUE, label="issued by the controller")
+    ax.set_yticks(ys, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("executed calls per episode (mean; no interval)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")  # beside the short 2-call bars, listed first
+    ax.set_title("Structural holdout: who issues the calls (Figure 10)", fontsize=9)
+    return fig

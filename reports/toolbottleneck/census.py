@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from prereg.reports.render.markdown import table
+from prereg.runners.toolbottleneck.host import Contract, turn_limit_reachable
 
 #: Terminal flags in the seed's precedence (section 3.4); (ii) is two flags.
 FLAGS: tuple[str, ...] = (
@@ -47,6 +48,8 @@ HARNESS_LIMITS = frozenset(FLAGS[:5])
 #: failure under count_as_failure (:mod:`prereg.reports.toolbottleneck.episodes`).
 INFRASTRUCTURE = "infrastructure"
 TableData = tuple[str, list[str], list[list[Any]]]
+#: The census's turn_limit column where the harness cannot reach it (reading F3).
+TURN_LIMIT_UNREACHABLE = "turn_limit (structurally unreachable)"
 
 
 class CensusRow(Protocol):
@@ -276,6 +279,7 @@ def census_tables(
     pairs: Sequence[tuple[str, str]] = (),
     *,
     infrastructure: str | None = None,
+    contract: Contract | None = None,
 ) -> list[TableData]:
     """The census as (title, header, rows) tables; ``pairs`` are (base, stressed) arms for
     the truncation stratum table.
@@ -285,18 +289,29 @@ def census_tables(
     before). ``count_as_failure`` adds the failure class ``infrastructure`` (the units
     counted as failures, in ``episodes`` and ``failures``) to the census and to the
     obligation x flag table; either policy adds the infra_error records left out
-    (``infra``), so the table says what it did not count."""
+    (``infra``), so the table says what it did not count.
+
+    ``contract``: the harness the rows ran under; when its turn limit can never end an
+    episode (:func:`prereg.runners.toolbottleneck.host.turn_limit_reachable`, reading F3)
+    the ``turn_limit`` column of both tables is labelled structurally unreachable, so its
+    zeros are not read as a finding about the policy or the model."""
     out: list[TableData] = []
     arms = census_by_arm(rows)
     arms["(all)"] = census(rows)
     counting = infrastructure == "count_as_failure"
     classes = [*FLAGS, INFRASTRUCTURE] if counting else list(FLAGS)
+    labels = [
+        TURN_LIMIT_UNREACHABLE
+        if f == "turn_limit" and contract is not None and not turn_limit_reachable(contract)
+        else f
+        for f in classes
+    ]
     left_out = ["infra_error left out"] if infrastructure is not None else []
     header = [
         "arm",
         "episodes",
         "failures",
-        *classes,
+        *labels,
         "harness limit",
         "limit w/o infeasible",
         *left_out,
@@ -322,7 +337,7 @@ def census_tables(
     out.append(
         (
             "First unmet obligation x terminal flag (failed episodes)",
-            ["obligation", *classes],
+            ["obligation", *labels],
             [[o, *[crossed.get((o, f), 0) for f in classes]] for o in obligations],
         )
     )

@@ -73,6 +73,12 @@ from prereg.reports.toolbottleneck.frontier import (
     frontier_levels,
     frontier_tables,
 )
+from prereg.reports.toolbottleneck.holdout import (
+    HoldoutRow,
+    analyse_holdout,
+    holdout_figure,
+    holdout_tables,
+)
 from prereg.reports.toolbottleneck.interactions import decompose, decomposition_tables
 from prereg.reports.toolbottleneck.lanes import (
     LaneArm,
@@ -89,6 +95,7 @@ from prereg.reports.toolbottleneck.repairs import (
 )
 from prereg.reports.toolbottleneck.truncated import first_response_tables
 from prereg.runners.record import RunRecord
+from prereg.runners.toolbottleneck.study import CONTROLLER_ISSUED
 from prereg.stats.bootstrap import FEW_CLUSTERS
 from prereg.stats.enumeration import (
     MC_SE_TARGET,
@@ -749,8 +756,8 @@ def _frontier(
     arms: dict[str, FrontierArm] = {}
     for arm in registration.arms:
         cell = arm.toolbottleneck
-        if cell is None or cell.menu is None or cell.catalog is not None:
-            continue
+        if cell is None or cell.menu is None or cell.catalog is not None or cell.holdout_arm:
+            continue  # the holdout arms are the structural holdout's (:func:`_holdout`)
         arms[arm.id] = FrontierArm(
             configuration_of(registration, arm.id),
             cell.menu,
@@ -817,6 +824,61 @@ def _configuration_tables(
             per_configuration(cells, weights, config) if cells.tasks else None
         )
     return configuration_tables(registration, records, config, by_contrast)
+
+
+def _holdout(
+    registration: Registration, scored: Sequence[Episode], records: Sequence[RunRecord]
+) -> tuple[list[StudyTable], list[StudyFigure]]:
+    """The structural holdout (:mod:`prereg.reports.toolbottleneck.holdout`): Table 10,
+    L, Gamma, Sigma, Delta and Figure 10 over the arms naming ``controller`` or
+    ``delivery``; nothing without them. A cell's call level is the read-only frontier's
+    certified minimum, 2 + 2 x handoffs (the low layout is one record, reading 4); the
+    calls the controller issued are the ``tool_call`` trace events marked so."""
+    cells = {
+        a.id: a.toolbottleneck
+        for a in registration.arms
+        if a.toolbottleneck is not None and a.toolbottleneck.holdout_arm
+    }
+    if not cells:
+        return [], []
+    last = {(r.arm, r.task_id, r.repeat): r for r in records}
+    rows = []
+    for e in scored:
+        cell = cells.get(e.arm)
+        record = last.get(e.unit)
+        if cell is None or record is None:
+            continue
+        by_controller = sum(
+            1 for t in record.trace if t.kind == "tool_call" and t.text == CONTROLLER_ISSUED
+        )
+        rows.append(
+            HoldoutRow(
+                arm=e.arm,
+                task_id=e.task_id,
+                family=family_of_task(e.task_id),
+                success=bool(e.success),
+                orchestration="controller" if cell.controller is not None else "model",
+                delivery=cell.delivery or "native",
+                level=2 + 2 * cell.handoffs,
+                encoding=cell.encoding,
+                calls=e.calls,
+                controller_calls=by_controller,
+                model_calls=e.calls - by_controller,
+                requests=record.turns,
+                tokens=e.tokens,
+                over_budget=e.terminal_flag == "episode_budget"
+                or any(
+                    t.kind == "stop" and "episode_budget" in (t.text or "") for t in record.trace
+                ),
+            )
+        )
+    result = analyse_holdout(rows, seed=registration.design.seed)
+    tables = [
+        StudyTable(title=title, columns=columns, rows=body, note=note)
+        for title, columns, body, note in holdout_tables(result)
+    ]
+    figure = holdout_figure(result)
+    return tables, [] if figure is None else [figure]
 
 
 def study_figures(
@@ -938,6 +1000,8 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
     repair_points = repair_figure(results)
     decoded, gains = _decoder(registration, scored, records)
     tables += decoded
+    held, holdout_points = _holdout(registration, scored, records)
+    tables += held
     tables = _say_how_infrastructure_counted(counted, tables)
     figures = (
         study_figures(registration, scored, records, by_unit[0])
@@ -945,6 +1009,7 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
         + sweep_points
         + frontier_points
         + repair_points
+        + holdout_points
     )
     if on_model_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))

@@ -49,8 +49,15 @@ from prereg.reports.toolbottleneck.frontier import (
     frontier_tables,
 )
 from prereg.reports.toolbottleneck.interactions import decompose, decomposition_tables
-from prereg.reports.toolbottleneck.lanes import LaneArm, lane_tables, routed_versus_fixed
+from prereg.reports.toolbottleneck.lanes import (
+    LaneArm,
+    lane_tables,
+    routed_versus_fixed,
+    sentinel_gains,
+)
+from prereg.reports.toolbottleneck.model import StudyTable
 from prereg.reports.toolbottleneck.repairs import analyse_repairs, repairs_markdown
+from prereg.runners.toolbottleneck.host import Contract
 from prereg.runners.toolbottleneck.study import StudyRecord, StudyRun
 from prereg.stats.contrasts import factorial_weights
 from prereg.stats.enumeration import (
@@ -291,9 +298,15 @@ def full_sweep_markdown(records: Sequence[StudyRecord], *, draws: int = 10_000) 
     return lines
 
 
-def more_analyses_markdown(records: Sequence[StudyRecord], *, draws: int = 10_000) -> list[str]:
-    """The interaction decomposition, routed versus fixed lanes and the frontier
-    (:mod:`.interactions`, :mod:`.lanes`, :mod:`.frontier`) over a study run's records, a
+def more_analyses_markdown(
+    records: Sequence[StudyRecord],
+    *,
+    draws: int = 10_000,
+    repairs: Sequence[StudyRepair] = (),
+) -> list[str]:
+    """The interaction decomposition, routed versus fixed lanes with each repair's
+    sentinel gain, the frontier and Table 8 (:mod:`.interactions`, :mod:`.lanes`,
+    :mod:`.frontier`, :func:`first_response_table`) over a study run's records, a
     configuration being a policy profile, menu mode and cap."""
     capacity: dict[str, SweepArm] = {}
     lanes: dict[str, LaneArm] = {}
@@ -316,19 +329,85 @@ def more_analyses_markdown(records: Sequence[StudyRecord], *, draws: int = 10_00
     }
     requests = {(r.arm, r.task_id, r.repeat): r.turns for r in records}
     tables = decomposition_tables(decompose(records, capacity, of, draws=draws))
+    gains = sentinel_gains(
+        records,
+        [(x.id, x.pressure, x.repaired.stressed, x.control.stressed) for x in repairs],
+        of,
+        draws=draws,
+    )
     tables += lane_tables(
-        routed_versus_fixed(records, lanes, of, tokens, requests, draws=draws), []
+        routed_versus_fixed(records, lanes, of, tokens, requests, draws=draws), gains
     )
     tables += frontier_tables(
         frontier_levels(records, frontier, of, tokens),
         frontier_contrasts(records, frontier, of, draws=draws),
     )
+    tables += first_response_table(records)
     lines: list[str] = []
     for t in tables:
         lines += [f"## {t.title}", "", *table(t.columns, t.rows), ""]
         if t.note:
             lines += [t.note, ""]
     return lines
+
+
+def first_response_table(records: Sequence[StudyRecord]) -> list[StudyTable]:
+    """Table 8 of a study run (seed appendix E; readings T1-T3 and T4): per configuration
+    (policy profile, menu mode, cap), its capacity arms at its largest menu; first
+    requests are the episodes that made one (the simulated policy always does, outside
+    Discovery), and the first response was cut at the completion cap when the episode
+    ended with the flag ``completion_cap`` after one request (a cut response ends the
+    episode). What fills a cut response is withheld: a study run's records keep no
+    response text or reasoning telemetry."""
+    largest: dict[str, int] = {}
+    for r in records:
+        if capacity_cell(r.cell) and "handoffs" not in r.cell:
+            config = f"{r.profile} / {r.menu_mode} / cap {r.completion_cap}"
+            largest[config] = max(largest.get(config, 0), int(r.cell["V"]))
+    if not largest:
+        return []
+    counts: dict[str, list[int]] = {c: [0, 0] for c in largest}
+    for r in records:
+        config = f"{r.profile} / {r.menu_mode} / cap {r.completion_cap}"
+        if not capacity_cell(r.cell) or "handoffs" in r.cell or r.turns < 1:
+            continue
+        if int(r.cell["V"]) != largest[config]:
+            continue
+        counts[config][0] += 1
+        counts[config][1] += int(r.terminal_flag == "completion_cap" and r.turns == 1)
+    withheld = "withheld: the records keep no response text or reasoning telemetry"
+    rows = [
+        [
+            config,
+            str(largest[config]),
+            str(first),
+            str(cut),
+            "-" if not first else f"{100 * cut / first:.1f}%",
+            withheld if cut else "-",
+        ]
+        for config, (first, cut) in sorted(counts.items())
+    ]
+    return [
+        StudyTable(
+            title="Truncated first responses at the largest menu (seed Table 8)",
+            columns=[
+                "configuration",
+                "largest menu",
+                "first requests",
+                "truncated",
+                "share",
+                "what fills them",
+            ],
+            rows=rows,
+            note=(
+                "First requests: the episodes of the configuration's capacity arms at its "
+                "largest menu that made a request; truncated: the first response ended at "
+                "the completion cap (the episode stopped there, flag completion_cap, one "
+                "request). The seed's split (reasoning only, partial call, partial text, "
+                "both) needs the responses, which a study run does not keep."
+            ),
+        )
+    ]
 
 
 def _pressures_apart(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
@@ -424,8 +503,10 @@ def study_markdown(
     digest: str,
     draws: int = 10_000,
     repairs: Sequence[StudyRepair] = (),
+    contract: Contract | None = None,
 ) -> str:
-    """The whole report as Markdown (every cell escaped)."""
+    """The whole report as Markdown (every cell escaped); ``contract``: the study's
+    harness, which labels the census's turn-limit column when it cannot fire (F3)."""
     lines = [
         f"# Study {records[0].study if records else ''}",
         "",
@@ -447,13 +528,13 @@ def study_markdown(
         lines += _contrast_section(records, baseline, draws, unit)
     lines += _cap_section(records, baseline)
     lines += full_sweep_markdown(records, draws=draws)
-    lines += more_analyses_markdown(records, draws=draws)
+    lines += more_analyses_markdown(records, draws=draws, repairs=repairs)
     lines += repairs_markdown(*analyse_repairs(records, repairs, draws=draws))
     lines += decoder_markdown(decode_pressure(packets(records, baseline), draws=draws))
     lines += [
         "## Failure census",
         "",
-        census_markdown(census_tables(records, stress_pairs(records, baseline))),
+        census_markdown(census_tables(records, stress_pairs(records, baseline), contract=contract)),
     ]
     return "\n".join(lines)
 
@@ -494,6 +575,7 @@ def write_study(
     *,
     draws: int = 10_000,
     repairs: Sequence[StudyRepair] = (),
+    contract: Contract | None = None,
 ) -> list[Path]:
     """``out/records.jsonl`` (one record a line) and ``out/report.md``; returns the paths.
 
@@ -506,7 +588,12 @@ def write_study(
     )
     write_atomic(records, lines.encode(), what="the study records")
     text = study_markdown(
-        list(run.records), baseline, digest=run.digest, draws=draws, repairs=repairs
+        list(run.records),
+        baseline,
+        digest=run.digest,
+        draws=draws,
+        repairs=repairs,
+        contract=contract,
     )
     write_atomic(report, (text + "\n").encode(), what="the study report")
     return [records, report]

@@ -1,8 +1,9 @@
 """ToolBottleneckBench runs (seed 001): a study's units played on the seed's sandboxes.
 
 Owns: the offline study run, every (arm, task, repeat) scored by the seed's verified
-success (:mod:`.study`), the simulated tool agent (:mod:`.host`) and a unit played by a
-driver under the seed's harness contract (:mod:`.harness`). The task families, their
+success (:mod:`.study`), the simulated tool agent (:mod:`.host`), the public-handoff
+controller (:mod:`.controller`) and a unit played by a driver under the seed's harness
+contract (:mod:`.harness`). The task families, their
 compiler and the sandboxes are :mod:`prereg.experiments.toolbottleneck`; the report is
 :mod:`prereg.reports.toolbottleneck`.
 

@@ -40,6 +40,13 @@ come only from the tools. Its errors, each drawn from the unit's seeded generato
 Tokens: input = (request + schemas shown + observations so far) / 4 characters per
 token, output = the response's tokens; measured in this mechanism's own units.
 
+**Delivery** (the structural holdout, docs/toolbottleneck.md reading H4): records return
+in the cell's own encoding (``native``, the default) or in one canonical encoding
+whatever the cell (``canonical``, :func:`~prereg.experiments.toolbottleneck.encoding.deliver`);
+under canonical delivery the policy reads values with ``misread_raw``. ``Played.issuers``
+says who issued each call (here always the model; the public-handoff controller,
+:mod:`prereg.runners.toolbottleneck.controller`, issues most of its episodes' calls).
+
 **The turn limit cannot fire** under the seed's contract (docs/toolbottleneck.md,
 reading F3; :func:`turn_limit_reachable`). Every turn but the last is a call (a tool
 call, or in a host's harness a malformed call, which counts as one), so when turn
@@ -61,7 +68,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-from prereg.experiments.toolbottleneck.encoding import decode
+from prereg.experiments.toolbottleneck.encoding import Delivery, deliver, received
 from prereg.experiments.toolbottleneck.family import FactValue
 from prereg.experiments.toolbottleneck.sandbox import Sandbox
 from prereg.experiments.toolbottleneck.verify import (
@@ -77,6 +84,8 @@ from prereg.experiments.toolbottleneck.world import Function, Returned, handoff_
 
 MenuMode = Literal["routed", "fixed"]
 CHARS_PER_TOKEN = 4
+#: an observation's envelope: identical in every encoding and every delivery
+ENVELOPE = frozenset({"call", "tool", "source", "hash", "provenance"})
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,9 @@ class Played:
     output_tokens: int
     stop: str | None
     trace: list[dict[str, Any]] = field(default_factory=list)
+    #: who issued each executed call, in order: ``model``, or ``controller`` (the
+    #: public-handoff controller, :mod:`prereg.runners.toolbottleneck.controller`)
+    issuers: tuple[str, ...] = ()
 
 
 def unit_rng(*parts: object) -> random.Random:
@@ -175,8 +187,15 @@ def unit_rng(*parts: object) -> random.Random:
 class _Agent:
     """The simulated policy's state over one episode."""
 
-    def __init__(self, sandbox: Sandbox, params: SimParams, rng: random.Random) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        params: SimParams,
+        rng: random.Random,
+        delivery: Delivery = "native",
+    ) -> None:
         self.s, self.p, self.rng = sandbox, params, rng
+        self.delivery: Delivery = delivery
         family = sandbox.family
         self.route = family.route.text
         self.fact_names = set(family.facts)
@@ -236,7 +255,7 @@ class _Agent:
 
     def observe(self, fn: Function | None, arg: str, observation: Mapping[str, Any]) -> None:
         """Read an observation (decoded from its encoding) and plan the next calls."""
-        objects = decode(observation["objects_block"], self.s.cell.encoding)
+        objects = received(observation["objects_block"], self.s.cell.encoding, self.delivery)
         if fn is None or not objects:
             return  # nothing came back: the planned step stays, retried by the next call
         step = self.todo[0] if self.todo else None
@@ -247,7 +266,15 @@ class _Agent:
             self.todo.pop(0)
             self._read(objects[0], observation["source"])
 
-    def _read(self, obj: Mapping[str, Any], source: str) -> None:
+    def misread_rate(self) -> float:
+        """The misread rate of what the policy reads: the cell's encoding's, or under
+        canonical delivery the plain values' (``misread_raw``)."""
+        if self.delivery == "canonical":
+            return self.p.misread("raw")
+        return self.p.misread(self.s.cell.encoding)
+
+    def _read(self, obj: Mapping[str, Any], source: str, *, follow: bool = True) -> None:
+        """Read a record; ``follow`` False when a controller follows its handoff."""
         fields_ = obj["fields"]
         hop = handoff_of(fields_)
         if self.primary is None and obj["kind"] == self.s.family.sources[0] and hop is None:
@@ -255,14 +282,14 @@ class _Agent:
         held = [n for n in fields_ if n in self.fact_names]
         for name in held:
             value = fields_[name]
-            if self.rng.random() < self.p.misread(self.s.cell.encoding):
+            if self.rng.random() < self.misread_rate():
                 value = f"{value}?"  # a misread value
             self.facts[name] = value
         if held:
             self.sources.append(source)
         if self.rng.random() < self.p.stop_slip:
             return  # stops following the chain
-        if hop is not None:
+        if hop is not None and follow:
             connector, query = hop
             self.todo.append(("search", query, connector))
         for name, value in fields_.items():
@@ -277,12 +304,19 @@ class _Agent:
         return text
 
 
-def play(sandbox: Sandbox, params: SimParams, contract: Contract, rng: random.Random) -> Played:
-    """One episode of the simulated policy on ``sandbox`` under ``contract``."""
+def play(
+    sandbox: Sandbox,
+    params: SimParams,
+    contract: Contract,
+    rng: random.Random,
+    delivery: Delivery = "native",
+) -> Played:
+    """One episode of the simulated policy on ``sandbox`` under ``contract``, records
+    delivered as ``delivery`` says (native: the cell's encoding)."""
     call_limit = sandbox.key.certified_minimum + contract.call_slack
     turn_limit = call_limit + contract.turn_slack
-    agent = _Agent(sandbox, params, rng)
-    h = _Harness(sandbox, params, contract, rng, call_limit, turn_limit)
+    agent = _Agent(sandbox, params, rng, delivery)
+    h = _Harness(sandbox, params, contract, rng, call_limit, turn_limit, delivery=delivery)
     if not sandbox.key.required_functions <= sandbox.key.menu:
         h.stop({"infeasible"})  # A fails: stopped before any request (seed, Discovery)
     while h.limit is None:
@@ -326,6 +360,8 @@ class _Harness:
     limit: str | None = None
     routed: bool = False
     trace: list[dict[str, Any]] = field(default_factory=list)
+    delivery: Delivery = "native"
+    issuers: list[str] = field(default_factory=list)
 
     def stop(self, limits: set[Limit]) -> None:
         self.limits |= limits
@@ -361,8 +397,10 @@ class _Harness:
         return True
 
     def execute(
-        self, name: str, args: dict[str, str]
+        self, name: str, args: dict[str, str], issuer: str = "model"
     ) -> tuple[Function | None, str, dict[str, Any]]:
+        """One executed call by ``issuer``; the observation as delivered (its bytes are
+        what the policy's later prompts carry)."""
         listed = any(f.name == name for f in self.shown())
         fn = self.s.function(name) if listed else None
         arg = next(iter(args.values()))
@@ -370,15 +408,25 @@ class _Harness:
         if fn is not None:
             results, self.changes = self.s.call(name, arg, self.changes)
         index = len(self.calls)
-        observation = self.s.observation(index, name, results)
+        encoded = self.s.observation(index, name, results)
+        envelope = {k: v for k, v in encoded.items() if k in ENVELOPE}
+        blocks = {k: v for k, v in encoded.items() if k not in ENVELOPE}
+        observation = {**envelope, **deliver(blocks, self.s.cell.encoding, self.delivery)}
         self.observed_bytes += len(json.dumps(observation))
+        self.issuers.append(issuer)
         self.calls.append(
             EpisodeCall(
                 name, dict(args), listed, None if fn is None else fn.operation, tuple(results)
             )
         )
         self.trace.append(
-            {"kind": "call", "tool": name, "arguments": dict(args), "hits": len(results)}
+            {
+                "kind": "call",
+                "tool": name,
+                "arguments": dict(args),
+                "hits": len(results),
+                "issuer": issuer,
+            }
         )
         if fn is not None and fn.operational and results and self.c.menu_mode == "routed":
             self.routed = True
@@ -403,6 +451,7 @@ class _Harness:
             output_tokens=self.output_tokens,
             stop=self.limit,
             trace=self.trace,
+            issuers=tuple(self.issuers),
         )
 
 

@@ -19,7 +19,13 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import rfc8785
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from prereg.core.errors import BadInput, IntegrityError
 from prereg.experiments import Experiment
@@ -39,6 +45,7 @@ from prereg.runners.scoring import (
     requested_model,
     unit_identity,
 )
+from prereg.runners.toolbottleneck.controller import play_controlled
 from prereg.runners.toolbottleneck.harness import HostPlayed, HostUnit, play_host
 from prereg.runners.toolbottleneck.host import (
     PROFILES,
@@ -54,6 +61,9 @@ from prereg.runners.toolbottleneck.host import (
 #: 34, :func:`prereg.registry.resolve.study_player`); any other driver is a model host.
 SIMULATED_DRIVER = "local"
 FORMAT: Literal["prereg-toolbottleneck-study-records/1"] = "prereg-toolbottleneck-study-records/1"
+#: the text of a registered record's ``tool_call`` trace event the public-handoff
+#: controller issued (the model's calls carry none)
+CONTROLLER_ISSUED = "issued by the public-handoff controller"
 
 
 class StudyRecord(BaseModel):
@@ -88,6 +98,38 @@ class StudyRecord(BaseModel):
     tokens_input: int = Field(ge=0)
     tokens_output: int = Field(ge=0)
     evidence_class: Literal["simulated"] = "simulated"
+    # A holdout arm's record (an arm naming ``controller`` or ``delivery``) says who
+    # issued the calls; the fields are absent from every other record.
+    orchestration: Literal["model", "controller"] | None = None
+    delivery: Literal["native", "canonical"] | None = None
+    certified_minimum: int | None = Field(None, ge=0)
+    controller_calls: int | None = Field(None, ge=0)
+    model_calls: int | None = Field(None, ge=0)
+    #: model requests (responses), the controller's calls needing none
+    requests: int | None = Field(None, ge=0)
+    #: the episode token budget fired (with or without another limit)
+    over_budget: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_holdout(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """The holdout fields are left out where absent (other records as before)."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in HOLDOUT_FIELDS:
+                if data.get(name) is None:
+                    data.pop(name, None)
+        return data
+
+
+HOLDOUT_FIELDS: tuple[str, ...] = (
+    "orchestration",
+    "delivery",
+    "certified_minimum",
+    "controller_calls",
+    "model_calls",
+    "requests",
+    "over_budget",
+)
 
 
 @dataclass(frozen=True)
@@ -121,6 +163,8 @@ def run_study(study: Study, filename: str = "<study>") -> StudyRun:
     for family, _, _ in study.families:
         for seed in spec.seeds:
             for arm in spec.arms:
+                if not spec.plays(arm, family.id):
+                    continue
                 cell = _cell(arm, family.sizes.shortlist)
                 sandboxes[(family.id, seed, arm.id)] = build_sandbox(family, cell, seed=seed)
     variants = {s.variant.id + f"@{s.seed}": s.variant.digest for s in sandboxes.values()}
@@ -149,6 +193,8 @@ def run_study(study: Study, filename: str = "<study>") -> StudyRun:
             arm.menu_mode,
         )
         for family, _, _ in study.families:
+            if not spec.plays(arm, family.id):
+                continue
             for seed in spec.seeds:
                 sandbox = sandboxes[(family.id, seed, arm.id)]
                 for repeat in range(spec.repeats):
@@ -161,21 +207,30 @@ def run_study(study: Study, filename: str = "<study>") -> StudyRun:
                             (profile, cap),
                             sandbox,
                             repeat,
-                            play(sandbox, sim, contract, rng),
+                            _play(arm, sandbox, sim, contract, rng),
                         )
                     )
     return StudyRun(digest, tuple(records), variants)
 
 
+def _play(arm: StudyArm, sandbox: Sandbox, sim: SimParams, contract: Contract, rng: Any) -> Played:
+    """One episode: under the public-handoff controller when the arm names it, else the
+    model-run policy; records delivered as the arm says (native when it says nothing)."""
+    delivery = arm.delivery or "native"
+    if arm.controller is not None:
+        return play_controlled(sandbox, sim, contract, rng, delivery)
+    return play(sandbox, sim, contract, rng, delivery)
+
+
 def _cell(arm: StudyArm, shortlist: int) -> Cell:
-    """The arm's cell: capacity, frontier (handoffs), or Discovery (the menu is the
-    family's shortlist)."""
+    """The arm's cell: capacity, frontier (handoffs; every holdout arm, the 2-call cell
+    at 0 handoffs, read-only), or Discovery (the menu is the family's shortlist)."""
     if arm.catalog is not None and arm.retriever is not None:
         return Cell(
             "discovery", shortlist, arm.workflow, 0, arm.encoding, arm.catalog, arm.retriever
         )
     assert arm.menu is not None  # a capacity arm gives its menu (StudyArm checks)
-    if arm.handoffs:
+    if arm.handoffs or arm.holdout_arm:
         return Cell("frontier", arm.menu, arm.workflow, arm.handoffs, arm.encoding)
     return Cell("capacity", arm.menu, arm.workflow, 0, arm.encoding)
 
@@ -191,6 +246,18 @@ def _record(
 ) -> StudyRecord:
     v = played.verification
     profile, cap = config
+    holdout: dict[str, Any] = {}
+    if arm.holdout_arm:
+        issuers = played.issuers
+        holdout = dict(
+            orchestration=arm.orchestration,
+            delivery=arm.delivery or "native",
+            certified_minimum=sandbox.key.certified_minimum,
+            controller_calls=sum(1 for i in issuers if i == "controller"),
+            model_calls=sum(1 for i in issuers if i == "model"),
+            requests=played.turns,
+            over_budget="episode_budget" in played.episode.limits,
+        )
     return StudyRecord(
         study=study,
         study_digest=digest,
@@ -216,6 +283,7 @@ def _record(
         turn_limit=played.turn_limit,
         tokens_input=played.input_tokens,
         tokens_output=played.output_tokens,
+        **holdout,
     )
 
 
@@ -258,6 +326,24 @@ class StudyUnits:
         one is refused (IntegrityError) before any unit runs or any record is written."""
         for unit in units:
             self.sandbox(unit.arm, unit.task.id)
+            self._simulated_only(unit.arm)
+
+    def _simulated_only(self, arm: str) -> None:
+        """The public-handoff controller and canonical delivery play the simulated policy
+        only: on a model host or a local profile the arm is refused (BadInput naming the
+        field) before any unit runs, never played as a model-run native arm."""
+        spec = self.plan.study_cells[arm]
+        config = self.plan.config(arm)
+        if study_player(config.driver, config.model) == "simulated":
+            return
+        for name, value in (("controller", spec.controller), ("delivery", spec.delivery)):
+            if value is not None and value != "native":
+                raise BadInput(
+                    f"'{name}: {value}' runs on the simulated policy only (this arm's host "
+                    f"is '{config.driver}'): the host harness has no public-handoff "
+                    "controller or canonical delivery yet",
+                    field=f"arms.{arm}.toolbottleneck.{name}",
+                )
 
     def contract(self, unit: RunUnit, sandbox: Sandbox) -> Contract:
         """The unit's harness contract (seed 3.3) under its arm's registered budgets."""
@@ -360,7 +446,11 @@ class StudyUnits:
         sandbox = self.sandbox(unit.arm, unit.task.id)
         contract = self.contract(unit, sandbox)
         rng = unit_rng(self.plan.digest, unit.arm, unit.task.id, unit.repeat)
-        played = play(sandbox, PROFILES[spec.policy], contract, rng)
+        delivery = spec.delivery or "native"
+        if spec.controller is not None:
+            played = play_controlled(sandbox, PROFILES[spec.policy], contract, rng, delivery)
+        else:
+            played = play(sandbox, PROFILES[spec.policy], contract, rng, delivery)
         return self._record(unit, driver, spec, sandbox, played, started)
 
     def _record(
@@ -420,9 +510,15 @@ def _trace(played: Played) -> list[TraceEvent]:
         if event["kind"] == "response":
             turn += 1
         elif event["kind"] == "call":
+            # a call the public-handoff controller issued says so (no model request)
+            by = CONTROLLER_ISSUED if event.get("issuer") == "controller" else None
             out.append(
                 TraceEvent(
-                    kind="tool_call", turn=turn, tool=event["tool"], arguments=event["arguments"]
+                    kind="tool_call",
+                    turn=turn,
+                    tool=event["tool"],
+                    arguments=event["arguments"],
+                    text=by,
                 )
             )
         elif event["kind"] == "stop":

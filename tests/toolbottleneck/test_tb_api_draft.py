@@ -79,7 +79,8 @@ def test_the_certified_minimum_formula_is_the_compilers(workflow: str) -> None:
             variant = compile_cell(family, Cell(block, 8, workflow, handoffs, "raw"))
             certified = answer_key(variant.document).certified_minimum
             if handoffs:  # the read-only frontier (reading 4): reads only, no action call
-                # (registrable.reference_length still adds the action here: reported upstream)
+                assert reference_length(family, workflow, handoffs, read_only=True) == certified
+                # the seed's count by hand: a search and a read per record and per handoff
                 assert certified == 2 * len(family.layouts.of(workflow)) + 2 * handoffs
             else:
                 assert reference_length(family, workflow, handoffs) == certified

@@ -48,6 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prereg.reports.toolbottleneck.census import CensusRow, scored, truncation
+from prereg.reports.toolbottleneck.estimates import Estimate, estimate_cell
 from prereg.reports.toolbottleneck.model import StudyFigure, StudyPoint, StudyTable
 from prereg.reports.toolbottleneck.repairs import Resamples, quantile, resample
 from prereg.stats.bootstrap import FEW_CLUSTERS
@@ -75,16 +76,6 @@ class SweepArm:
     menu: int
     workflow: str
     encoding: str
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate with its interval, or the reason the interval is withheld."""
-
-    value: float
-    low: float | None = None
-    high: float | None = None
-    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -438,18 +429,8 @@ def _sweep(
 # --- the tables ---------------------------------------------------------------------------
 
 
-def _num(x: float) -> str:
+def _pts(x: float) -> str:
     return f"{round(100 * x, 1) + 0.0:+.1f}"
-
-
-def _cell(e: Estimate, unit: str) -> str:
-    head = f"{_num(e.value)}{unit}"
-    if e.low is None or e.high is None:
-        return f"{head}; {e.reason}: no interval"
-    lo, hi = _num(e.low), _num(e.high)
-    if lo == hi:
-        return f"{head}; no spread at the printed precision: no interval"
-    return f"{head} [{lo}, {hi}]"
 
 
 def _pct(x: float | None) -> str:
@@ -482,12 +463,12 @@ def sweep_tables(sweeps: Sequence[Sweep]) -> list[StudyTable]:
                     f"{r.caps[0]} to {r.caps[1]}",
                     _pct(r.truncation[0]),
                     _pct(r.truncation[1]),
-                    _cell(r.low, " pp"),
-                    _cell(r.high, " pp"),
-                    _cell(r.interaction, ""),
+                    estimate_cell(r.low, unit=" pp"),
+                    estimate_cell(r.high, unit=" pp"),
+                    estimate_cell(r.interaction, unit=""),
                     "-"
                     if r.either_way is None
-                    else f"{_num(r.either_way[0])} to {_num(r.either_way[1])}",
+                    else f"{_pts(r.either_way[0])} to {_pts(r.either_way[1])}",
                     check,
                     r.decision,
                     "-" if r.released is None else f"{round(100 * r.released, 1) + 0.0:+.1f} pp",

@@ -31,6 +31,7 @@ import numpy as np
 
 from prereg.reports.toolbottleneck.capsweep import Estimate, family_matrix
 from prereg.reports.toolbottleneck.census import CensusRow, scored
+from prereg.reports.toolbottleneck.estimates import estimate_cell
 from prereg.reports.toolbottleneck.lanes import pairwise_estimate
 from prereg.reports.toolbottleneck.model import StudyFigure, StudyPoint, StudyTable
 from prereg.stats.bootstrap import FEW_CLUSTERS
@@ -139,15 +140,7 @@ def _pct(x: float | None) -> str:
 
 
 def _pp(e: Estimate | None) -> str:
-    if e is None:
-        return "-; no task measured at both levels"
-    head = f"{round(100 * e.value, 1) + 0.0:+.1f} pp"
-    if e.low is None or e.high is None:
-        return f"{head}; {e.reason}: no interval"
-    lo, hi = (f"{round(100 * x, 1) + 0.0:+.1f}" for x in (e.low, e.high))
-    if lo == hi:
-        return f"{head}; no spread at the printed precision: no interval"
-    return f"{head} [{lo}, {hi}]"
+    return estimate_cell(e, missing="-; no task measured at both levels")
 
 
 def frontier_tables(

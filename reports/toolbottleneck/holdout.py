@@ -48,6 +48,7 @@ from typing import Any
 from prereg.experiments.toolbottleneck.cells import OtherRepair, RepairLane
 from prereg.experiments.toolbottleneck.study import StudyRepair
 from prereg.reports.render.markdown import table
+from prereg.reports.toolbottleneck.estimates import estimate_cell
 from prereg.reports.toolbottleneck.model import StudyFigure, StudyPoint
 from prereg.reports.toolbottleneck.repairs import (
     Estimate,
@@ -312,14 +313,7 @@ RATE_DIFFERENCES = ("L", "Gamma", "L^canonical", "Gamma^canonical")
 def _points(name: str, e: Estimate) -> str:
     """``E pp [L, H]`` (``E [L, H]`` for Sigma, Sigma^canonical and Delta), or the
     estimate and why no interval is printed."""
-    unit = " pp" if name in RATE_DIFFERENCES else ""
-    head = f"{100 * e.value + 0.0:+.1f}{unit}"
-    if e.low is None or e.high is None:
-        return f"{head}; {e.reason or 'no interval'}: no interval"
-    lo, hi = f"{100 * e.low + 0.0:+.1f}", f"{100 * e.high + 0.0:+.1f}"
-    if lo == hi:
-        return f"{head}; no spread at the printed precision: no interval"
-    return f"{head} [{lo}, {hi}]"
+    return estimate_cell(e, unit=" pp" if name in RATE_DIFFERENCES else "")
 
 
 TABLE10_TITLE = "Structural holdout arms (Table 10)"

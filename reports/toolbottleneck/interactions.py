@@ -51,6 +51,7 @@ from numpy.typing import NDArray
 
 from prereg.reports.toolbottleneck.capsweep import Estimate, SweepArm, family_resample
 from prereg.reports.toolbottleneck.census import CensusRow, scored
+from prereg.reports.toolbottleneck.estimates import estimate_cell
 from prereg.reports.toolbottleneck.model import StudyTable
 from prereg.reports.toolbottleneck.repairs import quantile
 from prereg.stats.bootstrap import FEW_CLUSTERS
@@ -263,15 +264,7 @@ def decompose(
 
 
 def _points(e: Estimate | None) -> str:
-    if e is None:
-        return "-; every unit's sign is forced"
-    head = f"{round(100 * e.value, 1) + 0.0:+.1f}"
-    if e.low is None or e.high is None:
-        return f"{head}; {e.reason}: no interval"
-    lo, hi = (f"{round(100 * x, 1) + 0.0:+.1f}" for x in (e.low, e.high))
-    if lo == hi:
-        return f"{head}; no spread at the printed precision: no interval"
-    return f"{head} [{lo}, {hi}]"
+    return estimate_cell(e, missing="-; every unit's sign is forced", unit="")
 
 
 def decomposition_tables(results: Sequence[Decomposition]) -> list[StudyTable]:

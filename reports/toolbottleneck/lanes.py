@@ -37,6 +37,7 @@ from prereg.reports.toolbottleneck.capsweep import (
     family_resample,
 )
 from prereg.reports.toolbottleneck.census import CensusRow, scored
+from prereg.reports.toolbottleneck.estimates import estimate_cell
 from prereg.reports.toolbottleneck.model import StudyFigure, StudyPoint, StudyTable
 from prereg.reports.toolbottleneck.repairs import RepairResult
 from prereg.stats.bootstrap import FEW_CLUSTERS
@@ -190,15 +191,7 @@ def sentinel_gains(
 
 
 def _pp(e: Estimate | None) -> str:
-    if e is None:
-        return "-; no task run twice in both arms"
-    head = f"{round(100 * e.value, 1) + 0.0:+.1f} pp"
-    if e.low is None or e.high is None:
-        return f"{head}; {e.reason}: no interval"
-    lo, hi = (f"{round(100 * x, 1) + 0.0:+.1f}" for x in (e.low, e.high))
-    if lo == hi:
-        return f"{head}; no spread at the printed precision: no interval"
-    return f"{head} [{lo}, {hi}]"
+    return estimate_cell(e, missing="-; no task run twice in both arms")
 
 
 def _num(x: float | None) -> str:

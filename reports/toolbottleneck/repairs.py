@@ -59,6 +59,7 @@ from numpy.typing import NDArray
 
 from prereg.experiments.toolbottleneck.study import StudyRepair
 from prereg.reports.render.markdown import table
+from prereg.reports.toolbottleneck.estimates import Estimate, estimate_cell
 from prereg.runners.toolbottleneck.study import StudyRecord
 from prereg.stats.bootstrap import FEW_CLUSTERS
 from prereg.stats.enumeration import (
@@ -74,17 +75,6 @@ Matrix = NDArray[np.float64]
 #: the seed's levels: 95% intervals, one-sided tests and TOST at 5%, Holm at 5%
 LEVEL = 0.95
 ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate with its 95% percentile interval; ``low``/``high`` None and
-    ``reason`` saying why when the interval is withheld."""
-
-    value: float
-    low: float | None
-    high: float | None
-    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -527,22 +517,9 @@ def analyse_repairs(
 # --- the tables ---------------------------------------------------------------------------
 
 
-def _num(x: float, scale: float, unit: str, digits: int = 1) -> str:
-    value = round(scale * x, digits) + 0.0  # never "-0.0"
-    return f"{value:+.{digits}f}{unit}"
-
-
 def _cell(e: Estimate | None, *, scale: float = 100.0, unit: str = " pp", digits: int = 1) -> str:
-    """``E unit [L, H]``, or ``E unit; <why no interval>``."""
-    if e is None:
-        return NOT_MEASURED
-    head = _num(e.value, scale, unit, digits)
-    if e.low is None or e.high is None:
-        return f"{head}; {e.reason or 'no interval'}: no interval"
-    lo, hi = _num(e.low, scale, "", digits), _num(e.high, scale, "", digits)
-    if lo == hi:
-        return f"{head}; no spread at the printed precision: no interval"
-    return f"{head} [{lo}, {hi}]"
+    """``E unit [L, H]``, or ``E unit; <why no interval>`` (:func:`.estimates.cell`)."""
+    return estimate_cell(e, missing=NOT_MEASURED, unit=unit, scale=scale, digits=digits)
 
 
 def _sigma(e: Estimate | None) -> str:

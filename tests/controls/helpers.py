@@ -17,6 +17,11 @@ from prereg.registry.units import Budgets, RunPlan, plan_from_registration
 ROOT = Path(__file__).resolve().parents[2]
 PODCAST = ROOT / "experiments" / "bundled" / "podcast-selection"
 SERVERS = Path(__file__).resolve().parent / "servers"
+#: the podcatch server the bundled podcast-invokerank experiment ships (its snapshot is
+#: bundled with podcast-selection): one copy, started by the live tests and by the draft
+PODCATCH_SERVER = (
+    ROOT / "experiments" / "bundled" / "podcast-invokerank" / "servers" / "podcatch.py"
+)
 DIGEST = "sha256:" + "c" * 64
 
 

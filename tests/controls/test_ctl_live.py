@@ -14,10 +14,10 @@ from prereg.core.errors import BadInput, IntegrityError
 from prereg.registry.units import LiveSpec
 from prereg.runners.orchestrate import run_plan
 from prereg.runners.store.sqlite import RunStore
-from tests.controls.helpers import SERVERS, plan, podcast, single
+from tests.controls.helpers import PODCATCH_SERVER, SERVERS, plan, podcast, single
 from tests.controls.test_ctl_snapshots import CallFirst
 
-PODCATCH = (sys.executable, str(SERVERS / "podcatch.py"))
+PODCATCH = (sys.executable, str(PODCATCH_SERVER))
 TIDEWATCH = (sys.executable, str(SERVERS / "tidewatch.py"))
 
 

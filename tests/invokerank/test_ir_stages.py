@@ -27,11 +27,11 @@ from prereg.reports.render.text import analysis_lines, host_funnel_table
 from prereg.runners.orchestrate import run_plan
 from prereg.runners.store.sqlite import RunStore
 from tests.conftest import tree_digest
-from tests.controls.helpers import DIGEST, REG_BASE, SERVERS, podcast
+from tests.controls.helpers import DIGEST, PODCATCH_SERVER, REG_BASE, podcast
 from tests.controls.test_ctl_snapshots import CallFirst
 from tests.invokerank.test_ir_weights import DIGEST_BEFORE, FILES, REGISTRATION
 
-PODCATCH = [sys.executable, str(SERVERS / "podcatch.py")]
+PODCATCH = [sys.executable, str(PODCATCH_SERVER)]
 LIVE = {"surface": "podcatch", "command": PODCATCH, "timeout_s": 30}
 
 

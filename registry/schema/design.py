@@ -66,10 +66,6 @@ class Design(Strict):
         before sessions existed)."""
         return self.per_session if self.sessions > 1 else 1
 
-    def session_of(self, repeat: int) -> int:
-        """The session a unit's repeat number belongs to (``repeat // per_session``)."""
-        return repeat // self.per_session
-
 
 class Stopping(Strict):
     rule: Literal["beta-mixture"]

@@ -714,6 +714,21 @@ FIGURES = {
         "Frontier episodes: executed calls against tokens by level; filled markers ended at "
         "the episode budget (seed Figure 9)",
     ),
+    "tb_decision": (
+        _on_canvas(tb_figures.tb_decision_figure),
+        "Decision matrix: each repair's success against every configuration switch at the "
+        "stressed cell, pp, with 95% family-cluster intervals (seed Figure 4b)",
+    ),
+    "tb_census": (
+        _on_canvas(tb_figures.tb_census_figure),
+        "Failure census: each terminal flag's share of the failed episodes, all arms "
+        "pooled; no interval (a census of the failures observed) (seed Figure 3a)",
+    ),
+    "tb_configurations": (
+        _on_canvas(tb_figures.tb_configurations_figure),
+        "Per-configuration effects of each contrast, pp, with the organisation-equal "
+        "reweighting (diamonds) (seed Table 4, Figure 7)",
+    ),
     "tb_holdout": (
         _on_canvas(tb_figures.tb_holdout_figure),
         "Structural holdout: executed calls by issuer (model, public-handoff controller) per "
@@ -750,9 +765,13 @@ def caption(name: str, report: Report) -> str:
         withheld = sorted({p.reason for p in data.points if p.reason}) if data else []
         more = f"; open markers: {'; '.join(withheld)}" if withheld else ""
         return f"{FIGURES[name][1]}: {lines}{more}"
-    if name in ("tb_contrasts", "tb_decoder_gains", "tb_repairs") and (
-        data := tb_figures.study_figure(report, name)
-    ):
+    if name in (
+        "tb_contrasts",
+        "tb_decoder_gains",
+        "tb_repairs",
+        "tb_configurations",
+        "tb_decision",
+    ) and (data := tb_figures.study_figure(report, name)):
         withheld = sorted({p.reason for p in data.points if p.reason})
         if withheld:
             return f"{FIGURES[name][1]}; open markers: {'; '.join(withheld)}"

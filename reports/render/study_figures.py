@@ -15,7 +15,13 @@ as PNG. What the tables withhold is withheld here too:
   certain; it is not drawn when no contrast has an interval;
 - Figures 6/7 draw the points only (no fitted line, no correlation: the table prints the
   coefficients, or why they are withheld);
-- Figure 3c draws shares without intervals (availability is fixed by the task's variant).
+- Figure 3c draws shares without intervals (availability is fixed by the task's variant);
+- Figure 3a (``tb_census``, the failure census) draws each terminal flag's share of the
+  failures without an interval (a census, not an estimate; the caption says so);
+- Figure 4b (``tb_decision``) draws the decision matrix's success differences as Figure
+  2a draws the contrasts;
+- Figure 7 (``tb_configurations``) draws Table 4's point estimates as open markers (no
+  interval: the table prints none), the organisation-equal reweighting as diamonds.
 """
 
 from __future__ import annotations
@@ -356,3 +362,65 @@ def tb_holdout_figure(report: Report, canvas: Canvas) -> Figure | None:
     ax.legend(fontsize=8, loc="upper right")  # beside the short 2-call bars, listed first
     ax.set_title("Structural holdout: who issues the calls (Figure 10)", fontsize=9)
     return fig
+
+
+def tb_census_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 3a: how the failed episodes end, each terminal flag's share of the failures
+    pooled over every arm (the census table's "(all)" row), as bars without intervals (a
+    census of what was observed; the caption says so). Not drawn without a failure."""
+    data = study_figure(report, "tb_census")
+    if data is None:
+        return None
+    labels = [p.label for p in data.points]
+    fig, ax = canvas(4.0, 0.6 + 0.35 * len(labels), labels)
+    ax.barh(range(len(labels)), [100 * p.value for p in data.points], color=BLUE, height=0.6)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0.0, 100.0)
+    ax.set_xlabel("share of failed episodes, % (no interval)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title("Failure census: how failed episodes end (Figure 3a)", fontsize=9)
+    return fig
+
+
+def tb_configurations_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 7: each contrast's effect (pp) within each configuration, then its
+    organisation-equal reweighting (a diamond), the numbers of Table 4's rows. Every
+    point is an open marker: the table prints point estimates only (the caption gives
+    the reason). Not drawn without a separable contrast."""
+    data = study_figure(report, "tb_configurations")
+    if data is None:
+        return None
+    labels = [p.label for p in data.points]
+    fig, ax = canvas(4.0, 0.6 + 0.32 * len(labels), labels)
+    for y, p in enumerate(data.points):
+        reweighted = p.label.endswith(": organisation-equal reweighting")
+        ax.plot(
+            [100 * p.value],
+            [y],
+            "D" if reweighted else "o",
+            mfc="white",
+            color=BLUE if reweighted else GREY,
+            clip_on=False,
+        )
+    ax.axvline(0.0, color="#999999", lw=1)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("effect within the configuration, pp (open: no interval)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title("Per-configuration effects (Figure 7)", fontsize=9)
+    return fig
+
+
+def tb_decision_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 4b: each repair's repaired lane minus every configuration switch (success,
+    pp) with the decision matrix's 95% family-cluster intervals; open markers where the
+    matrix withholds one. Not drawn when none has one (as Figure 2a)."""
+    return _interval_chart(
+        report,
+        canvas,
+        "tb_decision",
+        "repaired lane minus switch, success pp ({level}family-cluster bootstrap; "
+        "open: no interval)",
+        "Against every configuration switch (Figure 4b)",
+    )

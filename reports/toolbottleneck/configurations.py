@@ -39,7 +39,7 @@ from prereg.registry.resolve import study_player
 from prereg.registry.schema import Registration
 from prereg.reports.toolbottleneck.census import truncation
 from prereg.reports.toolbottleneck.episodes import Episode
-from prereg.reports.toolbottleneck.model import StudyTable
+from prereg.reports.toolbottleneck.model import StudyFigure, StudyPoint, StudyTable
 
 #: fewest configurations for which a correlation across them is printed
 MIN_CONFIGURATIONS = 3
@@ -332,3 +332,58 @@ def configuration_tables(
         )
     )
     return tables
+
+
+#: Why Figure 7's points carry no interval (reading C1: the table's point estimates).
+CONFIGURATION_NO_INTERVAL = (
+    "no interval: a configuration's effect is a point estimate (its interval would "
+    "resample only its own families; the pooled contrasts carry the intervals)"
+)
+#: The label of each contrast's organisation-equal point in Figure 7.
+REWEIGHTED = "organisation-equal reweighting"
+
+
+def configuration_figure(
+    registration: Registration,
+    records: Sequence[Episode],
+    configuration: Mapping[str, str],
+    by_contrast: Mapping[str, Mapping[str, float] | None],
+) -> list[StudyFigure]:
+    """Figure 7 (seed appendix D): the numbers of Table 4's rows, drawn. For each
+    separable contrast, each configuration's effect (``x``: its largest-menu truncation
+    rate, None when it has no largest-menu episode) and then the contrast's
+    organisation-equal reweighting, all without an interval (the table prints point
+    estimates only; the reason rides on each point). A contrast that is not separable is
+    left out, as its table cell says; nothing when no contrast is."""
+    effects = menu_effects(registration, records, configuration)
+    if not effects:
+        return []
+    org = {
+        configuration[a.id]: organisation_of(registration, a.id)
+        for a in registration.arms
+        if a.toolbottleneck is not None
+    }
+    names = sorted(org)
+    cut = {e.configuration: e.truncation for e in effects}
+    points: list[StudyPoint] = []
+    for contrast, values in by_contrast.items():
+        if not values:
+            continue
+        points += [
+            StudyPoint(
+                label=f"{contrast}: {name}",
+                value=values[name],
+                x=cut.get(name),
+                reason=CONFIGURATION_NO_INTERVAL,
+            )
+            for name in names
+            if name in values
+        ]
+        points.append(
+            StudyPoint(
+                label=f"{contrast}: {REWEIGHTED}",
+                value=_reweighted(values, org),
+                reason=CONFIGURATION_NO_INTERVAL,
+            )
+        )
+    return [StudyFigure(name="tb_configurations", points=points)] if points else []

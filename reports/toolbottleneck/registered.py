@@ -60,8 +60,20 @@ from prereg.experiments.toolbottleneck.registrable import family_of_task
 from prereg.registry.resolve import study_player
 from prereg.registry.schema import Registration
 from prereg.reports.toolbottleneck.capsweep import SweepArm, cap_sweeps, sweep_figure, sweep_tables
-from prereg.reports.toolbottleneck.census import census_tables, truncation, truncation_stratum
-from prereg.reports.toolbottleneck.configurations import configuration_tables, menu_effects
+from prereg.reports.toolbottleneck.census import (
+    FLAGS,
+    INFRASTRUCTURE,
+    CensusRow,
+    census_tables,
+    truncation,
+    truncation_stratum,
+)
+from prereg.reports.toolbottleneck.census import census as pooled_census
+from prereg.reports.toolbottleneck.configurations import (
+    configuration_figure,
+    configuration_tables,
+    menu_effects,
+)
 from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_tables, packets
 from prereg.reports.toolbottleneck.discovery import availability_rows, discovery_tables
 from prereg.reports.toolbottleneck.episodes import Episode, Episodes, episodes
@@ -89,6 +101,7 @@ from prereg.reports.toolbottleneck.lanes import (
 )
 from prereg.reports.toolbottleneck.model import StudyFigure, StudyPoint, StudyReport, StudyTable
 from prereg.reports.toolbottleneck.repairs import (
+    RepairResult,
     RepairRow,
     analyse_repairs,
     repair_tables,
@@ -812,9 +825,21 @@ def _cap_sweeps(
 
 def _configuration_tables(
     registration: Registration, records: Sequence[Episode]
-) -> list[StudyTable]:
+) -> tuple[list[StudyTable], list[StudyFigure]]:
     """Per-configuration effects with the organisation-equal reweighting and the V effect
     against truncation (:mod:`prereg.reports.toolbottleneck.configurations`)."""
+    config, by_contrast = _by_configuration(registration, records)
+    return (
+        configuration_tables(registration, records, config, by_contrast),
+        configuration_figure(registration, records, config, by_contrast),
+    )
+
+
+def _by_configuration(
+    registration: Registration, records: Sequence[Episode]
+) -> tuple[dict[str, str], dict[str, dict[str, float] | None]]:
+    """Each arm's configuration, and each registered contrast's per-configuration values
+    (None: not separable), as Table 4 and Figure 7 read them."""
     config = {a.id: configuration_of(registration, a.id) for a in registration.arms}
     by_contrast: dict[str, dict[str, float] | None] = {}
     for contrast in registration.contrasts:
@@ -823,7 +848,7 @@ def _configuration_tables(
         by_contrast[contrast.id] = (
             per_configuration(cells, weights, config) if cells.tasks else None
         )
-    return configuration_tables(registration, records, config, by_contrast)
+    return config, by_contrast
 
 
 def _holdout(
@@ -936,6 +961,54 @@ def study_figures(
     return out
 
 
+def decision_figure(results: Sequence[RepairResult]) -> list[StudyFigure]:
+    """Figure 4b (seed 4.3, "Against every configuration switch"): each repair's repaired
+    lane minus every switch at the stressed cell, the success difference with the
+    decision matrix's 95% family-cluster interval (the rows of "Decision matrix at the
+    stressed cell", in its order); an interval the matrix withholds is withheld here with
+    its reason (an open marker). The x-of-N counts stay in their table."""
+    points = [
+        StudyPoint(
+            label=f"{r.repair} vs {v.switch} (incumbent {v.incumbent})",
+            value=v.success.value,
+            low=v.success.low,
+            high=v.success.high,
+            reason=None if v.success.low is not None else (v.success.reason or "no interval"),
+        )
+        for r in results
+        for verdict in r.verdicts
+        for v in r.versus
+        if v.incumbent == verdict.incumbent
+    ]
+    return [StudyFigure(name="tb_decision", points=points, level=0.95)] if points else []
+
+
+#: Why the census figure's shares carry no interval (reading C6).
+CENSUS_NO_INTERVAL = "no interval: a census of the failures observed, not an estimate"
+
+
+def census_figure(rows: Sequence[CensusRow], infrastructure: str | None) -> list[StudyFigure]:
+    """Figure 3a (seed 5.3): how the failed episodes end, pooled over every arm: each
+    terminal flag's share of the failures, the numbers of the census table's "(all)" row
+    (and, under count_as_failure, the class ``infrastructure``). Reading C6: the seed
+    reports these shares as a census of what happened, without intervals, so the figure
+    draws them without one and says why; with no failure it is withheld (no points)."""
+    pooled = pooled_census(rows)
+    if not pooled.failures:
+        return [StudyFigure(name="tb_census", points=[], withheld="no failed episode to classify")]
+    classes = [*FLAGS, INFRASTRUCTURE] if infrastructure == "count_as_failure" else list(FLAGS)
+    points = [
+        StudyPoint(
+            label=f"{f} ({pooled.counted if f == INFRASTRUCTURE else pooled.flags[f]} of "
+            f"{pooled.failures})",
+            value=float(pooled.share(f) or 0.0),
+            reason=CENSUS_NO_INTERVAL,
+        )
+        for f in classes
+    ]
+    return [StudyFigure(name="tb_census", points=points)]
+
+
 def _say_how_infrastructure_counted(
     counted: Episodes, tables: list[StudyTable]
 ) -> list[StudyTable]:
@@ -960,7 +1033,8 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
     scored = list(counted.scored)
     by_unit = contrast_rows(registration, scored)
     tables = _contrast_tables(registration, scored, by_unit)
-    tables += _configuration_tables(registration, scored)
+    config_tables, config_points = _configuration_tables(registration, scored)
+    tables += config_tables
     tables += cap_sweep_table(registration, scored)
     swept, sweep_points = _cap_sweeps(registration, scored, counted.excluded)
     tables += swept
@@ -997,7 +1071,7 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
     )
     for title, header, body, note in repair_tables(results, failed):
         tables.append(StudyTable(title=title, columns=header, rows=body, note=note))
-    repair_points = repair_figure(results)
+    repair_points = repair_figure(results) + decision_figure(results)
     decoded, gains = _decoder(registration, scored, records)
     tables += decoded
     held, holdout_points = _holdout(registration, scored, records)
@@ -1010,6 +1084,8 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
         + frontier_points
         + repair_points
         + holdout_points
+        + census_figure(counted.census_rows, counted.policy.infrastructure)
+        + config_points
     )
     if on_model_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))

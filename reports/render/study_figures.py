@@ -172,7 +172,20 @@ def tb_v_truncation_key(report: Report) -> list[str]:
 def tb_availability_figure(report: Report, canvas: Canvas) -> Figure | None:
     """Figure 3c: the share of Discovery episodes whose shortlist held the required
     tools, per retriever and catalog size (no interval)."""
-    data = study_figure(report, "tb_availability")
+    return _share_bars(
+        report,
+        canvas,
+        "tb_availability",
+        "episodes with the required tools shortlisted, % (no interval)",
+        "Discovery availability by retriever (Figure 3c)",
+    )
+
+
+def _share_bars(
+    report: Report, canvas: Canvas, name: str, xlabel: str, title: str
+) -> Figure | None:
+    """A study figure of shares (0-1) as horizontal bars on a 0-100% axis, no interval."""
+    data = study_figure(report, name)
     if data is None:
         return None
     labels = [p.label for p in data.points]
@@ -181,9 +194,9 @@ def tb_availability_figure(report: Report, canvas: Canvas) -> Figure | None:
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xlim(0.0, 100.0)
-    ax.set_xlabel("episodes with the required tools shortlisted, % (no interval)")
+    ax.set_xlabel(xlabel)
     ax.grid(axis="x", alpha=0.3)
-    ax.set_title("Discovery availability by retriever (Figure 3c)", fontsize=9)
+    ax.set_title(title, fontsize=9)
     return fig
 
 
@@ -368,19 +381,13 @@ def tb_census_figure(report: Report, canvas: Canvas) -> Figure | None:
     """Figure 3a: how the failed episodes end, each terminal flag's share of the failures
     pooled over every arm (the census table's "(all)" row), as bars without intervals (a
     census of what was observed; the caption says so). Not drawn without a failure."""
-    data = study_figure(report, "tb_census")
-    if data is None:
-        return None
-    labels = [p.label for p in data.points]
-    fig, ax = canvas(4.0, 0.6 + 0.35 * len(labels), labels)
-    ax.barh(range(len(labels)), [100 * p.value for p in data.points], color=BLUE, height=0.6)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.invert_yaxis()
-    ax.set_xlim(0.0, 100.0)
-    ax.set_xlabel("share of failed episodes, % (no interval)")
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_title("Failure census: how failed episodes end (Figure 3a)", fontsize=9)
-    return fig
+    return _share_bars(
+        report,
+        canvas,
+        "tb_census",
+        "share of failed episodes, % (no interval)",
+        "Failure census: how failed episodes end (Figure 3a)",
+    )
 
 
 def tb_configurations_figure(report: Report, canvas: Canvas) -> Figure | None:

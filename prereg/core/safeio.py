@@ -240,6 +240,32 @@ def check_input(path: str | Path, *, limit: int, what: str) -> None:
         raise escaped(BadInput(_os_reason(exc), file=str(path))) from None
 
 
+def read_text_input(path: str | Path, *, limit: int, what: str) -> str:
+    """:func:`read_input` decoded as UTF-8; text that is not UTF-8 is :class:`BadInput`
+    (exit 2) naming the file."""
+    data = read_input(path, limit=limit, what=what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"not UTF-8 text ({exc})", file=str(path)) from None
+
+
+def json_objects(text: str, path: str | Path) -> Iterator[tuple[int, dict[str, Any], str]]:
+    """Each non-blank line of a JSON Lines text as (line number, object, line); a line
+    that is not a JSON object is :class:`BadInput` naming ``path:line``. Lines split at
+    ``\\n`` only (:func:`split_lines`)."""
+    for number, line in enumerate(split_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            fields = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise BadInput(f"not a JSON object ({exc})", file=f"{path}:{number}") from None
+        if not isinstance(fields, dict):
+            raise BadInput("not a JSON object", file=f"{path}:{number}")
+        yield number, fields, line
+
+
 def split_lines(text: str) -> list[str]:
     """The lines of a JSON Lines text: split at ``\\n`` only (a ``\\r`` before it is
     dropped), never at U+2028, U+2029, U+0085 or the other breaks ``str.splitlines``

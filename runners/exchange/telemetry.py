@@ -29,7 +29,6 @@ with different bytes cannot be told apart and are the operator's to avoid.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from prereg.core.errors import BadInput
-from prereg.core.safeio import MAX_EXCHANGE_BYTES, read_input, split_lines
+from prereg.core.safeio import MAX_EXCHANGE_BYTES, json_objects, read_text_input
 from prereg.experiments.models import Id
 from prereg.registry.audit_log import AuditLog
 from prereg.registry.digest import file_digest
@@ -84,21 +83,9 @@ def log_path(registry_dir: Path) -> Path:
 def read_telemetry_file(path: Path) -> tuple[list[TelemetryRow], str]:
     """The rows of a telemetry file and its digest; BadInput (exit 2) naming the file, the
     line and the field for anything else."""
-    data = read_input(path, limit=MAX_EXCHANGE_BYTES, what="a telemetry file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"not UTF-8 text ({exc})", file=str(path)) from None
+    text = read_text_input(path, limit=MAX_EXCHANGE_BYTES, what="a telemetry file")
     rows: list[TelemetryRow] = []
-    for number, line in enumerate(split_lines(text), start=1):
-        if not line.strip():
-            continue
-        try:
-            fields = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise BadInput(f"not a JSON object ({exc})", file=f"{path}:{number}") from None
-        if not isinstance(fields, dict):
-            raise BadInput("not a JSON object", file=f"{path}:{number}")
+    for number, fields, _line in json_objects(text, path):
         try:
             rows.append(TelemetryRow.model_validate(fields))
         except ValidationError as exc:
@@ -112,7 +99,7 @@ def read_telemetry_file(path: Path) -> tuple[list[TelemetryRow], str]:
             raise BadInput(message, file=f"{path}:{number}", field=where) from None
     if not rows:
         raise BadInput("no telemetry rows in the file", file=str(path))
-    return rows, file_digest(data)
+    return rows, file_digest(text.encode("utf-8"))  # the bytes read (UTF-8 round-trips)
 
 
 def import_telemetry(registry_dir: Path, path: Path) -> dict[str, Any]:

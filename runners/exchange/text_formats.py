@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -24,7 +23,7 @@ from pydantic import ValidationError
 
 from prereg.core.errors import BadInput
 from prereg.core.files import write_atomic
-from prereg.core.safeio import MAX_EXCHANGE_BYTES, read_input, split_lines
+from prereg.core.safeio import MAX_EXCHANGE_BYTES, json_objects, read_text_input
 from prereg.runners.exchange import parquet as parquet_export
 from prereg.runners.exchange.rows import bad_row, from_row, to_row
 from prereg.runners.record import EXPORT_COLUMNS, RunRecord
@@ -91,25 +90,11 @@ def read_rows(path: Path) -> list[RawRow]:
         return [(n, fields, None) for n, fields in parquet_export.read_parquet_rows(path)]
     fmt = detect_format(path)
     # regular files only, bounded: a FIFO or /dev/zero is exit 2, never a hang
-    data = read_input(path, limit=MAX_EXCHANGE_BYTES, what="an export file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"not UTF-8 text ({exc})", file=str(path)) from None
-    out: list[RawRow] = []
+    text = read_text_input(path, limit=MAX_EXCHANGE_BYTES, what="an export file")
     if fmt == "jsonl":
         # newline only: U+2028, U+2029 and U+0085 are text inside a record's strings
-        for number, line in enumerate(split_lines(text), start=1):
-            if not line.strip():
-                continue
-            try:
-                fields = json.loads(line)
-            except (ValueError, RecursionError) as exc:
-                raise BadInput(f"not a JSON object ({exc})", file=f"{path}:{number}") from None
-            if not isinstance(fields, dict):
-                raise BadInput("not a JSON object", file=f"{path}:{number}")
-            out.append((number, fields, line))
-        return out
+        return list(json_objects(text, path))
+    out: list[RawRow] = []
     reader = csv.DictReader(io.StringIO(text, newline=""))
     missing = [
         c

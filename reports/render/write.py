@@ -1,5 +1,8 @@
 """Writing a report to ``reports/<id>/``: report.json, report.md, report.html, figures.
 
+The figures folder holds exactly the report's figures: a PNG an earlier analysis drew
+and this one does not name is deleted.
+
 A confirmatory registration's exploratory reports (``--explore`` or
 ``--allow-incomplete``) go to ``reports/<id>/exploratory/`` so they can never
 overwrite the confirmatory report. Files are written whole (temporary file,
@@ -59,4 +62,16 @@ def write_report(
     _write(out / "report.json", document)
     _write(out / "report.md", markdown)
     _write(out / "report.html", render_html.render(report, figures).encode())
+    _remove_stale(out / "figures", set(figures))
     return out
+
+
+def _remove_stale(folder: Path, drawn: set[str]) -> None:
+    """Delete the PNGs an earlier analysis drew that this report does not name (a figure
+    now withheld, or one this version no longer draws), so the folder holds this report's
+    figures only and never a picture of numbers the report no longer prints."""
+    if not folder.is_dir():
+        return
+    for path in folder.glob("*.png"):
+        if path.stem not in drawn and path.is_file():
+            path.unlink()

@@ -35,6 +35,12 @@ from prereg.reports.toolbottleneck.pilot import (
 )
 from prereg.reports.toolbottleneck.pilot import table_rows as pilot_rows
 from prereg.reports.toolbottleneck.study import check_out, write_study
+from prereg.reports.toolbottleneck.toolsandbox import HEADER as TOOLSANDBOX_HEADER
+from prereg.reports.toolbottleneck.toolsandbox import markdown as toolsandbox_markdown
+from prereg.reports.toolbottleneck.toolsandbox import notes as toolsandbox_notes
+from prereg.reports.toolbottleneck.toolsandbox import table_rows as toolsandbox_rows
+from prereg.reports.toolbottleneck.toolsandbox import toolsandbox_check
+from prereg.runners.exchange.toolsandbox import read_result_summaries
 from prereg.runners.toolbottleneck.host import Contract
 from prereg.runners.toolbottleneck.pilot import run_pilot
 from prereg.runners.toolbottleneck.study import run_study
@@ -191,6 +197,81 @@ def pilot_cmd(
             console.print(display(f"wrote {path}"))
 
     emit(summary, as_json, human)
+
+
+TOOLSANDBOX_HELP = """The ToolSandbox check (seed 001, appendix K) from ToolSandbox's saved output.
+
+ToolSandbox itself is not run by prereg (it is not on a package registry): run it
+yourself, then give the result_summary.json file(s) it saved (one per run). Each file is
+read exactly in ToolSandbox's format and checked against itself (similarity against its
+milestone and minefield similarities, category means against the scenarios' means,
+names against menu categories); a malformed or self-contradicting file is refused (exit
+2, naming the file, the JSON field and the scenario) before anything is printed. Each
+file is read relative to the current folder, else to the workspace; nothing is written.
+
+Each base scenario is paired with its 3-, 10- and all-tools variants; for each larger
+menu the paired difference (menu minus base) in ToolSandbox's similarity score, in
+success (with --success-at only: ToolSandbox defines no threshold) and in turn count is
+reported with a scenario-cluster bootstrap interval, withheld ("too few scenarios")
+below 10 base scenarios. Tokens are not measured: ToolSandbox saves no token counts.
+Evidence class toolsandbox-import, never pooled with prereg's runs. Readings T1-T8 in
+docs/toolbottleneck.md.
+
+  prereg study toolsandbox data/agent_gpt-4o_user_gpt-4o_*/result_summary.json"""
+
+
+@app.command("toolsandbox", help=TOOLSANDBOX_HELP)
+def toolsandbox_cmd(
+    ctx: typer.Context,
+    summaries: Annotated[
+        list[Path],
+        typer.Argument(
+            help="ToolSandbox result_summary.json files (one per run).",
+            metavar="RESULT_SUMMARY_JSON",
+        ),
+    ],
+    success_at: Annotated[
+        float | None,
+        typer.Option(
+            "--success-at",
+            min=0.0,
+            max=1.0,
+            help="Also report success, registered as similarity >= this value "
+            "(ToolSandbox defines no success threshold; none by default).",
+            show_default=False,
+        ),
+    ] = None,
+    level: Annotated[
+        float, typer.Option("--level", min=0.5, max=0.999, help="Interval level.")
+    ] = 0.95,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Bootstrap seed.")] = 0,
+    draws: Annotated[int, typer.Option("--draws", min=100, help="Bootstrap draws.")] = 10_000,
+    as_json: JsonOpt = False,
+    as_markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the check as Markdown.")
+    ] = False,
+) -> None:
+    if as_json and as_markdown:
+        raise BadInput("give --json or --markdown, not both", field="--markdown")
+    files = read_result_summaries([input_path(ctx, p) for p in summaries])
+    check = toolsandbox_check(files, success_at=success_at, level=level, seed=seed, draws=draws)
+
+    def human() -> None:
+        if as_markdown:
+            console.print(
+                display(toolsandbox_markdown(check), multiline=True), end="", soft_wrap=True
+            )
+            return
+        grid = Table(title=display("The ToolSandbox check (seed 001, appendix K)"))
+        for column in TOOLSANDBOX_HEADER:
+            grid.add_column(display(column))
+        for r in toolsandbox_rows(check):
+            grid.add_row(*[display(c) for c in r])
+        console.print(grid)
+        for line in toolsandbox_notes(check):
+            console.print(display(line), soft_wrap=True)
+
+    emit(check.model_dump(mode="json"), as_json, human)
 
 
 def register(root: typer.Typer) -> None:

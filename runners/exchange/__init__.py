@@ -6,7 +6,9 @@ CSV and Parquet use (:mod:`.rows`), Parquet (:mod:`.parquet`, optional extra), `
 import``, which accepts only whole, intact chains of planned units (:mod:`.importing`),
 Inspect AI eval logs read as run records (:mod:`.inspect_log`), and ``prereg telemetry
 import``: an integration's observed calls, the evidence class T, into their own
-append-only log, never as run records (:mod:`.telemetry`). Writing an Inspect log
+append-only log, never as run records (:mod:`.telemetry`), and ToolSandbox's saved
+``result_summary.json`` read and checked against itself for the appendix-K check, its own
+evidence class, never run records (:mod:`.toolsandbox`). Writing an Inspect log
 needs the report and lives in :mod:`prereg.reports.inspect_export`.
 
 May import: the lower layers; the run record, scoring (an imported Inspect sample is

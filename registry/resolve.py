@@ -20,7 +20,7 @@ from prereg.experiments import Experiment, Task, load_experiment
 from prereg.experiments.fingerprints import refuse_invisible
 from prereg.experiments.loader import folder_reader
 from prereg.experiments.offers import ArmSpec, offers_for
-from prereg.experiments.toolbottleneck.cells import ArmCell
+from prereg.experiments.toolbottleneck.cells import ArmCell, holdout_problem
 from prereg.experiments.toolbottleneck.variants import variant_digests
 from prereg.registry.digest import document_digest, file_digest
 from prereg.registry.hosts import model_problem, params_problem
@@ -87,8 +87,20 @@ def study_variants(
         raise BadInput(
             "'repairs' is for an experiment of kind toolbottleneck", file=shown, field="repairs"
         )
+    if registration.holdout and study is None:
+        raise BadInput(
+            "'holdout' is for an experiment of kind toolbottleneck", file=shown, field="holdout"
+        )
     if study is None:
         return None
+    families = sorted({study.tasks[t.id][0] for t in tasks})
+    problem = holdout_problem(
+        registration.holdout,
+        {f: study.family(f).intent for f in families},
+        f"split '{registration.split}' of the study",
+    )
+    if problem is not None:
+        raise BadInput(problem[1], file=shown, field=problem[0])
     _check_study_players(registration, shown)
     _check_study_prompts(registration, shown)
     return variant_digests(study, cells, [t.id for t in tasks])

@@ -35,7 +35,7 @@ from prereg.experiments.offers import (
     plain_offer,
 )
 from prereg.experiments.surfaces import Role, Surface, Tool
-from prereg.experiments.toolbottleneck.cells import ArmCell
+from prereg.experiments.toolbottleneck.cells import ArmCell, holdout_plays
 from prereg.registry.digest import canonical_json
 from prereg.registry.pilot import PilotOptions
 from prereg.registry.schema import Registration
@@ -191,6 +191,9 @@ class RunPlan:
     #: of every compiled variant (``<arm>/<task>``, from the frozen document)
     study_cells: Mapping[str, ArmCell] = field(default_factory=dict)
     variants: Mapping[str, str] = field(default_factory=dict)
+    #: the study's held-out families (``holdout:``, reading H6): the holdout arms play
+    #: only these, the other arms only the rest; empty: every arm every task
+    holdout: frozenset[str] = frozenset()
     #: a pilot's options (``run --limit/--task/--arm/--intent/--cache``, exploratory only;
     #: :mod:`prereg.registry.pilot`): the units this run keeps, and whether provider
     #: responses come from the response cache; None: the whole plan, no cache. Never set
@@ -334,6 +337,7 @@ def plan_from_registration(registration: Registration, digest: str) -> RunPlan:
         study_cells={
             a.id: a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None
         },
+        holdout=frozenset(getattr(registration, "holdout", None) or ()),
     )
 
 
@@ -404,6 +408,8 @@ def expand_units(plan: RunPlan, experiment: Experiment) -> list[RunUnit]:
             prompt_seed = derive_seed(plan.seed, "prompt", task.id)
             for spec in specs:
                 arm, surface = spec.id, spec.surface
+                if not _plays(plan, experiment, arm, task):
+                    continue
                 units.append(
                     RunUnit(
                         arm=arm,
@@ -423,6 +429,15 @@ def expand_units(plan: RunPlan, experiment: Experiment) -> list[RunUnit]:
     if plan.pilot:
         return plan.pilot.apply(units, tasks)
     return units
+
+
+def _plays(plan: RunPlan, experiment: Experiment, arm: str, task: Task) -> bool:
+    """Whether the arm plays the task: a study with ``holdout:`` gives its held-out
+    families to the holdout arms only (reading H6); every other plan, every task."""
+    study, cell = experiment.toolbottleneck, plan.study_cells.get(arm)
+    if not plan.holdout or study is None or cell is None:
+        return True
+    return holdout_plays(cell.holdout_arm, study.tasks[task.id][0], plan.holdout)
 
 
 def offered_tools(

@@ -19,7 +19,7 @@ the verdict ``incomplete``.
 from __future__ import annotations
 
 import importlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -385,10 +385,12 @@ def _registered(loaded: LoadedRuns, pairs: _Pairs, comp: Completeness) -> dict[s
     prior = reg.stopping.prior if reg.stopping is not None else (1.0, 1.0)
     level = 1.0 - reg.primary.alpha
     pooled = pooled_icc(loaded.used, [a.id for a in reg.arms], reg.outcome)
-    planned_per_arm = len(loaded.tasks) * reg.design.repeats
+    # the planned units of each arm (every task x repeat, save a study's held-out
+    # families, which only its holdout arms play: reading H6)
+    planned_per_arm = Counter(unit[0] for unit in loaded.planned)
     arms = [
         arm_report(
-            reg, a.id, loaded.used, loaded.infra, planned_per_arm, reg.outcome, level, pooled
+            reg, a.id, loaded.used, loaded.infra, planned_per_arm[a.id], reg.outcome, level, pooled
         )
         for a in reg.arms
     ]

@@ -7,7 +7,7 @@ compiler and the loader of a study live elsewhere (:mod:`.registrable`, :mod:`.v
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -236,3 +236,61 @@ def check_repair_ids(repairs: list[StudyRepair] | None) -> None:
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise FieldRuleError("repairs", f"duplicate repair id(s): {', '.join(dupes)}")
+
+
+# ---- the structural holdout's families (reading H6) -----------------------------------------
+
+#: the ``holdout:`` of a study file or a registration: family ids held out
+HoldoutFamilies = Annotated[list[Annotated[str, Field(pattern=SLUG)]], Field(min_length=1)]
+
+
+def holdout_plays(holdout_arm: bool, family: str, holdout: Collection[str] | None) -> bool:
+    """Whether an arm plays a family (reading H6): with a ``holdout``, the holdout arms
+    (naming ``controller`` or ``delivery``) play the held-out families and the other arms
+    the rest; without one, every arm every family."""
+    if not holdout:
+        return True
+    return holdout_arm == (family in holdout)
+
+
+def check_holdout(holdout: list[str] | None, any_holdout_arm: bool) -> None:
+    """The rules a ``holdout`` obeys on its own document (FieldRuleError at ``holdout``):
+    each family once, and an arm to play them."""
+    if holdout is None:
+        return
+    if len(set(holdout)) != len(holdout):
+        raise FieldRuleError("holdout", "each held-out family once")
+    if not any_holdout_arm:
+        raise FieldRuleError(
+            "holdout", "held-out families need an arm naming 'controller' or 'delivery'"
+        )
+
+
+def holdout_problem(
+    holdout: list[str] | None, intents: Mapping[str, str], where: str = "the study"
+) -> tuple[str, str] | None:
+    """The first problem of a ``holdout`` against the families it holds out from
+    (``intents``: family id -> intent), as (field, message), or None: an id that is no
+    family of ``where``, a held-out family whose intent a core family shares (the holdout
+    holds out intents), or every family held out (the core arms would play none)."""
+    if holdout is None:
+        return None
+    for i, held in enumerate(holdout):
+        if held not in intents:
+            known = ", ".join(sorted(intents))
+            return (
+                f"holdout[{i}]",
+                f"'{held}' is not the id of a family of {where} (known: {known})",
+            )
+    core = {intents[f]: f for f in sorted(set(intents) - set(holdout))}
+    for i, held in enumerate(holdout):
+        if intents[held] in core:
+            return (
+                f"holdout[{i}]",
+                f"family '{held}' has intent '{intents[held]}', which the core family "
+                f"'{core[intents[held]]}' shares: the holdout holds out intents (seed 4.3, "
+                "distinct from the core intents); hold out every family of the intent",
+            )
+    if set(holdout) == set(intents):
+        return "holdout", "every family is held out: the core arms would play none"
+    return None

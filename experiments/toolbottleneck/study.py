@@ -27,7 +27,14 @@ from prereg.core.safeio import (
     read_regular_file,
 )
 from prereg.core.yamlio import FieldRuleError, load_model
-from prereg.experiments.toolbottleneck.cells import ArmId, StudyRepair, check_repair_ids
+from prereg.experiments.toolbottleneck.cells import (
+    ArmId,
+    StudyRepair,
+    check_holdout,
+    check_repair_ids,
+    holdout_plays,
+    holdout_problem,
+)
 from prereg.experiments.toolbottleneck.cells import RepairLane as RepairLane
 from prereg.experiments.toolbottleneck.cells import StudySwitch as StudySwitch
 from prereg.experiments.toolbottleneck.family import (
@@ -180,22 +187,14 @@ class StudyFile(Strict):
             raise FieldRuleError("seeds", "distinct seeds, each >= 0")
         if len(set(self.families)) != len(self.families):
             raise FieldRuleError("families", "each family once")
-        if self.holdout is not None:
-            if len(set(self.holdout)) != len(self.holdout):
-                raise FieldRuleError("holdout", "each held-out family once")
-            if not any(a.holdout_arm for a in self.arms):
-                raise FieldRuleError(
-                    "holdout", "held-out families need an arm naming 'controller' or 'delivery'"
-                )
+        check_holdout(self.holdout, any(a.holdout_arm for a in self.arms))
         return self
 
     def plays(self, arm: StudyArm, family: str) -> bool:
         """Whether ``arm`` plays ``family``: with a ``holdout``, the holdout arms play the
         held-out families and the other arms the rest; without one, every arm every
         family."""
-        if self.holdout is None:
-            return True
-        return arm.holdout_arm == (family in self.holdout)
+        return holdout_plays(arm.holdout_arm, family, self.holdout)
 
     @property
     def baseline_arm(self) -> str:
@@ -246,32 +245,9 @@ def load_study(path: str | Path) -> Study:
         fpath = path.parent / rel
         raw = _read(fpath, "a task family")
         families.append((parse_family(raw, str(fpath)), rel, raw))
-    ids = {f.id for f, _, _ in families}
-    for i, held in enumerate(spec.holdout or []):
-        if held not in ids:
-            raise BadInput(
-                f"'{held}' is not the id of a family of the study "
-                f"(known: {', '.join(sorted(ids))})",
-                file=str(path),
-                field=f"holdout[{i}]",
-            )
-    intents = {f.id: f.intent for f, _, _ in families}
-    core = {intents[f]: f for f in sorted(ids - set(spec.holdout or []))}
-    for i, held in enumerate(spec.holdout or []):
-        if intents[held] in core:
-            raise BadInput(
-                f"family '{held}' has intent '{intents[held]}', which the core family "
-                f"'{core[intents[held]]}' shares: the holdout holds out intents (seed 4.3, "
-                "distinct from the core intents); hold out every family of the intent",
-                file=str(path),
-                field=f"holdout[{i}]",
-            )
-    if spec.holdout is not None and set(spec.holdout) == ids:
-        raise BadInput(
-            "every family is held out: the core arms would play none",
-            file=str(path),
-            field="holdout",
-        )
+    problem = holdout_problem(spec.holdout, {f.id: f.intent for f, _, _ in families})
+    if problem is not None:
+        raise BadInput(problem[1], file=str(path), field=problem[0])
     study = Study(spec, families)
     study.tool_clusters(str(path))  # a bad tool_cluster label is refused at load
     return study

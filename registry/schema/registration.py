@@ -20,7 +20,12 @@ from pydantic import (
 
 from prereg.core.yamlio import FieldRuleError
 from prereg.experiments.models import LOCKED_SPLIT, SplitName
-from prereg.experiments.toolbottleneck.cells import StudyRepair, check_repair_ids
+from prereg.experiments.toolbottleneck.cells import (
+    HoldoutFamilies,
+    StudyRepair,
+    check_holdout,
+    check_repair_ids,
+)
 from prereg.registry.factorial import DesignError, expand
 from prereg.registry.hosts import DRIVERS
 from prereg.registry.judges import Judge, confound_problem, wrap_judges
@@ -83,6 +88,10 @@ class Registration(Strict):
     #: corpus-lint findings waived, each with a reason (issue 41, item 5;
     #: schema/lint_waivers.py); absent: none waived, and not digested
     corpus_lint: CorpusLintWaivers | None = None
+    #: a ToolBottleneckBench study's structural holdout (issue 42, item 5; reading H6):
+    #: family ids the holdout arms play and the other arms do not; absent: every arm
+    #: plays every family, and not digested
+    holdout: HoldoutFamilies | None = None
 
     @model_serializer(mode="wrap")
     def _omit_absent_intent_weights(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -91,7 +100,7 @@ class Registration(Strict):
         data = handler(self)
         if isinstance(data, dict):
             # added fields: absent, not digested
-            for name in ("intent_weights", "judge", "repairs", "corpus_lint"):
+            for name in ("intent_weights", "judge", "repairs", "corpus_lint", "holdout"):
                 if data.get(name) is None:
                     data.pop(name, None)
             if data.get("invokerank") is None:  # added (issue 17): absent, not digested
@@ -157,6 +166,10 @@ class Registration(Strict):
         self._check_contrasts(ids)
         self._check_judges()
         self._check_repairs(ids)
+        check_holdout(
+            self.holdout,
+            any(a.toolbottleneck is not None and a.toolbottleneck.holdout_arm for a in self.arms),
+        )
         self._check_sessions()
         self._check_stages()
         self._check_telemetry(ids)

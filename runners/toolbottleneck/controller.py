@@ -31,6 +31,14 @@ delivered (decoded from the delivery's encoding). It never reads the hidden prog
 answer or the grader (``sandbox.workflow``, ``sandbox.key``); the harness's contract
 applies to its calls as to the model's (call limit, infeasibility stop), and its calls
 spend no model tokens, but what they return enters the model's next prompt.
+
+**One controller, two hosts.** :func:`follow_handoffs` is the controller's loop after a
+model's call, written once against a :class:`Harness` (what it may ask of the episode: the
+menu shown, the calls made, the call limit, and issuing one call). The simulated policy's
+episode (:func:`play_controlled`) and the model-host loop
+(:func:`prereg.runners.toolbottleneck.harness.play_host`) both call it; they differ only
+in how a record read is delivered to the model (the simulated policy reads it; a model
+host is sent it in the tool result of its call that the controller followed, reading H1).
 """
 
 from __future__ import annotations
@@ -38,10 +46,11 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from prereg.experiments.toolbottleneck.encoding import Delivery, received
 from prereg.experiments.toolbottleneck.sandbox import Sandbox
+from prereg.experiments.toolbottleneck.verify import EpisodeCall
 from prereg.experiments.toolbottleneck.world import Function, handoff_of
 from prereg.runners.toolbottleneck.host import (
     Contract,
@@ -56,6 +65,9 @@ Controller = Literal["public-handoff"]
 CONTROLLERS: tuple[str, ...] = ("public-handoff",)
 
 Call = tuple[str, dict[str, str]]
+#: the text of a record's ``tool_call`` trace event the public-handoff controller issued
+#: (the model's calls carry none): how a registered record says who issued each call
+CONTROLLER_ISSUED = "issued by the public-handoff controller"
 
 
 @dataclass
@@ -110,6 +122,90 @@ class PublicHandoffController:
         return None if fn is None else (fn.name, {fn.arg: query})
 
 
+class Harness(Protocol):
+    """What :func:`follow_handoffs` asks of an episode's harness (the simulated policy's
+    or a model host's): the contract's state and the execution of one call."""
+
+    @property
+    def stopped(self) -> bool:
+        """The episode has ended (a limit fired)."""
+        ...
+
+    @property
+    def call_limit(self) -> int: ...
+
+    def shown(self) -> Sequence[Function]:
+        """The menu shown now (the routed menu narrows after an operational call)."""
+        ...
+
+    def executed(self) -> Sequence[EpisodeCall]:
+        """The calls executed so far, by either issuer."""
+        ...
+
+    def stop_at_call_limit(self) -> None: ...
+
+    def issue(self, call: Call) -> tuple[Function | None, list[dict[str, Any]]]:
+        """Execute ``call`` for the controller, deliver what it returned to the model and
+        check feasibility; the function called (None: not on the menu) and the records
+        as delivered (decoded)."""
+        ...
+
+
+def follow_handoffs(
+    ctrl: PublicHandoffController,
+    harness: Harness,
+    fn: Function | None,
+    records: Sequence[Mapping[str, Any]],
+) -> int:
+    """After the model's call of ``fn`` returned ``records`` (as delivered, decoded): the
+    controller issues the calls the public pointers name until it stops or the harness
+    does (reading H1; the call limit holds for its calls too). The number it issued."""
+    issued = 0
+    call = ctrl.after(harness.shown(), fn, records, _done(harness.executed()))
+    while call is not None and not harness.stopped:
+        if len(harness.executed()) >= harness.call_limit:
+            harness.stop_at_call_limit()
+            break
+        fn, got = harness.issue(call)
+        issued += 1
+        call = ctrl.after(harness.shown(), fn, got, _done(harness.executed()))
+    return issued
+
+
+@dataclass
+class _Simulated:
+    """The simulated policy's harness as :func:`follow_handoffs` sees it: a record the
+    controller read is read by the policy (:func:`_deliver`)."""
+
+    h: _Harness
+    agent: _Agent
+
+    @property
+    def stopped(self) -> bool:
+        return self.h.limit is not None
+
+    @property
+    def call_limit(self) -> int:
+        return self.h.call_limit
+
+    def shown(self) -> Sequence[Function]:
+        return self.h.shown()
+
+    def executed(self) -> Sequence[EpisodeCall]:
+        return self.h.calls
+
+    def stop_at_call_limit(self) -> None:
+        self.h.stop({"call_limit"})
+
+    def issue(self, call: Call) -> tuple[Function | None, list[dict[str, Any]]]:
+        name, args = call
+        fn, arg, observation = self.h.execute(name, args, "controller")
+        records = received(observation["objects_block"], self.h.s.cell.encoding, self.h.delivery)
+        _deliver(self.agent, fn, arg, records, observation["source"])
+        self.h.check_feasible()
+        return fn, records
+
+
 def play_controlled(
     sandbox: Sandbox,
     params: SimParams,
@@ -125,22 +221,10 @@ def play_controlled(
     agent = _Agent(sandbox, params, rng, delivery)
     h = _Harness(sandbox, params, contract, rng, call_limit, turn_limit, delivery=delivery)
     ctrl = PublicHandoffController(sandbox.family.route.text)
-    encoding = sandbox.cell.encoding
+    side = _Simulated(h, agent)
     if not sandbox.key.required_functions <= sandbox.key.menu:
         h.stop({"infeasible"})
-    pending: Call | None = None
     while h.limit is None:
-        if pending is not None:
-            if len(h.calls) >= call_limit:
-                h.stop({"call_limit"})
-                break
-            name, args = pending
-            fn, arg, observation = h.execute(name, args, "controller")
-            records = received(observation["objects_block"], encoding, delivery)
-            _deliver(agent, fn, arg, records, observation["source"])
-            pending = ctrl.after(h.shown(), fn, records, _done(h))
-            h.check_feasible()
-            continue
         if len(h.turns) >= turn_limit:  # reachable only at turn_slack 0
             h.stop({"turn_limit"})
             break
@@ -157,16 +241,16 @@ def play_controlled(
         name, args = planned
         fn, arg, observation = h.execute(name, args, "model")
         agent.observe(fn, arg, observation)
-        records = received(observation["objects_block"], encoding, delivery)
-        pending = ctrl.after(h.shown(), fn, records, _done(h))
+        records = received(observation["objects_block"], sandbox.cell.encoding, delivery)
         h.check_feasible()
+        follow_handoffs(ctrl, side, fn, records)
     return h.played()
 
 
-def _done(h: _Harness) -> set[tuple[str, str]]:
+def _done(calls: Sequence[EpisodeCall]) -> set[tuple[str, str]]:
     """The (function, argument) pairs already executed (the controller never repeats one)."""
     out: set[tuple[str, str]] = set()
-    for c in h.calls:
+    for c in calls:
         if isinstance(c.arguments, dict) and c.arguments:
             out.add((c.function, str(next(iter(c.arguments.values())))))
     return out

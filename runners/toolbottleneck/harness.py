@@ -21,6 +21,22 @@ the seed's slack of 2 it is structurally unreachable
 (:func:`~prereg.runners.toolbottleneck.host.turn_limit_reachable`, reading F3).
 The grader is the same :func:`~prereg.experiments.toolbottleneck.verify.verify`.
 
+**The structural holdout** (docs/toolbottleneck.md, readings H1 and H4). Under
+``delivery: canonical`` every observation returns its records canonically
+(:func:`~prereg.runners.toolbottleneck.host.delivered`: the envelope unchanged, the
+records decoded in RFC 8785 key order, the same bytes whatever the cell's encoding).
+Under ``controller: public-handoff`` the public-handoff controller
+(:func:`~prereg.runners.toolbottleneck.controller.follow_handoffs`, the one the simulated
+policy plays with) follows the public pointers after each call the model issues,
+issuing each call itself with no model request; the records it read reach the model in
+the tool result of the model's call it followed: that call's observation with
+``controller_calls``, a list of ``{tool, arguments, result}`` in the order issued (each
+``result`` the observation as delivered, or the error text). Its calls are in the trace
+as ``tool_call`` events whose text is
+:data:`~prereg.runners.toolbottleneck.controller.CONTROLLER_ISSUED`, each followed by
+its ``tool_result``; they spend no model tokens, and the call limit and the
+infeasibility stop hold for them as for the model's.
+
 Everything the host returns is untrusted data: tool names, arguments and answers are
 only compared and stored (redacted), never executed or interpreted beyond the sandbox's
 lookup by name.
@@ -32,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prereg.experiments.toolbottleneck.encoding import Delivery
 from prereg.experiments.toolbottleneck.family import FactValue
 from prereg.experiments.toolbottleneck.sandbox import Sandbox
 from prereg.experiments.toolbottleneck.verify import (
@@ -58,7 +75,18 @@ from prereg.runners.drivers.base import (
 from prereg.runners.drivers.base import Episode as HostEpisode
 from prereg.runners.providers.credentials import redact, redact_obj
 from prereg.runners.record import Tokens, TraceEvent
-from prereg.runners.toolbottleneck.host import Contract, infeasible
+from prereg.runners.toolbottleneck.controller import (
+    CONTROLLER_ISSUED,
+    Call,
+    PublicHandoffController,
+    follow_handoffs,
+)
+from prereg.runners.toolbottleneck.host import (
+    Contract,
+    delivered,
+    delivered_records,
+    infeasible,
+)
 
 MALFORMED = "<malformed>"
 
@@ -161,15 +189,57 @@ class _State:
     answer: str | None = None
     limits: set[Limit] = field(default_factory=set)
     routed: bool = False
+    delivery: Delivery = "native"
+    #: the function and the records (decoded, as delivered) of the last call executed
+    last: tuple[Function | None, list[dict[str, Any]]] = (None, [])
+    #: the turn the controller issues its calls in, and what it delivered there
+    turn: int = 0
+    delivered: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def stopped(self) -> bool:
         return bool(self.limits)
 
     def stop(self, limits: set[Limit], turn: int) -> None:
+        """End the episode; the stop event names every limit that fired at once, in the
+        precedence order (a cut response over the episode budget names both, so the
+        record says the budget fired, as the simulated policy's records do)."""
         self.limits |= limits
-        first = next(x for x in LIMITS if x in self.limits)
-        self.trace.append(TraceEvent(kind="stop", turn=turn, text=first))
+        text = ", ".join(x for x in LIMITS if x in limits)
+        self.trace.append(TraceEvent(kind="stop", turn=turn, text=text))
+
+    # ---- the public-handoff controller's view (controller.Harness) -----------------------
+
+    def executed(self) -> Sequence[EpisodeCall]:
+        return self.calls
+
+    def stop_at_call_limit(self) -> None:
+        self.stop({"call_limit"}, self.turn)
+
+    def issue(self, call: Call) -> tuple[Function | None, list[dict[str, Any]]]:
+        """One call the controller issues (no model request): traced as issued by it,
+        executed on the sandbox, its result kept for the model's next request."""
+        name, args = call
+        self.trace.append(
+            TraceEvent(
+                kind="tool_call",
+                turn=self.turn,
+                tool=redact(name),
+                arguments=redact_obj(args),
+                text=CONTROLLER_ISSUED,
+            )
+        )
+        result = self.execute(name, args, self.turn)
+        self.delivered.append(
+            {
+                "tool": name,
+                "arguments": dict(args),
+                "result": result.content if not result.is_error else result.text,
+            }
+        )
+        if not self.feasible():
+            self.stop({"infeasible"}, self.turn)
+        return self.last
 
     def shown(self) -> tuple[Function, ...]:
         return self.s.operational if self.routed else self.s.menu
@@ -190,7 +260,15 @@ class _State:
         results: list[Returned] = []
         if fn is not None and valid:
             results, self.changes = self.s.call(name, args[fn.arg], self.changes)
-        observation = self.s.observation(len(self.calls), name, results)
+        encoding = self.s.cell.encoding
+        observation = delivered(
+            self.s.observation(len(self.calls), name, results), encoding, self.delivery
+        )
+        ok = fn is not None and valid
+        self.last = (
+            fn if ok else None,
+            delivered_records(observation, encoding, self.delivery) if ok else [],
+        )
         self.calls.append(
             EpisodeCall(name, args, listed, None if fn is None else fn.operation, tuple(results))
         )
@@ -221,13 +299,22 @@ class _State:
 
 
 async def play_host(
-    sandbox: Sandbox, driver: Driver, unit: HostUnit, contract: Contract
+    sandbox: Sandbox,
+    driver: Driver,
+    unit: HostUnit,
+    contract: Contract,
+    *,
+    controller: bool = False,
+    delivery: Delivery = "native",
 ) -> HostPlayed:
-    """One episode of ``driver`` on ``sandbox`` under ``contract``; driver exceptions
+    """One episode of ``driver`` on ``sandbox`` under ``contract``, records delivered as
+    ``delivery`` says and, with ``controller``, the public-handoff controller issuing the
+    calls the public pointers name (see the module docstring); driver exceptions
     propagate (the caller records them as infrastructure failures)."""
     call_limit = sandbox.key.certified_minimum + contract.call_slack
     turn_limit = call_limit + contract.turn_slack
-    st = _State(sandbox, contract, call_limit, turn_limit)
+    st = _State(sandbox, contract, call_limit, turn_limit, delivery=delivery)
+    ctrl = PublicHandoffController(sandbox.family.route.text) if controller else None
     if not sandbox.key.required_functions <= sandbox.key.menu:
         st.stop({"infeasible"}, 0)  # A fails: stopped before any request (seed, Discovery)
     history: list[Exchange] = []
@@ -253,6 +340,8 @@ async def play_host(
         result = _act(st, turn, index)
         if result is None:
             break
+        if ctrl is not None and not st.stopped:
+            result = _follow(st, ctrl, result, index)
         if not st.stopped and st.over_budget():
             st.stop({"episode_budget"}, index)
         history.append(Exchange(turn=turn, result=result))
@@ -265,6 +354,19 @@ async def play_host(
         call_limit=call_limit,
         turn_limit=turn_limit,
     )
+
+
+def _follow(
+    st: _State, ctrl: PublicHandoffController, result: ToolResult, index: int
+) -> ToolResult:
+    """The controller after the model's call (reading H1): the calls it issues are
+    executed now, and the records they returned travel with the model's result."""
+    st.turn, st.delivered = index, []
+    fn, records = st.last
+    if not follow_handoffs(ctrl, st, fn, records):
+        return result
+    content = {**result.content, "controller_calls": st.delivered}
+    return ToolResult(content, False, render(content))
 
 
 def _act(st: _State, turn: Turn, index: int) -> ToolResult | None:

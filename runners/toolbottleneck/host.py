@@ -69,7 +69,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from prereg.experiments.toolbottleneck.encoding import Delivery, deliver, received
-from prereg.experiments.toolbottleneck.family import FactValue
+from prereg.experiments.toolbottleneck.family import EncodingName, FactValue
 from prereg.experiments.toolbottleneck.sandbox import Sandbox
 from prereg.experiments.toolbottleneck.verify import (
     LIMITS,
@@ -409,9 +409,7 @@ class _Harness:
             results, self.changes = self.s.call(name, arg, self.changes)
         index = len(self.calls)
         encoded = self.s.observation(index, name, results)
-        envelope = {k: v for k, v in encoded.items() if k in ENVELOPE}
-        blocks = {k: v for k, v in encoded.items() if k not in ENVELOPE}
-        observation = {**envelope, **deliver(blocks, self.s.cell.encoding, self.delivery)}
+        observation = delivered(encoded, self.s.cell.encoding, self.delivery)
         self.observed_bytes += len(json.dumps(observation))
         self.issuers.append(issuer)
         self.calls.append(
@@ -453,6 +451,26 @@ class _Harness:
             trace=self.trace,
             issuers=tuple(self.issuers),
         )
+
+
+def delivered(
+    encoded: Mapping[str, Any], encoding: EncodingName, delivery: Delivery
+) -> dict[str, Any]:
+    """An encoded observation as delivered (reading H4): the envelope unchanged, the
+    varying blocks as encoded (``native``: the same object) or canonical."""
+    if delivery == "native":
+        return dict(encoded)
+    envelope = {k: v for k, v in encoded.items() if k in ENVELOPE}
+    blocks = {k: v for k, v in encoded.items() if k not in ENVELOPE}
+    return {**envelope, **deliver(blocks, encoding, delivery)}
+
+
+def delivered_records(
+    observation: Mapping[str, Any], encoding: EncodingName, delivery: Delivery
+) -> list[dict[str, Any]]:
+    """The records a delivered observation carries, decoded (``[{id, kind, fields}]``)."""
+    blocks = {k: v for k, v in observation.items() if k not in ENVELOPE}
+    return received(blocks, encoding, delivery)
 
 
 def infeasible(

@@ -45,6 +45,7 @@ from prereg.runners.scoring import (
     requested_model,
     unit_identity,
 )
+from prereg.runners.toolbottleneck.controller import CONTROLLER_ISSUED as CONTROLLER_ISSUED
 from prereg.runners.toolbottleneck.controller import play_controlled
 from prereg.runners.toolbottleneck.harness import HostPlayed, HostUnit, play_host
 from prereg.runners.toolbottleneck.host import (
@@ -61,9 +62,6 @@ from prereg.runners.toolbottleneck.host import (
 #: 34, :func:`prereg.registry.resolve.study_player`); any other driver is a model host.
 SIMULATED_DRIVER = "local"
 FORMAT: Literal["prereg-toolbottleneck-study-records/1"] = "prereg-toolbottleneck-study-records/1"
-#: the text of a registered record's ``tool_call`` trace event the public-handoff
-#: controller issued (the model's calls carry none)
-CONTROLLER_ISSUED = "issued by the public-handoff controller"
 
 
 class StudyRecord(BaseModel):
@@ -291,7 +289,10 @@ class StudyUnits:
     """Plays the planned units of a registered study: on the simulated policy when the
     arm's host is ``local`` with no profile (see the module docstring), else through its
     driver, a model host or the local host under a profile
-    (:mod:`prereg.runners.toolbottleneck.harness`, :meth:`arun`).
+    (:mod:`prereg.runners.toolbottleneck.harness`, :meth:`arun`). A holdout arm (naming
+    ``controller`` or ``delivery``) plays on every host: the public-handoff controller
+    and the delivery are the same on the simulated policy and in the host harness
+    (:func:`prereg.runners.toolbottleneck.controller.follow_handoffs`).
 
     A simulated unit's generator is seeded from (registration, arm, task, repeat) only; its sandbox
     is the compiled variant of the arm's cell for the unit's family and seed, refused
@@ -326,24 +327,6 @@ class StudyUnits:
         one is refused (IntegrityError) before any unit runs or any record is written."""
         for unit in units:
             self.sandbox(unit.arm, unit.task.id)
-            self._simulated_only(unit.arm)
-
-    def _simulated_only(self, arm: str) -> None:
-        """The public-handoff controller and canonical delivery play the simulated policy
-        only: on a model host or a local profile the arm is refused (BadInput naming the
-        field) before any unit runs, never played as a model-run native arm."""
-        spec = self.plan.study_cells[arm]
-        config = self.plan.config(arm)
-        if study_player(config.driver, config.model) == "simulated":
-            return
-        for name, value in (("controller", spec.controller), ("delivery", spec.delivery)):
-            if value is not None and value != "native":
-                raise BadInput(
-                    f"'{name}: {value}' runs on the simulated policy only (this arm's host "
-                    f"is '{config.driver}'): the host harness has no public-handoff "
-                    "controller or canonical delivery yet",
-                    field=f"arms.{arm}.toolbottleneck.{name}",
-                )
 
     def contract(self, unit: RunUnit, sandbox: Sandbox) -> Contract:
         """The unit's harness contract (seed 3.3) under its arm's registered budgets."""
@@ -396,7 +379,15 @@ class StudyUnits:
                 unit.prompt_seed,
                 unit.label,
             )
-            played = await play_host(sandbox, driver, host, self.contract(unit, sandbox))
+            spec = self.plan.study_cells[unit.arm]
+            played = await play_host(
+                sandbox,
+                driver,
+                host,
+                self.contract(unit, sandbox),
+                controller=spec.controller is not None,
+                delivery=spec.delivery or "native",
+            )
             return self._host_record(unit, driver, sandbox, played, started)
         except (asyncio.CancelledError, IntegrityError):
             raise

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +91,18 @@ def as_yaml(doc: dict[str, Any]) -> str:
 
 def family(doc: dict[str, Any], filename: str = "fam.yaml") -> FamilyFile:
     return parse_family(as_yaml(doc), filename)
+
+
+def run_cli(*args: str | Path) -> tuple[int, str]:
+    """``prereg ARGS`` in-process outside a test's ``capsys`` (module-scoped fixtures):
+    the exit code and what it printed on stdout."""
+    from prereg.cli import main  # the CLI only where a test runs it
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return code, out.getvalue()

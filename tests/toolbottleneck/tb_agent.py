@@ -14,6 +14,12 @@ spells out, the decision and the fact names (:data:`TASKS`). Modes:
 - ``waste``: the first search three times, then the chain, then the search once more;
 - ``cut``: the first response is cut at the completion cap.
 
+On a frontier cell it follows a record's ``next_handoff`` (the search its ``query``
+names); a read-only request ("This task is read-only") is answered without the action;
+records delivered canonically (``{"records": [{id, kind, fields}]}``) read as raw ones,
+and a result carrying ``controller_calls`` (the public-handoff controller's calls after
+the model's, reading H1) is read as the model's result followed by each of theirs.
+
 A model named ``*sonnet*`` follows the chain even when told ``sloppy`` (a switch). Every
 response reports the same usage (:data:`USAGE_IN`, :data:`USAGE_OUT`), so a test knows
 the tokens of an episode from its number of turns.
@@ -91,6 +97,8 @@ def decide(
     assert ref is not None and where is not None
     route = "workspace={} region={} collection={}".format(*where.groups())
     task = TASKS[ref.group(1)[:3]]
+    act = task.act and "This task is read-only" not in prompt
+    results = [r for result in results for r in _delivered(result)]
     kinds = {m.group(2) for t in tools if (m := _DESC.match(t.get("description", "")))}
     primary = next(k for k in sorted(kinds) if k[:3].upper() == ref.group(1)[:3])
     first = (_tool(tools, "Search", primary, route), {"query": ref.group(1)})
@@ -108,7 +116,7 @@ def decide(
             acted = True
             continue
         verb, kind, _ = todo.pop(0)
-        obj = result["objects"][0]
+        obj = _first(result)
         if verb == "Search":
             todo.insert(0, ("Read", kind, obj["id"]))
             continue
@@ -118,6 +126,12 @@ def decide(
         sources += [result["source"]] if held else []
         if mode == "sloppy":
             continue
+        hop = obj["payload"].get("next_handoff")
+        if isinstance(hop, dict):
+            query = str(hop["query"])
+            todo.append(
+                ("Search", next(k for k in sorted(kinds) if k[:3].upper() == query[:3]), query)
+            )
         for name, value in obj["payload"].items():
             if name.endswith("_ref"):
                 base = name.removesuffix("_ref").replace("_", "-")
@@ -125,12 +139,29 @@ def decide(
     if todo:
         verb, kind, arg = todo[0]
         return _tool(tools, verb, kind, route), {("query" if verb == "Search" else "id"): arg}
-    if task.act and not acted:
+    if act and not acted:
         assert primary_id is not None
         return _tool(tools, "Update", primary, route, mode != "neighbour"), {"id": primary_id}
     if mode == "waste":
         return first
     return {"decision": task.decision, "facts": facts, "sources": sources}
+
+
+def _delivered(result: Any) -> list[Any]:
+    """A tool result as the records it delivered: itself, then the public-handoff
+    controller's calls after it (``controller_calls``), in the order issued."""
+    if not isinstance(result, dict):
+        return [result]
+    return [result] + [c["result"] for c in result.get("controller_calls", [])]
+
+
+def _first(result: dict[str, Any]) -> dict[str, Any]:
+    """The first record of an observation, as ``{id, payload}``: raw (``objects``) or
+    delivered canonically (``records`` of ``{id, kind, fields}``)."""
+    if "records" in result:
+        record = result["records"][0]
+        return {"id": record["id"], "payload": record["fields"]}
+    return dict(result["objects"][0])
 
 
 def _parse(content: Any) -> Any:

@@ -89,7 +89,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "compare": (
         "analyse_cmds",
-        "Compare two registrations' runs: each one's own result, and the paired change.",
+        "Compare two or more registrations' runs: each one's own result, and the paired change.",
     ),
     "demo": (
         "demo_cmds",

@@ -1,4 +1,6 @@
-"""A pilot's options: ``prereg run --limit/--task/--arm/--intent`` and ``--cache``.
+"""A pilot's options: ``prereg run --limit/--task/--arm/--intent`` and ``--cache``; and
+``--session K``, which keeps one replicate session's units (:mod:`prereg.registry.sessions`:
+not a pilot's option, but a selection of units that rides on the same plan field).
 
 Exploratory registrations only. A confirmatory run is the whole registered design with
 fresh responses, so every filter and the cache are refused for it (exit 4) before
@@ -20,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 from prereg.core.errors import BadInput, ProtocolRefusal
 from prereg.experiments import Task
 from prereg.registry.hosts import PROVIDER_DRIVERS
+from prereg.registry.sessions import check_session
 
 
 class _Plan(Protocol):
@@ -34,6 +37,8 @@ class _Plan(Protocol):
     def split(self) -> str: ...
     @property
     def arms(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def sessions(self) -> int: ...
     def arm_configs(self) -> Mapping[str, Any]: ...
 
 
@@ -42,6 +47,8 @@ class _Unit(Protocol):
     def arm(self) -> str: ...
     @property
     def task(self) -> Task: ...
+    @property
+    def session(self) -> int: ...
 
 
 U = TypeVar("U", bound=_Unit)
@@ -55,21 +62,29 @@ class PilotOptions:
     ``limit``: the first N tasks of the split, in the order ``prereg split show
     EXPERIMENT --tasks`` lists them, after ``tasks`` and ``intents`` (each kept with all
     its arms and repeats, so a pilot of N tasks is paired). ``cache``: see
-    :mod:`prereg.runners.providers.response_cache`."""
+    :mod:`prereg.runners.providers.response_cache`. ``session``: only this replicate
+    session's units (1-based; ``run --session K``, :mod:`prereg.registry.sessions`), a
+    registered part of the design, so not among what :attr:`selects` (a pilot's subset)."""
 
     tasks: tuple[str, ...] = ()
     arms: tuple[str, ...] = ()
     intents: tuple[str, ...] = ()
     limit: int | None = None
     cache: bool = False
+    session: int | None = None
 
     @property
     def selects(self) -> bool:
-        """Whether the options keep only part of the units."""
+        """Whether the pilot's options keep only part of the units (``session`` aside)."""
         return bool(self.tasks or self.arms or self.intents or self.limit is not None)
 
-    def __bool__(self) -> bool:
+    @property
+    def is_pilot(self) -> bool:
+        """Whether any pilot's option is given (``session`` is not one)."""
         return self.selects or self.cache
+
+    def __bool__(self) -> bool:
+        return self.is_pilot or self.session is not None
 
     def describe(self) -> dict[str, object]:
         """The options as ``run --json`` reports them."""
@@ -86,7 +101,14 @@ class PilotOptions:
         not have (exit 2, naming the option)."""
         if not self:
             return
-        if plan.kind == "confirmatory":
+        if self.session is not None:
+            check_session(
+                self.session,
+                registration_id=plan.registration_id,
+                sessions=plan.sessions,
+                split=plan.split,
+            )
+        if plan.kind == "confirmatory" and self.is_pilot:
             raise ProtocolRefusal(
                 f"'{plan.registration_id}' is confirmatory: it runs its whole registered "
                 "design with fresh responses, so --limit, --task, --arm, --intent and "
@@ -128,6 +150,8 @@ class PilotOptions:
 
     def apply(self, units: list[U], split_tasks: Sequence[Task]) -> list[U]:
         """The selected units, in plan order."""
+        if self.session is not None:
+            units = [u for u in units if u.session == self.session - 1]
         if not self.selects:
             return units
         tasks = self.chosen_tasks(split_tasks)

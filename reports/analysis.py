@@ -33,6 +33,7 @@ from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
 from prereg.registry.registrations import Entry, Registry
 from prereg.registry.schema import Registration, TestSpec
+from prereg.registry.sessions import session_progress
 from prereg.registry.verify import verified_entry
 from prereg.reports import exploratory, invariants
 from prereg.reports.arms import arm_report, denominators, pooled_icc
@@ -50,6 +51,7 @@ from prereg.reports.model import (
     Report,
     ReportProvenance,
     RunsSummary,
+    SessionState,
     TestReport,
     VerdictReport,
 )
@@ -164,6 +166,12 @@ def completeness(loaded: LoadedRuns, primary_pairs: Callable[[], PairData]) -> C
         attempts=policy.attempts,
         counted_as_failure=counted,
         denominators=denominators(policy.infrastructure, policy.attempts, counted),
+        sessions=[
+            SessionState(**s.to_json())
+            for s in session_progress(
+                loaded.planned, done_units, reg.design.repeats, reg.design.sessions
+            )
+        ],
     )
 
 
@@ -177,9 +185,17 @@ def _refuse_incomplete(entry_id: str, comp: Completeness) -> ProtocolRefusal:
         if comp.infra_errors_open
         else ""
     )
+    open_sessions = [str(s.session) for s in comp.sessions if not s.complete]
+    sessions = (
+        f" (replicate session{'s' if len(open_sessions) > 1 else ''} "
+        f"{', '.join(open_sessions)} of {len(comp.sessions)} not complete: `prereg run "
+        f"{entry_id} --session K` runs one)"
+        if open_sessions
+        else ""
+    )
     return ProtocolRefusal(
         f"the runs of '{entry_id}' are incomplete: {comp.completed} of {comp.planned} planned "
-        f"units completed, {comp.missing} missing{infra}. Finish them with `prereg run "
+        f"units completed, {comp.missing} missing{infra}{sessions}. Finish them with `prereg run "
         f"{entry_id}`, or analyse what exists with --allow-incomplete (the report is then "
         "exploratory and the verdict is 'incomplete')",
         details=details,

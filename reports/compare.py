@@ -1,4 +1,4 @@
-"""``prereg compare A B``: two registrations' runs, side by side and paired.
+"""``prereg compare A B [C ...]``: registrations' runs, side by side and paired.
 
 Seed 002's comparison table lists each registration's own registered result
 (per-arm successes, discordant pairs, verdict); this adds, for every arm the two
@@ -33,6 +33,18 @@ paired prompt bootstrap of the change over the prompts both ran
 share of positive runs reaching Selected, intent-weighted with A's weights), the seed's
 "change in selection"; the overlap is of the scores at their level, and two scores of
 different levels (IR against IR_DS) are not compared.
+
+More than two registrations (``compare A B C ...``, issue 41: "nothing puts several
+registrations' InvokeRank results in one table"): A is the reference. Each other
+registration must meet the requirements above against A and is compared with A exactly
+as ``compare A X`` would (the same seed, A's; the prompts A and X both ran): B in ``b``,
+``differences``, ``changes`` and ``invokerank`` as before, the third and later ones under
+``others``. ``invokerank_table`` puts every registration's score per arm, intent and
+overall in one table beside A's, each with its stability reading against A (present for
+two registrations too). Reading (docs/invokerank.md): registrations after the first are
+not compared with one another, and the N - 1 readings are exploratory, with no
+multiplicity adjustment. The two-registration JSON keeps every key it had, and adds
+``registrations``, ``others`` (empty) and ``invokerank_table``.
 """
 
 from __future__ import annotations
@@ -133,6 +145,56 @@ class IRComparison(Model):
     provenance: Provenance
 
 
+class Against(Model):
+    """A third or later registration, compared with the reference (the first) exactly as
+    ``b`` is: its side, what differs, the paired changes and the InvokeRank rows."""
+
+    side: Side
+    differences: list[str]
+    changes: list[ArmChange]
+    invokerank: IRComparison | None = None
+
+
+class IRScore(Model):
+    """One registration's score in the table of every registration."""
+
+    registration: str
+    symbol: str
+    score: float | None
+    interval: Interval | None  # its 90% score interval
+
+
+class IRAgainst(IRScore):
+    """A registration's score beside the reference's, with the stability rule."""
+
+    overlap: bool | None
+    prompts: int
+    change: float | None  # paired change, this registration minus the reference
+    change_interval: Interval | None
+    stability: str
+
+
+class IRTableRow(Model):
+    arm: str
+    intent: str
+    reference: IRScore
+    #: one per other registration in the order given; None where that registration has
+    #: no score for the arm (no InvokeRank section, or the arm not shared or not scored)
+    against: list[IRAgainst | None]
+
+
+class IRTable(Model):
+    """Every registration's InvokeRank per arm, intent and overall in one table, each
+    read against the reference (the first registration) by the stability rule."""
+
+    reference: str
+    registrations: list[str]
+    rule: str
+    statistic: str
+    reading: str
+    rows: list[IRTableRow]
+
+
 class Comparison(Model):
     a: Side
     b: Side
@@ -143,9 +205,23 @@ class Comparison(Model):
     label: str
     prereg_version: str
     ledger_head: dict[str, Any]
+    #: every registration compared, the reference (``a``) first (issue 41)
+    registrations: list[str] = []
+    #: the third and later registrations, each against the reference as ``b`` is
+    others: list[Against] = []
+    #: every registration's InvokeRank in one table (None unless the reference has one)
+    invokerank_table: IRTable | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    def pairs(self) -> list[tuple[Side, list[str], list[ArmChange], IRComparison | None]]:
+        """(side, differences, changes, InvokeRank rows) of every registration compared
+        with the reference, in the order given (``b`` first)."""
+        return [
+            (self.b, self.differences, self.changes, self.invokerank),
+            *((o.side, o.differences, o.changes, o.invokerank) for o in self.others),
+        ]
 
 
 def _task_content(task: Any) -> str:
@@ -324,28 +400,45 @@ def _arm_change(a: LoadedRuns, b: LoadedRuns, arm: str, outcome: str, seed: int)
     )
 
 
-def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
-    if a_id == b_id:
+def compare(ws: Workspace, a_id: str, *others: str) -> Comparison:
+    """Registrations ``a_id`` (the reference) and ``others`` (one or more), each compared
+    with the reference: the two-registration comparison of ``a`` and ``b`` as before,
+    the third and later ones under ``others``, and every InvokeRank score in one table."""
+    ids = [a_id, *others]
+    if not others:
+        raise BadInput("compare needs at least two registrations", field="B")
+    if a_id in others:
         raise BadInput("compare needs two different registrations", field="B")
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise BadInput(f"a registration is named twice: {', '.join(twice)}", field="REGISTRATION")
     registry = Registry(ws.registry)
     head = registry.head().to_json()
-    a = load_runs(ws, registry, verified_entry(registry, a_id))
-    b = load_runs(ws, registry, verified_entry(registry, b_id))
-    problems, differences = _check(a, b)
+    loaded = [load_runs(ws, registry, verified_entry(registry, i)) for i in ids]
+    a = loaded[0]
+    problems: list[str] = []
+    differences: list[list[str]] = []
+    for x in loaded[1:]:
+        found, differ = _check(a, x)
+        prefix = "" if len(ids) == 2 else f"{x.entry.id}: "
+        problems += [prefix + p for p in found]
+        differences.append(differ)
     if problems:
+        what = f"'{a_id}' and '{others[0]}'" if len(ids) == 2 else f"{', '.join(ids)}"
         raise ProtocolRefusal(
-            f"'{a_id}' and '{b_id}' cannot be compared: {len(problems)} requirement(s) not met",
+            f"{what} cannot be compared: {len(problems)} requirement(s) not met",
             details=problems,
         )
-    outcome = a.entry.registration.outcome
-    shared = [
-        x.id for x in a.entry.registration.arms if x.id in {y.id for y in b.entry.registration.arms}
-    ]
     seed = a.entry.registration.design.seed
-    report_a, report_b = _report(a, head), _report(b, head)
+    reports = [_report(x, head) for x in loaded]
+    against = [
+        _against(a, x, reports[0], rx, diff, seed)
+        for x, rx, diff in zip(loaded[1:], reports[1:], differences, strict=True)
+    ]
+    first = against[0]
     return Comparison(
-        a=_side(a, report_a),
-        b=_side(b, report_b),
+        a=_side(a, reports[0]),
+        b=first.side,
         requirements=[
             "same experiment and split",
             "same tasks with identical content",
@@ -353,11 +446,9 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
             "same outcome",
             "a shared arm",
         ],
-        differences=differences,
-        changes=[_arm_change(a, b, arm, outcome, seed) for arm in shared],
-        invokerank=invokerank_comparison(
-            report_a.invokerank, report_b.invokerank, a, b, shared, seed
-        ),
+        differences=first.differences,
+        changes=first.changes,
+        invokerank=first.invokerank,
         label=(
             "exploratory: the paired changes between registrations were registered by "
             "neither; each side's verdict is its own registered analysis; each change "
@@ -365,6 +456,26 @@ def compare(ws: Workspace, a_id: str, b_id: str) -> Comparison:
         ),
         prereg_version=code_version(),
         ledger_head=head,
+        registrations=ids,
+        others=against[1:],
+        invokerank_table=invokerank_table(reports[0].invokerank, ids, against),
+    )
+
+
+def _against(
+    a: LoadedRuns, x: LoadedRuns, report_a: Report, report_x: Report, differ: list[str], seed: int
+) -> Against:
+    """Registration ``x`` against the reference ``a``: what ``compare A X`` gives for X."""
+    outcome = a.entry.registration.outcome
+    arms_x = {y.id for y in x.entry.registration.arms}
+    shared = [y.id for y in a.entry.registration.arms if y.id in arms_x]
+    return Against(
+        side=_side(x, report_x),
+        differences=differ,
+        changes=[_arm_change(a, x, arm, outcome, seed) for arm in shared],
+        invokerank=invokerank_comparison(
+            report_a.invokerank, report_x.invokerank, a, x, shared, seed
+        ),
     )
 
 
@@ -548,6 +659,65 @@ def invokerank_comparison(
     )
 
 
+TABLE_READING = (
+    "each registration is read against the first (the reference) alone, by the seed's rule "
+    "(overlap of the two 90% score intervals, the 90% paired prompt bootstrap of the change "
+    "beside it) over the prompts the reference and that registration both ran; "
+    "registrations after the first are not compared with one another, and the N - 1 "
+    "readings are exploratory, with no adjustment for their number"
+)
+
+
+def invokerank_table(
+    ir_ref: InvokeRankReport | None, ids: list[str], against: list[Against]
+) -> IRTable | None:
+    """Every registration's score per arm, intent and overall beside the reference's,
+    from the pairwise rows (each registration against the reference); None unless the
+    reference carries an InvokeRank section."""
+    if ir_ref is None:
+        return None
+    arm_order = [x.arm for x in ir_ref.arms]
+    keys: dict[tuple[str, str], IRScore] = {}
+    cells: dict[tuple[str, str], list[IRAgainst | None]] = {}
+    for j, other in enumerate(against):
+        for r in other.invokerank.rows if other.invokerank is not None else []:
+            key = (r.arm, r.intent)
+            keys.setdefault(
+                key,
+                IRScore(
+                    registration=ids[0], symbol=r.symbol_a, score=r.score_a, interval=r.interval_a
+                ),
+            )
+            cells.setdefault(key, [None] * len(against))[j] = IRAgainst(
+                registration=other.side.registration,
+                symbol=r.symbol_b,
+                score=r.score_b,
+                interval=r.interval_b,
+                overlap=r.overlap,
+                prompts=r.prompts,
+                change=r.change,
+                change_interval=r.change_interval,
+                stability=r.stability,
+            )
+
+    def order(key: tuple[str, str]) -> tuple[int, int, str]:
+        arm, intent = key
+        rank = arm_order.index(arm) if arm in arm_order else len(arm_order)
+        return (rank, intent != "overall", intent)
+
+    return IRTable(
+        reference=ids[0],
+        registrations=ids,
+        rule=STABILITY_RULE,
+        statistic=PAIRED_STATISTIC,
+        reading=TABLE_READING,
+        rows=[
+            IRTableRow(arm=k[0], intent=k[1], reference=keys[k], against=cells[k])
+            for k in sorted(keys, key=order)
+        ],
+    )
+
+
 def _iv_text(iv: Interval | None) -> str:
     if iv is None:
         return "-"
@@ -596,8 +766,46 @@ def invokerank_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def table_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
+    """The table of every registration's InvokeRank (header, rows), for Markdown."""
+    t = c.invokerank_table
+    ref = c.a.registration
+    header = ["arm", "intent", f"{ref} score (reference)", "90% interval"]
+    for other in c.registrations[1:]:
+        header += [
+            f"{other} score",
+            "90% interval",
+            f"change {other} - {ref} (points)",
+            "90% paired bootstrap",
+            f"stability against {ref}",
+        ]
+    rows = []
+    for r in t.rows if t is not None else []:
+        row = [
+            r.arm,
+            r.intent,
+            f"{points(r.reference.score)} ({r.reference.symbol})",
+            _iv_text(r.reference.interval),
+        ]
+        for cell in r.against:
+            if cell is None:
+                row += ["-", "-", "-", "-", "no score on this side"]
+                continue
+            row += [
+                f"{points(cell.score)} ({cell.symbol})",
+                _iv_text(cell.interval),
+                f"{_signed(cell.change)} ({cell.prompts} prompts)",
+                _iv_text(cell.change_interval),
+                cell.stability,
+            ]
+        rows.append(row)
+    return header, rows
+
+
 def markdown(c: Comparison) -> str:
     """The comparison as Markdown (every value escaped: ids and intents are untrusted)."""
+    if len(c.registrations) > 2:
+        return _markdown_many(c)
     out = [f"# {esc(c.a.registration)} compared with {esc(c.b.registration)}", ""]
     out += [f"- {esc(line)}" for line in describe(c, with_invokerank=False)]
     if c.invokerank is not None:
@@ -608,10 +816,24 @@ def markdown(c: Comparison) -> str:
     return "\n".join(out) + "\n"
 
 
+def _markdown_many(c: Comparison) -> str:
+    """Three or more registrations: one table of every registration's scores."""
+    others = ", ".join(esc(i) for i in c.registrations[1:])
+    out = [f"# {others} compared with {esc(c.a.registration)} (the reference)", ""]
+    out += [f"- {esc(line)}" for line in describe(c, with_invokerank=False)]
+    t = c.invokerank_table
+    if t is not None:
+        header, rows = table_rows(c)
+        out += ["", "## InvokeRank: every registration's scores", ""]
+        out += [esc(t.rule), "", esc(t.statistic), "", esc(t.reading), ""]
+        out += table(header, rows) if rows else ["No arm has a score in two registrations."]
+    return "\n".join(out) + "\n"
+
+
 def describe(c: Comparison, with_invokerank: bool = True) -> list[str]:
     """Plain lines for the terminal (callers print them as text, never as markup)."""
     lines = []
-    for side in (c.a, c.b):
+    for side in (c.a, *(p[0] for p in c.pairs())):
         arms = "; ".join(f"{k} {v}" for k, v in side.arms.items())
         disc = "-" if side.discordant is None else str(side.discordant.n)
         lines.append(
@@ -619,22 +841,44 @@ def describe(c: Comparison, with_invokerank: bool = True) -> list[str]:
             f"{'' if side.complete else ' (incomplete)'}. {arms}; discordant pairs "
             f"{disc}"
         )
-    for ch in c.changes:
-        iv = ch.interval
-        configs = (
-            f" [{ch.configuration_a}]"
-            if ch.same_configuration
-            else f" [{ch.configuration_a} -> {ch.configuration_b}]"
-        )
-        lines.append(
-            f"arm {ch.arm}{configs}, {c.a.registration} -> {c.b.registration} on {ch.tasks} "
-            f"tasks: {num(ch.rate_a)} -> {num(ch.rate_b)}, change {num(ch.difference)}"
-            + (f" ({num(iv.low)} to {num(iv.high)}, 95%)" if iv else "")
-            + f"; discordant {ch.discordant.n}, McNemar p {num(ch.mcnemar_pvalue)}"
-        )
-    lines += [f"differs: {d}" for d in c.differences]
-    if with_invokerank and c.invokerank is not None:
-        lines.append(f"InvokeRank stability rule: {c.invokerank.rule}")
+    many = len(c.pairs()) > 1
+    for side, differences, changes, _ in c.pairs():
+        for ch in changes:
+            iv = ch.interval
+            configs = (
+                f" [{ch.configuration_a}]"
+                if ch.same_configuration
+                else f" [{ch.configuration_a} -> {ch.configuration_b}]"
+            )
+            lines.append(
+                f"arm {ch.arm}{configs}, {c.a.registration} -> {side.registration} on "
+                f"{ch.tasks} tasks: {num(ch.rate_a)} -> {num(ch.rate_b)}, change "
+                f"{num(ch.difference)}"
+                + _change_text(iv)
+                + f"; discordant {ch.discordant.n}, McNemar p {num(ch.mcnemar_pvalue)}"
+            )
+        prefix = f"{side.registration} " if many else ""
+        lines += [f"{prefix}differs: {d}" for d in differences]
+    if with_invokerank:
+        lines += _invokerank_lines(c)
+    lines.append(c.label)
+    return lines
+
+
+def _change_text(iv: Interval | None) -> str:
+    """A paired change's 95% interval, or the reason it is withheld (never "null")."""
+    if iv is None:
+        return ""
+    if iv.low is None or iv.high is None:
+        return f" (no 95% interval: {iv.reason})" if iv.reason else " (no 95% interval)"
+    return f" ({num(iv.low)} to {num(iv.high)}, 95%)"
+
+
+def _invokerank_lines(c: Comparison) -> list[str]:
+    if len(c.registrations) <= 2:
+        if c.invokerank is None:
+            return []
+        lines = [f"InvokeRank stability rule: {c.invokerank.rule}"]
         for r in c.invokerank.rows:
             lines.append(
                 f"InvokeRank {r.arm}, {r.intent}: {c.a.registration} {points(r.score_a)} "
@@ -642,5 +886,24 @@ def describe(c: Comparison, with_invokerank: bool = True) -> list[str]:
                 f"({_iv_text(r.interval_b)}); paired change {_signed(r.change)} "
                 f"({_iv_text(r.change_interval)}, {r.prompts} prompts): {r.stability}"
             )
-    lines.append(c.label)
+        return lines
+    t = c.invokerank_table
+    if t is None:
+        return []
+    lines = [f"InvokeRank stability rule: {t.rule}", f"Reading: {t.reading}"]
+    for row in t.rows:
+        ref = row.reference
+        lines.append(
+            f"InvokeRank {row.arm}, {row.intent}: reference {t.reference} {points(ref.score)} "
+            f"({_iv_text(ref.interval)})"
+        )
+        for name, cell in zip(t.registrations[1:], row.against, strict=True):
+            if cell is None:
+                lines.append(f"  {name}: no score for this arm")
+                continue
+            lines.append(
+                f"  {name} {points(cell.score)} ({_iv_text(cell.interval)}); change "
+                f"{_signed(cell.change)} ({_iv_text(cell.change_interval)}, {cell.prompts} "
+                f"prompts): {cell.stability}"
+            )
     return lines

@@ -333,6 +333,15 @@ class ControlReport(Model):
     provenance: Provenance
 
 
+class SessionState(Model):
+    """One replicate session's units (``design.sessions``; ``prereg run --session K``)."""
+
+    session: int = Field(description="1-based, as prereg run --session takes it")
+    planned: int
+    completed: int = Field(description="planned units with an ok record")
+    complete: bool
+
+
 class Completeness(Model):
     complete: bool
     planned: int
@@ -355,6 +364,11 @@ class Completeness(Model):
     )
     denominators: str = Field(
         "", description="how infrastructure failures enter the denominators, in words"
+    )
+    sessions: list[SessionState] = Field(
+        default_factory=list,
+        description="each replicate session's units (design.sessions >= 2; empty without): "
+        "a session run on another day (prereg run --session K) shows here until complete",
     )
 
 

@@ -29,7 +29,8 @@ from prereg.experiments import Experiment
 from prereg.experiments.models import LOCKED_SPLIT
 from prereg.registry.pilot import PilotOptions
 from prereg.registry.registrations import Entry, Registry
-from prereg.registry.units import RunPlan, build_offers
+from prereg.registry.sessions import SessionProgress, session_progress
+from prereg.registry.units import RunPlan, build_offers, expand_units
 from prereg.runners.orchestrate import Drivers, Progress, RunSummary, execute, settle_heap
 from prereg.runners.prepare import prepare
 from prereg.runners.providers.factory import create_run_drivers
@@ -198,3 +199,18 @@ def check_store_writable(ws: Workspace, runs: StoreLocation | None = None) -> No
             "was run (make it writable, then run again)",
             file=str(target),
         )
+
+
+def session_status(
+    ws: Workspace, registration_id: str, *, store: str | None = None
+) -> list[SessionProgress]:
+    """Each replicate session's progress (``design.sessions``; [] without): its planned
+    units and those with an ok record (:mod:`prereg.registry.sessions`, reading 3), as
+    ``prereg run`` prints it after a run (``--session K`` runs one of them)."""
+    _, entry, plan, experiment = prepare(ws, registration_id)
+    if plan.sessions < 2:
+        return []
+    with open_store(resolve_store(ws.runs, store)) as runs:
+        done = runs.completed_keys(entry.digest)
+    units = (u.key for u in expand_units(plan, experiment))
+    return session_progress(units, done, plan.repeats, plan.sessions)

@@ -208,9 +208,11 @@ def register(app: typer.Typer) -> None:
             ),
         ],
         b: Annotated[
-            str,
+            list[str],
             typer.Argument(
-                metavar="B", help="Second registration id.", autocompletion=complete_registration_id
+                metavar="B",
+                help="Registration ids compared with A (the reference): one or more.",
+                autocompletion=complete_registration_id,
             ),
         ],
         as_json: JsonOpt = False,
@@ -223,18 +225,20 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
     ) -> None:
-        """Compare two registrations' runs: each one's own result, and the paired change.
+        """Compare two or more registrations' runs: each one's own result, and the paired change.
 
         When both carry an InvokeRank section, both registrations' scores per shared arm,
         intent and overall go in one table with the seed's stability rule (6.6: the 90%
         intervals overlap; the 90% paired prompt bootstrap of the change beside it).
+        With three or more (compare A B C ...), each is compared with A, the reference,
+        and one table holds every registration's scores, each read against A's.
         Refuses (exit 4, saying which) when the corpora, evidence classes, models or
         outcomes differ; (exit 3) when either's runs carry a foreign digest.
         """
         if as_json and as_markdown:
             raise BadInput("give --json or --markdown, not both", field="--markdown")
         ws = workspace(ctx)
-        result = compare(ws, a, b)
+        result = compare(ws, a, *b)
 
         def human() -> None:
             if as_markdown:

@@ -34,10 +34,6 @@ from prereg.reports.planning.design import PlanOptions, build_plan
 FROM_RUNS = "prereg.reports.planning.from_runs"
 #: its ``build_plan(opts, ws, store=None)``
 PlanFromRuns = Callable[..., dict[str, Any]]
-#: The registry, read by name like :data:`FROM_RUNS` (only ``--from-runs`` reads a
-#: registration: a plan from options starts without it)
-REGISTRY = "prereg.registry.registrations"
-VERIFY = "prereg.registry.verify"
 
 PLAN_HELP = """Plan a paired comparison: the minimum detectable effect (MDE) or the prompts needed.
 
@@ -83,6 +79,11 @@ between-run SD (method of moments over the repeats as replicate runs, with a
 within-prompt permutation test of excess variance) and the discordance rates from the
 registration's runs, then plans with them. Explicit --sigma-d, --sigma-run, --p01/--p10
 override the estimates. Without --prompts or --mde the pilot's prompt count is used.
+A pilot registered with design.sessions S >= 2 is read in sessions: the between-run SD
+over its sessions (each prompt's success rate per session; the repeats inside a session
+are repeat clustering, their rho shown), sigma_d rescaled in sessions, and the plan made
+in sessions per arm (default the pilot's S; JSON run_unit "session"). With one session
+observed the between-run component is not estimable and is withheld with the reason.
 
 [bold]Replicate registrations[/]: --from-runs A B C takes registrations of one design (same
 experiment, split, outcome, compared arms and their configurations, repeats and files) as
@@ -100,7 +101,8 @@ Examples:
 
 JSON keys: prompts, mde, min_discordant, the inputs echoed (alpha, power, sigma_d,
 sigma_run, runs_per_arm, p01, p10, and all options under `inputs`), floor_mde,
-reachable, message, paired, mcnemar, sequential, pilot, table (the MDE grid), notes.
+reachable, message, paired, mcnemar, sequential, pilot, table (the MDE grid), notes;
+run_unit "session" only when planned from a pilot with sessions.
 """
 
 # ---- validation ----------------------------------------------------------------------------
@@ -257,11 +259,12 @@ def render(plan: dict[str, Any]) -> None:
 
     paired = plan["paired"]
     alpha, power = plan["alpha"], plan["power"]
+    unit = plan.get("run_unit", "run")  # "session": planned from a pilot with sessions
     if plan["pilot"] is not None:
         _render_pilot(plan["pilot"])
     if paired is not None:
         runs = (
-            f", sigma_run {plan['sigma_run']:.3g} with {plan['runs_per_arm']} run(s) per arm"
+            f", sigma_run {plan['sigma_run']:.3g} with {plan['runs_per_arm']} {unit}(s) per arm"
             if plan["sigma_run"]
             else ""
         )
@@ -293,7 +296,7 @@ def render(plan: dict[str, Any]) -> None:
             "MDE with run component (points)",
             title=f"MDE by prompts and alpha (power {power:g})",
             caption=f"run component: sigma_run {plan['sigma_run']:.3g}, "
-            f"{plan['runs_per_arm']} run(s) per arm; floor "
+            f"{plan['runs_per_arm']} {unit}(s) per arm; floor "
             f"{_pts(paired['floor_mde'])} points. Bold: this plan.",
             title_justify="left",
             caption_justify="left",
@@ -374,6 +377,9 @@ def render(plan: dict[str, Any]) -> None:
 def _render_pilot(p: dict[str, Any]) -> None:
     from rich.table import Table  # lazy: only drawn without --json (start-up, issue 15)
 
+    if p.get("sessions", 1) > 1:
+        _render_session_pilot(p)
+        return
     table = Table(
         "estimate",
         "value",
@@ -431,6 +437,57 @@ def _render_pilot(p: dict[str, Any]) -> None:
                 ),
                 highlight=False,
             )
+
+
+def _render_session_pilot(p: dict[str, Any]) -> None:
+    """The pilot table of a pilot with replicate sessions: its unit is the session."""
+    from rich.table import Table  # lazy: only drawn without --json (start-up, issue 15)
+
+    sessions, k = p["sessions"], p["per_session"]
+    table = Table(
+        "estimate",
+        "value",
+        "how",
+        title=display(
+            f"Pilot {p['registration']} "
+            f"({p['kind']}, split {p['split']}): {p['prompts']} prompts x "
+            f"{sessions} sessions of {k} repeat(s), {p['control']} vs {p['treatment']}"
+        ),
+        title_justify="left",
+    )
+    sd, icc, br, dis = p["sigma_d"], p["icc"], p["between_run"], p["discordance"]
+    table.add_row(
+        "sigma_d",
+        _num(sd["sigma_d"]),
+        f"SD of per-prompt differences of arm means over {sessions} session(s)",
+    )
+    table.add_row(
+        "sigma_d planned",
+        _num(p["sigma_d_planned"]),
+        "rescaled to the planned sessions per arm: sqrt(tau^2 + omega_s^2 / S)",
+    )
+    table.add_row(
+        "rho (repeats in a session)",
+        _num(icc["rho"]),
+        f"design effect {_num(icc['design_effect'], '.2f')}: {icc['repeats']} "
+        f"repeats in a session carry {_num(icc['effective_runs'], '.2f')} runs of information",
+    )
+    if br["sigma_run"] is not None and math.isfinite(br["sigma_run"]):
+        table.add_row(
+            "sigma_run (sessions)",
+            _num(br["sigma_run"]),
+            f"over sessions: variance ratio {_num(br['variance_ratio'], '.2f')}, "
+            f"permutation p {_num(br['pvalue'])}",
+        )
+    else:
+        why = "; ".join(f"{a['arm']}: {a['reason']}" for a in br["ignored"])
+        table.add_row("sigma_run (sessions)", "withheld", display(f"not estimable ({why})"))
+    table.add_row(
+        "p01 / p10",
+        f"{_num(dis['p01'])} / {_num(dis['p10'])}",
+        f"{dis['pairs']} repeat-matched pairs",
+    )
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:
@@ -582,26 +639,4 @@ def _plan(opts: PlanOptions, ws: Workspace | None, store: str | None) -> dict[st
             raise BadInput("--store is read only with --from-runs", field="--store")
         return build_plan(opts)
     from_runs: PlanFromRuns = importlib.import_module(FROM_RUNS).build_plan
-    plan = from_runs(opts, ws, store=store)
-    if ws is not None:
-        plan["notes"] = [*plan.get("notes", []), *_session_notes(ws, opts.from_runs)]
-    return plan
-
-
-def _session_notes(ws: Workspace, reg_id: str) -> list[str]:
-    """A pilot with replicate sessions (``design.sessions``, issue 41): its repeats are not
-    independent runs, which ``--from-runs`` still takes them for; say so, and how to plan
-    a registration with sessions as ``register`` and ``calibrate`` do."""
-    registry = importlib.import_module(REGISTRY).Registry(ws.registry)
-    design = importlib.import_module(VERIFY).verified_entry(registry, reg_id).registration.design
-    if design.sessions <= 1:
-        return []
-    return [
-        f"the pilot registers {design.sessions} replicate sessions of "
-        f"{design.per_session} repeat(s): this plan reads its {design.repeats} repeats as "
-        "replicate runs (the between-run SD over repeats, and repeats as runs per arm), "
-        "while register and calibrate plan a registration with sessions with one run "
-        f"component per session; give --runs-per-arm {design.sessions} and --sigma-run "
-        "from the sessions' spread (the between-run SD of Figure 7 in the pilot's report) "
-        "to plan as they do"
-    ]
+    return from_runs(opts, ws, store=store)

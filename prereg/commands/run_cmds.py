@@ -27,8 +27,9 @@ from prereg.core.output import console, emit, err_console
 from prereg.core.untrusted import display
 from prereg.experiments.split_counts import describe_splits, task_rows
 from prereg.registry.pilot import PilotOptions
+from prereg.registry.sessions import SessionProgress
 from prereg.reports.inspect_export import export_inspect
-from prereg.runners.api import run_registration
+from prereg.runners.api import run_registration, session_status
 from prereg.runners.exchange.export import export_parquet, export_registration, is_stdout
 from prereg.runners.exchange.importing import import_file
 from prereg.runners.exchange.inspect_log import import_inspect
@@ -86,6 +87,17 @@ def run(
             "--intent", help="Pilot: only this intent's tasks (repeatable). Exploratory only."
         ),
     ] = None,
+    session: Annotated[
+        int | None,
+        typer.Option(
+            "--session",
+            metavar="K",
+            help="Only replicate session K's units (1-based; design.sessions), so sessions "
+            "can run on different days; the other sessions are untouched. Refused on the "
+            "locked split (its confirmatory run is one claim, run whole).",
+            show_default=False,
+        ),
+    ] = None,
     cache: Annotated[
         bool,
         typer.Option(
@@ -141,6 +153,9 @@ def run(
     any number of workers on any machines (each unit claimed by one), each stamped with
     the registration's digest. Ctrl-C keeps every finished unit; run again to continue.
     Infrastructure failures are recorded as infra_error and retried on the next run.
+
+    With replicate sessions (design.sessions), --session K runs session K alone (a later
+    day's session, say) and the summary lists every session's progress.
     """
     ws = workspace(ctx)
     pilot = PilotOptions(
@@ -149,6 +164,7 @@ def run(
         intents=tuple(intent or ()),
         limit=limit,
         cache=cache,
+        session=session,
     )
     if cache and batch:
         raise BadInput(
@@ -157,7 +173,7 @@ def run(
             field="cache",
         )
     progress = None if (as_json or no_progress) else RichProgress(registration_id)
-    extra: dict[str, Any] = {"pilot": pilot.describe()} if pilot else {}
+    extra: dict[str, Any] = {"pilot": pilot.describe()} if pilot.is_pilot else {}
     if workers > 1 and not dry_run:
         refuse_workers_with(batch=batch, prices=prices)
     if prices is not None:  # checked for every host: the local one would never read it
@@ -176,6 +192,7 @@ def run(
                 pilot=pilot,
             )
             data.update(extra)
+            data.update(session_fields(session, []))
             emit(data, as_json, lambda: _print_dry_run(data))
             return
         summary, provider_extra = provider_run(
@@ -215,7 +232,8 @@ def run(
             pilot=pilot,
         )
     extra = redact_obj(extra)  # batch ids and the like come from the provider
-    data = {**summary_json(summary), **extra}
+    sessions = session_status(ws, registration_id, store=store)
+    data = {**summary_json(summary), **extra, **session_fields(session, sessions)}
 
     def human() -> None:
         table = Table(title=display(f"run {summary.registration_id}"), show_header=False)
@@ -227,7 +245,8 @@ def run(
             (
                 "planned units",
                 str(summary.planned)
-                + (" (a pilot's selection; exploratory)" if pilot.selects else ""),
+                + (" (a pilot's selection; exploratory)" if pilot.selects else "")
+                + (f" (session {session} of {len(sessions)})" if session is not None else ""),
             ),
             ("skipped (already recorded)", str(summary.skipped_existing)),
             ("completed this run", f"{summary.completed} ({summary.successes} succeeded)"),
@@ -243,11 +262,21 @@ def run(
         if summary.stopped:
             rows.append(("stopped", summary.stopped))
         rows += [(key, str(value)) for key, value in extra.items()]  # provider options
+        rows += [("replicate sessions", s.text()) for s in sessions]
         for key, value in rows:
             table.add_row(display(key), display(value))
         console.print(table)
 
     emit(data, as_json, human)
+
+
+def session_fields(session: int | None, sessions: list[SessionProgress]) -> dict[str, Any]:
+    """``run --json``'s session keys: the session run (``--session K``), and every
+    replicate session's progress whatever this run selected (none without sessions)."""
+    out: dict[str, Any] = {} if session is None else {"session": session}
+    if sessions:
+        out["sessions"] = [s.to_json() for s in sessions]
+    return out
 
 
 def summary_json(summary: RunSummary) -> dict[str, Any]:

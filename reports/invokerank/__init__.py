@@ -7,7 +7,8 @@ invokes on negative prompts (:mod:`.negatives`), first choices (:mod:`.choices`)
 rating, Selection Shares and competitor Levers (:mod:`.rating`), terminal classes and the
 resolution split (:mod:`.terminal`), the per-server funnel (:mod:`.servers`) and the
 seed's further analyses: need type and the intent-level test, false invokes per intent,
-rho per intent, the two-level choice (:mod:`.analyses`); and the
+rho per intent, the two-level choice (:mod:`.analyses`); replicate sessions not yet run,
+which withhold the calibrated interval (:mod:`.sessions`); and the
 registered control arms judged by their fixed rules (:mod:`.controls`). The estimator
 itself is :mod:`prereg.stats.invokerank`; this package turns analysed runs into its inputs
 and its results into the report model.

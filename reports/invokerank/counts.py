@@ -19,7 +19,7 @@ Unit = tuple[str, str, int]
 
 @dataclass(frozen=True)
 class Prompts:
-    """An arm's positive runs reduced to per-prompt counts (prompts in first-seen order)."""
+    """An arm's positive runs reduced to per-prompt counts (prompts in task-id order)."""
 
     tasks: list[str]
     intents: list[str]
@@ -78,7 +78,10 @@ def prompt_counts(runs: Sequence[Obs], stages: Sequence[str]) -> Prompts:
     for o in runs:
         by_task[o.task_id].append(o)
     intents = sorted({group[0].intent for group in by_task.values()})
-    tasks = list(by_task)
+    # in task-id order, never the order the runs were stored in (which follows when
+    # parallel units finished): a seeded bootstrap resamples by position, so the same
+    # runs must give the same interval however they were stored
+    tasks = sorted(by_task)
     places = [outcome_place(s) for s in stages]
     return Prompts(
         tasks=tasks,

@@ -98,6 +98,8 @@ from prereg.reports.invokerank.scores import (
     roll_up_weights,
 )
 from prereg.reports.invokerank.servers import server_funnel
+from prereg.reports.invokerank.sessions import missing_sessions
+from prereg.reports.invokerank.sessions import withheld as withheld_sessions
 from prereg.reports.invokerank.terminal import resolution_block, terminal_rows
 from prereg.reports.model import (
     ArmInvokeRank,
@@ -105,6 +107,7 @@ from prereg.reports.model import (
     InvokeRankReport,
     JudgeInvokeRank,
     Provenance,
+    ReplicateRuns,
     StageEstimate,
 )
 from prereg.reports.observations import STAGES, Obs, outcome_place
@@ -246,6 +249,7 @@ def arm_invokerank(
     )
     shown = displayed_scores(result)  # E[Q_c] exactly
     q = float(np.asarray(result.weights) @ shown)  # E[roll-up], exactly
+    session_gap = missing_sessions(runs, sessions, per_session)
     if sessions > 1:  # one row per (prompt, session): the interval's session part
         n_rows, y_rows, p_rows, s_rows = session_counts(
             runs, prompts.tasks, stages[-1], per_session
@@ -262,6 +266,8 @@ def arm_invokerank(
             centre=shown,
             rollup_centre=q,
         )
+        if session_gap is not None:  # a registered session not run: no session part
+            boot = withheld_sessions(boot, session_gap)
     else:
         boot = bootstrap_score(
             prompts.runs,
@@ -333,7 +339,7 @@ def arm_invokerank(
         false_invoke_by_intent=negatives_by_intent(observations, meta.id, rho_s),
         need_test=need_test(intent_scores, need_types),
         rho=rho_block(prompts, stages, seed),
-        replicate_runs=replicate_runs(runs, sessions, per_session, seed) if sessions > 1 else None,
+        replicate_runs=_replicates(runs, sessions, per_session, seed, session_gap),
         pass_k=pk,
         provenance=Provenance(
             function="prereg.stats.invokerank",
@@ -353,6 +359,17 @@ def arm_invokerank(
             runs=runset(prompts.units, f"arm {meta.id}; positive tasks; status ok"),
         ),
     )
+
+
+def _replicates(
+    runs: Sequence[Obs], sessions: int, per_session: int, seed: int | None, gap: str | None
+) -> ReplicateRuns | None:
+    """Figure 7 of an arm (None without replicate sessions); ``gap``: why not, when a
+    registered session has no runs (:mod:`.sessions`)."""
+    if sessions < 2:
+        return None
+    block = replicate_runs(runs, sessions, per_session, seed)
+    return block if gap is None else block.model_copy(update={"reason": gap, "rows": []})
 
 
 def _stage_funnel(

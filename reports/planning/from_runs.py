@@ -5,6 +5,13 @@ chain) and fills what the options left open (the runs per arm, sigma_d, sigma_ru
 p01/p10, the prompts, the stopping rule) before
 :func:`prereg.reports.planning.design.build_plan` computes the plan.
 
+Replicate sessions (``design.sessions`` S >= 2, issue 41): the replicate run is the
+session, so the between-run SD is estimated over the sessions
+(:func:`prereg.reports.planning.pilot.between_sessions`, the K repeats inside a session
+being repeat clustering), sigma_d is rescaled in sessions, the runs per arm default to the
+pilot's S sessions and the plan reads ``run_unit: session``. With one session observed the
+between-run component is not estimable: withheld with the reason, planned without it.
+
 Runs per arm: without ``--runs-per-arm`` the plan is made at the pilot's repeats (each
 repeat of an arm is a replicate run of it, the layout :mod:`.pilot` estimates from, and
 the runs per arm ``prereg register`` checks a plan with are the registration's repeats),
@@ -64,9 +71,18 @@ def pilot_estimates(
         digest=entry.digest,
         outcome=reg.outcome,
     )
-    est = estimate_pilot(data, control, treatment, seed=seed)
+    design = reg.design
+    est = estimate_pilot(
+        data,
+        control,
+        treatment,
+        seed=seed,
+        sessions=design.sessions,
+        per_session=design.per_session,
+    )
     if runs is None:
-        runs = est.repeats
+        runs = est.sessions if est.sessions > 1 else est.repeats
+    planned = _planned_repeats(est, runs)
     info = est.to_json()
     info.update(
         registration=entry.id,
@@ -74,15 +90,21 @@ def pilot_estimates(
         kind=reg.kind,
         split=reg.split,
         outcome=reg.outcome,
-        sigma_d_planned=est.sigma_d.at(runs),
-        effective_runs_planned=est.icc.effective(runs),
+        sigma_d_planned=est.sigma_d.at(planned),
+        effective_runs_planned=est.icc.effective(runs if est.sessions < 2 else est.per_session),
     )
     return info, est, reg
 
 
+def _planned_repeats(est: PilotEstimate, runs: int) -> int:
+    """The repeats :meth:`SigmaD.at` reads for ``runs`` planned runs per arm: the runs
+    themselves, or with sessions that many sessions of the pilot's K repeats."""
+    return runs * est.per_session if est.sessions > 1 else runs
+
+
 def _sigma_d_from_pilot(inputs: Inputs, est: PilotEstimate) -> None:
     """sigma_d at the planned runs per arm; BadInput when the pilot cannot give one."""
-    sigma_d = est.sigma_d.at(inputs.runs)
+    sigma_d = est.sigma_d.at(_planned_repeats(est, inputs.runs))
     inputs.sigma_d = sigma_d
     inputs.sources["sigma_d"] = "pilot"
     if not math.isfinite(sigma_d):
@@ -97,6 +119,15 @@ def _sigma_d_from_pilot(inputs: Inputs, est: PilotEstimate) -> None:
             "(sigma_d = 0), which plans nothing; give --sigma-d",
             field="--from-runs",
         )
+    if est.sessions > 1:
+        pilot_sessions = est.sigma_d.repeats / est.per_session
+        if inputs.runs != pilot_sessions and math.isfinite(est.sigma_d.omega2):
+            inputs.notes.append(
+                f"sigma_d rescaled from the pilot's {pilot_sessions:g} session(s) to "
+                f"{inputs.runs} session(s) per arm of {est.per_session} repeat(s): "
+                f"{est.sigma_d.sigma_d:.3f} -> {sigma_d:.3f}"
+            )
+        return
     if inputs.runs != est.repeats and math.isfinite(est.sigma_d.omega2):
         inputs.notes.append(
             f"sigma_d rescaled from the pilot's {est.repeats} repeat(s) to "
@@ -112,7 +143,26 @@ def _left_out(ignored: Sequence[dict[str, Any]], source: str) -> list[str]:
     ]
 
 
+def _sigma_run_from_sessions(inputs: Inputs, est: PilotEstimate) -> None:
+    """The between-run SD over the pilot's sessions, or a note saying why it is withheld
+    (the plan is then made without a run component, and says so)."""
+    br = est.between_run
+    if math.isfinite(br.sigma_run):
+        inputs.sigma_run = br.sigma_run
+        inputs.sources["sigma_run"] = "pilot sessions"
+        inputs.notes.extend(_left_out(br.ignored, "of the pilot's sessions"))
+        return
+    why = "; ".join(f"arm '{a['arm']}': {a['reason']}" for a in br.ignored)
+    inputs.notes.append(
+        f"the between-run component is not estimable from the pilot's sessions ({why}); "
+        "withheld, and planned with sigma_run = 0: give --sigma-run to plan with one"
+    )
+
+
 def _sigma_run_from_pilot(inputs: Inputs, est: PilotEstimate) -> None:
+    if est.sessions > 1:
+        _sigma_run_from_sessions(inputs, est)
+        return
     ignored = est.between_run.ignored
     if math.isfinite(est.between_run.sigma_run):
         inputs.sigma_run = est.between_run.sigma_run
@@ -134,6 +184,15 @@ def _sigma_run_from_pilot(inputs: Inputs, est: PilotEstimate) -> None:
 def _runs_from_pilot(inputs: Inputs, opts: PlanOptions, est: PilotEstimate) -> None:
     """Without --runs-per-arm: the pilot's repeats, said in a note."""
     if opts.runs_per_arm is not None:
+        return
+    if est.sessions > 1:
+        inputs.runs = est.sessions
+        inputs.notes.append(
+            f"no --runs-per-arm: planned at the pilot's {est.sessions} sessions per arm "
+            f"(each of {est.per_session} repeat(s); the between-run component is one per "
+            "session, as register checks a registration with design.sessions); give "
+            "--runs-per-arm to plan another number of sessions"
+        )
         return
     inputs.runs = est.repeats
     inputs.notes.append(
@@ -350,9 +409,36 @@ def build_plan(
 
     def fill(inputs: Inputs) -> None:
         if opts.replicates:  # refuse a non-replicate before reading any run
-            replicate_entries(ws, reg_ids)
+            _refuse_sessions(replicate_entries(ws, reg_ids))
         _apply_pilot(inputs, opts, reg_ids[0], ws, store)
         if opts.replicates:
             _apply_replicates(inputs, opts, reg_ids, ws, store)
 
-    return plan_core.build_plan(opts, fill)
+    plan = plan_core.build_plan(opts, fill)
+    if plan["pilot"] is not None and plan["pilot"].get("sessions", 1) > 1:
+        _in_sessions(plan)
+    return plan
+
+
+def _refuse_sessions(entries: Sequence[Entry]) -> None:
+    """Replicate registrations are each one run; a registration with replicate sessions
+    already has its runs (the sessions), and the two units are not mixed (exit 2)."""
+    for e in entries:
+        if e.registration.design.sessions > 1:
+            raise BadInput(
+                f"'{e.id}' registers {e.registration.design.sessions} replicate sessions: "
+                "its between-run SD comes from its own sessions; plan --from-runs "
+                f"{e.id} alone",
+                field="--from-runs",
+            )
+
+
+def _in_sessions(plan: dict[str, Any]) -> None:
+    """A plan from a pilot with sessions is made in sessions: say so where the unit shows
+    (``run_unit``, and the runs-per-arm wording of the paired design's message)."""
+    plan["run_unit"] = "session"
+    paired = plan["paired"]
+    if paired is not None and paired["message"]:
+        text = paired["message"].replace("run(s) per arm", "session(s) per arm")
+        paired["message"] = text.replace("runs per arm would", "sessions per arm would")
+        plan["message"] = paired["message"]

@@ -325,17 +325,25 @@ def _moments(m: FloatArray) -> tuple[float, float, float]:
     return s2, w, excess
 
 
-def without_variance(runs: int, prompts: int, identical: bool) -> str | None:
+def without_variance(runs: int, prompts: int, identical: bool, unit: str = "run") -> str | None:
     """Why an arm's runs carry no between-run variance to pool, or None when they do:
-    fewer than two runs (or prompts) to compare, or runs identical outcome by outcome."""
+    fewer than two runs (or prompts) to compare, or runs identical outcome by outcome.
+    ``unit`` names the replicate run ("session" for a pilot with replicate sessions)."""
     if runs < 2:
+        if unit != "run":
+            return (
+                f"one {unit} with outcomes: the between-run component is not estimable"
+                if runs
+                else f"no {unit} with outcomes"
+            )
         return "one run: no variance between runs" if runs else "no run with outcomes"
     if prompts < 2:
-        return f"{prompts} prompt(s) observed in all of its {runs} runs: nothing to compare"
+        return f"{prompts} prompt(s) observed in all of its {runs} {unit}s: nothing to compare"
     if identical:
+        what = "outcome in every run" if unit == "run" else f"success rate in every {unit}"
         return (
-            f"its {runs} runs are identical (every one of its {prompts} prompts has the same "
-            "outcome in every run): no variance, so no estimate, not an estimate of zero"
+            f"its {runs} {unit}s are identical (every one of its {prompts} prompts has the same "
+            f"{what}): no variance, so no estimate, not an estimate of zero"
         )
     return None
 
@@ -348,6 +356,19 @@ def between_run(
     An arm contributes when at least two runs share at least two prompts and its runs
     are not identical (:func:`without_variance`); the others are listed in ``ignored``.
     """
+    mats = {arm: _complete_runs(_binary_matrix(values, arm)) for arm, values in matrices.items()}
+    return _pooled_between(mats, permutations, seed)
+
+
+def _pooled_between(
+    mats: Mapping[str, FloatArray],
+    permutations: int,
+    seed: int | None,
+    unit: str = "run",
+    method: str | None = None,
+) -> BetweenRun:
+    """:func:`between_run` over complete prompts x runs matrices (binary outcomes, or a
+    session's success rate per cell: :func:`between_sessions`)."""
     if int(permutations) < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations!r}")
     rng = np.random.default_rng(seed)
@@ -359,10 +380,9 @@ def between_run(
     den = 0.0
     s2_pooled = 0.0
     w_pooled = 0.0
-    for arm, values in matrices.items():
-        m = _complete_runs(_binary_matrix(values, arm))
+    for arm, m in mats.items():
         n, r = m.shape
-        why = without_variance(r, n, bool(np.all(m == m[:, :1])) if m.size else False)
+        why = without_variance(r, n, bool(np.all(m == m[:, :1])) if m.size else False, unit)
         if why is not None:
             ignored.append({"arm": arm, "runs": r, "prompts": n, "reason": why})
             continue
@@ -389,8 +409,11 @@ def between_run(
         den += r - 1
         s2_pooled += (r - 1) * s2
         w_pooled += (r - 1) * w
+    extra = {} if method is None else {"method": method}
     if not used:
-        return BetweenRun(math.nan, math.nan, math.nan, [], int(permutations), seed, ignored)
+        return BetweenRun(
+            math.nan, math.nan, math.nan, [], int(permutations), seed, ignored, **extra
+        )
     pooled = _permutation_statistics(used, weights, int(permutations), rng)
     p = float((1 + np.sum(pooled >= s2_pooled - 1e-12)) / (1 + int(permutations)))
     return BetweenRun(
@@ -401,7 +424,118 @@ def between_run(
         permutations=int(permutations),
         seed=seed,
         ignored=ignored,
+        **extra,
     )
+
+
+# ---- replicate sessions (design.sessions, issue 41) ------------------------------------------
+
+
+def session_means(values: Any, per_session: int, name: str = "outcomes") -> FloatArray:
+    """prompts x sessions matrix of a prompt's success rate in each session.
+
+    ``values`` is a prompts x repeats matrix whose column j is repeat j, session
+    j // ``per_session`` (the registration's layout: session s holds repeats s K .. s K +
+    K - 1). A cell is nan unless all K repeats of the session were recorded, so every
+    rate is a mean of K outcomes."""
+    m = _binary_matrix(values, name)
+    k = int(per_session)
+    if k < 1 or m.shape[1] % k:
+        raise ValueError(f"{name}: {m.shape[1]} repeats are not whole sessions of {k}")
+    cube = m.reshape(m.shape[0], m.shape[1] // k, k)
+    complete = np.all(~np.isnan(cube), axis=2)
+    means: FloatArray = np.where(
+        complete, np.nanmean(np.where(complete[..., None], cube, 0.0), axis=2), np.nan
+    )
+    return means
+
+
+SESSIONS_METHOD = (
+    "method of moments over replicate sessions: each prompt's success rate in each session "
+    "(the mean of its K within-session repeats, whose agreement is the repeat clustering), "
+    "s^2 the variance of the session rates, W the mean over prompts of the variance of a "
+    "prompt's session rates over N, sigma_run^2 = (s^2 - W) / (1 - 1/N) (the balanced "
+    "prompt x session ANOVA estimate of the session variance component), pooled over the "
+    "arms with variance; within-prompt permutation test of the session rates (InvokeRank 7.3)"
+)
+
+
+def between_sessions(
+    matrices: Mapping[str, Any],
+    per_session: int,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int | None = 0,
+) -> BetweenRun:
+    """Between-run SD with replicate sessions as the runs (``design.sessions``, issue 41).
+
+    The unit is a session's rate per prompt (:func:`session_means`), so the K repeats of
+    a prompt inside one session, however strongly they agree, enter only through that
+    rate's variance, which W measures directly from the spread of a prompt's session rates
+    (unbiased whatever the within-session clustering; pooling all repeats as independent
+    trials would understate it, slightly, by about sigma_ps^2 (1 - 1/K) / N for a prompt x
+    session variance sigma_ps^2). Algebraically the
+    estimate is the two-way (prompt x session) ANOVA's (MS_session - MS_residual) / N.
+    An arm with fewer than two sessions observed in full is left out with the reason
+    (one session: the component is not estimable, withheld, never printed as 0)."""
+    mats = {
+        arm: _complete_runs(session_means(values, per_session, arm))
+        for arm, values in matrices.items()
+    }
+    return _pooled_between(mats, permutations, seed, unit="session", method=SESSIONS_METHOD)
+
+
+def session_sigma_d(control: Any, treatment: Any, per_session: int) -> SigmaD:
+    """sigma_d of a pilot with replicate sessions of K = ``per_session`` repeats.
+
+    d_i is the difference of arm means over the sessions both arms completed (the mean of
+    the session rates D_is = T_is - C_is); ``sigma_d`` its SD (ddof 1) over prompts, from
+    which the session shifts, shared by every prompt, are absent. The within-prompt part
+    is that of a session's difference net of the shifts: with e_is = D_is - mean_i D_is,
+    omega_s^2 = mean_i var_s(e_is) / (1 - 1/N) (the prompts x sessions table's residual
+    mean square; the shift difference cancels within a session). The result is in the
+    repeats' units :meth:`SigmaD.at` reads: ``repeats`` = S K and ``omega2`` = K
+    omega_s^2, so ``at(S' K)`` = sqrt(sigma_d^2 + omega_s^2 (1/S' - 1/S)) for S' planned
+    sessions of the pilot's K repeats (any other count of repeats R reads as R / K
+    sessions of K)."""
+    k = int(per_session)
+    c = session_means(control, k, "control")
+    t = session_means(treatment, k, "treatment")
+    both = ~np.isnan(c) & ~np.isnan(t)
+    cols = np.any(both, axis=0)
+    rows = np.all(both[:, cols], axis=1) if np.any(cols) else np.zeros(c.shape[0], bool)
+    diff = (t - c)[rows][:, cols]
+    n, s = diff.shape
+    if n < 2 or s < 1:
+        mean = float(diff.mean()) if n == 1 and s else math.nan
+        return SigmaD(math.nan, mean, n, float(s * k), math.nan, math.nan, method=_SESSIONS_SD)
+    d = diff.mean(axis=1)
+    sigma = float(np.std(d, ddof=1))
+    if s < 2:
+        return SigmaD(sigma, float(np.mean(d)), n, float(k), math.nan, math.nan, _SESSIONS_SD)
+    e = diff - diff.mean(axis=0, keepdims=True)
+    omega_s2 = float(np.mean(np.var(e, axis=1, ddof=1)) / (1.0 - 1.0 / n))
+    tau2 = max(0.0, sigma * sigma - omega_s2 / s)
+    return SigmaD(sigma, float(np.mean(d)), n, float(s * k), k * omega_s2, tau2, _SESSIONS_SD)
+
+
+_SESSIONS_SD = (
+    "SD (ddof 1) over prompts of the difference of per-prompt arm means over the sessions "
+    "both arms completed; rescaled to S sessions of the pilot's K repeats by sigma_d^2 + "
+    "omega_s^2 (1/S - 1/S_pilot), omega_s^2 the within-prompt variance of a session's "
+    "difference net of the session shifts (omega2 = K omega_s^2, repeats = S_pilot K)"
+)
+
+
+def session_icc(matrices: Mapping[str, Any], per_session: int) -> RepeatICC:
+    """ICC of the repeats inside one session (the repeat clustering): :func:`repeat_icc`
+    with one group per (arm, prompt, session), so neither the arm difference nor the
+    session shifts count as agreement of repeats."""
+    grouped = {}
+    for arm, values in matrices.items():
+        m = _binary_matrix(values, arm)
+        k = int(per_session)
+        grouped[arm] = m.reshape(m.shape[0] * (m.shape[1] // k), k)
+    return repeat_icc(grouped)
 
 
 # ---- discordance -------------------------------------------------------------------------
@@ -464,10 +598,19 @@ class PilotEstimate:
     icc: RepeatICC
     between_run: BetweenRun
     discordance: Discordance
+    #: replicate sessions (``design.sessions``) and repeats in each; 1 and 1 without
+    sessions: int = 1
+    per_session: int = 1
 
     def to_json(self) -> dict[str, Any]:
-
+        # the session keys only with sessions: a pilot without them reads as before
+        extra = (
+            {"sessions": self.sessions, "per_session": self.per_session}
+            if self.sessions > 1
+            else {}
+        )
         return {
+            **extra,
             "control": self.control,
             "treatment": self.treatment,
             "prompts": self.prompts,
@@ -488,12 +631,23 @@ def estimate_pilot(
     treatment: str,
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int | None = 0,
+    sessions: int = 1,
+    per_session: int = 1,
 ) -> PilotEstimate:
-    """All planning estimates for the comparison (control, treatment) of a pilot."""
+    """All planning estimates for the comparison (control, treatment) of a pilot.
+
+    With ``sessions`` >= 2 (a registration's ``design.sessions``, each of
+    ``per_session`` repeats) the replicate unit is the session: the between-run SD is
+    :func:`between_sessions`, sigma_d is :func:`session_sigma_d` (rescaled in sessions)
+    and rho is the agreement of repeats inside a session (:func:`session_icc`)."""
     for arm in (control, treatment):
         if arm not in data.matrices:
             raise ValueError(f"the pilot has no outcomes for arm '{arm}'")
     c, t = data.matrices[control], data.matrices[treatment]
+    if sessions > 1:
+        return _estimate_sessions(
+            data, control, treatment, sessions, per_session, permutations, seed
+        )
     rates = {
         arm: float(np.nanmean(m)) if np.any(~np.isnan(m)) else math.nan
         for arm, m in data.matrices.items()
@@ -511,6 +665,50 @@ def estimate_pilot(
         icc=repeat_icc(pair),
         between_run=between_run(pair, permutations=permutations, seed=seed),
         discordance=discordance(c, t),
+    )
+
+
+def _by_repeat(data: PilotData, arm: str, repeats: int) -> FloatArray:
+    """An arm's prompts x repeats matrix with column j the registration's repeat j (nan
+    where repeat j has no outcome), whatever repeats the pilot recorded."""
+    out = np.full((len(data.prompts), repeats), np.nan)
+    for j, rep in enumerate(data.repeats):
+        if 0 <= rep < repeats:
+            out[:, rep] = data.matrices[arm][:, j]
+    return out
+
+
+def _estimate_sessions(
+    data: PilotData,
+    control: str,
+    treatment: str,
+    sessions: int,
+    per_session: int,
+    permutations: int,
+    seed: int | None,
+) -> PilotEstimate:
+    """:func:`estimate_pilot` of a pilot with replicate sessions."""
+    width = sessions * per_session
+    pair = {arm: _by_repeat(data, arm, width) for arm in (control, treatment)}
+    c, t = pair[control], pair[treatment]
+    rates = {
+        arm: float(np.nanmean(m)) if np.any(~np.isnan(m)) else math.nan
+        for arm, m in data.matrices.items()
+    }
+    return PilotEstimate(
+        control=control,
+        treatment=treatment,
+        prompts=int(np.sum(np.any(~np.isnan(c), axis=1) & np.any(~np.isnan(t), axis=1))),
+        repeats=len(data.repeats),
+        records=data.records,
+        excluded=data.excluded,
+        rates=rates,
+        sigma_d=session_sigma_d(c, t, per_session),
+        icc=session_icc(pair, per_session),
+        between_run=between_sessions(pair, per_session, permutations=permutations, seed=seed),
+        discordance=discordance(c, t),
+        sessions=sessions,
+        per_session=per_session,
     )
 
 

@@ -676,6 +676,14 @@ FIGURES = {
         _on_canvas(ir_figures.ir_replicates_figure),
         "Replicate sessions' run rates with the within-run range (Figure 7)",
     ),
+    # S vs T per compared arm (invokerank.telemetry; names fixed: SVST_SLOTS slots)
+    **{
+        f"ir_s_vs_t_{n + 1}": (
+            _on_canvas(ir_figures.ir_svst_figure(n)),
+            "S vs T: an arm's tool mix beside its host's telemetry (seed 7.9)",
+        )
+        for n in range(ir_figures.SVST_SLOTS)
+    },
     "tb_contrasts": (
         _on_canvas(tb_figures.tb_contrasts_figure),
         "Study contrasts with 95% family-cluster intervals (seed Figure 2a)",
@@ -779,6 +787,10 @@ def caption(name: str, report: Report) -> str:
         host := ir_figures.host_funnel_caption(report, int(name.rsplit("_", 1)[1]) - 1)
     ):
         return host
+    if name.startswith("ir_s_vs_t_") and (
+        svst := ir_figures.svst_caption(report, int(name.rsplit("_", 1)[1]) - 1)
+    ):
+        return svst
     if name == "forest" and not any(
         r.interval is not None and _ok(r.difference, r.interval.low, r.interval.high)
         for r in report.per_intent

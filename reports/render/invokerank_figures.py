@@ -21,17 +21,28 @@ report's size is not drawn, and :func:`withheld` says why (the report's tables p
 - Figure 7 (replicate run rates with the within-run range) needs replicate sessions
   (``design.sessions`` >= 2) and an arm with at least two prompts run in full in every
   session; with one session the section's ``replicates`` says why it is not drawn, and
-  an arm whose sessions share too few prompts gives its own reason.
+  an arm whose sessions share too few prompts gives its own reason;
+- the S-vs-T figure (seed 7.9, evidence class T): per arm named in
+  ``invokerank.telemetry``, each tool's share of the arm's synthetic first calls (S)
+  beside its share of the host's real calls (T), as paired horizontal bars, the total
+  variation distance and Spearman's rank correlation in the title (one file per arm,
+  ``ir_s_vs_t_<n>``, up to :data:`SVST_SLOTS` arms, in the block's order). It is drawn
+  exactly when the block's figures are (:mod:`prereg.reports.invokerank.telemetry`,
+  reading 3): below 30 calls a side the total variation distance is withheld, and so is
+  the figure, with the same reason (a mix of a few calls drawn as bars looks like a
+  measured mix); an arm with no telemetry row says so. A withheld Spearman alone (too few
+  tools, all shares tied) leaves the bars drawn, the title saying why it is missing.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prereg.reports.model import Interval, PairwiseChange, Report
+from prereg.reports.model import Interval, PairwiseChange, Report, SvsTComparison
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -295,7 +306,7 @@ def withheld(report: Report) -> list[tuple[str, str]]:
     for a in report.invokerank.arms:
         if a.replicate_runs is not None and a.replicate_runs.reason is not None:
             out.append(("Figure 7 (replicate runs)", f"{a.arm}: {a.replicate_runs.reason}"))
-    return out
+    return out + svst_withheld(report)
 
 
 def _chart(
@@ -432,3 +443,126 @@ def ir_metadata_figure(report: Report, canvas: Canvas) -> Figure | None:
     )
     fig.axes[0].axvline(0.0, color="#999999", lw=1)
     return fig
+
+
+# --- S vs T (seed 7.9; issue 41, item 5): the tool mix beside the telemetry's ----------
+
+#: S vs T: one figure file per compared arm for up to this many arms (``ir_s_vs_t_1`` ...
+#: in :data:`prereg.reports.render.figures.FIGURES`, whose names are fixed); the tables
+#: hold every arm, and an arm past the slots is listed among the figures not drawn.
+SVST_SLOTS = 8
+
+#: the colours of S (the runs) and T (the telemetry)
+SVST_COLOURS = ("#1f4e79", "#c55a11")
+
+
+def svst_comparisons(report: Report) -> list[SvsTComparison]:
+    """The S-vs-T block's comparisons, in its order (none without the block)."""
+    ir = report.invokerank
+    t = ir.telemetry if ir is not None else None
+    return list(t.comparisons) if t is not None else []
+
+
+def svst_comparison(report: Report, index: int) -> SvsTComparison | None:
+    """Comparison ``index`` (0-based) when its figure is drawn: a slot of its own and the
+    block's figures not withheld (the total variation distance stands for both: it is
+    withheld exactly when a side has too few calls)."""
+    shown = svst_comparisons(report)
+    if not 0 <= index < min(len(shown), SVST_SLOTS):
+        return None
+    c = shown[index]
+    return c if c.total_variation_withheld is None and c.total_variation is not None else None
+
+
+def svst_rows(report: Report, index: int) -> list[tuple[str, float, float]]:
+    """The bars of comparison ``index``'s figure: (tool, S share, T share), the tools in
+    the block's order (the integration's tools first); [] when it is not drawn."""
+    c = svst_comparison(report, index)
+    return [] if c is None else [(t.tool, t.s_share, t.t_share) for t in c.tools]
+
+
+def svst_title(c: SvsTComparison) -> str:
+    """The figure's title: the arm, the integration on the host, and the two figures (the
+    correlation's reason when it alone is withheld)."""
+    rho = f"{c.spearman:.3f}" if c.spearman is not None else f"withheld ({c.spearman_withheld})"
+    tvd = f"{c.total_variation:.3f}" if c.total_variation is not None else "withheld"
+    return (
+        f"S vs T, arm {c.arm} ({c.integration} on {c.host}): total variation distance "
+        f"{tvd}, Spearman {rho}"
+    )
+
+
+def svst_caption(report: Report, index: int) -> str | None:
+    """The caption of comparison ``index``'s figure (None when it is not drawn)."""
+    c = svst_comparison(report, index)
+    if c is None:
+        return None
+    return (
+        f"{svst_title(c)}. S: the arm's first calls to the integration "
+        f"({c.s_calls}, evidence class {c.s_evidence_class or 'mixed'}); T: the host's "
+        f"{c.t_basis} in the telemetry ({c.t_calls}, evidence class T); never pooled"
+    )
+
+
+def svst_withheld(report: Report) -> list[tuple[str, str]]:
+    """(figure, why) for each named arm whose S-vs-T figure is not drawn."""
+    ir = report.invokerank
+    t = ir.telemetry if ir is not None else None
+    if t is None:
+        return []
+    out = []
+    for index, c in enumerate(t.comparisons):
+        what = f"S vs T figure, arm {c.arm}"
+        if c.total_variation_withheld is not None or c.total_variation is None:
+            out.append((what, c.total_variation_withheld or "no total variation distance"))
+        elif index >= SVST_SLOTS:
+            out.append(
+                (
+                    what,
+                    f"only the first {SVST_SLOTS} compared arms are drawn; the S vs T "
+                    "tables hold every arm",
+                )
+            )
+    out += [("S vs T figure", line) for line in t.absent]
+    return out
+
+
+def ir_svst_figure(index: int) -> Callable[[Report, Canvas], Figure | None]:
+    """The drawer of comparison ``index``'s S-vs-T figure (0-based; None when it is not
+    drawn: :func:`svst_comparison`)."""
+
+    def draw(report: Report, canvas: Canvas) -> Figure | None:
+        c = svst_comparison(report, index)
+        rows = svst_rows(report, index)
+        if c is None or not rows:
+            return None
+        labels = [tool for tool, _, _ in rows]
+        fig, ax = canvas(4.5, 0.8 + 0.5 * len(rows), labels)
+        ys = list(range(len(rows)))
+        ax.barh(
+            [y - 0.2 for y in ys],
+            [s for _, s, _ in rows],
+            height=0.4,
+            color=SVST_COLOURS[0],
+            label=f"S: {c.s_calls} first calls of the arm's runs",
+        )
+        ax.barh(
+            [y + 0.2 for y in ys],
+            [t for _, _, t in rows],
+            height=0.4,
+            color=SVST_COLOURS[1],
+            label=f"T: {c.t_calls} {c.t_basis} (telemetry)",
+        )
+        ax.set_yticks(ys, labels, parse_math=False)  # tool names are data: no mathtext
+        ax.invert_yaxis()
+        ax.set_xlim(0.0, 1.0)
+        ax.set_xlabel("share of the side's calls to the integration")
+        ax.grid(axis="x", alpha=0.3)
+        below = 0.6 / (ax.get_position().height * fig.get_figheight())  # under the label
+        legend = ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -below))
+        for text in legend.get_texts():
+            text.set_parse_math(False)  # the telemetry's host and basis are data
+        ax.set_title(textwrap.fill(svst_title(c), 60), fontsize=9, parse_math=False)
+        return fig
+
+    return draw

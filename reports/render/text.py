@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from typing import Any
 
 from prereg.reports.model import (
@@ -18,7 +19,7 @@ from prereg.reports.model import (
     NegativeRate,
     Report,
 )
-from prereg.reports.render.invokerank_figures import comparisons, withheld
+from prereg.reports.render.invokerank_figures import comparisons, svst_withheld, withheld
 
 EXPLORATORY_BANNER = (
     "EXPLORATORY: not a confirmatory claim. Nothing in this report may be "
@@ -1149,12 +1150,46 @@ def telemetry_lines(report: Report) -> list[str]:
     ]
     out += [f"S vs T (telemetry): {line}" for line in t.absent]
     out.append(f"telemetry log read: {_telemetry_head(report)}")
+    drawn = set(getattr(report, "figures", None) or [])
+    for index, c in enumerate(t.comparisons):  # the S-vs-T figures, drawn or why not
+        if f"ir_s_vs_t_{index + 1}" in drawn:
+            out.append(f"S vs T figure, arm {c.arm}: figures/ir_s_vs_t_{index + 1}.png")
+    out += [f"{name} not drawn: {why}" for name, why in svst_withheld(report)]
     return out
+
+
+def _session_state(s: Any) -> str:
+    return "complete" if s.complete else "not run" if not s.completed else "partial"
+
+
+def sessions_table(report: Report) -> IRTable:
+    """Each replicate session's units (``design.sessions``; ``prereg run --session K``)."""
+    comp = getattr(report, "completeness", None)
+    rows = [
+        [s.session, s.planned, s.completed, _session_state(s)]
+        for s in (comp.sessions if comp is not None else [])
+    ]
+    return (
+        "Replicate sessions (design.sessions; a session not run withholds the calibrated interval)",
+        ["session", "planned units", "with an ok record", "state"],
+        rows,
+    )
+
+
+def sessions_line(report: Report) -> list[str]:
+    """The replicate sessions' progress in one line for the terminal (none without)."""
+    comp = getattr(report, "completeness", None)
+    sessions = comp.sessions if comp is not None else []
+    if not sessions:
+        return []
+    parts = [f"{s.session}: {s.completed}/{s.planned} ({_session_state(s)})" for s in sessions]
+    return ["replicate sessions (units with an ok record): " + "; ".join(parts)]
 
 
 def analysis_tables(report: Report) -> list[IRTable]:
     """The tables of this module that have rows."""
     tables = [
+        sessions_table(report),
         host_funnel_table(report),
         need_table(report),
         negatives_table(report),
@@ -1195,6 +1230,7 @@ def analysis_lines(report: Report) -> list[str]:
             )
     if ir is not None and ir.replicates:
         out.append(ir.replicates)
+    out += sessions_line(report)
     arms = {a.arm: a for a in ir.arms} if ir is not None else {}
     for h in ir.hosts if ir is not None else []:
         parts = []
@@ -1216,7 +1252,32 @@ def analysis_lines(report: Report) -> list[str]:
             )
         elif rr is not None:
             out.append(f"{a.arm}: replicate sessions (Figure 7) not shown: {rr.reason}")
+    for a in ir.arms if ir is not None else []:
+        out += rho_line(a)
     return out + telemetry_lines(report)
+
+
+def rho_line(arm: Any) -> list[str]:
+    """Figure 8 in one terminal line per arm: how many intent cells have an interval
+    (the withheld cells' reasons, counted), and the within-intent rho per stage."""
+    if arm.rho is None:
+        return []
+    cells = [r for r in arm.rho.rows if r.kind == "cell"]
+    shown = sum(1 for r in cells if r.interval is not None and r.interval.reason is None)
+    withheld = Counter(  # by kind of reason: its text before the cell's own figures
+        ((r.interval.reason if r.interval is not None else r.note) or "undefined").split(" (")[0]
+        for r in cells
+        if r.interval is None or r.interval.reason is not None
+    )
+    within = ", ".join(
+        f"{r.stage} {'undefined' if r.rho is None else num(r.rho, 2)}"
+        for r in arm.rho.rows
+        if r.kind == "within_intent"
+    )
+    line = f"{arm.arm}: rho per intent (Figure 8): {shown} of {len(cells)} cell(s) with an interval"
+    if withheld:
+        line += " (withheld: " + "; ".join(f"{n} {why}" for why, n in withheld.items()) + ")"
+    return [line + (f"; within-intent rho {within}" if within else "")]
 
 
 def flat_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:

@@ -8,8 +8,10 @@ records), ``analyse`` and ``export``. Every table and figure of item 4 and the p
 Figure 2 is then recomputed from the exported records and verdicts with numpy and scipy
 written in this file (nothing of prereg's statistics is used for them) and compared with
 report.json; every figure file and table heading is checked in report.md and report.html.
-Figure 8 is the one figure this small design withholds (5 prompts per intent, below the
-10 a rho interval needs): the test asserts its reason is printed.
+Figure 8 is drawn too: the corpus has ten dev prompts per intent, the fewest a rho
+interval needs, and each cell's rho interval (or the kind of reason it has none) is
+recomputed from the records by a one-resample-at-a-time bootstrap of the prompts
+(``rho_reference``); no figure is listed as not drawn.
 """
 
 from __future__ import annotations
@@ -34,8 +36,12 @@ from prereg.reports.observations import from_record
 from prereg.reports.render import invokerank_figures as ir_figures
 from prereg.reports.render.figures import FIGURES, caption
 from prereg.runners.live import live_command
+from tests.invokerank.rho_reference import anova_rho, prompt_bootstrap
 
 REG = "podcast-invokerank"
+#: the draft's design seed (``design.seed``), which seeds Figure 8's bootstrap
+SEED = 3
+POSITIVE_INTENTS = ["find-podcast", "follow-podcast", "recommend-podcast", "show-topics"]
 EXTERNAL = {"focal", "competitor", "other_external"}
 STAGES = ["surfaced", "selected", "invoked", "executed", "completed"]
 HOSTS = [
@@ -60,7 +66,6 @@ TABLES = [
     "beside calls on negatives (Figure 5",
     "Replicate run rates (Figure 7)",
     "Terminal classes per intent (Figure 4",
-    "InvokeRank figures not drawn",
 ]
 DRAWN = [
     "ir_funnel_host_1",
@@ -68,30 +73,12 @@ DRAWN = [
     "ir_intents",
     "ir_metadata",
     "ir_replicates",
+    "ir_rho",
     "terminal_breakdown",
 ]
 
 
 # ---- independent reference computations (numpy / scipy only) --------------------------
-
-
-def anova_rho(groups: list[list[int]]) -> float:
-    """One-way ANOVA intraclass correlation of 0/1 outcomes grouped by prompt, truncated
-    to [0, 1]; nan without two groups, replication or variation (Fleiss et al. ch. 15)."""
-    groups = [g for g in groups if g]
-    k = len(groups)
-    n = np.array([len(g) for g in groups], dtype=float)
-    y = np.array([sum(g) for g in groups], dtype=float)
-    big_n = n.sum()
-    if k < 2 or big_n - k <= 0 or y.sum() in (0.0, big_n):
-        return math.nan
-    msb = (np.sum(y**2 / n) - y.sum() ** 2 / big_n) / (k - 1)
-    msw = (y.sum() - np.sum(y**2 / n)) / (big_n - k)
-    n0 = (big_n - np.sum(n**2) / big_n) / (k - 1)
-    denom = msb + (n0 - 1) * msw
-    if denom <= 0:
-        return math.nan
-    return float(min(1.0, max(0.0, (msb - msw) / denom)))
 
 
 def jeffreys(x: float, n: float, deff: float, level: float = 0.90) -> tuple[float, float]:
@@ -177,7 +164,9 @@ def flow(ws: Path, cli: Any, tmp_path: Path) -> dict[str, Any]:
     assert cli("-w", ws, "export", REG, "--format", "jsonl", "-o", first).code == 0
     gold = tmp_path / "gold.csv"
     labelled = _unit_gold(ws, template, _lines(first), gold)
-    assert labelled >= 10  # the shipped labels fit the deterministic local runs
+    # the shipped labels cover the whole gold draw of the deterministic local runs
+    drawn = sum(1 for _ in csv.DictReader(template.open()))
+    assert labelled == drawn >= 30
     loaded = cli("-w", ws, "judge", REG, "--gold", gold, "--json")
     assert loaded.code == 0, loaded.stderr
     assert loaded.json()["added"] == labelled  # type: ignore[index]
@@ -317,35 +306,71 @@ def _check_false_invokes(c: Ctx) -> None:
     assert intervals_checked >= 4
 
 
+def _rho_groups(
+    rs: list[dict[str, Any]], stage: str, intent: str | None, completed: dict[str, bool]
+) -> list[list[int]]:
+    """Each prompt's outcomes at ``stage`` among its runs that reached the stage before
+    (sequential counts), prompts in task-id order (the order Figure 8's resamples index,
+    whatever order the runs were stored in); ``intent`` None: every intent."""
+    before = STAGES[STAGES.index(stage) - 1] if stage != "surfaced" else None
+    cell: dict[str, list[int]] = {}
+    for r in rs:
+        if intent is not None and r["intent"] != intent:
+            continue
+        outcomes = cell.setdefault(r["task_id"], [])
+        if before is None or _reached(r, before, completed):
+            outcomes.append(int(_reached(r, stage, completed)))
+    return [cell[task] for task in sorted(cell)]
+
+
+#: the start of each withheld reason the report prints (docs/invokerank.md, Figure 8)
+RHO_REASONS = {
+    "undefined": "rho undefined",
+    "too few prompts": "too few prompts",
+    "resamples": "too few resamples with a defined rho",
+    "degenerate": "degenerate",
+}
+
+
 def _check_rho(c: Ctx) -> None:
-    """Rho per intent (Figure 8): every cell and the pooled value."""
+    """Rho per intent (Figure 8): every cell's rho and its interval (or the kind of
+    reason it has none) by a bootstrap of the prompts written in rho_reference, and the
+    pooled rho."""
     report, ir, arms, completed, positive, negative, flow = c
-    withheld_reasons = set()
-    defined = 0
+    defined, drawn = 0, defaultdict(list)
     for arm, a in arms.items():
         for row in a["rho"]["rows"]:
             if row["kind"] == "within_intent":
                 continue
-            stage = row["stage"]
-            before = STAGES[STAGES.index(stage) - 1] if stage != "surfaced" else None
-            cell: dict[str, list[int]] = defaultdict(list)
-            for r in positive[arm]:
-                if row["kind"] == "cell" and r["intent"] != row["intent"]:
-                    continue
-                if before is not None and not _reached(r, before, completed):
-                    continue
-                cell[r["task_id"]].append(int(_reached(r, stage, completed)))
-            rho = anova_rho(list(cell.values()))
+            intent = row["intent"] if row["kind"] == "cell" else None
+            groups = _rho_groups(positive[arm], row["stage"], intent, completed)
+            rho = anova_rho(groups)
+            assert row["groups"] == sum(1 for g in groups if g), (arm, row)
             if math.isnan(rho):
                 assert row["rho"] is None, (arm, row)
             else:
                 assert row["rho"] == pytest.approx(rho, abs=1e-9), (arm, row)
                 defined += 1
-            if row["kind"] == "cell":
-                iv = row["interval"]
-                assert iv["low"] is None and iv["reason"], (arm, row)  # 5 prompts < 10
-                withheld_reasons.add(iv["reason"])
-    assert any("too few prompts" in r for r in withheld_reasons) and defined >= 4
+            if row["kind"] != "cell":
+                continue
+            iv, want = row["interval"], prompt_bootstrap(groups, SEED)
+            assert round(iv["level"], 2) == 0.9
+            if want.withheld is None:
+                assert iv["reason"] is None, (arm, row)
+                assert iv["low"] == pytest.approx(want.low, abs=1e-12), (arm, row)
+                assert iv["high"] == pytest.approx(want.high, abs=1e-12), (arm, row)
+                drawn[row["intent"]].append((arm, row["stage"]))
+            else:
+                assert iv["low"] is None and iv["high"] is None, (arm, row)
+                assert iv["reason"].startswith(RHO_REASONS[want.withheld]), (arm, row)
+                if want.withheld == "too few prompts":
+                    assert f"({row['groups']} < 10)" in iv["reason"]
+                if want.withheld == "resamples":
+                    assert f"({want.undefined} of 2000 undefined)" in iv["reason"]
+    # ten dev prompts per intent: every positive intent has a rho interval at Selected
+    # on some arm (which cells get one is fixed by the deterministic local host)
+    assert sorted(drawn) == POSITIVE_INTENTS, dict(drawn)
+    assert sum(map(len, drawn.values())) >= 8 and defined >= 20
 
 
 def _check_choice(c: Ctx) -> None:
@@ -437,14 +462,20 @@ def _check_judges(c: Ctx) -> None:
         else:
             assert trust[judge]["kappa"] == pytest.approx(kappa, abs=1e-12)
             assert trust[judge]["status"] == ("trusted" if kappa >= 0.70 else "untrusted")
-    # the shipped labels show both trust outcomes: the careful host's judge saw only
-    # completed runs among its gold runs (kappa undefined), the hasty host's both
-    assert trust["judge-careful"]["status"] == "not_assessed"
-    assert trust["judge-hasty"]["status"] == "trusted"
+    # each host's gold runs hold both labels (the careful host's two unrequested follows
+    # on r31 among them), so kappa is defined for both judges and both are trusted
+    for judge in ("judge-careful", "judge-hasty"):
+        both = {
+            gold[v["record_id"]]
+            for v in flow["verdicts"]
+            if v["judge"] == judge and v["record_id"] in gold
+        }
+        assert both == {0, 1}, judge
+        assert trust[judge]["status"] == "trusted", judge
 
 
 def _check_files(c: Ctx) -> None:
-    """The main figures are drawn; Figure 8 is withheld with its reason."""
+    """Every figure is drawn, Figure 8 with the rest; nothing is listed as not drawn."""
     report, ir, arms, completed, positive, negative, flow = c
     out = flow["ws"] / "reports" / REG
     assert set(DRAWN) <= set(report["figures"])
@@ -459,11 +490,30 @@ def _check_files(c: Ctx) -> None:
     for host, _, _ in HOSTS:
         assert f"InvokeRank funnel, host {host}: selection beside execution" in md
         assert f"Figure 2, host {host}" in flow["terminal"]
-    not_drawn = md.split("### InvokeRank figures not drawn", 1)[1].split("\n## ", 1)[0]
-    assert "Figure 8 (rho per intent)" in not_drawn and "too few prompts" in md
-    for figure in ("Figure 2", "Figure 3", "Figure 5", "Figure 7"):
-        assert figure not in not_drawn, figure
-    # every score has its 90% interval (5 prompts per intent >= the minimum of 4)
+    # Figure 8 is drawn in every rendering, and no figure is withheld
+    rho_caption = "Intra-prompt rho per intent with intervals (Figure 8)"
+    assert f"![{rho_caption}](figures/ir_rho.png)" in md
+    assert 'data-figure="ir_rho"' in html and rho_caption in html
+    for text in (md, html, flow["terminal"]):
+        assert "InvokeRank figures not drawn" not in text
+        assert "Figure 8 (rho per intent)" not in text  # the withheld figure's label
+        assert "too few prompts (5 < 10)" not in text
+    # each printed rho interval is in the Markdown table as report.json has it
+    for arm, a in arms.items():
+        for row in a["rho"]["rows"]:
+            iv = row["interval"]
+            if row["kind"] == "cell" and iv["low"] is not None:
+                cells = [arm, row["stage"], row["intent"], f"{row['rho']:.2f}"]
+                shown = f"| {' | '.join(cells)} | {iv['low']:.3f} to {iv['high']:.3f} (90%) |"
+                assert shown in md, shown
+    # the terminal's Figure 8 line counts the cells with an interval as report.json has them
+    terminal = " ".join(flow["terminal"].split())
+    for arm, a in arms.items():
+        cells = [row for row in a["rho"]["rows"] if row["kind"] == "cell"]
+        with_iv = sum(1 for row in cells if row["interval"]["low"] is not None)
+        line = f"{arm}: rho per intent (Figure 8): {with_iv} of {len(cells)} cell(s) with an"
+        assert line in terminal, line
+    # every score has its 90% interval (10 prompts per intent >= the minimum of 4)
     for a in arms.values():
         for i in a["intents"]:
             first = next(iv for iv in i["intervals"] if round(iv["level"], 2) == 0.9)
@@ -509,7 +559,7 @@ def test_demo_example_invokerank_runs_the_whole_flow(cli: Any, tmp_path: Path) -
     demo = data["demo"]
     assert demo["run"]["failed"] == 0 and demo["judge"]["judged"] > 0
     assert demo["judge"]["gold"]["added"] > 0
-    assert {"ir_funnel_host_1", "ir_funnel_host_2"} <= set(data["figures"])
+    assert {"ir_funnel_host_1", "ir_funnel_host_2", "ir_rho"} <= set(data["figures"])
     assert (root / "reports" / REG / "report.html").is_file()
     human = cli("demo", "--example", "invokerank", "--dir", root)  # re-run: resumes
     assert human.code == 0, human.stderr

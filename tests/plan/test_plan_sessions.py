@@ -253,7 +253,9 @@ def test_register_records_the_sessions_plan(ws: Path, cli: Any) -> None:
     )
 
 
-def test_plan_from_a_sessions_pilot_says_how_sessions_are_planned(ws: Path, cli: Any) -> None:
+def test_plan_from_a_sessions_pilot_plans_in_sessions(ws: Path, cli: Any) -> None:
+    """--from-runs reads a pilot with sessions in sessions (the estimators are checked in
+    test_plan_from_runs_sessions.py); a pilot without them plans as before."""
     text = (ws / "drafts" / "music-library-pilot.yaml").read_text()
     sessions = text.replace("id: music-library-pilot", "id: sessions-pilot", 1).replace(
         "design: {repeats: 3, rotations: 1, seed: 7}",
@@ -268,8 +270,11 @@ def test_plan_from_a_sessions_pilot_says_how_sessions_are_planned(ws: Path, cli:
         assert cli("-w", ws, "run", reg_id).code == 0
     planned = cli("-w", ws, "plan", "--from-runs", "sessions-pilot", "--mde", "0.3", "--json")
     assert planned.code == 0, planned.stderr
-    note = [n for n in planned.json()["notes"] if "replicate sessions" in n]
-    assert len(note) == 1 and "--runs-per-arm 2" in note[0]
+    plan = planned.json()
+    assert plan["run_unit"] == "session" and plan["runs_per_arm"] == 2
+    assert plan["pilot"]["sessions"] == 2 and plan["pilot"]["per_session"] == 2
+    assert not [n for n in plan["notes"] if "reads its 4 repeats as" in n]
     plain = cli("-w", ws, "plan", "--from-runs", "music-library-pilot", "--mde", "0.3", "--json")
     assert plain.code == 0, plain.stderr
-    assert not [n for n in plain.json()["notes"] if "replicate sessions" in n]
+    assert "run_unit" not in plain.json() and "sessions" not in plain.json()["pilot"]
+    assert plain.json()["runs_per_arm"] == 3

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -74,3 +75,13 @@ def skip_unless_ci(reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"required in CI: {reason}")
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def toolbottleneck_demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``prereg demo --study toolbottleneck --json`` (the capacity study and its
+    companions) with the capacity registration's exported records, built once per session
+    (per xdist worker) for every module that reads it (read only)."""
+    from tests.toolbottleneck.test_tb_registered_demo import run_demo
+
+    return run_demo(tmp_path_factory.mktemp("tb-demo") / "ws")

@@ -59,8 +59,9 @@ def factorial(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _demo(tmp_path_factory.mktemp("study") / "ws", "--study", "toolbottleneck")
+def study(toolbottleneck_demo: dict[str, Any]) -> dict[str, Any]:
+    """The study demo's capacity report (the session's fixture, tests/conftest.py)."""
+    return toolbottleneck_demo
 
 
 @pytest.fixture(scope="module")

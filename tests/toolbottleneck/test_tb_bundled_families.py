@@ -23,9 +23,6 @@ from prereg.experiments.toolbottleneck.compile import compile_family
 from prereg.experiments.toolbottleneck.family import load_family
 from prereg.experiments.toolbottleneck.lint import lint_files
 from tests.toolbottleneck.helpers import BUNDLED
-from tests.toolbottleneck.test_tb_registered_demo import demo
-
-__all__ = ["demo"]  # the demo module's fixture, used here
 
 FOLDER = BUNDLED.parent
 #: docs/statistics.md, "The rule for every printed interval": a cluster bootstrap keeps

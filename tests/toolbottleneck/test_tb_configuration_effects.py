@@ -22,12 +22,11 @@ from prereg.reports.toolbottleneck.configurations import (
 )
 from prereg.runners.scoring import infra_record
 from prereg.runners.toolbottleneck.study import StudyUnits
-from tests.toolbottleneck.test_tb_infra_counting import ITT, RETRY, _scored, reports
+from tests.toolbottleneck.test_tb_infra_counting import ITT, RETRY, _scored
 from tests.toolbottleneck.test_tb_registered import _registration as _tiny_registration
 from tests.toolbottleneck.test_tb_registered import _write, study_ws
-from tests.toolbottleneck.test_tb_registered_demo import demo
 
-__all__ = ["demo", "reports", "study_ws"]  # the modules' fixtures, used here
+__all__ = ["study_ws"]  # the module's fixture, used here (demo, reports: conftest.py)
 
 TABLE4 = "Per-configuration effects with organisation-equal reweighting"
 FIG6 = "The V effect against truncation"

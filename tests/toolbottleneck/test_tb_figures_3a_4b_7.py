@@ -27,10 +27,7 @@ from tests.toolbottleneck.test_tb_configuration_effects import (
     _configurations,
     _family_means,
 )
-from tests.toolbottleneck.test_tb_infra_counting import ITT, RETRY, _scored, reports
-from tests.toolbottleneck.test_tb_registered_demo import demo
-
-__all__ = ["demo", "reports"]  # fixtures, used here
+from tests.toolbottleneck.test_tb_infra_counting import ITT, RETRY, _scored
 
 #: The seed's terminal flags (5.3), in the census's order, written out here.
 FLAGS = [

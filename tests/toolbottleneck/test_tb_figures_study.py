@@ -20,14 +20,12 @@ from tests.reports.test_report_browser import _measure
 from tests.toolbottleneck.test_tb_configuration_effects import (
     _by_hand_menu,
     _scored,
-    demo,
     discovery,
-    reports,
     study_ws,
 )
 from tests.toolbottleneck.test_tb_infra_counting import ITT, RETRY
 
-__all__ = ["demo", "discovery", "reports", "study_ws"]  # fixtures, used here
+__all__ = ["discovery", "study_ws"]  # fixtures, used here (demo, reports: conftest.py)
 
 
 def _report(data: dict[str, Any]) -> Report:

@@ -64,9 +64,9 @@ def _run(*args: str | Path) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("demo") / "ws"
+def run_demo(root: Path) -> dict[str, Any]:
+    """``prereg demo --study toolbottleneck`` in ``root`` and its exported records: the
+    session's ``demo`` fixture (tests/toolbottleneck/conftest.py), run once per worker."""
     code, out = _run("demo", "--study", "toolbottleneck", "--dir", root, "--json")
     assert code == 0, out[-2000:]
     data: dict[str, Any] = json.loads(out)

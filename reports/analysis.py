@@ -31,6 +31,7 @@ from prereg.core.files import refuse_linked_folders
 from prereg.core.forked import fork_map
 from prereg.core.version import code_version
 from prereg.core.workspace import Workspace
+from prereg.experiments import Experiment
 from prereg.registry.registrations import Entry, Registry
 from prereg.registry.schema import Registration, TestSpec
 from prereg.registry.sessions import session_progress
@@ -42,7 +43,14 @@ from prereg.reports.invokerank import controls
 from prereg.reports.invokerank.section import invokerank_parts
 from prereg.reports.invokerank.telemetry import report_block as telemetry_block
 from prereg.reports.judged import section as judged
-from prereg.reports.load import MAX_NAMED, LoadedRuns, load_runs, load_telemetry, require_claim
+from prereg.reports.load import (
+    MAX_NAMED,
+    LoadedRuns,
+    frozen_experiment,
+    load_runs,
+    load_telemetry,
+    require_claim,
+)
 from prereg.reports.model import (
     Completeness,
     ContrastReport,
@@ -548,7 +556,9 @@ def analyse(
             if records is not None
             else _study_records(ws, registry, entry, options)
         )
-        report.toolbottleneck = _study_report(entry.registration, study)
+        report.toolbottleneck = _study_report(
+            entry.registration, study, frozen_experiment(registry, entry)
+        )
     # issue 39: every printed interval and count checked; a broken one is exit 1, unwritten
     invariants.enforce(report)
     return report
@@ -558,13 +568,16 @@ def analyse(
 #: registration has study arms: with what they import (the study's harness and host),
 #: 50 ms of every other analysis's start.
 STUDY_TABLES = "prereg.reports.toolbottleneck.registered"
-StudyTables = Callable[[Registration, list[RunRecord]], StudyReport | None]
+StudyTables = Callable[[Registration, list[RunRecord], Experiment], StudyReport | None]
 
 
-def _study_report(registration: Registration, records: list[RunRecord]) -> StudyReport | None:
-    """:func:`prereg.reports.toolbottleneck.registered.study_report`, imported here."""
+def _study_report(
+    registration: Registration, records: list[RunRecord], experiment: Experiment
+) -> StudyReport | None:
+    """:func:`prereg.reports.toolbottleneck.registered.study_report`, imported here (the
+    frozen experiment: Figure 5 compiles its first family)."""
     tables: StudyTables = importlib.import_module(STUDY_TABLES).study_report
-    return tables(registration, records)
+    return tables(registration, records, experiment)
 
 
 #: What the sections import on first use: scipy's special functions and optimisers (the

@@ -4,7 +4,9 @@ Apart from ``analyse`` so that ``analyse`` starts without the run machinery (the
 orchestration, the drivers, the progress bars), which only ``demo`` needs. A draft that
 registers judges (``--example invokerank``) is also judged, and the gold labels its
 experiment ships (keyed by unit, :data:`DEMO_GOLD`) are loaded as ``prereg judge ID
---gold FILE`` loads them, before the analysis.
+--gold FILE`` loads them, before the analysis. A study with companions
+(:data:`DEMO_COMPANIONS`: ``--study toolbottleneck``) registers, runs and analyses each
+companion draft after its own, each into its own report (``demo.companions`` in --json).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from prereg.commands._common import JsonOpt, bundled_sources
-from prereg.commands.analyse_cmds import analyse_and_write
+from prereg.commands.analyse_cmds import Analysed, analyse_and_write
 from prereg.commands.progress import RichProgress
 from prereg.commands.registry_cmds import PILOT_DRAFT
 from prereg.commands.run_cmds import summary_json
@@ -52,6 +54,24 @@ DEMO_STUDIES = {
     "toolbottleneck": "toolbottleneck-capacity.yaml",
     # the structural holdout (Table 10, Figure 10): a separate draft, docs/toolbottleneck.md
     "toolbottleneck-holdout": "toolbottleneck-holdout.yaml",
+    # the seed's separate experiments (issue 42): the completion-cap sweep and crossover
+    # (appendix E.1; Figures 2b and 8), the workflow frontier (Figures 3b and 9) and
+    # Discovery (availability by retriever, Figure 3c)
+    "toolbottleneck-capsweep": "toolbottleneck-capsweep.yaml",
+    "toolbottleneck-frontier": "toolbottleneck-frontier.yaml",
+    "toolbottleneck-discovery": "toolbottleneck-discovery.yaml",
+}
+#: Studies whose demo also registers, runs and analyses companion drafts, each into its
+#: own report (issue 42: the whole study's figures, seed Figures 2a-11, from one
+#: command): the capacity factorial keeps its own draft and digest, and the seed's
+#: separate experiments are reported beside it, in this order.
+DEMO_COMPANIONS: dict[str, tuple[str, ...]] = {
+    "toolbottleneck": (
+        "toolbottleneck-holdout",
+        "toolbottleneck-capsweep",
+        "toolbottleneck-frontier",
+        "toolbottleneck-discovery",
+    )
 }
 
 
@@ -83,9 +103,13 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--study",
                 help="A bundled study instead: toolbottleneck (the capacity factorial, "
-                "eight contrasts, failure census, repairs against switches; simulated policy) "
-                "or toolbottleneck-holdout (the public-handoff controller and the structural "
-                "holdout: Table 10, Figure 10).",
+                "eight contrasts, failure census, repairs against switches; simulated policy; "
+                "then the structural holdout, the completion-cap sweep, the workflow frontier "
+                "and Discovery, each its own registration and report, so one command draws "
+                "every figure of the seed) or one of those alone: toolbottleneck-holdout "
+                "(Table 10, Figure 10), toolbottleneck-capsweep (Figures 2b and 8), "
+                "toolbottleneck-frontier (Figures 3b and 9) or toolbottleneck-discovery "
+                "(Figure 3c).",
                 show_default=False,
             ),
         ] = None,
@@ -110,28 +134,56 @@ def register(app: typer.Typer) -> None:
         started = time.monotonic()
         init_workspace(root, bundled_sources())
         ws = Workspace(root.resolve())
-        entry = (
-            Registry(ws.registry)
-            .register(ws.drafts / draft, ws.experiments, display=f"drafts/{draft}")
-            .entry
-        )
-        run_summary = _run_local(ws, entry.id, quiet=as_json)
-        judged = _judge_local(ws, entry.id, draft) if entry.judges else None
-        done = analyse_and_write(ws, entry.id, Options(command=f"prereg demo (analyse {entry.id})"))
+        done, run_summary, judged = _demo_draft(ws, draft, quiet=as_json)
         report, out, data = done.report, done.out, done.data
+        also = [
+            _demo_draft(ws, DEMO_STUDIES[name], as_json)
+            for name in DEMO_COMPANIONS.get(study or "", ())
+        ]
         data["demo"] = {
             "workspace": str(ws.root),
             "run": run_summary,
             **({"judge": judged} if judged is not None else {}),
+            # each companion's whole report document, with its run (--json carries all),
+            # in DEMO_COMPANIONS's order
+            **(
+                {
+                    "companions": [
+                        {**a.data, "run": r, **({"judge": j} if j is not None else {})}
+                        for a, r, j in also
+                    ]
+                }
+                if also
+                else {}
+            ),
             "seconds": round(time.monotonic() - started, 2),
         }
 
         def human() -> None:
             render_terminal.render(report, console)
-            console.print(display(f"report: {out / 'report.html'}", style="bold"))
+            for a, _, _ in also:
+                render_terminal.render(a.report, console)
+            for written in (out, *(a.out for a, _, _ in also)):
+                console.print(display(f"report: {written / 'report.html'}", style="bold"))
             console.print(display(f"workspace: {ws.root} (try: prereg -w {ws.root} list)"))
 
         emit(data, as_json, human)
+
+
+def _demo_draft(
+    ws: Workspace, draft: str, quiet: bool
+) -> tuple[Analysed, dict[str, Any], dict[str, Any] | None]:
+    """Register a bundled draft, run it on the local host, judge it where it registers
+    judges, analyse it and write its report: (the analysis, the run, the judging)."""
+    entry = (
+        Registry(ws.registry)
+        .register(ws.drafts / draft, ws.experiments, display=f"drafts/{draft}")
+        .entry
+    )
+    run_summary = _run_local(ws, entry.id, quiet=quiet)
+    judged = _judge_local(ws, entry.id, draft) if entry.judges else None
+    done = analyse_and_write(ws, entry.id, Options(command=f"prereg demo (analyse {entry.id})"))
+    return done, run_summary, judged
 
 
 def _run_local(ws: Workspace, reg_id: str, quiet: bool) -> dict[str, Any]:

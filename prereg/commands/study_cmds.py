@@ -77,7 +77,8 @@ model: it shows what the study computes, not how any agent behaves. Every episod
 under the seed's harness contract (call limit = certified minimum + 2, turn limit = call
 limit + 2, the infeasibility stop, the routed menu where the study asks for it). Writes
 OUT/records.jsonl and OUT/report.md (the capacity contrasts with Holm-adjusted p values,
-the failure census, repairs against switches). A bad study, family or --out is refused
+the failure census under its harness contract, repairs against switches, and Table 10
+when the study has holdout arms). A bad study, family or --out is refused
 (exit 2) before anything runs. STUDY.yaml is read relative to the current folder, else
 to the workspace (as register reads its file); its families relative to it; --out is
 relative to the current folder.

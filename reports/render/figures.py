@@ -742,6 +742,12 @@ FIGURES = {
         "Structural holdout: executed calls by issuer (model, public-handoff controller) per "
         "arm, with its VTS (seed Figure 10)",
     ),
+    "tb_family": (
+        _on_canvas(tb_figures.tb_family_figure),
+        "One task family compiled under the V, W and D pressures: each menu's tools with the "
+        "gold tools marked, each workflow's certified minimum and calls, the same returned "
+        "record in each encoding; an illustration of the compiled variants (seed Figure 5)",
+    ),
 }
 
 

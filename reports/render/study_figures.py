@@ -21,11 +21,16 @@ as PNG. What the tables withhold is withheld here too:
 - Figure 4b (``tb_decision``) draws the decision matrix's success differences as Figure
   2a draws the contrasts;
 - Figure 7 (``tb_configurations``) draws Table 4's point estimates as open markers (no
-  interval: the table prints none), the organisation-equal reweighting as diamonds.
+  interval: the table prints none), the organisation-equal reweighting as diamonds;
+- Figure 5 (``tb_family``) is text panels, not data: one family's compiled variants
+  (``StudyReport.example``) under V (the menu's tool names, the gold tools marked), W (the
+  certified minimum and the reference program's calls) and D (the same returned record
+  in each encoding), each shortened to a few lines, in monospace, no number drawn.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -431,3 +436,80 @@ def tb_decision_figure(report: Report, canvas: Canvas) -> Figure | None:
         "open: no interval)",
         "Against every configuration switch (Figure 4b)",
     )
+
+
+#: Figure 5's text: characters a line, the menu lines a V panel shows (its gold tools
+#: first, then the menu's first others), the lines of a D panel's record
+FAMILY_CHARS, MENU_LINES, RECORD_LINES = 58, 8, 4
+
+
+def tb_family_lines(report: Report) -> list[tuple[str, str]]:
+    """Figure 5's lines, each with its kind (``head``: a panel's heading, ``gold``: a gold
+    tool, ``text``): every panel of ``StudyReport.example`` shortened to a few lines (a
+    long menu lists its gold tools with their places, then its first other tools and how
+    many more; a record wraps to :data:`RECORD_LINES` lines). [] without an example."""
+    study = report.toolbottleneck
+    example = None if study is None else study.example
+    if example is None or example.withheld is not None or not example.panels:
+        return []
+    out: list[tuple[str, str]] = []
+    for p in example.panels:
+        if out:
+            out.append(("", "text"))  # a blank line between panels
+        if p.pressure == "V":
+            out.append((f"V = {p.level}: a menu of {len(p.menu)} tools (* gold)", "head"))
+            gold = [(p.menu.index(g) + 1, g) for g in p.gold if g in p.menu]
+            others = [(i + 1, n) for i, n in enumerate(p.menu) if n not in p.gold]
+            room = max(MENU_LINES - len(gold), 0)
+            shown = sorted(gold + others[:room])
+            out += [
+                (f"{'*' if n in p.gold else ' '} {i:>3}. {n}", "gold" if n in p.gold else "text")
+                for i, n in shown
+            ]
+            if len(p.menu) > len(shown):
+                out.append((f"      ... and {len(p.menu) - len(shown)} more tools", "text"))
+        elif p.pressure == "W":
+            out.append((f"W = {p.level}: certified minimum {p.certified_minimum} calls", "head"))
+            out += [
+                (textwrap.shorten(f"{i}. {c}", FAMILY_CHARS, placeholder=" ..."), "text")
+                for i, c in enumerate(p.program, start=1)
+            ]
+        else:
+            out.append((f"D = {p.level}: the record of call {example.record_call}", "head"))
+            wrapped = textwrap.wrap(p.record, FAMILY_CHARS - 2, break_on_hyphens=False)
+            more = len(wrapped) > RECORD_LINES
+            lines = wrapped[:RECORD_LINES]
+            if more:
+                lines[-1] = lines[-1][: FAMILY_CHARS - 6] + " ..."
+            out += [(f"  {line}", "text") for line in lines]
+    return out
+
+
+def tb_family_figure(report: Report, canvas: Canvas) -> Figure | None:
+    """Figure 5: the example family's compiled variants as text panels (monospace; the
+    gold tools in blue), from ``StudyReport.example`` (every line is the compiler's
+    output, shortened). Not drawn without an example."""
+    lines = tb_family_lines(report)
+    if not lines:
+        return None
+    study = report.toolbottleneck
+    assert study is not None and study.example is not None
+    fig, ax = canvas(4.6, 0.18 * len(lines), ())
+    ax.set_axis_off()
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(len(lines), 0.0)
+    for y, (text, kind) in enumerate(lines):
+        ax.text(
+            0.0,
+            y + 0.5,
+            text,
+            family="monospace",
+            fontsize=9,
+            va="center",
+            color=BLUE if kind == "gold" else "black",
+            weight="bold" if kind in ("head", "gold") else "normal",
+            parse_math=False,  # tool names and records are data: no mathtext
+        )
+    title = f"Family {study.example.family}, compiled under V, W and D (Figure 5)"
+    ax.set_title(textwrap.fill(title, FAMILY_CHARS), fontsize=9, loc="left", parse_math=False)
+    return fig

@@ -102,6 +102,16 @@ def _toolbottleneck(report: Report, console: Console) -> None:
         if not t.columns or not t.title.startswith(STUDY_TERMINAL):
             continue
         print_table(console, t.title, t.columns, t.rows)
+    example = study.example
+    if example is not None:  # Figure 5's panels are pictures of text: one line here
+        console.print(
+            display(
+                f"Example task family (seed Figure 5): {example.family} compiled under V, W "
+                "and D, in figures/tb_family.png and report.md"
+                if example.withheld is None
+                else f"Example task family (seed Figure 5) not drawn: {example.withheld}"
+            )
+        )
 
 
 def _verdict(r: Report, console: Console) -> None:

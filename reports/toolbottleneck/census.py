@@ -280,6 +280,7 @@ def census_tables(
     *,
     infrastructure: str | None = None,
     contract: Contract | None = None,
+    contracts: Mapping[str, str] | None = None,
 ) -> list[TableData]:
     """The census as (title, header, rows) tables; ``pairs`` are (base, stressed) arms for
     the truncation stratum table.
@@ -294,9 +295,16 @@ def census_tables(
     ``contract``: the harness the rows ran under; when its turn limit can never end an
     episode (:func:`prereg.runners.toolbottleneck.host.turn_limit_reachable`, reading F3)
     the ``turn_limit`` column of both tables is labelled structurally unreachable, so its
-    zeros are not read as a finding about the policy or the model."""
+    zeros are not read as a finding about the policy or the model.
+
+    The census's label, its last table (:data:`CONTRACT_TITLE`; last, so the census
+    tables keep their places): ``contracts`` (arm -> its contract in words,
+    :func:`contract_label`; a registered study's arms may differ), else ``contract`` for
+    every arm (a study run's one contract); neither: no label."""
     out: list[TableData] = []
     arms = census_by_arm(rows)
+    if contracts is None and contract is not None:
+        contracts = {arm: study_contract_label(contract) for arm in arms}
     arms["(all)"] = census(rows)
     counting = infrastructure == "count_as_failure"
     classes = [*FLAGS, INFRASTRUCTURE] if counting else list(FLAGS)
@@ -409,7 +417,65 @@ def census_tables(
                 strata,
             )
         )
+    if contracts:
+        out.append(contract_table(contracts))
     return out
+
+
+#: The title of the census's label: the harness contract its episodes ran under.
+CONTRACT_TITLE = "Failure census: the harness contract the episodes ran under"
+
+
+def contract_label(
+    completion_cap: int, episode_tokens: int, call_limit: str, turn_limit: str, fires: bool | None
+) -> str:
+    """The harness contract in words (seed 3.3): the completion cap, the episode budget,
+    the call limit and the turn limit, and whether the turn limit can end an episode
+    (``fires``: None when it depends on the task's certified minimum)."""
+    if fires is None:
+        can = "can fire only where a task's call limit reaches it"
+    elif fires:
+        can = "can fire"
+    else:
+        can = (
+            "can never fire: every non-final turn is a call, so an episode ends at the call "
+            "limit first; reading F3"
+        )
+    return (
+        f"completion cap {completion_cap:,} tokens per request; episode budget "
+        f"{episode_tokens:,} tokens; call limit {call_limit}; turn limit {turn_limit} ({can})"
+    )
+
+
+def turn_limit_fires(contract: Contract) -> bool:
+    """Whether the contract's turn limit can end an episode: at a turn slack of 0
+    (:func:`turn_limit_reachable`, reading F3), or below it (a turn limit under the call
+    limit, which only absolute registered limits can give)."""
+    return turn_limit_reachable(contract) or contract.turn_slack < 0
+
+
+def study_contract_label(contract: Contract) -> str:
+    """A study's contract (limits relative to each variant's certified minimum)."""
+    return contract_label(
+        contract.completion_cap,
+        contract.episode_tokens,
+        f"= certified minimum + {contract.call_slack}",
+        f"= call limit + {contract.turn_slack}",
+        turn_limit_fires(contract),
+    )
+
+
+def contract_table(labels: Mapping[str, str]) -> TableData:
+    """The census's label: each distinct contract (arm -> its contract in words) with the
+    arms that ran under it ("every arm" when they share one)."""
+    by_label: dict[str, list[str]] = defaultdict(list)
+    for arm, label in labels.items():
+        by_label[label].append(arm)
+    rows: list[list[Any]] = [
+        [label, "every arm" if len(by_label) == 1 else ", ".join(arms)]
+        for label, arms in by_label.items()
+    ]
+    return (CONTRACT_TITLE, ["harness contract", "arms"], rows)
 
 
 def census_markdown(tables: Sequence[TableData]) -> str:

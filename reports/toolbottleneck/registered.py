@@ -56,6 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prereg import stats
+from prereg.experiments import Experiment
 from prereg.experiments.toolbottleneck.registrable import family_of_task
 from prereg.registry.resolve import study_player
 from prereg.registry.schema import Registration
@@ -65,8 +66,10 @@ from prereg.reports.toolbottleneck.census import (
     INFRASTRUCTURE,
     CensusRow,
     census_tables,
+    contract_label,
     truncation,
     truncation_stratum,
+    turn_limit_fires,
 )
 from prereg.reports.toolbottleneck.census import census as pooled_census
 from prereg.reports.toolbottleneck.configurations import (
@@ -77,6 +80,7 @@ from prereg.reports.toolbottleneck.configurations import (
 from prereg.reports.toolbottleneck.decoder import decode_pressure, decoder_tables, packets
 from prereg.reports.toolbottleneck.discovery import availability_rows, discovery_tables
 from prereg.reports.toolbottleneck.episodes import Episode, Episodes, episodes
+from prereg.reports.toolbottleneck.example import example_table, family_example
 from prereg.reports.toolbottleneck.frontier import (
     FrontierArm,
     frontier_contrasts,
@@ -108,6 +112,7 @@ from prereg.reports.toolbottleneck.repairs import (
 )
 from prereg.reports.toolbottleneck.truncated import first_response_tables
 from prereg.runners.record import RunRecord
+from prereg.runners.toolbottleneck.host import Contract
 from prereg.runners.toolbottleneck.study import CONTROLLER_ISSUED
 from prereg.stats.bootstrap import FEW_CLUSTERS
 from prereg.stats.enumeration import (
@@ -961,6 +966,37 @@ def study_figures(
     return out
 
 
+def arm_contracts(registration: Registration) -> dict[str, str]:
+    """Each arm's harness contract in words (the census's label,
+    :func:`~prereg.reports.toolbottleneck.census.contract_label`), from its registered
+    budgets: a limit rule reads "= certified minimum + k" / "= call limit + k", an absolute
+    limit its number, and whether the turn limit can fire (reading F3: at a turn slack of
+    0 or below; with an absolute turn limit against a per-task call limit, it depends on
+    the task). The census's ``turn_limit`` column keeps its name here (the label says
+    whether it can fire)."""
+    labels: dict[str, str] = {}
+    for arm in registration.arms:
+        b = registration.config_of(arm.id).budgets
+        if b.turn_limit_over_calls is not None:
+            fires: bool | None = turn_limit_fires(Contract(turn_slack=b.turn_limit_over_calls))
+        elif b.call_limit is not None and b.turn_limit is not None:
+            fires = b.turn_limit <= b.call_limit
+        else:  # an absolute turn limit against a per-task call limit
+            fires = None
+        call = (
+            f"= certified minimum + {b.call_limit_over_certified}"
+            if b.call_limit_over_certified is not None
+            else str(b.call_limit)
+        )
+        turn = (
+            f"= call limit + {b.turn_limit_over_calls}"
+            if b.turn_limit_over_calls is not None
+            else str(b.turn_limit)
+        )
+        labels[arm.id] = contract_label(b.completion_cap, b.episode_tokens, call, turn, fires)
+    return labels
+
+
 def decision_figure(results: Sequence[RepairResult]) -> list[StudyFigure]:
     """Figure 4b (seed 4.3, "Against every configuration switch"): each repair's repaired
     lane minus every switch at the stressed cell, the success difference with the
@@ -1023,9 +1059,15 @@ def _say_how_infrastructure_counted(
     ]
 
 
-def study_report(registration: Registration, records: Sequence[RunRecord]) -> StudyReport | None:
+def study_report(
+    registration: Registration,
+    records: Sequence[RunRecord],
+    experiment: Experiment | None = None,
+) -> StudyReport | None:
     """The section, or None for a registration that is not a study's. Every table counts
-    the episodes the registered infrastructure policy counts (:func:`episodes`)."""
+    the episodes the registered infrastructure policy counts (:func:`episodes`).
+    ``experiment``: the registration's frozen experiment, whose first family Figure 5
+    shows compiled (:mod:`prereg.reports.toolbottleneck.example`; None: no Figure 5)."""
     cells = [a.toolbottleneck for a in registration.arms if a.toolbottleneck is not None]
     if not cells:
         return None
@@ -1060,6 +1102,7 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
         counted.census_rows,
         stress_pairs(registration),
         infrastructure=counted.policy.infrastructure,
+        contracts=arm_contracts(registration),
     )
     for title, header, body in census:
         tables.append(
@@ -1077,6 +1120,9 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
     held, holdout_points = _holdout(registration, scored, records)
     tables += held
     tables = _say_how_infrastructure_counted(counted, tables)
+    example = None if experiment is None else family_example(registration, experiment)
+    if example is not None:
+        tables += example_table(example)  # the compiled variants, not episodes: no note
     figures = (
         study_figures(registration, scored, records, by_unit[0])
         + gains
@@ -1089,9 +1135,18 @@ def study_report(registration: Registration, records: Sequence[RunRecord]) -> St
     )
     if on_model_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
-        return StudyReport(label=MODEL_LABEL.format(hosts=hosts), tables=tables, figures=figures)
+        return StudyReport(
+            label=MODEL_LABEL.format(hosts=hosts), tables=tables, figures=figures, example=example
+        )
     if on_local_host(registration):
         hosts = ", ".join(sorted({host_of(registration, a.id) for a in registration.arms}))
-        return StudyReport(label=LOCAL_LABEL.format(profiles=hosts), tables=tables, figures=figures)
+        return StudyReport(
+            label=LOCAL_LABEL.format(profiles=hosts),
+            tables=tables,
+            figures=figures,
+            example=example,
+        )
     profiles = ", ".join(sorted({c.policy for c in cells}))
-    return StudyReport(label=LABEL.format(profiles=profiles), tables=tables, figures=figures)
+    return StudyReport(
+        label=LABEL.format(profiles=profiles), tables=tables, figures=figures, example=example
+    )

@@ -48,6 +48,7 @@ from prereg.reports.toolbottleneck.frontier import (
     frontier_levels,
     frontier_tables,
 )
+from prereg.reports.toolbottleneck.holdout import analyse_holdout, holdout_markdown
 from prereg.reports.toolbottleneck.interactions import decompose, decomposition_tables
 from prereg.reports.toolbottleneck.lanes import (
     LaneArm,
@@ -531,12 +532,23 @@ def study_markdown(
     lines += more_analyses_markdown(records, draws=draws, repairs=repairs)
     lines += repairs_markdown(*analyse_repairs(records, repairs, draws=draws))
     lines += decoder_markdown(decode_pressure(packets(records, baseline), draws=draws))
+    lines += holdout_section(records, draws=draws)
     lines += [
         "## Failure census",
         "",
         census_markdown(census_tables(records, stress_pairs(records, baseline), contract=contract)),
     ]
     return "\n".join(lines)
+
+
+def holdout_section(records: Sequence[StudyRecord], *, draws: int = 10_000) -> list[str]:
+    """The structural holdout (Table 10 and L, Gamma, Sigma, Delta of the controller) when
+    the study has holdout arms (records with ``orchestration``), through the same
+    functions as a registered study's report (:mod:`.holdout`); nothing without them.
+    Figure 10's numbers are Table 10's rows: a study run writes no figures."""
+    if not any(r.orchestration is not None for r in records):
+        return []
+    return ["## Structural holdout", "", *holdout_markdown(analyse_holdout(records, draws=draws))]
 
 
 def stress_pairs(records: Sequence[StudyRecord], baseline: str) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from prereg.cli import main
+from prereg.commands.demo_cmds import DEMO_COMPANIONS, DEMO_STUDIES
 from prereg.reports.model import Interval, Report
 from prereg.reports.render import figures
 from prereg.reports.render.figures import primary_effect, primary_effect_figure
@@ -29,7 +30,18 @@ from tests.reports.test_report_invariants_drafts import DRAFTS, PROVIDER_ONLY
 
 pytest.importorskip("matplotlib")
 
-OFFLINE = sorted(p.stem for p in DRAFTS.glob("*.yaml") if p.stem not in PROVIDER_ONLY)
+#: the drafts ``prereg demo --study toolbottleneck`` runs (the capacity draft and its
+#: companions): their reports are the session's demo, checked with
+#: :func:`_assert_plots_its_primary_effect` in tests/toolbottleneck/test_tb_demo_every_figure.py
+BY_THE_STUDY_DEMO = (
+    Path(DEMO_STUDIES["toolbottleneck"]).stem,
+    *DEMO_COMPANIONS["toolbottleneck"],
+)
+OFFLINE = sorted(
+    p.stem
+    for p in DRAFTS.glob("*.yaml")
+    if p.stem not in PROVIDER_ONLY and p.stem not in BY_THE_STUDY_DEMO
+)
 
 
 def _cli(*args: str | Path) -> tuple[int, str]:

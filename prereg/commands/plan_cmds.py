@@ -375,11 +375,17 @@ def render(plan: dict[str, Any]) -> None:
 
 
 def _render_pilot(p: dict[str, Any]) -> None:
+    """The pilot's estimates as a table; with replicate sessions the run unit is the
+    session and the repeats are clustered within it."""
     from rich.table import Table  # lazy: only drawn without --json (start-up, issue 15)
 
-    if p.get("sessions", 1) > 1:
-        _render_session_pilot(p)
-        return
+    sessions = p.get("sessions", 1)
+    by_session = sessions > 1
+    design = (
+        f"{sessions} sessions of {p['per_session']} repeat(s)"
+        if by_session
+        else f"{p['repeats']} repeat(s)"
+    )
     table = Table(
         "estimate",
         "value",
@@ -387,32 +393,41 @@ def _render_pilot(p: dict[str, Any]) -> None:
         title=display(
             f"Pilot {p['registration']} "
             f"({p['kind']}, split {p['split']}): {p['prompts']} prompts x "
-            f"{p['repeats']} repeat(s), {p['control']} vs {p['treatment']}"
+            f"{design}, {p['control']} vs {p['treatment']}"
         ),
         title_justify="left",
     )
     sd, icc, br, dis = p["sigma_d"], p["icc"], p["between_run"], p["discordance"]
+    over = f"{sessions} session(s)" if by_session else f"{p['repeats']} repeat(s)"
     table.add_row(
-        "sigma_d",
-        _num(sd["sigma_d"]),
-        f"SD of per-prompt differences of arm means over {p['repeats']} repeat(s)",
+        "sigma_d", _num(sd["sigma_d"]), f"SD of per-prompt differences of arm means over {over}"
     )
     table.add_row(
         "sigma_d planned",
         _num(p["sigma_d_planned"]),
-        "rescaled to the planned runs per arm: sqrt(tau^2 + omega^2 / K)",
+        "rescaled to the planned sessions per arm: sqrt(tau^2 + omega_s^2 / S)"
+        if by_session
+        else "rescaled to the planned runs per arm: sqrt(tau^2 + omega^2 / K)",
     )
+    within = " in a session" if by_session else ""
     table.add_row(
-        "rho (repeats)",
+        f"rho (repeats{within})",
         _num(icc["rho"]),
         f"design effect {_num(icc['design_effect'], '.2f')}: {icc['repeats']} "
-        f"repeats carry {_num(icc['effective_runs'], '.2f')} runs of information",
+        f"repeats{within} carry {_num(icc['effective_runs'], '.2f')} runs of information",
     )
-    table.add_row(
-        "sigma_run",
-        _num(br["sigma_run"]),
-        f"variance ratio {_num(br['variance_ratio'], '.2f')}, permutation p {_num(br['pvalue'])}",
-    )
+    run = "sigma_run (sessions)" if by_session else "sigma_run"
+    if by_session and (br["sigma_run"] is None or not math.isfinite(br["sigma_run"])):
+        why = "; ".join(f"{a['arm']}: {a['reason']}" for a in br["ignored"])
+        table.add_row(run, "withheld", display(f"not estimable ({why})"))
+    else:
+        table.add_row(
+            run,
+            _num(br["sigma_run"]),
+            ("over sessions: " if by_session else "")
+            + f"variance ratio {_num(br['variance_ratio'], '.2f')}, "
+            f"permutation p {_num(br['pvalue'])}",
+        )
     table.add_row(
         "p01 / p10",
         f"{_num(dis['p01'])} / {_num(dis['p10'])}",
@@ -437,57 +452,6 @@ def _render_pilot(p: dict[str, Any]) -> None:
                 ),
                 highlight=False,
             )
-
-
-def _render_session_pilot(p: dict[str, Any]) -> None:
-    """The pilot table of a pilot with replicate sessions: its unit is the session."""
-    from rich.table import Table  # lazy: only drawn without --json (start-up, issue 15)
-
-    sessions, k = p["sessions"], p["per_session"]
-    table = Table(
-        "estimate",
-        "value",
-        "how",
-        title=display(
-            f"Pilot {p['registration']} "
-            f"({p['kind']}, split {p['split']}): {p['prompts']} prompts x "
-            f"{sessions} sessions of {k} repeat(s), {p['control']} vs {p['treatment']}"
-        ),
-        title_justify="left",
-    )
-    sd, icc, br, dis = p["sigma_d"], p["icc"], p["between_run"], p["discordance"]
-    table.add_row(
-        "sigma_d",
-        _num(sd["sigma_d"]),
-        f"SD of per-prompt differences of arm means over {sessions} session(s)",
-    )
-    table.add_row(
-        "sigma_d planned",
-        _num(p["sigma_d_planned"]),
-        "rescaled to the planned sessions per arm: sqrt(tau^2 + omega_s^2 / S)",
-    )
-    table.add_row(
-        "rho (repeats in a session)",
-        _num(icc["rho"]),
-        f"design effect {_num(icc['design_effect'], '.2f')}: {icc['repeats']} "
-        f"repeats in a session carry {_num(icc['effective_runs'], '.2f')} runs of information",
-    )
-    if br["sigma_run"] is not None and math.isfinite(br["sigma_run"]):
-        table.add_row(
-            "sigma_run (sessions)",
-            _num(br["sigma_run"]),
-            f"over sessions: variance ratio {_num(br['variance_ratio'], '.2f')}, "
-            f"permutation p {_num(br['pvalue'])}",
-        )
-    else:
-        why = "; ".join(f"{a['arm']}: {a['reason']}" for a in br["ignored"])
-        table.add_row("sigma_run (sessions)", "withheld", display(f"not estimable ({why})"))
-    table.add_row(
-        "p01 / p10",
-        f"{_num(dis['p01'])} / {_num(dis['p10'])}",
-        f"{dis['pairs']} repeat-matched pairs",
-    )
-    console.print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -648,24 +648,33 @@ def estimate_pilot(
         return _estimate_sessions(
             data, control, treatment, sessions, per_session, permutations, seed
         )
-    rates = {
-        arm: float(np.nanmean(m)) if np.any(~np.isnan(m)) else math.nan
-        for arm, m in data.matrices.items()
-    }
     pair = {control: c, treatment: t}
     return PilotEstimate(
         control=control,
         treatment=treatment,
-        prompts=int(np.sum(np.any(~np.isnan(c), axis=1) & np.any(~np.isnan(t), axis=1))),
+        prompts=_paired_prompts(c, t),
         repeats=len(data.repeats),
         records=data.records,
         excluded=data.excluded,
-        rates=rates,
+        rates=_rates(data),
         sigma_d=paired_sigma_d(c, t),
         icc=repeat_icc(pair),
         between_run=between_run(pair, permutations=permutations, seed=seed),
         discordance=discordance(c, t),
     )
+
+
+def _rates(data: PilotData) -> dict[str, float]:
+    """Each arm's success rate over every recorded outcome (nan: none)."""
+    return {
+        arm: float(np.nanmean(m)) if np.any(~np.isnan(m)) else math.nan
+        for arm, m in data.matrices.items()
+    }
+
+
+def _paired_prompts(c: FloatArray, t: FloatArray) -> int:
+    """The prompts with an outcome in both arms."""
+    return int(np.sum(np.any(~np.isnan(c), axis=1) & np.any(~np.isnan(t), axis=1)))
 
 
 def _by_repeat(data: PilotData, arm: str, repeats: int) -> FloatArray:
@@ -691,18 +700,14 @@ def _estimate_sessions(
     width = sessions * per_session
     pair = {arm: _by_repeat(data, arm, width) for arm in (control, treatment)}
     c, t = pair[control], pair[treatment]
-    rates = {
-        arm: float(np.nanmean(m)) if np.any(~np.isnan(m)) else math.nan
-        for arm, m in data.matrices.items()
-    }
     return PilotEstimate(
         control=control,
         treatment=treatment,
-        prompts=int(np.sum(np.any(~np.isnan(c), axis=1) & np.any(~np.isnan(t), axis=1))),
+        prompts=_paired_prompts(c, t),
         repeats=len(data.repeats),
         records=data.records,
         excluded=data.excluded,
-        rates=rates,
+        rates=_rates(data),
         sigma_d=session_sigma_d(c, t, per_session),
         icc=session_icc(pair, per_session),
         between_run=between_sessions(pair, per_session, permutations=permutations, seed=seed),

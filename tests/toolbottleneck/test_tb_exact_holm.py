@@ -15,8 +15,6 @@ over every sign pattern).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import math
 from collections import Counter
@@ -28,7 +26,6 @@ import numpy as np
 import pytest
 import yaml
 
-from prereg.cli import main
 from prereg.core.workspace import Workspace
 from prereg.registry.registrations import Registry
 from prereg.registry.schema import Registration
@@ -44,6 +41,7 @@ from prereg.stats.enumeration import (
     mc_standard_error,
 )
 from tests.toolbottleneck.helpers import as_yaml, family_doc
+from tests.toolbottleneck.helpers import run_cli as _run
 
 ARMS = (
     "menu-8--workflow-low",
@@ -74,17 +72,6 @@ MANY = (
     (1, 1, 0, 1),
     (1, 1, 1, 0),
 )
-
-
-def _run(*args: str | Path) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue()
 
 
 def _experiment(root: Path, name: str, families: int) -> None:

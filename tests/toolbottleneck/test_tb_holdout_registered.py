@@ -6,19 +6,16 @@ absent holdout fields leave a registration's arm document unchanged."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from prereg.cli import main
 from prereg.experiments.toolbottleneck.cells import ArmCell
+from tests.toolbottleneck.helpers import run_cli as _run
 
 REG = "toolbottleneck-holdout"
 ARMS = {
@@ -30,17 +27,6 @@ ARMS = {
     "controller-30": ("Controller", "native", 30),
 }
 MARK = "issued by the public-handoff controller"
-
-
-def _run(*args: str | Path) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue()
 
 
 @pytest.fixture(scope="module")

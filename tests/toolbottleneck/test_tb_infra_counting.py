@@ -17,7 +17,6 @@ Everything is recomputed by hand from the exported records.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 from collections import defaultdict
 from collections.abc import Iterator
@@ -29,10 +28,10 @@ import numpy as np
 import pytest
 import yaml
 
-from prereg.cli import main
 from prereg.runners.scoring import infra_record
 from prereg.runners.toolbottleneck.study import StudyUnits
 from tests.toolbottleneck.helpers import as_yaml, family_doc
+from tests.toolbottleneck.helpers import run_cli as _run
 
 STUDY = "infra-study"
 ITT, RETRY = "infra-itt", "infra-retry"
@@ -41,17 +40,6 @@ LARGE_MENU = 12
 BASE = "menu-8--workflow-low--encoding-raw"
 REPAIRED = f"menu-{LARGE_MENU}--workflow-low--encoding-raw"
 LINKED = "menu-8--workflow-low--encoding-linked"
-
-
-def _run(*args: str | Path) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue()
 
 
 def _families() -> list[dict[str, Any]]:

@@ -10,8 +10,6 @@ policy is simulated.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import json
 from collections import defaultdict
@@ -24,9 +22,9 @@ import yaml
 from rich.console import Console
 from scipy import stats as sps
 
-from prereg.cli import main
 from prereg.reports.model import Report
 from prereg.reports.render import terminal as render_terminal
+from tests.toolbottleneck.helpers import run_cli as _run
 
 REG = "toolbottleneck-capacity"
 #: the bundled study experiment's families, seeds and intents, read from its files (issue
@@ -51,17 +49,6 @@ FLAGS = (
     "wrong_conclusion",
     "contract_break",
 )
-
-
-def _run(*args: str | Path) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue()
 
 
 def run_demo(root: Path) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from prereg.commands import registry_cmds, study_cmds
 from prereg.commands.registry_cmds import input_path
@@ -18,6 +19,7 @@ from tests.cli.helpers import PILOT, PILOT_ID, prereg
 
 FAMILY = "experiments/toolbottleneck/families/overdue-case-escalation.yaml"
 STUDY = "experiments/toolbottleneck/study.yaml"
+TINY_STUDY = "experiments/toolbottleneck/tiny-study.yaml"
 
 
 def test_study_commands_share_registers_resolution() -> None:
@@ -52,9 +54,14 @@ def test_study_compile_from_outside_with_w_and_from_the_current_folder_without_o
 def test_study_run_finds_the_workspace_study_from_a_folder_inside_it(
     ws: Path, cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the bundled study cut to two families and one repeat: what is tested is where the
+    # file is found, not the study (the whole one is run by tests/toolbottleneck)
+    study = yaml.safe_load((ws / STUDY).read_text())
+    study.update(families=study["families"][:2], repeats=1)
+    (ws / TINY_STUDY).write_text(yaml.safe_dump(study, sort_keys=False))
     monkeypatch.chdir(ws / "drafts")
     out = tmp_path / "tb"
-    done = cli("study", "run", STUDY, "--out", out, "--draws", "100", "--json")
+    done = cli("study", "run", TINY_STUDY, "--out", out, "--draws", "100", "--json")
     assert done.code == 0, done.stderr
     assert (out / "records.jsonl").is_file() and done.json()["episodes"] > 0
 

@@ -146,12 +146,40 @@ def option_as_value(params: list[Parameter], args: list[str]) -> tuple[str, str]
     return None
 
 
+#: lines whose break before and after is kept: list items, indented lines, click's \b
+KEEP_BREAK = (" ", "\t", "- ", "* ", "\b")
+
+
+def reflow_help(text: str) -> str:
+    """A command's help with each paragraph's source line breaks joined, so the terminal
+    wraps it at its own width (typer's rich mode keeps every newline of a docstring, which
+    at 80 columns breaks a 90-column source line into a long and a one-word line). A list
+    item (``-``, ``*``) or an indented line keeps its breaks, before and after."""
+    lines = text.split("\n")
+    out: list[str] = []
+    for line in lines:
+        joins = (
+            out
+            and out[-1].strip()
+            and line.strip()
+            and not line.startswith(KEEP_BREAK)
+            and not out[-1].startswith(KEEP_BREAK)
+        )
+        if joins:
+            out[-1] = f"{out[-1].rstrip()} {line.strip()}"
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 class FlagHelpCommand(TyperCommand):
     """A command whose help shows flags without a value placeholder, whose values are
     converted without pydantic where they are plain (:mod:`.plain_coercion`), and whose
     value-taking options never swallow another option (:func:`option_as_value`)."""
 
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        if self.help:
+            self.help = reflow_help(self.help)
         with _help_to_closed_pipe(), _flags_without_placeholder(self.get_params(ctx)):
             super().format_help(ctx, formatter)
 
@@ -231,6 +259,8 @@ class FlagHelpGroup(TyperGroup):
     values are converted without pydantic where they are plain."""
 
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        if self.help:
+            self.help = reflow_help(self.help)
         with _help_to_closed_pipe(), _flags_without_placeholder(self.get_params(ctx)):
             super().format_help(ctx, formatter)
 

@@ -21,12 +21,10 @@ from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.main
-from typer._click import Command, Context, Parameter  # the types typer's classes take
-from typer._click.shell_completion import CompletionItem
 from typer.core import TyperCommand, TyperOption
 
 from prereg.commands._common import (
@@ -48,6 +46,12 @@ from prereg.core.output import (
 )
 from prereg.core.untrusted import display_text
 from prereg.core.version import code_version
+
+if TYPE_CHECKING:
+    # the types typer's classes take (its bundled click, a private module: read by the
+    # type checker only, so a typer that moves it never breaks the command line)
+    from typer._click import Command, Context, Parameter
+    from typer._click.shell_completion import CompletionItem
 
 #: Every command, in the order ``prereg --help`` lists them: the module of
 #: ``prereg.commands`` whose ``register(app)`` adds it, and its summary (the first
@@ -155,7 +159,7 @@ def module_commands(module: str) -> dict[str, Command]:
     return dict(typer.main.get_group(sub).commands)
 
 
-class _LazyCommands(MutableMapping[str, Command]):
+class _LazyCommands(MutableMapping[str, "Command"]):
     """The root's commands: names from :data:`COMMANDS`, each loaded on first access."""
 
     def __init__(self) -> None:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.main
-from typer._click import Context, HelpFormatter, Parameter  # the types typer's classes take
 from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.utils import get_params_from_function
 
@@ -31,6 +30,10 @@ except ImportError:  # pragma: no cover - a typer that moved its internals
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
+
+    # the types typer's classes take (its bundled click, a private module: read by the
+    # type checker only, so a typer that moves it never breaks a command)
+    from typer._click import Context, HelpFormatter, Parameter
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
 
@@ -249,7 +252,7 @@ def _takes_context(callback: Callable[..., Any] | None) -> bool:
     if callback is None:
         return False
     return any(
-        isinstance(p.annotation, type) and issubclass(p.annotation, Context)
+        isinstance(p.annotation, type) and issubclass(p.annotation, typer.Context)
         for p in get_params_from_function(callback).values()
     )
 
